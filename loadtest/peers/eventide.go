@@ -1,0 +1,108 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/eventide/eventide/storage"
+)
+
+const eventsTable = "events"
+
+var dataColumn = []byte("data")
+
+type eventideEngine struct {
+	dir   string
+	db    *storage.DB
+	batch storage.Batch
+}
+
+func openEventide(dir string, clock *benchClock, autoCompact bool) (engine, error) {
+	opts := storage.DefaultOptions()
+	opts.Clock = clock
+	opts.DisableAutoCompaction = !autoCompact
+	db, err := storage.Open(dir, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.CreateTable(storage.TableDef{Name: eventsTable, Compaction: storage.TimeWindow, WindowSeconds: 3600}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &eventideEngine{dir: dir, db: db}, nil
+}
+
+func (e *eventideEngine) name() string { return "eventide" }
+
+// clusteringDesc is the events table's clustering key: event_id timeuuid
+// DESC, so storage order is newest first.
+func clusteringDesc(id [16]byte) []byte {
+	enc := encodeTimeUUID(id)
+	for i := range enc {
+		enc[i] = ^enc[i]
+	}
+	return enc
+}
+
+func (e *eventideEngine) ingest(evs []event, ttls []int32) error {
+	e.batch.Reset()
+	for i := range evs {
+		ev := &evs[i]
+		ts := ev.time.UnixMicro()
+		if ttls != nil {
+			e.batch.PutTTL(eventsTable, []byte(ev.partition), clusteringDesc(ev.id), dataColumn, ev.value, ts, ttls[i])
+		} else {
+			e.batch.Put(eventsTable, []byte(ev.partition), clusteringDesc(ev.id), dataColumn, ev.value, ts)
+		}
+	}
+	return e.db.Apply(&e.batch)
+}
+
+func (e *eventideEngine) deleteEvents([]event) error { return nil }
+
+func (e *eventideEngine) flush() error { return e.db.Flush() }
+
+func (e *eventideEngine) flushAndCompact() error {
+	if err := e.db.Flush(); err != nil {
+		return err
+	}
+	return e.db.CompactAll()
+}
+
+func (e *eventideEngine) latest(partition string, n int) (int, error) {
+	return e.slice(storage.SliceQuery{Table: eventsTable, Partition: []byte(partition), Limit: n})
+}
+
+func (e *eventideEngine) all(partition string) (int, error) {
+	return e.slice(storage.SliceQuery{Table: eventsTable, Partition: []byte(partition)})
+}
+
+func (e *eventideEngine) slice(q storage.SliceQuery) (int, error) {
+	it, err := e.db.Slice(q)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for it.Next() {
+		n += len(it.Row().Cells)
+	}
+	return n, it.Close()
+}
+
+func (e *eventideEngine) diskBytes() (int64, error) { return dirSize(e.dir) }
+
+func (e *eventideEngine) close() error { return e.db.Close() }
+
+func dirSize(dir string) (int64, error) {
+	var total int64
+	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if !info.IsDir() {
+			total += info.Size()
+		}
+		return nil
+	})
+	return total, err
+}

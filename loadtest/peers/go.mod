@@ -1,0 +1,5 @@
+module github.com/eventide/eventide/loadtest/peers
+
+go 1.26
+
+replace github.com/eventide/eventide => ../..

@@ -1,0 +1,321 @@
+// Command peers measures Eventide's storage engine against Pebble on the
+// same time-series workload, in one run, so the figures can be quoted as
+// ratios. It lives in its own module so the main module never depends on
+// Pebble.
+//
+// Workload (issue 2): N events over 48 hourly buckets x 20 event types
+// (960 partitions), TimeUUID clustering in roughly time order, ~200-byte
+// JSON values, batches of 1,000 with one sync per batch. Phases:
+//
+//  1. ingest: events/s, peak RSS (Eventide runs first, so the peak RSS read
+//     after its ingest is its own).
+//  2. flush + full compaction: on-disk bytes per event.
+//  3. "latest 50" of a random partition: p50/p99 latency.
+//  4. expiry: a second store where the oldest 90% of every partition has
+//     expired by TTL (Pebble: the same keys removed by point deletes),
+//     read every live cell of a random partition before any compaction:
+//     p50/p99 latency.
+//
+// Run from this directory: go run . -events 2000000
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	events, types, hours, batch, queries int
+	dir                                  string
+	seed                                 uint64
+}
+
+// engine is what each store under test implements.
+type engine interface {
+	name() string
+	// ingest writes batch b of events (ttlFor gives each event's TTL in
+	// seconds relative to its time, 0 = none; deletes name events to
+	// remove instead, for the expiry phase).
+	ingest(events []event, ttls []int32) error
+	deleteEvents(events []event) error
+	flush() error
+	flushAndCompact() error
+	latest(partition string, n int) (int, error)
+	all(partition string) (int, error)
+	diskBytes() (int64, error)
+	close() error
+}
+
+func main() {
+	var cfg config
+	flag.IntVar(&cfg.events, "events", 2_000_000, "events to ingest")
+	flag.IntVar(&cfg.types, "types", 20, "event types")
+	flag.IntVar(&cfg.hours, "hours", 48, "hourly buckets")
+	flag.IntVar(&cfg.batch, "batch", 1000, "events per batch (one sync each)")
+	flag.IntVar(&cfg.queries, "queries", 2000, "queries per read phase")
+	flag.StringVar(&cfg.dir, "dir", "", "work directory (default: a new temporary directory, removed after)")
+	flag.Uint64Var(&cfg.seed, "seed", 1, "workload seed")
+	only := flag.String("engines", "eventide,pebble", "engines to run, comma-separated")
+	flag.Parse()
+	if cfg.dir == "" {
+		d, err := os.MkdirTemp("", "eventide-peers-")
+		if err != nil {
+			fatal(err)
+		}
+		defer os.RemoveAll(d)
+		cfg.dir = d
+	}
+	results := map[string]*result{}
+	for _, name := range splitComma(*only) {
+		r, err := runEngine(name, cfg)
+		if err != nil {
+			fatal(fmt.Errorf("%s: %w", name, err))
+		}
+		results[name] = r
+	}
+	printResults(cfg, results)
+}
+
+type result struct {
+	ingestSeconds            float64
+	eventsPerSecond          float64
+	peakRSSBytes             int64
+	bytesPerEvent            float64
+	latestP50, latestP99     time.Duration
+	expiredP50, expiredP99   time.Duration
+	latestRows, expiredCells int
+}
+
+func open(name, dir string, clock *benchClock, autoCompact bool) (engine, error) {
+	switch name {
+	case "eventide":
+		return openEventide(dir, clock, autoCompact)
+	case "pebble":
+		return openPebble(dir, autoCompact)
+	}
+	return nil, fmt.Errorf("unknown engine %q (use eventide or pebble)", name)
+}
+
+func runEngine(name string, cfg config) (*result, error) {
+	r := &result{}
+	gen := newGenerator(cfg)
+	clock := &benchClock{}
+
+	// Phase 1 and 2: ingest, flush, full compaction, size, latest-50.
+	dir := filepath.Join(cfg.dir, name)
+	e, err := open(name, dir, clock, true)
+	if err != nil {
+		return nil, err
+	}
+	progress := newProgress(name+" ingest", cfg.events)
+	start := time.Now()
+	for b := 0; b*cfg.batch < cfg.events; b++ {
+		evs := gen.batch(b)
+		clock.set(evs[0].time)
+		if err := e.ingest(evs, nil); err != nil {
+			return nil, err
+		}
+		progress.add(len(evs))
+	}
+	r.ingestSeconds = time.Since(start).Seconds()
+	r.eventsPerSecond = float64(cfg.events) / r.ingestSeconds
+	r.peakRSSBytes = peakRSS()
+	progress.done()
+	fmt.Fprintf(os.Stderr, "%s: flush + full compaction\n", name)
+	if err := e.flushAndCompact(); err != nil {
+		return nil, err
+	}
+	size, err := e.diskBytes()
+	if err != nil {
+		return nil, err
+	}
+	r.bytesPerEvent = float64(size) / float64(cfg.events)
+	var lat []time.Duration
+	for q := 0; q < cfg.queries; q++ {
+		p := gen.randomPartition()
+		t0 := time.Now()
+		n, err := e.latest(p, 50)
+		if err != nil {
+			return nil, err
+		}
+		lat = append(lat, time.Since(t0))
+		r.latestRows += n
+	}
+	r.latestP50, r.latestP99 = percentile(lat, 50), percentile(lat, 99)
+	if err := e.close(); err != nil {
+		return nil, err
+	}
+
+	// Phase 4: the oldest 90% of each partition expires. Both engines
+	// ingest normally (compacting as they like); then the store is
+	// reopened with compactions off, time passes the TTLs (Pebble: the
+	// same cells are point-deleted), memtables are flushed, and reads run
+	// before any compaction could clean up.
+	dir = filepath.Join(cfg.dir, name+"-expiry")
+	e, err = open(name, dir, clock, true)
+	if err != nil {
+		return nil, err
+	}
+	gen = newGenerator(cfg)
+	checkAt := gen.end().Add(time.Hour)
+	ttlsFor := func(evs []event) (ttls []int32, doomed []event) {
+		ttls = make([]int32, len(evs))
+		for i, ev := range evs {
+			// TTL relative to the write (the clock is at the batch's
+			// first event): expire before checkAt for the oldest 90% of
+			// every hour, a day after it for the rest.
+			ttl := int32(checkAt.Sub(evs[0].time).Seconds())
+			if ev.fractionOfHour < 0.9 {
+				ttls[i] = ttl - 60
+				doomed = append(doomed, ev)
+			} else {
+				ttls[i] = ttl + 86400
+			}
+		}
+		return ttls, doomed
+	}
+	progress = newProgress(name+" expiry ingest", cfg.events)
+	for b := 0; b*cfg.batch < cfg.events; b++ {
+		evs := gen.batch(b)
+		clock.set(evs[0].time)
+		ttls, _ := ttlsFor(evs)
+		if err := e.ingest(evs, ttls); err != nil {
+			return nil, err
+		}
+		progress.add(len(evs))
+	}
+	progress.done()
+	if err := e.close(); err != nil {
+		return nil, err
+	}
+	if e, err = open(name, dir, clock, false); err != nil {
+		return nil, err
+	}
+	for b := 0; b*cfg.batch < cfg.events; b++ {
+		_, doomed := ttlsFor(gen.batch(b))
+		if err := e.deleteEvents(doomed); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.flush(); err != nil {
+		return nil, err
+	}
+	clock.set(checkAt)
+	lat = lat[:0]
+	for q := 0; q < cfg.queries; q++ {
+		p := gen.randomPartition()
+		t0 := time.Now()
+		n, err := e.all(p)
+		if err != nil {
+			return nil, err
+		}
+		lat = append(lat, time.Since(t0))
+		r.expiredCells += n
+	}
+	r.expiredP50, r.expiredP99 = percentile(lat, 50), percentile(lat, 99)
+	return r, e.close()
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := (len(s)*p + 99) / 100
+	if i > 0 {
+		i--
+	}
+	return s[min(i, len(s)-1)]
+}
+
+func peakRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return ru.Maxrss * 1024 // Linux reports KiB
+}
+
+func printResults(cfg config, rs map[string]*result) {
+	fmt.Printf("workload: %d events, %d types x %d hours = %d partitions, batch %d, %d queries/phase, GOMAXPROCS %d, %s\n\n",
+		cfg.events, cfg.types, cfg.hours, cfg.types*cfg.hours, cfg.batch, cfg.queries, runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.RFC3339))
+	fmt.Printf("| metric | eventide | pebble | ratio (eventide/pebble) |\n|---|---|---|---|\n")
+	e, p := rs["eventide"], rs["pebble"]
+	row := func(name string, f func(*result) float64, format string) {
+		ev, pv := "-", "-"
+		ratio := "-"
+		if e != nil {
+			ev = fmt.Sprintf(format, f(e))
+		}
+		if p != nil {
+			pv = fmt.Sprintf(format, f(p))
+		}
+		if e != nil && p != nil && f(p) != 0 {
+			ratio = fmt.Sprintf("%.2fx", f(e)/f(p))
+		}
+		fmt.Printf("| %s | %s | %s | %s |\n", name, ev, pv, ratio)
+	}
+	row("ingest events/s", func(r *result) float64 { return r.eventsPerSecond }, "%.0f")
+	row("peak RSS after ingest (MiB)", func(r *result) float64 { return float64(r.peakRSSBytes) / (1 << 20) }, "%.1f")
+	row("on-disk bytes/event after flush+compaction", func(r *result) float64 { return r.bytesPerEvent }, "%.1f")
+	row("latest-50 p50 (µs)", func(r *result) float64 { return float64(r.latestP50.Microseconds()) }, "%.0f")
+	row("latest-50 p99 (µs)", func(r *result) float64 { return float64(r.latestP99.Microseconds()) }, "%.0f")
+	row("90%-expired partition, read all live: p50 (µs)", func(r *result) float64 { return float64(r.expiredP50.Microseconds()) }, "%.0f")
+	row("90%-expired partition, read all live: p99 (µs)", func(r *result) float64 { return float64(r.expiredP99.Microseconds()) }, "%.0f")
+	row("rows returned by latest-50 queries", func(r *result) float64 { return float64(r.latestRows) }, "%.0f")
+	row("live cells returned by expiry queries", func(r *result) float64 { return float64(r.expiredCells) }, "%.0f")
+}
+
+func splitComma(s string) []string {
+	var out []string
+	cur := ""
+	for _, r := range s {
+		if r == ',' {
+			if cur != "" {
+				out = append(out, cur)
+			}
+			cur = ""
+			continue
+		}
+		cur += string(r)
+	}
+	if cur != "" {
+		out = append(out, cur)
+	}
+	return out
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "peers:", err)
+	os.Exit(1)
+}
+
+type progress struct {
+	what         string
+	total, count int
+	start, last  time.Time
+}
+
+func newProgress(what string, total int) *progress {
+	return &progress{what: what, total: total, start: time.Now(), last: time.Now()}
+}
+
+func (p *progress) add(n int) {
+	p.count += n
+	if time.Since(p.last) >= 5*time.Second {
+		p.last = time.Now()
+		el := time.Since(p.start).Seconds()
+		fmt.Fprintf(os.Stderr, "%s: %d/%d (%.0f%%), %.0f events/s\n", p.what, p.count, p.total, 100*float64(p.count)/float64(p.total), float64(p.count)/el)
+	}
+}
+
+func (p *progress) done() {
+	fmt.Fprintf(os.Stderr, "%s: %d events in %s\n", p.what, p.count, time.Since(p.start).Round(time.Millisecond))
+}

@@ -1,0 +1,416 @@
+package storage
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/eventide/eventide/storage/internal/base"
+	"github.com/eventide/eventide/storage/internal/sstable"
+)
+
+// compactionCheckInterval re-runs the picker even without flushes, because
+// time alone makes SSTables fully expired and windows closed.
+const compactionCheckInterval = time.Minute
+
+func (db *DB) compactionLoop() {
+	defer db.bg.Done()
+	ticker := time.NewTicker(compactionCheckInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-db.closing:
+			db.mu.Lock()
+			for db.compactions > 0 {
+				db.cond.Wait()
+			}
+			db.mu.Unlock()
+			return
+		case <-db.compactSignal:
+		case <-ticker.C:
+		}
+		if db.opts.DisableAutoCompaction {
+			continue
+		}
+		for {
+			db.mu.Lock()
+			if db.closed || db.bgErr != nil || db.compactions >= db.opts.CompactionConcurrency {
+				db.mu.Unlock()
+				break
+			}
+			c := db.pickCompactionLocked()
+			if c == nil {
+				db.mu.Unlock()
+				break
+			}
+			db.startCompactionLocked(c)
+			db.mu.Unlock()
+			go db.runCompaction(c)
+		}
+	}
+}
+
+func (db *DB) maybeScheduleCompaction() {
+	select {
+	case db.compactSignal <- struct{}{}:
+	default:
+	}
+}
+
+func (db *DB) startCompactionLocked(c *compaction) {
+	db.compactions++
+	for _, h := range c.inputs {
+		db.compacting[h.fileNum] = true
+	}
+}
+
+func (db *DB) runCompaction(c *compaction) {
+	err := db.compact(c)
+	db.mu.Lock()
+	db.compactions--
+	for _, h := range c.inputs {
+		delete(db.compacting, h.fileNum)
+	}
+	db.cond.Broadcast()
+	db.mu.Unlock()
+	if err != nil {
+		db.setBackgroundError(fmt.Errorf("compaction of table %q: %w", c.table.def.Name, err))
+		return
+	}
+	db.maybeScheduleCompaction()
+}
+
+// Compact runs a full (major) compaction of one table and waits for it:
+// every SSTable is merged into one (per time window, for TimeWindow
+// tables) and fully expired SSTables are dropped.
+func (db *DB) Compact(table string) error {
+	db.mu.Lock()
+	t, err := db.lookupTableLocked(table)
+	if err != nil {
+		db.mu.Unlock()
+		return err
+	}
+	// Wait for running compactions of this table so every SSTable is ours.
+	for db.tableCompactingLocked(t.id) && !db.closed && db.bgErr == nil {
+		db.cond.Wait()
+	}
+	if db.closed {
+		db.mu.Unlock()
+		return ErrClosed
+	}
+	if db.bgErr != nil {
+		db.mu.Unlock()
+		return db.bgErr
+	}
+	var plan []*compaction
+	all := db.current.sstables[t.id]
+	if t.def.Compaction == TimeWindow {
+		if c := db.pickExpiredLocked(t, all, db.opts.Clock.Now().Unix()); c != nil {
+			plan = append(plan, c)
+		}
+		dropped := map[*sstHandle]bool{}
+		for _, c := range plan {
+			for _, h := range c.inputs {
+				dropped[h] = true
+			}
+		}
+		windows := map[int64][]*sstHandle{}
+		var order []int64
+		for _, h := range all {
+			if dropped[h] {
+				continue
+			}
+			w := timeWindow(h.props.MaxTimestamp, t.def.WindowSeconds)
+			if _, ok := windows[w]; !ok {
+				order = append(order, w)
+			}
+			windows[w] = append(windows[w], h)
+		}
+		for _, w := range order {
+			if len(windows[w]) > 1 || hasPurgeable(windows[w][0], t) {
+				plan = append(plan, &compaction{table: t, inputs: windows[w], reason: "major (window)"})
+			}
+		}
+	} else if len(all) > 1 || (len(all) == 1 && hasPurgeable(all[0], t)) {
+		plan = append(plan, &compaction{table: t, inputs: all, reason: "major"})
+	}
+	for _, c := range plan {
+		db.startCompactionLocked(c)
+	}
+	db.mu.Unlock()
+	var firstErr error
+	for _, c := range plan {
+		// runCompaction releases the inputs and records failures.
+		if err := db.compact(c); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("compaction of table %q: %w", table, err)
+		}
+		db.mu.Lock()
+		db.compactions--
+		for _, h := range c.inputs {
+			delete(db.compacting, h.fileNum)
+		}
+		db.cond.Broadcast()
+		db.mu.Unlock()
+	}
+	return firstErr
+}
+
+// hasPurgeable reports whether compacting an SSTable alone could remove
+// anything: it holds tombstones or expiring cells.
+func hasPurgeable(h *sstHandle, t *tableState) bool {
+	p := &h.props
+	return p.TombstoneCells > 0 || p.ExpiringCells > 0 || p.RangeTombstones > 0 || p.PartitionDeletions > 0
+}
+
+func (db *DB) tableCompactingLocked(tableID uint32) bool {
+	for _, h := range db.current.sstables[tableID] {
+		if db.compacting[h.fileNum] {
+			return true
+		}
+	}
+	return false
+}
+
+// CompactAll runs Compact on every table.
+func (db *DB) CompactAll() error {
+	db.mu.Lock()
+	names := make([]string, 0, len(db.tables))
+	for name := range db.tables {
+		names = append(names, name)
+	}
+	db.mu.Unlock()
+	for _, name := range names {
+		if err := db.Compact(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// compact executes c and installs its result.
+func (db *DB) compact(c *compaction) error {
+	start := time.Now()
+	var inBytes int64
+	for _, h := range c.inputs {
+		inBytes += h.size
+	}
+	var out *sstHandle
+	var stats compactionStats
+	if !c.dropOnly {
+		var err error
+		out, err = db.writeSSTable(c.table, func(w *sstable.Writer) error {
+			var err error
+			stats, err = db.mergeInputs(c, w)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if out.props.Partitions == 0 {
+			// Everything was purged: keep no empty file.
+			out.obsolete.Store(true)
+			out.ref()
+			out.unref()
+			out = nil
+		}
+	}
+	removed := map[uint64]bool{}
+	for _, h := range c.inputs {
+		removed[h.fileNum] = true
+	}
+	err := db.editManifest(func(m *manifestData, ssts map[uint32][]*sstHandle) {
+		kept := m.SSTables[:0]
+		for _, s := range m.SSTables {
+			if !removed[s.FileNum] {
+				kept = append(kept, s)
+			}
+		}
+		m.SSTables = kept
+		list := ssts[c.table.id][:0]
+		for _, h := range ssts[c.table.id] {
+			if !removed[h.fileNum] {
+				list = append(list, h)
+			}
+		}
+		if out != nil {
+			m.SSTables = append(m.SSTables, manifestSSTable{FileNum: out.fileNum, TableID: out.tableID, Size: out.size})
+			list = append(list, out)
+		}
+		ssts[c.table.id] = list
+	}, func(v *version) *version { return v })
+	if err != nil {
+		if out != nil {
+			out.obsolete.Store(true)
+			out.ref()
+			out.unref()
+		}
+		return err
+	}
+	for _, h := range c.inputs {
+		h.obsolete.Store(true)
+	}
+	var outBytes int64
+	if out != nil {
+		outBytes = out.size
+	}
+	db.metrics.compacted(c, inBytes, outBytes, stats, time.Since(start))
+	db.log.Info("compacted", "table", c.table.def.Name, "reason", c.reason, "inputs", len(c.inputs),
+		"in_bytes", inBytes, "out_bytes", outBytes, "purged_tombstones", stats.purged, "dropped_shadowed", stats.shadowed,
+		"took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+type compactionStats struct {
+	partitions int64
+	cells      int64
+	purged     int64 // tombstones and expired cells dropped after gc_grace
+	shadowed   int64 // cells dropped because a deletion covers them
+}
+
+// scannerSource adapts one input's current partition to a cellSource.
+type scannerSource struct{ s *sstable.Scanner }
+
+func (ss scannerSource) Next() bool       { return ss.s.NextCell() }
+func (ss scannerSource) Cell() *base.Cell { return ss.s.Cell() }
+func (ss scannerSource) Err() error       { return ss.s.Err() }
+
+// mergeInputs writes the merge of c's inputs to w, partition by partition,
+// applying Cassandra's rules: versions reconcile, deletions drop what they
+// shadow, and tombstones (with expired cells) are purged once past
+// gc_grace if nothing outside the compaction may hold older data for the
+// partition.
+func (db *DB) mergeInputs(c *compaction, w *sstable.Writer) (compactionStats, error) {
+	var st compactionStats
+	scanners := make([]*sstable.Scanner, len(c.inputs))
+	live := make([]bool, len(c.inputs))
+	for i, h := range c.inputs {
+		scanners[i] = h.reader.NewScanner()
+		live[i] = scanners[i].NextPartition()
+		if err := scanners[i].Err(); err != nil {
+			return st, err
+		}
+	}
+	inputs := map[*sstHandle]bool{}
+	for _, h := range c.inputs {
+		inputs[h] = true
+	}
+	now := db.opts.Clock.Now().Unix()
+	gcBefore := now - c.table.def.gcGraceSeconds()
+	var cells []base.Cell
+	for {
+		// The smallest partition key among the inputs.
+		var pk []byte
+		for i, s := range scanners {
+			if live[i] && (pk == nil || bytes.Compare(s.Partition().Key, pk) < 0) {
+				pk = s.Partition().Key
+			}
+		}
+		if pk == nil {
+			return st, nil
+		}
+		pk = bytes.Clone(pk)
+		del := base.PartitionDeletions{Partition: base.LiveDeletion}
+		var sources []cellSource
+		var members []int
+		for i, s := range scanners {
+			if live[i] && bytes.Equal(s.Partition().Key, pk) {
+				info := s.Partition()
+				del.Partition = del.Partition.Max(info.Deletions.Partition)
+				del.Ranges = append(del.Ranges, info.Deletions.Ranges...)
+				sources = append(sources, scannerSource{s})
+				members = append(members, i)
+			}
+		}
+		// purgeBelow is computed once per partition, only if needed: a
+		// tombstone may go only if it is older than everything outside
+		// the compaction that may hold this partition.
+		purgeBelow := int64(math.MinInt64)
+		purgeKnown := false
+		purgeable := func(ts, purgeTime int64) bool {
+			if purgeTime >= gcBefore {
+				return false
+			}
+			if !purgeKnown {
+				purgeBelow = db.maxPurgeableTimestamp(c.table.id, pk, inputs)
+				purgeKnown = true
+			}
+			return ts < purgeBelow
+		}
+		if !del.Partition.IsLive() && purgeable(del.Partition.MarkedForDeleteAt, del.Partition.LocalDeletionTime) {
+			del.Partition = base.LiveDeletion
+			st.purged++
+		}
+		ranges := del.Ranges[:0]
+		for _, rt := range del.Ranges {
+			switch {
+			case del.Partition.Deletes(rt.Deletion.MarkedForDeleteAt):
+				st.shadowed++
+			case purgeable(rt.Deletion.MarkedForDeleteAt, rt.Deletion.LocalDeletionTime):
+				st.purged++
+			default:
+				ranges = append(ranges, rt.Clone())
+			}
+		}
+		del.Ranges = ranges
+
+		cells = cells[:0]
+		merge := newMergingIter(sources, false)
+		for merge.Next() {
+			cell := merge.Cell()
+			if del.DeletionFor(cell.Clustering).Deletes(cell.Timestamp) {
+				st.shadowed++
+				continue
+			}
+			if !cell.IsLive(now) && purgeable(cell.Timestamp, cell.PurgeTime()) {
+				st.purged++
+				continue
+			}
+			cells = append(cells, cell.Clone())
+		}
+		if err := merge.Err(); err != nil {
+			return st, err
+		}
+		if len(cells) > 0 || !del.IsEmpty() {
+			if err := w.StartPartition(pk, del); err != nil {
+				return st, err
+			}
+			for i := range cells {
+				if err := w.Add(&cells[i]); err != nil {
+					return st, err
+				}
+			}
+			st.partitions++
+			st.cells += int64(len(cells))
+		}
+		for _, i := range members {
+			live[i] = scanners[i].NextPartition()
+			if err := scanners[i].Err(); err != nil {
+				return st, err
+			}
+		}
+	}
+}
+
+// maxPurgeableTimestamp returns the smallest write timestamp that any
+// SSTable outside the compaction (that may hold the partition) or any
+// memtable holds: only tombstones older than it may be purged. It looks
+// at the current version, so data flushed while the compaction runs is
+// taken into account.
+func (db *DB) maxPurgeableTimestamp(tableID uint32, pk []byte, inputs map[*sstHandle]bool) int64 {
+	v := db.acquireVersion()
+	defer v.unref()
+	bound := int64(math.MaxInt64)
+	for _, mem := range v.memtables() {
+		if mem.HasPartition(tableID, pk) {
+			bound = min(bound, mem.MinTimestamp())
+		}
+	}
+	for _, h := range v.sstables[tableID] {
+		if inputs[h] || h.props.MinTimestamp >= bound || !h.reader.MayContain(pk) {
+			continue
+		}
+		bound = h.props.MinTimestamp
+	}
+	return bound
+}

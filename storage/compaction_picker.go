@@ -1,0 +1,190 @@
+package storage
+
+import (
+	"math"
+	"sort"
+)
+
+// compaction is one unit of background work on one table: merge inputs
+// into (at most) one new SSTable, or, when dropOnly, remove inputs whose
+// every cell is expired past gc_grace and shadows nothing.
+type compaction struct {
+	table    *tableState
+	inputs   []*sstHandle
+	dropOnly bool
+	reason   string
+}
+
+// pickCompactionLocked chooses the most useful compaction of any table,
+// skipping SSTables already being compacted. db.mu is held.
+func (db *DB) pickCompactionLocked() *compaction {
+	now := db.opts.Clock.Now()
+	ids := make([]uint32, 0, len(db.current.sstables))
+	for id := range db.current.sstables {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		t := db.tablesByID[id]
+		var free []*sstHandle
+		for _, h := range db.current.sstables[id] {
+			if !db.compacting[h.fileNum] {
+				free = append(free, h)
+			}
+		}
+		if len(free) == 0 {
+			continue
+		}
+		if t.def.Compaction == TimeWindow {
+			if c := db.pickExpiredLocked(t, free, now.Unix()); c != nil {
+				return c
+			}
+			if c := pickTimeWindow(t, free, now.UnixMicro()); c != nil {
+				return c
+			}
+			continue
+		}
+		if in := pickSizeTiered(free, t.def.MinThreshold, t.def.MaxThreshold); in != nil {
+			return &compaction{table: t, inputs: in, reason: "size-tiered"}
+		}
+	}
+	return nil
+}
+
+// pickExpiredLocked finds SSTables whose every cell and deletion is past
+// gc_grace (expired cells count from their write time) and that hold
+// nothing older than any other SSTable or memtable of the table, so
+// dropping them whole cannot resurrect anything (Cassandra's
+// getFullyExpiredSSTables).
+func (db *DB) pickExpiredLocked(t *tableState, free []*sstHandle, nowSeconds int64) *compaction {
+	gcBefore := nowSeconds - t.def.gcGraceSeconds()
+	var expired []*sstHandle
+	all := db.current.sstables[t.id]
+	memMin := int64(math.MaxInt64)
+	for _, mem := range db.current.memtables() {
+		memMin = min(memMin, mem.MinTimestamp())
+	}
+	for _, h := range free {
+		if h.props.MaxLocalDeletionTime >= gcBefore {
+			continue
+		}
+		if memMin <= h.props.MaxTimestamp {
+			continue
+		}
+		shadowsOthers := false
+		for _, o := range all {
+			if o != h && o.props.MinTimestamp <= h.props.MaxTimestamp && !isFullyExpiredCandidate(o, gcBefore) {
+				shadowsOthers = true
+				break
+			}
+		}
+		if !shadowsOthers {
+			expired = append(expired, h)
+		}
+	}
+	if len(expired) == 0 {
+		return nil
+	}
+	return &compaction{table: t, inputs: expired, dropOnly: true, reason: "fully expired"}
+}
+
+// isFullyExpiredCandidate reports whether h would itself be dropped as
+// fully expired: dropping two such SSTables together is safe because
+// neither holds anything live for the other to shadow.
+func isFullyExpiredCandidate(h *sstHandle, gcBefore int64) bool {
+	return h.props.MaxLocalDeletionTime < gcBefore
+}
+
+// timeWindow returns the window index of a timestamp.
+func timeWindow(timestampMicros int64, windowSeconds int64) int64 {
+	w := windowSeconds * 1_000_000
+	if timestampMicros < 0 {
+		return (timestampMicros - w + 1) / w
+	}
+	return timestampMicros / w
+}
+
+// pickTimeWindow groups SSTables by the window of their newest write. The
+// active window (now's) is compacted size-tiered; every older window is
+// compacted into one SSTable.
+func pickTimeWindow(t *tableState, free []*sstHandle, nowMicros int64) *compaction {
+	active := timeWindow(nowMicros, t.def.WindowSeconds)
+	windows := map[int64][]*sstHandle{}
+	var keys []int64
+	for _, h := range free {
+		w := timeWindow(h.props.MaxTimestamp, t.def.WindowSeconds)
+		if _, ok := windows[w]; !ok {
+			keys = append(keys, w)
+		}
+		windows[w] = append(windows[w], h)
+	}
+	// Newest window first, as Cassandra does: recent data is read most.
+	sort.Slice(keys, func(i, j int) bool { return keys[i] > keys[j] })
+	for _, w := range keys {
+		list := windows[w]
+		if w >= active {
+			if in := pickSizeTiered(list, t.def.MinThreshold, t.def.MaxThreshold); in != nil {
+				return &compaction{table: t, inputs: in, reason: "time-window active"}
+			}
+			continue
+		}
+		if len(list) >= 2 {
+			if len(list) > t.def.MaxThreshold {
+				list = list[:t.def.MaxThreshold]
+			}
+			return &compaction{table: t, inputs: list, reason: "time-window closed"}
+		}
+	}
+	return nil
+}
+
+// Size-tiered buckets: an SSTable joins a bucket when its size is within
+// [bucketLow, bucketHigh] times the bucket's average, and every SSTable
+// under minSSTableSize shares one bucket (Cassandra's defaults).
+const (
+	bucketLow      = 0.5
+	bucketHigh     = 1.5
+	minSSTableSize = 50 << 20
+)
+
+// pickSizeTiered returns the bucket of similar-size SSTables with at
+// least minThreshold members (the one with the smallest average size, as
+// merging small files is cheapest and cuts the count most), capped at
+// maxThreshold, or nil.
+func pickSizeTiered(list []*sstHandle, minThreshold, maxThreshold int) []*sstHandle {
+	if len(list) < minThreshold {
+		return nil
+	}
+	sorted := append([]*sstHandle(nil), list...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].size < sorted[j].size })
+	type bucket struct {
+		members []*sstHandle
+		total   int64
+	}
+	var buckets []*bucket
+	for _, h := range sorted {
+		placed := false
+		for _, b := range buckets {
+			avg := b.total / int64(len(b.members))
+			if (float64(h.size) >= bucketLow*float64(avg) && float64(h.size) <= bucketHigh*float64(avg)) ||
+				(h.size < minSSTableSize && avg < minSSTableSize) {
+				b.members = append(b.members, h)
+				b.total += h.size
+				placed = true
+				break
+			}
+		}
+		if !placed {
+			buckets = append(buckets, &bucket{members: []*sstHandle{h}, total: h.size})
+		}
+	}
+	for _, b := range buckets {
+		if len(b.members) >= minThreshold {
+			if len(b.members) > maxThreshold {
+				return b.members[:maxThreshold]
+			}
+			return b.members
+		}
+	}
+	return nil
+}

@@ -1,0 +1,549 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eventide/eventide/storage/internal/base"
+	"github.com/eventide/eventide/storage/internal/memtable"
+	"github.com/eventide/eventide/storage/internal/sstable"
+	"github.com/eventide/eventide/storage/internal/wal"
+)
+
+// DB is an open store. All methods are safe for concurrent use.
+type DB struct {
+	dir     string
+	walDir  string
+	opts    Options
+	log     *slog.Logger
+	lock    io.Closer
+	wal     *wal.Writer
+	cache   *sstable.Cache
+	metrics *metrics
+
+	// commitMu is held shared by Apply from its WAL append to its
+	// memtable insert, and exclusively by memtable rotation, so a batch's
+	// WAL segment and memtable always agree.
+	commitMu sync.RWMutex
+	// memMu serialises memtable inserts (the memtable has one writer).
+	memMu sync.Mutex
+	// lastCounterMicros makes counter timestamps strictly increasing.
+	lastCounterMicros atomic.Int64
+	recordBufs        sync.Pool
+
+	// manifestMu serialises manifest edits (flushes and compactions).
+	manifestMu sync.Mutex
+
+	mu          sync.Mutex
+	cond        *sync.Cond // broadcast when a flush or compaction ends
+	closed      bool
+	bgErr       error // a failed flush or compaction: writes stop
+	tables      map[string]*tableState
+	tablesByID  map[uint32]*tableState
+	current     *version
+	manifest    manifestData
+	compacting  map[uint64]bool
+	compactions int // running
+
+	flushSignal   chan struct{}
+	compactSignal chan struct{}
+	closing       chan struct{}
+	bg            sync.WaitGroup
+}
+
+type tableState struct {
+	id    uint32
+	def   TableDef
+	codec sstable.Compression
+}
+
+// ErrClosed is returned by operations on a closed DB.
+var ErrClosed = errors.New("eventide/storage: database is closed")
+
+// ErrUnknownTable is returned when a batch or query names a table that was
+// never created.
+var ErrUnknownTable = errors.New("eventide/storage: unknown table")
+
+// Open opens (creating if needed) the store in dir and recovers it: it
+// reads the manifest, opens the live SSTables, removes files a crash left
+// behind and replays the WAL.
+func Open(dir string, opts Options) (*DB, error) {
+	opts.fillDefaults()
+	fsys := opts.FS
+	if err := fsys.MkdirAll(filepath.Join(dir, walDirName), 0o755); err != nil {
+		return nil, fmt.Errorf("cannot create data directory %s: %w", dir, err)
+	}
+	lock, err := fsys.Lock(filepath.Join(dir, lockFileName))
+	if err != nil {
+		return nil, fmt.Errorf("cannot lock %s (is another process using it?): %w", dir, err)
+	}
+	db := &DB{
+		dir:           dir,
+		walDir:        filepath.Join(dir, walDirName),
+		opts:          opts,
+		log:           opts.Logger,
+		lock:          lock,
+		tables:        map[string]*tableState{},
+		tablesByID:    map[uint32]*tableState{},
+		compacting:    map[uint64]bool{},
+		flushSignal:   make(chan struct{}, 1),
+		compactSignal: make(chan struct{}, 1),
+		closing:       make(chan struct{}),
+	}
+	db.cond = sync.NewCond(&db.mu)
+	if opts.BlockCacheSize > 0 {
+		db.cache = sstable.NewCache(opts.BlockCacheSize)
+	}
+	db.metrics = newMetrics(db)
+	if err := db.recover(); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	if opts.Registerer != nil {
+		if err := db.metrics.register(opts.Registerer); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	db.bg.Add(2)
+	go db.flushLoop()
+	go db.compactionLoop()
+	db.maybeScheduleCompaction()
+	return db, nil
+}
+
+func (db *DB) recover() error {
+	start := time.Now()
+	m, err := readManifest(db.opts.FS, db.dir)
+	if err != nil {
+		return err
+	}
+	if m == nil {
+		m = &manifestData{NextFileNum: 1, MinUnflushedWAL: 1, NextTableID: 1}
+	}
+	db.manifest = *m
+	for _, t := range m.Tables {
+		def, codec, err := t.Def.withDefaults()
+		if err != nil {
+			return base.CorruptionErrorf("manifest table %d: %v", t.ID, err)
+		}
+		ts := &tableState{id: t.ID, def: def, codec: codec}
+		db.tables[def.Name] = ts
+		db.tablesByID[t.ID] = ts
+	}
+	live := map[uint64]bool{}
+	ssts := map[uint32][]*sstHandle{}
+	for _, s := range m.SSTables {
+		if db.tablesByID[s.TableID] == nil {
+			return base.CorruptionErrorf("manifest lists sstable %d of unknown table %d", s.FileNum, s.TableID)
+		}
+		h, err := db.openSSTable(s.FileNum, s.TableID)
+		if err != nil {
+			return err
+		}
+		live[s.FileNum] = true
+		ssts[s.TableID] = append(ssts[s.TableID], h)
+	}
+	if err := db.removeOrphans(live); err != nil {
+		return err
+	}
+
+	// Replay the WAL into a fresh memtable. Records are final (resolved
+	// before they were logged) so replay reproduces the same cells.
+	mem := memtable.New()
+	res, err := wal.Replay(db.opts.FS, db.walDir, m.MinUnflushedWAL, func(segment uint64, offset int64, rec []byte) error {
+		muts, err := decodeRecord(rec)
+		if err != nil {
+			return fmt.Errorf("wal segment %d offset %d: %w", segment, offset, err)
+		}
+		for i := range muts {
+			if db.tablesByID[muts[i].tableID] == nil {
+				return base.CorruptionErrorf("wal segment %d offset %d: mutation of unknown table %d", segment, offset, muts[i].tableID)
+			}
+			db.applyToMemtable(mem, &muts[i])
+			if muts[i].op == opCell && muts[i].cell.Kind == base.KindCounter && muts[i].cell.Timestamp > db.lastCounterMicros.Load() {
+				db.lastCounterMicros.Store(muts[i].cell.Timestamp)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cannot recover %s: %w", db.dir, err)
+	}
+	if res.TruncatedBytes > 0 {
+		db.log.Warn("truncated torn WAL tail", "segment", res.TruncatedSegment, "bytes", res.TruncatedBytes)
+	}
+	next := max(m.MinUnflushedWAL, res.LastSegment+1)
+	w, err := wal.Open(db.walOptions(), next)
+	if err != nil {
+		return fmt.Errorf("cannot open wal: %w", err)
+	}
+	db.wal = w
+	db.current = newVersion(mem, nil, ssts)
+	db.log.Info("storage opened", "dir", db.dir, "tables", len(db.tables), "sstables", len(m.SSTables),
+		"wal_records_replayed", res.Records, "took", time.Since(start))
+	return nil
+}
+
+func (db *DB) walOptions() wal.Options {
+	mode := wal.SyncAlways
+	if db.opts.WALSyncMode == WALPeriodic {
+		mode = wal.SyncPeriodic
+	}
+	return wal.Options{
+		FS: db.opts.FS, Dir: db.walDir, SegmentTargetSize: db.opts.WALSegmentSize,
+		Mode: mode, SyncInterval: db.opts.WALSyncInterval, Logger: db.log,
+		OnSync: func(records, bytes int, took time.Duration) { db.metrics.walSync(records, bytes, took) },
+	}
+}
+
+// removeOrphans deletes SSTables the manifest does not list (written by a
+// flush or compaction that crashed before its manifest edit) and temporary
+// files.
+func (db *DB) removeOrphans(live map[uint64]bool) error {
+	names, err := db.opts.FS.List(db.dir)
+	if err != nil {
+		return fmt.Errorf("cannot list %s: %w", db.dir, err)
+	}
+	for _, name := range names {
+		num, isSST := parseSSTableFileName(name)
+		if (isSST && !live[num]) || strings.HasSuffix(name, tmpSuffix) {
+			db.log.Info("removing orphan file", "file", name)
+			if err := db.opts.FS.Remove(filepath.Join(db.dir, name)); err != nil {
+				return fmt.Errorf("cannot remove orphan %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (db *DB) openSSTable(fileNum uint64, tableID uint32) (*sstHandle, error) {
+	path := sstablePath(db.dir, fileNum)
+	f, err := db.opts.FS.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open sstable %s: %w", path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot stat sstable %s: %w", path, err)
+	}
+	r, err := sstable.Open(f, path, fileNum, db.cache)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot open sstable %s: %w", path, err)
+	}
+	return &sstHandle{db: db, fileNum: fileNum, tableID: tableID, path: path, size: st.Size(), reader: r, props: r.Properties()}, nil
+}
+
+func (db *DB) releaseSSTable(h *sstHandle) {
+	if err := h.reader.Close(); err != nil {
+		db.log.Warn("cannot close sstable", "file", h.path, "err", err)
+	}
+	if h.obsolete.Load() {
+		if err := db.opts.FS.Remove(h.path); err != nil {
+			db.log.Warn("cannot remove obsolete sstable", "file", h.path, "err", err)
+		}
+	}
+}
+
+// CreateTable defines a table, or updates the definition of an existing
+// one (options only: the name is the identity). It is durable when it
+// returns.
+func (db *DB) CreateTable(def TableDef) error {
+	def, codec, err := def.withDefaults()
+	if err != nil {
+		return fmt.Errorf("cannot create table: %w", err)
+	}
+	db.manifestMu.Lock()
+	defer db.manifestMu.Unlock()
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return ErrClosed
+	}
+	m := db.manifest
+	m.Tables = append([]manifestTable(nil), m.Tables...)
+	existing := db.tables[def.Name]
+	var id uint32
+	if existing != nil {
+		id = existing.id
+		for i := range m.Tables {
+			if m.Tables[i].ID == id {
+				m.Tables[i].Def = def
+			}
+		}
+	} else {
+		id = m.NextTableID
+		m.NextTableID++
+		m.Tables = append(m.Tables, manifestTable{ID: id, Def: def})
+	}
+	db.mu.Unlock()
+	if err := writeManifest(db.opts.FS, db.dir, &m); err != nil {
+		return fmt.Errorf("cannot create table %q: %w", def.Name, err)
+	}
+	db.mu.Lock()
+	db.manifest.NextTableID = m.NextTableID
+	db.manifest.Tables = m.Tables
+	ts := &tableState{id: id, def: def, codec: codec}
+	db.tables[def.Name] = ts
+	db.tablesByID[id] = ts
+	db.mu.Unlock()
+	return nil
+}
+
+// Table returns a table's definition.
+func (db *DB) Table(name string) (TableDef, bool) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	t, ok := db.tables[name]
+	if !ok {
+		return TableDef{}, false
+	}
+	return t.def, true
+}
+
+func (db *DB) lookupTableLocked(name string) (*tableState, error) {
+	t, ok := db.tables[name]
+	if !ok {
+		return nil, fmt.Errorf("%w %q", ErrUnknownTable, name)
+	}
+	return t, nil
+}
+
+// NowMicros is the engine clock in microseconds, the timestamp to give a
+// write that means "now".
+func (db *DB) NowMicros() int64 { return db.opts.Clock.Now().UnixMicro() }
+
+// Apply writes the batch atomically and durably (per the WAL sync mode).
+// It stalls while flushes or compactions are too far behind.
+func (db *DB) Apply(b *Batch) error {
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := db.waitForRoom(); err != nil {
+		return err
+	}
+	now := db.opts.Clock.Now()
+	counterMicros := db.nextCounterMicros(now.UnixMicro())
+
+	db.mu.Lock()
+	err := b.resolve(db.lookupTableLocked, now.Unix(), counterMicros)
+	db.mu.Unlock()
+	if err != nil {
+		return err
+	}
+
+	buf, _ := db.recordBufs.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	*buf = appendRecord((*buf)[:0], b.mutations)
+	start := time.Now()
+
+	db.commitMu.RLock()
+	err = db.wal.Append(*buf)
+	if err == nil {
+		db.memMu.Lock()
+		mem := db.current.mem // stable: rotation holds commitMu exclusively
+		for i := range b.mutations {
+			db.applyToMemtable(mem, &b.mutations[i])
+		}
+		db.memMu.Unlock()
+	}
+	full := db.current.mem.SizeBytes() >= db.opts.MemtableSize
+	db.commitMu.RUnlock()
+	db.recordBufs.Put(buf)
+	if err != nil {
+		db.setBackgroundError(fmt.Errorf("wal append: %w", err))
+		return fmt.Errorf("cannot apply batch: %w", err)
+	}
+	db.metrics.applied(b, time.Since(start))
+	if full {
+		db.rotateMemtable(false)
+	}
+	return nil
+}
+
+func (db *DB) nextCounterMicros(now int64) int64 {
+	for {
+		last := db.lastCounterMicros.Load()
+		next := max(now, last+1)
+		if db.lastCounterMicros.CompareAndSwap(last, next) {
+			return next
+		}
+	}
+}
+
+func (db *DB) applyToMemtable(mem *memtable.Memtable, m *mutation) {
+	switch m.op {
+	case opCell:
+		mem.ApplyCell(m.tableID, m.partition, &m.cell)
+	case opRangeTombstone:
+		mem.ApplyRangeTombstone(m.tableID, m.partition, m.rangeTomb)
+	case opPartitionDeletion:
+		mem.ApplyPartitionDeletion(m.tableID, m.partition, m.deletion)
+	}
+}
+
+// waitForRoom stalls a writer while too many memtables wait for a flush
+// or a table has too many SSTables, so memory and read amplification stay
+// bounded; the stall is counted and timed in the metrics.
+func (db *DB) waitForRoom() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	var stalledAt time.Time
+	for {
+		if db.closed {
+			return ErrClosed
+		}
+		if db.bgErr != nil {
+			return fmt.Errorf("cannot write: storage failed earlier: %w", db.bgErr)
+		}
+		reason := db.stallReasonLocked()
+		if reason == "" {
+			break
+		}
+		if stalledAt.IsZero() {
+			stalledAt = time.Now()
+			db.metrics.stallStarted(reason)
+			db.log.Debug("write stall", "reason", reason)
+		}
+		db.cond.Wait()
+	}
+	if !stalledAt.IsZero() {
+		db.metrics.stallEnded(time.Since(stalledAt))
+	}
+	return nil
+}
+
+func (db *DB) stallReasonLocked() string {
+	if len(db.current.imms) >= db.opts.MaxImmutableMemtables {
+		return "memtable"
+	}
+	for _, list := range db.current.sstables {
+		if len(list) >= db.opts.StallSSTablesPerTable {
+			return "sstables"
+		}
+	}
+	return ""
+}
+
+// rotateMemtable freezes the mutable memtable (if it is full, or if force
+// and it is not empty), starts a new WAL segment for the new one and
+// queues the frozen one for flushing.
+func (db *DB) rotateMemtable(force bool) error {
+	db.commitMu.Lock()
+	defer db.commitMu.Unlock()
+	mem := db.current.mem
+	if mem.Empty() || (!force && mem.SizeBytes() < db.opts.MemtableSize) {
+		return nil
+	}
+	seg, err := db.wal.Rotate()
+	if err != nil {
+		db.setBackgroundError(fmt.Errorf("wal rotate: %w", err))
+		return fmt.Errorf("cannot rotate wal: %w", err)
+	}
+	db.mu.Lock()
+	old := db.current
+	imms := append(append([]*immMemtable(nil), old.imms...), &immMemtable{mem: mem, walSegmentAfter: seg})
+	db.installVersionLocked(newVersion(memtable.New(), imms, old.cloneSSTables()))
+	db.mu.Unlock()
+	select {
+	case db.flushSignal <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// installVersionLocked makes v current and drops the old one's reference.
+func (db *DB) installVersionLocked(v *version) {
+	old := db.current
+	db.current = v
+	old.unref()
+	db.cond.Broadcast()
+}
+
+// acquireVersion returns the current version with a reference the caller
+// must drop with unref.
+func (db *DB) acquireVersion() *version {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	v := db.current
+	v.ref()
+	return v
+}
+
+func (db *DB) setBackgroundError(err error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.bgErr == nil {
+		db.bgErr = err
+		db.log.Error("storage failed; writes are refused until restart", "err", err)
+	}
+	db.cond.Broadcast()
+}
+
+// Flush freezes the mutable memtable and waits until every frozen memtable
+// is written to SSTables.
+func (db *DB) Flush() error {
+	if err := db.rotateMemtable(true); err != nil {
+		return err
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for len(db.current.imms) > 0 && db.bgErr == nil && !db.closed {
+		db.cond.Wait()
+	}
+	if db.bgErr != nil {
+		return db.bgErr
+	}
+	if db.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Close flushes nothing (the WAL makes unflushed writes durable), waits for
+// background work, syncs the WAL and closes every file.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return ErrClosed
+	}
+	db.closed = true
+	db.cond.Broadcast()
+	db.mu.Unlock()
+	close(db.closing)
+	db.bg.Wait()
+
+	var errs []error
+	db.commitMu.Lock()
+	if db.wal != nil {
+		if err := db.wal.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("cannot close wal: %w", err))
+		}
+	}
+	db.commitMu.Unlock()
+	db.mu.Lock()
+	if db.current != nil {
+		db.current.unref()
+		db.current = nil
+	}
+	db.mu.Unlock()
+	if db.opts.Registerer != nil {
+		db.metrics.unregister(db.opts.Registerer)
+	}
+	if err := db.lock.Close(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

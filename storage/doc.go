@@ -1,0 +1,48 @@
+// Package storage is Eventide's LSM storage engine, specialised for
+// time-bucketed, TTL'd event data with Cassandra's data model.
+//
+// Public surface:
+//
+//	Open(dir, Options) (*DB, error)    Options from DefaultOptions(): logger, Prometheus
+//	                                   registerer, clock and filesystem are injected
+//	DB.CreateTable(TableDef)           name, compaction strategy, default TTL, gc_grace,
+//	                                   compression, counters
+//	Batch                              Put, PutTTL, DeleteCell, DeleteRow, DeleteRange,
+//	                                   DeletePartition, AddCounter across tables
+//	DB.Apply(*Batch)                   atomic and durable (WAL group commit)
+//	DB.Slice(SliceQuery) *RowIterator  bounded, forward or reverse, limit, tombstone cap,
+//	                                   ReadStats trace
+//	DB.Flush, DB.Compact, DB.CompactAll
+//	DB.Metrics() Metrics               String() prints the LSM as a table
+//	DB.Check()                         verifies every file
+//	DB.Close()
+//
+// Data model: a table holds partitions (any bytes); a partition holds rows
+// ordered by clustering key (bytes, compared with bytes.Compare: encode
+// typed keys with package bucket); a row holds sparse cells (column name ->
+// value, write timestamp in µs, optional expiry). Only explicit deletions
+// create tombstones.
+//
+// Semantics (Cassandra's, exactly):
+//   - The highest timestamp wins. On equal timestamps a tombstone or
+//     expiring cell beats a live cell, a tombstone beats an expiring cell,
+//     between two expiring cells or two tombstones the later local deletion
+//     time wins, otherwise the greater value bytes win.
+//   - A deletion (cell, row, range or partition) shadows every cell with a
+//     timestamp <= its own.
+//   - TTLs are seconds; an expired cell reads as a tombstone whose gc_grace
+//     counts from its write time.
+//   - Compaction purges a tombstone only when it is older than gc_grace and
+//     no SSTable outside the compaction, nor any memtable, may hold older
+//     data for its partition.
+//   - Counter cells add up; a deleted counter must not be incremented again.
+//
+// Layout of the engine, one file per subsystem: batch.go (mutations and
+// their WAL record), db.go (open, recovery, apply, memtable rotation,
+// stalls), flush.go, manifest.go, version.go (ref-counted snapshots),
+// read.go and merging_iter.go (slices), compaction.go and
+// compaction_picker.go (STCS and TWCS), metrics.go, check.go,
+// filenames.go; internal/base (cells, reconciliation), internal/memtable,
+// internal/wal and internal/sstable (on-disk formats, see FORMAT.md);
+// vfs (the filesystem interface).
+package storage

@@ -1,0 +1,170 @@
+package storage
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/eventide/eventide/storage/internal/base"
+	"github.com/eventide/eventide/storage/internal/memtable"
+	"github.com/eventide/eventide/storage/internal/sstable"
+	"github.com/eventide/eventide/storage/internal/wal"
+)
+
+// flushLoop writes frozen memtables to SSTables, oldest first, one at a
+// time, so the manifest's MinUnflushedWAL only moves forward.
+func (db *DB) flushLoop() {
+	defer db.bg.Done()
+	for {
+		select {
+		case <-db.closing:
+			return
+		case <-db.flushSignal:
+		}
+		for {
+			db.mu.Lock()
+			if db.closed || db.bgErr != nil || len(db.current.imms) == 0 {
+				db.mu.Unlock()
+				break
+			}
+			imm := db.current.imms[0]
+			db.mu.Unlock()
+			if err := db.flush(imm); err != nil {
+				db.setBackgroundError(fmt.Errorf("flush: %w", err))
+				break
+			}
+		}
+	}
+}
+
+// flush writes one SSTable per table of imm, then records them and the new
+// MinUnflushedWAL in the manifest in one edit, and only then drops imm and
+// the WAL segments it covered.
+func (db *DB) flush(imm *immMemtable) error {
+	start := time.Now()
+	var added []*sstHandle
+	var bytes int64
+	for _, tableID := range imm.mem.Tables() {
+		db.mu.Lock()
+		t := db.tablesByID[tableID]
+		db.mu.Unlock()
+		h, err := db.writeSSTable(t, func(w *sstable.Writer) error { return writeMemtable(w, imm.mem, tableID) })
+		if err != nil {
+			for _, h := range added {
+				h.obsolete.Store(true)
+				h.ref()
+				h.unref()
+			}
+			return err
+		}
+		added = append(added, h)
+		bytes += h.size
+	}
+	err := db.editManifest(func(m *manifestData, ssts map[uint32][]*sstHandle) {
+		for _, h := range added {
+			m.SSTables = append(m.SSTables, manifestSSTable{FileNum: h.fileNum, TableID: h.tableID, Size: h.size})
+			ssts[h.tableID] = append(ssts[h.tableID], h)
+		}
+		m.MinUnflushedWAL = imm.walSegmentAfter
+	}, func(v *version) *version {
+		if len(v.imms) == 0 || v.imms[0] != imm {
+			panic("BUG: flushed memtable is not the oldest frozen one")
+		}
+		return &version{mem: v.mem, imms: v.imms[1:]}
+	})
+	if err != nil {
+		return err
+	}
+	if _, err := wal.DeleteSegmentsBefore(db.opts.FS, db.walDir, imm.walSegmentAfter); err != nil {
+		db.log.Warn("cannot delete flushed wal segments", "err", err)
+	}
+	db.metrics.flushed(len(added), bytes, time.Since(start))
+	db.log.Debug("flushed memtable", "sstables", len(added), "bytes", bytes, "took", time.Since(start))
+	db.maybeScheduleCompaction()
+	return nil
+}
+
+// writeMemtable copies one table's partitions from a frozen memtable.
+func writeMemtable(w *sstable.Writer, mem *memtable.Memtable, tableID uint32) error {
+	for _, pk := range mem.Partitions(tableID) {
+		del := base.PartitionDeletions{Partition: base.LiveDeletion}
+		if d := mem.Deletions(tableID, pk); d != nil {
+			del = *d
+		}
+		if err := w.StartPartition(pk, del); err != nil {
+			return err
+		}
+		it := mem.NewIter(tableID, pk, base.Unbounded, base.Unbounded, false)
+		for it.Next() {
+			if err := w.Add(it.Cell()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeSSTable writes a new SSTable for table t with fill, syncs it and
+// opens it. The file is written under a temporary name and renamed, so a
+// crash never leaves a half-written file under a live-looking name.
+func (db *DB) writeSSTable(t *tableState, fill func(*sstable.Writer) error) (*sstHandle, error) {
+	db.mu.Lock()
+	fileNum := db.manifest.NextFileNum
+	db.manifest.NextFileNum++
+	db.mu.Unlock()
+	path := sstablePath(db.dir, fileNum)
+	tmp := path + tmpSuffix
+	f, err := db.opts.FS.Create(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create sstable %s: %w", tmp, err)
+	}
+	w := sstable.NewWriter(f, sstable.WriterOptions{Compression: t.codec})
+	err = fill(w)
+	if err == nil {
+		_, err = w.Finish()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = db.opts.FS.Rename(tmp, path)
+	}
+	if err == nil {
+		err = db.opts.FS.SyncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		db.opts.FS.Remove(tmp)
+		return nil, fmt.Errorf("cannot write sstable %s for table %q: %w", path, t.def.Name, err)
+	}
+	return db.openSSTable(fileNum, t.id)
+}
+
+// editManifest applies one change durably: edit changes a copy of the
+// manifest and of the table -> SSTables map; then the manifest is
+// written and a new version installed, built by next from the current one
+// (next's result needs only mem and imms; the SSTables come from edit).
+func (db *DB) editManifest(edit func(*manifestData, map[uint32][]*sstHandle), next func(*version) *version) error {
+	db.manifestMu.Lock()
+	defer db.manifestMu.Unlock()
+	db.mu.Lock()
+	m := db.manifest
+	m.SSTables = append([]manifestSSTable(nil), m.SSTables...)
+	ssts := db.current.cloneSSTables()
+	edit(&m, ssts)
+	db.mu.Unlock()
+	if err := writeManifest(db.opts.FS, db.dir, &m); err != nil {
+		return err
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	// NextFileNum may have moved while the manifest was written; keep the
+	// larger so numbers are never reused.
+	m.NextFileNum = max(m.NextFileNum, db.manifest.NextFileNum)
+	db.manifest = m
+	shape := next(db.current)
+	db.installVersionLocked(newVersion(shape.mem, shape.imms, ssts))
+	return nil
+}

@@ -1,0 +1,207 @@
+// Package memtable is the in-memory, sorted, mutable part of the LSM: the
+// newest writes of every table, waiting to be flushed into SSTables.
+//
+// Invariants:
+//   - Writes (Apply* methods) are serialised by the caller; reads (iterators,
+//     Deletions, Partitions) may run concurrently with a writer and with each
+//     other and always see whole cells.
+//   - Each (table, partition, clustering, column) holds exactly one cell: the
+//     base.Reconcile of every version written to it, so a memtable never
+//     grows with overwrites of a hot cell.
+//   - Partition deletions and range tombstones are kept per partition apart
+//     from cells, because they cover ranges rather than keys; they are
+//     replaced copy-on-write so readers may keep the slice they got.
+package memtable
+
+import (
+	"bytes"
+	"math"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/eventide/eventide/storage/internal/base"
+)
+
+// Per-entry overheads used for the size estimate that triggers flushes.
+const (
+	nodeOverheadBytes      = 96
+	tombstoneOverheadBytes = 64
+)
+
+type partitionID struct {
+	table     uint32
+	partition string
+}
+
+// Memtable holds recent writes in sorted order.
+type Memtable struct {
+	list *skiplist
+
+	deletionsMu sync.RWMutex
+	deletions   map[partitionID]*base.PartitionDeletions
+
+	sizeBytes    atomic.Int64
+	minTimestamp atomic.Int64
+	maxTimestamp atomic.Int64
+	cells        atomic.Int64
+}
+
+// New returns an empty memtable.
+func New() *Memtable {
+	m := &Memtable{list: newSkiplist(), deletions: make(map[partitionID]*base.PartitionDeletions)}
+	m.minTimestamp.Store(math.MaxInt64)
+	m.maxTimestamp.Store(math.MinInt64)
+	return m
+}
+
+// SizeBytes estimates the memory the memtable holds.
+func (m *Memtable) SizeBytes() int64 { return m.sizeBytes.Load() }
+
+// Empty reports whether nothing was written.
+func (m *Memtable) Empty() bool { return m.sizeBytes.Load() == 0 }
+
+// MinTimestamp is the smallest write timestamp of any cell or deletion
+// (math.MaxInt64 when empty). Compaction uses it to decide whether a
+// tombstone may be purged.
+func (m *Memtable) MinTimestamp() int64 { return m.minTimestamp.Load() }
+
+// MaxTimestamp is the largest write timestamp (math.MinInt64 when empty).
+func (m *Memtable) MaxTimestamp() int64 { return m.maxTimestamp.Load() }
+
+// Cells is the number of distinct cell keys held.
+func (m *Memtable) Cells() int64 { return m.cells.Load() }
+
+func (m *Memtable) noteTimestamp(ts int64) {
+	if ts < m.minTimestamp.Load() {
+		m.minTimestamp.Store(ts)
+	}
+	if ts > m.maxTimestamp.Load() {
+		m.maxTimestamp.Store(ts)
+	}
+}
+
+// ApplyCell writes one cell version, reconciling it with the one held.
+// The memtable copies the cell's bytes. Writer only.
+func (m *Memtable) ApplyCell(table uint32, partition []byte, c *base.Cell) {
+	owned := c.Clone()
+	k := key{table: table, partition: bytes.Clone(partition), clustering: owned.Clustering, column: owned.Column}
+	n, inserted := m.list.upsert(k, &owned)
+	if inserted {
+		m.cells.Add(1)
+		m.sizeBytes.Add(int64(nodeOverheadBytes + len(partition) + len(c.Clustering) + len(c.Column) + len(c.Value)))
+	} else {
+		old := n.cell.Load()
+		merged := base.Reconcile(*old, owned)
+		// The node's key slices are the canonical ones; point the stored
+		// cell at them so it does not pin a second copy.
+		merged.Clustering, merged.Column = n.key.clustering, n.key.column
+		n.cell.Store(&merged)
+		m.sizeBytes.Add(int64(len(merged.Value) - len(old.Value)))
+	}
+	m.noteTimestamp(c.Timestamp)
+}
+
+// ApplyPartitionDeletion records a partition-level deletion. Writer only.
+func (m *Memtable) ApplyPartitionDeletion(table uint32, partition []byte, d base.DeletionTime) {
+	m.updateDeletions(table, partition, func(pd *base.PartitionDeletions) {
+		pd.Partition = pd.Partition.Max(d)
+	})
+	m.noteTimestamp(d.MarkedForDeleteAt)
+}
+
+// ApplyRangeTombstone records a range (or row) tombstone. Writer only.
+func (m *Memtable) ApplyRangeTombstone(table uint32, partition []byte, rt base.RangeTombstone) {
+	rt = rt.Clone()
+	m.updateDeletions(table, partition, func(pd *base.PartitionDeletions) {
+		pd.Ranges = append(pd.Ranges, rt)
+	})
+	m.sizeBytes.Add(int64(tombstoneOverheadBytes + len(rt.Start.Key) + len(rt.End.Key)))
+	m.noteTimestamp(rt.Deletion.MarkedForDeleteAt)
+}
+
+func (m *Memtable) updateDeletions(table uint32, partition []byte, update func(*base.PartitionDeletions)) {
+	id := partitionID{table: table, partition: string(partition)}
+	m.deletionsMu.Lock()
+	defer m.deletionsMu.Unlock()
+	next := base.PartitionDeletions{Partition: base.LiveDeletion}
+	if old, ok := m.deletions[id]; ok {
+		next.Partition = old.Partition
+		next.Ranges = append(make([]base.RangeTombstone, 0, len(old.Ranges)+1), old.Ranges...)
+	} else {
+		m.sizeBytes.Add(int64(tombstoneOverheadBytes + len(partition)))
+	}
+	update(&next)
+	m.deletions[id] = &next
+}
+
+// Deletions returns the partition's deletions, or nil if it has none. The
+// result must not be modified.
+func (m *Memtable) Deletions(table uint32, partition []byte) *base.PartitionDeletions {
+	m.deletionsMu.RLock()
+	defer m.deletionsMu.RUnlock()
+	return m.deletions[partitionID{table: table, partition: string(partition)}]
+}
+
+// HasPartition reports whether the memtable holds anything (cells or
+// deletions) for the partition.
+func (m *Memtable) HasPartition(table uint32, partition []byte) bool {
+	if m.Deletions(table, partition) != nil {
+		return true
+	}
+	k := key{table: table, partition: partition}
+	n := m.list.findGreaterOrEqual(&k, nil)
+	return n != nil && n.key.table == table && bytes.Equal(n.key.partition, partition)
+}
+
+// Tables returns the ids of the tables with data, ascending.
+func (m *Memtable) Tables() []uint32 {
+	seen := map[uint32]bool{}
+	for n := m.list.head.next[0].Load(); n != nil; {
+		seen[n.key.table] = true
+		// Jump to the next table.
+		next := key{table: n.key.table + 1}
+		if n.key.table == math.MaxUint32 {
+			break
+		}
+		n = m.list.findGreaterOrEqual(&next, nil)
+	}
+	m.deletionsMu.RLock()
+	for id := range m.deletions {
+		seen[id.table] = true
+	}
+	m.deletionsMu.RUnlock()
+	out := make([]uint32, 0, len(seen))
+	for t := range seen {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Partitions returns the keys of every partition of table that holds cells
+// or deletions, ascending. It is meant for flushing an immutable memtable.
+func (m *Memtable) Partitions(table uint32) [][]byte {
+	var keys [][]byte
+	start := key{table: table}
+	for n := m.list.findGreaterOrEqual(&start, nil); n != nil && n.key.table == table; n = n.next[0].Load() {
+		if len(keys) == 0 || !bytes.Equal(keys[len(keys)-1], n.key.partition) {
+			keys = append(keys, n.key.partition)
+		}
+	}
+	m.deletionsMu.RLock()
+	for id := range m.deletions {
+		if id.table == table {
+			keys = append(keys, []byte(id.partition))
+		}
+	}
+	m.deletionsMu.RUnlock()
+	sort.Slice(keys, func(i, j int) bool { return bytes.Compare(keys[i], keys[j]) < 0 })
+	out := keys[:0]
+	for i, k := range keys {
+		if i == 0 || !bytes.Equal(k, out[len(out)-1]) {
+			out = append(out, k)
+		}
+	}
+	return out
+}

@@ -1,0 +1,252 @@
+package storage
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics holds the engine's counters. They are plain atomics read by
+// Metrics() and exported to Prometheus through a collector that reads
+// them at scrape time, so the write path never touches client_golang.
+type metrics struct {
+	db *DB
+
+	batches, mutations            atomic.Int64
+	walSyncs, walSyncedRecords    atomic.Int64
+	walSyncedBytes, walSyncNanos  atomic.Int64
+	flushes, flushedBytes         atomic.Int64
+	compactions, compactedIn      atomic.Int64
+	compactedOut, purgedTombs     atomic.Int64
+	droppedSSTables               atomic.Int64
+	stalls, stallNanos            atomic.Int64
+	reads, readTombstones         atomic.Int64
+	readLiveCells, readBlocks     atomic.Int64
+	readSSTables, readSSTSkips    atomic.Int64
+	collectors                    []prometheus.Collector
+	applyLatency, tombstonesPerRd prometheus.Histogram
+}
+
+func newMetrics(db *DB) *metrics {
+	m := &metrics{db: db}
+	m.applyLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "eventide_storage_apply_seconds", Help: "Time to make one batch durable and visible (WAL append and memtable insert).",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+	})
+	m.tombstonesPerRd = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "eventide_storage_read_tombstones_scanned", Help: "Tombstones scanned per slice read.",
+		Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+	})
+	return m
+}
+
+func (m *metrics) applied(b *Batch, took time.Duration) {
+	m.batches.Add(1)
+	m.mutations.Add(int64(b.Len()))
+	m.applyLatency.Observe(took.Seconds())
+}
+
+func (m *metrics) walSync(records, bytes int, took time.Duration) {
+	m.walSyncs.Add(1)
+	m.walSyncedRecords.Add(int64(records))
+	m.walSyncedBytes.Add(int64(bytes))
+	m.walSyncNanos.Add(int64(took))
+}
+
+func (m *metrics) flushed(sstables int, bytes int64, took time.Duration) {
+	m.flushes.Add(1)
+	m.flushedBytes.Add(bytes)
+}
+
+func (m *metrics) compacted(c *compaction, in, out int64, st compactionStats, took time.Duration) {
+	m.compactions.Add(1)
+	m.compactedIn.Add(in)
+	m.compactedOut.Add(out)
+	m.purgedTombs.Add(st.purged)
+	if c.dropOnly {
+		m.droppedSSTables.Add(int64(len(c.inputs)))
+	}
+}
+
+func (m *metrics) stallStarted(reason string) { m.stalls.Add(1) }
+
+func (m *metrics) stallEnded(took time.Duration) { m.stallNanos.Add(int64(took)) }
+
+func (m *metrics) read(s *ReadStats) {
+	m.reads.Add(1)
+	m.readTombstones.Add(int64(s.TombstonesScanned))
+	m.readLiveCells.Add(int64(s.LiveCells))
+	m.readBlocks.Add(int64(s.BlocksRead))
+	m.readSSTables.Add(int64(s.SSTablesRead))
+	m.readSSTSkips.Add(int64(s.SSTablesSkipped))
+	m.tombstonesPerRd.Observe(float64(s.TombstonesScanned))
+}
+
+// register adds the engine's collectors to r.
+func (m *metrics) register(r prometheus.Registerer) error {
+	m.collectors = []prometheus.Collector{&collector{m: m}, m.applyLatency, m.tombstonesPerRd}
+	for i, c := range m.collectors {
+		if err := r.Register(c); err != nil {
+			for _, done := range m.collectors[:i] {
+				r.Unregister(done)
+			}
+			return fmt.Errorf("cannot register storage metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+func (m *metrics) unregister(r prometheus.Registerer) {
+	for _, c := range m.collectors {
+		r.Unregister(c)
+	}
+}
+
+type counterDesc struct {
+	desc  *prometheus.Desc
+	value *atomic.Int64
+	scale float64
+}
+
+// collector exports the atomics at scrape time.
+type collector struct{ m *metrics }
+
+func (c *collector) counters() []counterDesc {
+	m := c.m
+	d := func(name, help string, v *atomic.Int64, scale float64) counterDesc {
+		return counterDesc{prometheus.NewDesc(name, help, nil, nil), v, scale}
+	}
+	return []counterDesc{
+		d("eventide_storage_batches_total", "Batches applied.", &m.batches, 1),
+		d("eventide_storage_mutations_total", "Mutations applied.", &m.mutations, 1),
+		d("eventide_storage_wal_syncs_total", "WAL fsyncs (one per group commit).", &m.walSyncs, 1),
+		d("eventide_storage_wal_synced_bytes_total", "Bytes made durable by WAL fsyncs.", &m.walSyncedBytes, 1),
+		d("eventide_storage_wal_sync_seconds_total", "Time spent in WAL fsyncs.", &m.walSyncNanos, 1e-9),
+		d("eventide_storage_flushes_total", "Memtable flushes.", &m.flushes, 1),
+		d("eventide_storage_flushed_bytes_total", "Bytes written by flushes.", &m.flushedBytes, 1),
+		d("eventide_storage_compactions_total", "Compactions run (including whole-SSTable expiry drops).", &m.compactions, 1),
+		d("eventide_storage_compaction_read_bytes_total", "SSTable bytes consumed by compactions.", &m.compactedIn, 1),
+		d("eventide_storage_compaction_written_bytes_total", "SSTable bytes written by compactions.", &m.compactedOut, 1),
+		d("eventide_storage_purged_tombstones_total", "Tombstones and expired cells purged after gc_grace.", &m.purgedTombs, 1),
+		d("eventide_storage_expired_sstables_dropped_total", "Fully expired SSTables dropped whole.", &m.droppedSSTables, 1),
+		d("eventide_storage_write_stalls_total", "Writes that waited for flushes or compactions.", &m.stalls, 1),
+		d("eventide_storage_write_stall_seconds_total", "Time writers spent stalled.", &m.stallNanos, 1e-9),
+		d("eventide_storage_reads_total", "Slice reads.", &m.reads, 1),
+		d("eventide_storage_read_tombstones_total", "Tombstones scanned by reads.", &m.readTombstones, 1),
+		d("eventide_storage_read_blocks_total", "SSTable blocks read by slices.", &m.readBlocks, 1),
+	}
+}
+
+var (
+	sstablesDesc = prometheus.NewDesc("eventide_storage_sstables", "Live SSTables per table.", []string{"table"}, nil)
+	bytesDesc    = prometheus.NewDesc("eventide_storage_sstable_bytes", "Bytes of live SSTables per table.", []string{"table"}, nil)
+	memDesc      = prometheus.NewDesc("eventide_storage_memtable_bytes", "Estimated bytes held in memtables (mutable and frozen).", nil, nil)
+	immDesc      = prometheus.NewDesc("eventide_storage_memtables_frozen", "Frozen memtables waiting for a flush.", nil, nil)
+)
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, cd := range c.counters() {
+		ch <- cd.desc
+	}
+	ch <- sstablesDesc
+	ch <- bytesDesc
+	ch <- memDesc
+	ch <- immDesc
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	for _, cd := range c.counters() {
+		ch <- prometheus.MustNewConstMetric(cd.desc, prometheus.CounterValue, float64(cd.value.Load())*cd.scale)
+	}
+	snap := c.m.db.Metrics()
+	for _, t := range snap.Tables {
+		ch <- prometheus.MustNewConstMetric(sstablesDesc, prometheus.GaugeValue, float64(t.SSTables), t.Name)
+		ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, float64(t.Bytes), t.Name)
+	}
+	ch <- prometheus.MustNewConstMetric(memDesc, prometheus.GaugeValue, float64(snap.MemtableBytes))
+	ch <- prometheus.MustNewConstMetric(immDesc, prometheus.GaugeValue, float64(snap.FrozenMemtables))
+}
+
+// TableMetrics describes one table's SSTables.
+type TableMetrics struct {
+	Name              string
+	Compaction        CompactionStrategy
+	SSTables          int
+	Bytes             int64
+	Partitions, Cells int64
+	Tombstones        int64
+	Compacting        int
+}
+
+// Metrics is a snapshot of the engine's state and counters.
+type Metrics struct {
+	Tables            []TableMetrics
+	MemtableBytes     int64
+	FrozenMemtables   int
+	Batches           int64
+	WALSyncs          int64
+	Flushes           int64
+	Compactions       int64
+	CompactionRead    int64
+	CompactionWritten int64
+	PurgedTombstones  int64
+	DroppedSSTables   int64
+	WriteStalls       int64
+	WriteStallTime    time.Duration
+	Reads             int64
+	TombstonesRead    int64
+}
+
+// Metrics returns a snapshot; its String prints the LSM as a table.
+func (db *DB) Metrics() Metrics {
+	m := db.metrics
+	out := Metrics{
+		Batches: m.batches.Load(), WALSyncs: m.walSyncs.Load(), Flushes: m.flushes.Load(),
+		Compactions: m.compactions.Load(), CompactionRead: m.compactedIn.Load(), CompactionWritten: m.compactedOut.Load(),
+		PurgedTombstones: m.purgedTombs.Load(), DroppedSSTables: m.droppedSSTables.Load(),
+		WriteStalls: m.stalls.Load(), WriteStallTime: time.Duration(m.stallNanos.Load()),
+		Reads: m.reads.Load(), TombstonesRead: m.readTombstones.Load(),
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.current == nil {
+		return out
+	}
+	for _, mem := range db.current.memtables() {
+		out.MemtableBytes += mem.SizeBytes()
+	}
+	out.FrozenMemtables = len(db.current.imms)
+	for _, t := range db.tables {
+		tm := TableMetrics{Name: t.def.Name, Compaction: t.def.Compaction}
+		for _, h := range db.current.sstables[t.id] {
+			tm.SSTables++
+			tm.Bytes += h.size
+			tm.Partitions += h.props.Partitions
+			tm.Cells += h.props.Cells
+			tm.Tombstones += h.props.TombstoneCells + h.props.RangeTombstones + h.props.PartitionDeletions
+			if db.compacting[h.fileNum] {
+				tm.Compacting++
+			}
+		}
+		out.Tables = append(out.Tables, tm)
+	}
+	sort.Slice(out.Tables, func(i, j int) bool { return out.Tables[i].Name < out.Tables[j].Name })
+	return out
+}
+
+// String prints the snapshot as a table, one line per table, then totals.
+func (m Metrics) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-24s %-12s %8s %12s %10s %12s %10s %10s\n", "table", "compaction", "sstables", "bytes", "partitions", "cells", "tombstones", "compacting")
+	for _, t := range m.Tables {
+		fmt.Fprintf(&b, "%-24s %-12s %8d %12d %10d %12d %10d %10d\n", t.Name, t.Compaction, t.SSTables, t.Bytes, t.Partitions, t.Cells, t.Tombstones, t.Compacting)
+	}
+	fmt.Fprintf(&b, "memtables: %d bytes, %d frozen | batches %d, wal syncs %d | flushes %d | compactions %d (read %d, wrote %d bytes, purged %d tombstones, dropped %d expired sstables) | stalls %d (%s) | reads %d (%d tombstones)\n",
+		m.MemtableBytes, m.FrozenMemtables, m.Batches, m.WALSyncs, m.Flushes, m.Compactions, m.CompactionRead, m.CompactionWritten,
+		m.PurgedTombstones, m.DroppedSSTables, m.WriteStalls, m.WriteStallTime.Round(time.Millisecond), m.Reads, m.TombstonesRead)
+	return b.String()
+}

@@ -1,0 +1,376 @@
+package storage
+
+import (
+	"bytes"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eventide/eventide/storage/internal/base"
+)
+
+var (
+	modelOps  = flag.Int("model.ops", 100_000, "operations in the randomized model test")
+	modelSeed = flag.Uint64("model.seed", 0, "seed for the randomized model test (0 = random)")
+)
+
+// fakeClock is a settable clock shared by the engine and the model.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// The model: every table is a map of partitions, every partition a map of
+// cells plus its deletions, applying the same rules as the engine in the
+// most direct way (no ordering, no files, nothing purged).
+type modelPartition struct {
+	del   base.PartitionDeletions
+	cells map[string]base.Cell // key: clustering + "\x00" + column (test keys never hold 0)
+}
+
+type modelTable struct {
+	def        TableDef
+	partitions map[string]*modelPartition
+}
+
+type model struct {
+	tables map[string]*modelTable
+}
+
+func newModel(defs []TableDef) *model {
+	m := &model{tables: map[string]*modelTable{}}
+	for _, d := range defs {
+		d, _, _ = d.withDefaults()
+		m.tables[d.Name] = &modelTable{def: d, partitions: map[string]*modelPartition{}}
+	}
+	return m
+}
+
+func (m *model) partition(table string, pk []byte) *modelPartition {
+	t := m.tables[table]
+	p := t.partitions[string(pk)]
+	if p == nil {
+		p = &modelPartition{del: base.PartitionDeletions{Partition: base.LiveDeletion}, cells: map[string]base.Cell{}}
+		t.partitions[string(pk)] = p
+	}
+	return p
+}
+
+// apply mirrors DB.Apply for already resolved mutations.
+func (m *model) apply(muts []mutation, names map[uint32]string) {
+	for i := range muts {
+		mu := &muts[i]
+		p := m.partition(names[mu.tableID], mu.partition)
+		switch mu.op {
+		case opCell:
+			k := string(mu.cell.Clustering) + "\x00" + string(mu.cell.Column)
+			c := mu.cell.Clone()
+			if old, ok := p.cells[k]; ok {
+				c = base.Reconcile(old, c)
+				c = c.Clone()
+			}
+			p.cells[k] = c
+		case opRangeTombstone:
+			p.del.Ranges = append(p.del.Ranges, mu.rangeTomb.Clone())
+		case opPartitionDeletion:
+			p.del.Partition = p.del.Partition.Max(mu.deletion)
+		}
+	}
+}
+
+// slice answers a query the brute-force way.
+func (m *model) slice(q SliceQuery, now int64) []Row {
+	t := m.tables[q.Table]
+	p := t.partitions[string(q.Partition)]
+	if p == nil {
+		return nil
+	}
+	byRow := map[string][]Cell{}
+	for _, c := range p.cells {
+		if !base.InRange(c.Clustering, q.Start, q.End) {
+			continue
+		}
+		if p.del.DeletionFor(c.Clustering).Deletes(c.Timestamp) || !c.IsLive(now) {
+			continue
+		}
+		cell := Cell{Column: c.Column, Value: c.Value, WriteTimeMicros: c.Timestamp}
+		switch c.Kind {
+		case base.KindExpiring:
+			cell.ExpiresAt, cell.TTLSeconds = c.LocalDeletionTime, c.TTL
+		case base.KindCounter:
+			cell.Counter, cell.CounterValue = true, c.CounterValue()
+		}
+		byRow[string(c.Clustering)] = append(byRow[string(c.Clustering)], cell)
+	}
+	var rows []Row
+	for ck, cells := range byRow {
+		sort.Slice(cells, func(i, j int) bool { return bytes.Compare(cells[i].Column, cells[j].Column) < 0 })
+		rows = append(rows, Row{Clustering: []byte(ck), Cells: cells})
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		c := bytes.Compare(rows[i].Clustering, rows[j].Clustering)
+		if q.Reverse {
+			return c > 0
+		}
+		return c < 0
+	})
+	if q.Limit > 0 && len(rows) > q.Limit {
+		rows = rows[:q.Limit]
+	}
+	return rows
+}
+
+func readAll(t *testing.T, db *DB, q SliceQuery) ([]Row, ReadStats) {
+	t.Helper()
+	it, err := db.Slice(q)
+	if err != nil {
+		t.Fatalf("slice %+v: %v", q, err)
+	}
+	var rows []Row
+	for it.Next() {
+		r := it.Row()
+		cp := Row{Clustering: bytes.Clone(r.Clustering)}
+		for _, c := range r.Cells {
+			c.Column, c.Value = bytes.Clone(c.Column), bytes.Clone(c.Value)
+			cp.Cells = append(cp.Cells, c)
+		}
+		rows = append(rows, cp)
+	}
+	if err := it.Close(); err != nil {
+		t.Fatalf("slice %+v: %v", q, err)
+	}
+	return rows, it.Stats()
+}
+
+func rowsString(rows []Row) string {
+	var b bytes.Buffer
+	for _, r := range rows {
+		fmt.Fprintf(&b, "  ck=%x:", r.Clustering)
+		for _, c := range r.Cells {
+			fmt.Fprintf(&b, " %s=%q@%d", c.Column, c.Value, c.WriteTimeMicros)
+			if c.ExpiresAt != 0 {
+				fmt.Fprintf(&b, "(exp %d ttl %d)", c.ExpiresAt, c.TTLSeconds)
+			}
+			if c.Counter {
+				fmt.Fprintf(&b, "(counter %d)", c.CounterValue)
+			}
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func int64p(v int64) *int64 { return &v }
+
+// modelTables are the tables of the model test: a TWCS table with a
+// default TTL, a size-tiered table with a long gc_grace and one with a
+// short gc_grace (so purges happen), and a counter table.
+func modelTables() []TableDef {
+	return []TableDef{
+		{Name: "events", Compaction: TimeWindow, WindowSeconds: 60, DefaultTTLSeconds: 120, GCGraceSeconds: int64p(30), MinThreshold: 2},
+		{Name: "plain", Compaction: SizeTiered, MinThreshold: 2, MaxThreshold: 4},
+		{Name: "shortgc", Compaction: SizeTiered, GCGraceSeconds: int64p(20), Compression: "s2", MinThreshold: 2},
+		{Name: "counts", Compaction: SizeTiered, Counters: true, Compression: "none", MinThreshold: 2},
+	}
+}
+
+// TestModelRandomized applies a seeded random sequence of puts, deletes of
+// every kind, TTLs, counter additions, flushes, compactions, reopens and
+// clock jumps to the engine and to the model, comparing random slices of
+// both as it goes and every partition at the end.
+func TestModelRandomized(t *testing.T) {
+	seed := *modelSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -model.seed=%d)", seed, seed)
+	ops := *modelOps
+	if testing.Short() {
+		ops = min(ops, 10_000)
+	}
+	runModel(t, seed, ops)
+}
+
+func runModel(t *testing.T, seed uint64, ops int) {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	dir := t.TempDir()
+	clock := &fakeClock{now: time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)}
+	opts := DefaultOptions()
+	opts.Clock = clock
+	opts.WALSyncMode = WALPeriodic
+	opts.MemtableSize = int64(16<<10 + rng.IntN(64<<10))
+	opts.BlockCacheSize = int64(rng.IntN(2)) * (1 << 20)
+	opts.StallSSTablesPerTable = 1 << 20
+	opts.DisableAutoCompaction = rng.IntN(2) == 0
+	defs := modelTables()
+	open := func() *DB {
+		db, err := Open(dir, opts)
+		if err != nil {
+			t.Fatalf("seed %d: open: %v", seed, err)
+		}
+		for _, d := range defs {
+			if err := db.CreateTable(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return db
+	}
+	db := open()
+	defer func() { db.Close() }()
+	names := map[uint32]string{}
+	for name, ts := range db.tables {
+		names[ts.id] = name
+	}
+	m := newModel(defs)
+	const partitions, clusterings = 6, 40
+	columns := [][]byte{[]byte("a"), []byte("b"), []byte("c")}
+	pk := func() []byte { return []byte(fmt.Sprintf("p%d", rng.IntN(partitions))) }
+	ck := func() []byte { return binary.BigEndian.AppendUint16(nil, uint16(1+rng.IntN(clusterings))) }
+	bound := func() Bound {
+		if rng.IntN(5) == 0 {
+			return Bound{}
+		}
+		return Bound{Key: ck(), Inclusive: rng.IntN(2) == 0}
+	}
+	// Timestamps follow the clock with jitter below gc_grace, so writes
+	// are reordered and tie, but never predate a tombstone old enough to
+	// be purged (which would legitimately resurrect them).
+	lastTS := int64(0)
+	ts := func() int64 {
+		if lastTS != 0 && rng.IntN(8) == 0 {
+			return lastTS // exact ties exercise the reconciliation rules
+		}
+		lastTS = clock.Now().UnixMicro() + rng.Int64N(2_000_000) - 1_000_000
+		return lastTS
+	}
+	deadCounters := map[string]bool{} // partitions of "counts" that were deleted
+	var counterMicros int64
+	regular := []string{"events", "plain", "shortgc"}
+
+	check := func(q SliceQuery, when string) {
+		got, stats := readAll(t, db, q)
+		want := m.slice(q, clock.Now().Unix())
+		if !slices.EqualFunc(got, want, rowsEqual) {
+			t.Fatalf("seed %d: %s: slice %s/%s start=%x(%v) end=%x(%v) reverse=%v limit=%d differs\n got:\n%s want:\n%s stats: %s",
+				seed, when, q.Table, q.Partition, q.Start.Key, q.Start.Inclusive, q.End.Key, q.End.Inclusive, q.Reverse, q.Limit,
+				rowsString(got), rowsString(want), stats)
+		}
+	}
+
+	for op := 0; op < ops; {
+		var b Batch
+		n := 1 + rng.IntN(8)
+		for i := 0; i < n; i++ {
+			op++
+			table := regular[rng.IntN(len(regular))]
+			switch r := rng.IntN(100); {
+			case r < 50:
+				b.Put(table, pk(), ck(), columns[rng.IntN(3)], []byte(fmt.Sprintf("v%d", rng.IntN(1000))), ts())
+			case r < 62:
+				b.PutTTL(table, pk(), ck(), columns[rng.IntN(3)], []byte(fmt.Sprintf("t%d", rng.IntN(1000))), ts(), int32(1+rng.IntN(60)))
+			case r < 70:
+				b.DeleteCell(table, pk(), ck(), columns[rng.IntN(3)], ts())
+			case r < 76:
+				b.DeleteRow(table, pk(), ck(), ts())
+			case r < 80:
+				b.DeleteRange(table, pk(), bound(), bound(), ts())
+			case r < 81:
+				b.DeletePartition(table, pk(), ts())
+			default:
+				p := pk()
+				if deadCounters[string(p)] {
+					continue
+				}
+				if rng.IntN(200) == 0 {
+					// Deleting at the newest counter time shadows every
+					// increment so far; the partition is never used again.
+					b.DeletePartition("counts", p, counterMicros+1)
+					deadCounters[string(p)] = true
+					continue
+				}
+				b.AddCounter("counts", p, ck(), columns[rng.IntN(3)], int64(rng.IntN(21)-10))
+			}
+		}
+		if b.Len() > 0 {
+			if err := db.Apply(&b); err != nil {
+				t.Fatalf("seed %d: apply: %v", seed, err)
+			}
+			counterMicros = db.lastCounterMicros.Load()
+			m.apply(b.mutations, names)
+		}
+
+		switch r := rng.IntN(1000); {
+		case r < 150:
+			table := []string{"events", "plain", "shortgc", "counts"}[rng.IntN(4)]
+			check(SliceQuery{Table: table, Partition: pk(), Start: bound(), End: bound(), Reverse: rng.IntN(2) == 0, Limit: rng.IntN(6)}, fmt.Sprintf("op %d", op))
+		case r < 160:
+			clock.Advance(time.Duration(rng.IntN(20_000)) * time.Millisecond)
+		case r < 168:
+			if err := db.Flush(); err != nil {
+				t.Fatalf("seed %d: flush: %v", seed, err)
+			}
+		case r < 173:
+			if err := db.Compact([]string{"events", "plain", "shortgc", "counts"}[rng.IntN(4)]); err != nil {
+				t.Fatalf("seed %d: compact: %v", seed, err)
+			}
+		case r < 175:
+			if err := db.Close(); err != nil {
+				t.Fatalf("seed %d: close: %v", seed, err)
+			}
+			db = open()
+		}
+	}
+	// Every partition of every table, both directions, after one more
+	// flush and full compaction too.
+	final := func(when string) {
+		for _, table := range []string{"events", "plain", "shortgc", "counts"} {
+			for p := 0; p < partitions; p++ {
+				for _, rev := range []bool{false, true} {
+					check(SliceQuery{Table: table, Partition: []byte(fmt.Sprintf("p%d", p)), Reverse: rev}, when)
+				}
+			}
+		}
+	}
+	final("end")
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CompactAll(); err != nil {
+		t.Fatal(err)
+	}
+	final("after full compaction")
+	clock.Advance(time.Hour)
+	if err := db.CompactAll(); err != nil {
+		t.Fatal(err)
+	}
+	final("after expiry and purge")
+	if err := db.Check(); err != nil {
+		t.Fatalf("seed %d: check: %v", seed, err)
+	}
+	t.Logf("seed %d: %d ops\n%s", seed, ops, db.Metrics())
+}
+
+func rowsEqual(a, b Row) bool {
+	return bytes.Equal(a.Clustering, b.Clustering) && slices.EqualFunc(a.Cells, b.Cells, func(x, y Cell) bool {
+		return bytes.Equal(x.Column, y.Column) && bytes.Equal(x.Value, y.Value) && x.WriteTimeMicros == y.WriteTimeMicros &&
+			x.ExpiresAt == y.ExpiresAt && x.TTLSeconds == y.TTLSeconds && x.Counter == y.Counter && x.CounterValue == y.CounterValue
+	})
+}

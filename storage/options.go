@@ -1,0 +1,218 @@
+package storage
+
+import (
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eventide/eventide/storage/internal/sstable"
+	"github.com/eventide/eventide/storage/vfs"
+)
+
+// Clock tells the engine the time; inject a fake one to make TTL and
+// gc_grace deterministic in tests.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+// SystemClock is the wall clock.
+var SystemClock Clock = systemClock{}
+
+// WALSyncMode says when an applied batch is durable.
+type WALSyncMode uint8
+
+const (
+	// WALSync fsyncs before Apply returns (group commit shares one fsync
+	// among concurrent batches). The default.
+	WALSync WALSyncMode = iota
+	// WALPeriodic returns after the write(2) and fsyncs every
+	// WALSyncInterval: a crash may lose the last interval.
+	WALPeriodic
+)
+
+// Options configure a DB. Start from DefaultOptions.
+type Options struct {
+	// Logger receives operational messages (flushes, compactions,
+	// recovery). Defaults to a discarding logger.
+	Logger *slog.Logger
+	// Registerer receives the engine's Prometheus metrics; nil registers
+	// nothing (Metrics still works).
+	Registerer prometheus.Registerer
+	// Clock is the source of "now" for TTL expiry, deletion times, counter
+	// timestamps and gc_grace. Defaults to SystemClock.
+	Clock Clock
+	// FS is the filesystem. Defaults to vfs.Default.
+	FS vfs.FS
+
+	WALSyncMode     WALSyncMode
+	WALSyncInterval time.Duration // WALPeriodic only; default 100ms
+	// WALSegmentSize is the size at which a WAL segment is rotated.
+	WALSegmentSize int64
+
+	// MemtableSize is the estimated size at which the mutable memtable is
+	// frozen and queued for flushing.
+	MemtableSize int64
+	// MaxImmutableMemtables is how many frozen memtables may wait for a
+	// flush before writers stall.
+	MaxImmutableMemtables int
+	// StallSSTablesPerTable is how many SSTables one table may have before
+	// writers stall until compaction catches up.
+	StallSSTablesPerTable int
+	// BlockCacheSize bounds the cache of decompressed SSTable blocks.
+	BlockCacheSize int64
+	// CompactionConcurrency bounds how many compactions run at once.
+	CompactionConcurrency int
+	// DisableAutoCompaction stops compactions from starting by themselves;
+	// DB.Compact and DB.CompactAll still work. For tests and benchmarks.
+	DisableAutoCompaction bool
+}
+
+// DefaultOptions returns the defaults.
+func DefaultOptions() Options {
+	return Options{
+		Clock:                 SystemClock,
+		FS:                    vfs.Default,
+		WALSyncMode:           WALSync,
+		WALSyncInterval:       100 * time.Millisecond,
+		WALSegmentSize:        64 << 20,
+		MemtableSize:          32 << 20,
+		MaxImmutableMemtables: 2,
+		StallSSTablesPerTable: 48,
+		BlockCacheSize:        32 << 20,
+		CompactionConcurrency: 1,
+	}
+}
+
+func (o *Options) fillDefaults() {
+	d := DefaultOptions()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = d.Clock
+	}
+	if o.FS == nil {
+		o.FS = d.FS
+	}
+	if o.WALSyncInterval <= 0 {
+		o.WALSyncInterval = d.WALSyncInterval
+	}
+	if o.WALSegmentSize <= 0 {
+		o.WALSegmentSize = d.WALSegmentSize
+	}
+	if o.MemtableSize <= 0 {
+		o.MemtableSize = d.MemtableSize
+	}
+	if o.MaxImmutableMemtables <= 0 {
+		o.MaxImmutableMemtables = d.MaxImmutableMemtables
+	}
+	if o.StallSSTablesPerTable <= 0 {
+		o.StallSSTablesPerTable = d.StallSSTablesPerTable
+	}
+	if o.BlockCacheSize < 0 {
+		o.BlockCacheSize = 0
+	} else if o.BlockCacheSize == 0 {
+		o.BlockCacheSize = d.BlockCacheSize
+	}
+	if o.CompactionConcurrency <= 0 {
+		o.CompactionConcurrency = d.CompactionConcurrency
+	}
+}
+
+// CompactionStrategy chooses how a table's SSTables are merged.
+type CompactionStrategy string
+
+const (
+	// SizeTiered merges SSTables of similar size (Cassandra's STCS).
+	SizeTiered CompactionStrategy = "size_tiered"
+	// TimeWindow groups SSTables into windows of their newest write time,
+	// size-tiered inside the active window, one SSTable per closed window,
+	// and drops fully expired SSTables whole (Cassandra's TWCS). For TTL'd
+	// time series.
+	TimeWindow CompactionStrategy = "time_window"
+)
+
+// DefaultGCGraceSeconds is Cassandra's default gc_grace_seconds: 10 days.
+const DefaultGCGraceSeconds = 10 * 24 * 3600
+
+// TableDef describes a table to the engine.
+type TableDef struct {
+	// Name: 1..64 of [a-z0-9_]; names starting with "_" are reserved for
+	// the engine and Eventide's own bookkeeping.
+	Name       string             `json:"name"`
+	Compaction CompactionStrategy `json:"compaction"`
+	// WindowSeconds is the TimeWindow window (default 3600).
+	WindowSeconds int64 `json:"window_seconds,omitempty"`
+	// DefaultTTLSeconds makes every Put expire after it; 0 means none.
+	DefaultTTLSeconds int32 `json:"default_ttl_seconds,omitempty"`
+	// GCGraceSeconds is how long tombstones are kept before compaction
+	// may purge them. Nil means DefaultGCGraceSeconds; 0 is allowed.
+	GCGraceSeconds *int64 `json:"gc_grace_seconds,omitempty"`
+	// Compression is "zstd" (default), "s2" or "none".
+	Compression string `json:"compression,omitempty"`
+	// Counters makes a counter table: cells are AddCounter deltas.
+	Counters bool `json:"counters,omitempty"`
+	// MinThreshold and MaxThreshold bound how many similar-size SSTables
+	// a size-tiered compaction merges (defaults 4 and 32).
+	MinThreshold int `json:"min_threshold,omitempty"`
+	MaxThreshold int `json:"max_threshold,omitempty"`
+}
+
+var tableNamePattern = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
+
+// gcGraceSeconds returns the effective gc_grace.
+func (d *TableDef) gcGraceSeconds() int64 {
+	if d.GCGraceSeconds == nil {
+		return DefaultGCGraceSeconds
+	}
+	return *d.GCGraceSeconds
+}
+
+// withDefaults validates d and fills its defaults.
+func (d TableDef) withDefaults() (TableDef, sstable.Compression, error) {
+	if !tableNamePattern.MatchString(d.Name) {
+		return d, 0, fmt.Errorf("invalid table name %q: use 1 to 64 of a-z, 0-9 and _", d.Name)
+	}
+	if d.Compaction == "" {
+		d.Compaction = SizeTiered
+	}
+	if d.Compaction != SizeTiered && d.Compaction != TimeWindow {
+		return d, 0, fmt.Errorf("table %q: unknown compaction strategy %q (use %q or %q)", d.Name, d.Compaction, SizeTiered, TimeWindow)
+	}
+	if d.WindowSeconds == 0 {
+		d.WindowSeconds = 3600
+	}
+	if d.WindowSeconds < 0 {
+		return d, 0, fmt.Errorf("table %q: negative window_seconds %d", d.Name, d.WindowSeconds)
+	}
+	if d.DefaultTTLSeconds < 0 {
+		return d, 0, fmt.Errorf("table %q: negative default TTL %d", d.Name, d.DefaultTTLSeconds)
+	}
+	if d.GCGraceSeconds != nil && *d.GCGraceSeconds < 0 {
+		return d, 0, fmt.Errorf("table %q: negative gc_grace_seconds %d", d.Name, *d.GCGraceSeconds)
+	}
+	if d.Compression == "" {
+		d.Compression = "zstd"
+	}
+	codec, err := sstable.ParseCompression(d.Compression)
+	if err != nil {
+		return d, 0, fmt.Errorf("table %q: %w", d.Name, err)
+	}
+	if d.MinThreshold == 0 {
+		d.MinThreshold = 4
+	}
+	if d.MaxThreshold == 0 {
+		d.MaxThreshold = 32
+	}
+	if d.MinThreshold < 2 || d.MaxThreshold < d.MinThreshold {
+		return d, 0, fmt.Errorf("table %q: thresholds min %d max %d: want 2 <= min <= max", d.Name, d.MinThreshold, d.MaxThreshold)
+	}
+	return d, codec, nil
+}

@@ -1,0 +1,378 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/eventide/eventide/storage/internal/base"
+	"github.com/eventide/eventide/storage/internal/sstable"
+)
+
+// Bound is one end of a clustering range; a nil Key is unbounded.
+type Bound = base.Bound
+
+// ErrTooManyTombstones is returned by a slice that scanned more tombstones
+// than its SliceQuery.MaxTombstones.
+var ErrTooManyTombstones = errors.New("eventide/storage: too many tombstones scanned")
+
+// SliceQuery reads a range of rows of one partition.
+type SliceQuery struct {
+	Table     string
+	Partition []byte
+	// Start and End bound the clustering keys, in storage (byte) order,
+	// whatever Reverse says.
+	Start, End Bound
+	// Reverse returns rows in descending clustering order.
+	Reverse bool
+	// Limit is the most rows to return; 0 means no limit. The read stops
+	// as soon as it has them.
+	Limit int
+	// MaxTombstones aborts the read with ErrTooManyTombstones once more
+	// tombstones than this were scanned; 0 means no limit.
+	MaxTombstones int
+}
+
+// Cell is a live cell of a row.
+type Cell struct {
+	Column []byte
+	Value  []byte
+	// WriteTimeMicros is the cell's timestamp.
+	WriteTimeMicros int64
+	// ExpiresAt is the unix second the cell expires at; 0 if never.
+	ExpiresAt int64
+	// TTLSeconds is the cell's TTL; 0 if none.
+	TTLSeconds int32
+	// Counter marks a counter cell; CounterValue holds its sum.
+	Counter      bool
+	CounterValue int64
+}
+
+// Row is the live content of one clustering key.
+type Row struct {
+	Clustering []byte
+	Cells      []Cell
+}
+
+// ReadStats says what a read touched: the trace of a query.
+type ReadStats struct {
+	Rows int
+	// LiveCells is the number of live cells returned.
+	LiveCells int
+	// TombstonesScanned counts cell tombstones, expired cells, cells
+	// shadowed by a deletion, and range/row/partition deletions walked.
+	TombstonesScanned int
+	MemtablesRead     int
+	SSTablesRead      int
+	// SSTablesSkipped were skipped unopened: bloom filter, partition
+	// absent, clustering range or expiry.
+	SSTablesSkipped int
+	BlocksRead      int
+	BlocksSkipped   int
+}
+
+func (s ReadStats) String() string {
+	return fmt.Sprintf("read %d live and %d tombstoned cells in %d SSTables (%d blocks, %d skipped) and %d memtables, %d rows",
+		s.LiveCells, s.TombstonesScanned, s.SSTablesRead, s.BlocksRead, s.BlocksSkipped, s.MemtablesRead, s.Rows)
+}
+
+// RowIterator returns the rows of a slice in order. Close it when done.
+type RowIterator struct {
+	db       *DB
+	v        *version
+	q        SliceQuery
+	now      int64
+	merge    *mergingIter
+	deletion base.PartitionDeletions
+	sstIters []*sstable.PartitionIter
+	stats    ReadStats
+
+	row      Row
+	building rowBuilder
+	// pending says merge.Cell() holds a cell not yet consumed: the first
+	// cell of the next row, read to know the previous row had ended.
+	pending bool
+	done    bool
+	err     error
+}
+
+// rowBuilder assembles the live cells of one clustering key.
+type rowBuilder struct {
+	inRow      bool
+	clustering []byte
+	deletion   base.DeletionTime
+	cells      []Cell
+}
+
+// Slice starts a slice read. The iterator sees a consistent snapshot of
+// the store taken now.
+func (db *DB) Slice(q SliceQuery) (*RowIterator, error) {
+	if len(q.Partition) == 0 {
+		return nil, fmt.Errorf("cannot read table %q: empty partition key", q.Table)
+	}
+	if q.Limit < 0 {
+		return nil, fmt.Errorf("cannot read table %q: negative limit %d", q.Table, q.Limit)
+	}
+	db.mu.Lock()
+	if db.closed {
+		db.mu.Unlock()
+		return nil, ErrClosed
+	}
+	t, err := db.lookupTableLocked(q.Table)
+	if err != nil {
+		db.mu.Unlock()
+		return nil, err
+	}
+	v := db.current
+	v.ref()
+	db.mu.Unlock()
+
+	it := &RowIterator{db: db, v: v, q: q, now: db.opts.Clock.Now().Unix()}
+	it.deletion.Partition = base.LiveDeletion
+	it.open(t.id)
+	return it, nil
+}
+
+// candidate is one SSTable that holds the partition.
+type candidate struct {
+	h    *sstHandle
+	info sstable.PartitionInfo
+}
+
+func (it *RowIterator) open(tableID uint32) {
+	q := &it.q
+	var sources []cellSource
+	memMinTimestamp := int64(1<<63 - 1)
+	for _, mem := range it.v.memtables() {
+		if !mem.HasPartition(tableID, q.Partition) {
+			continue
+		}
+		it.stats.MemtablesRead++
+		memMinTimestamp = min(memMinTimestamp, mem.MinTimestamp())
+		if d := mem.Deletions(tableID, q.Partition); d != nil {
+			it.addDeletions(d)
+		}
+		sources = append(sources, mem.NewIter(tableID, q.Partition, q.Start, q.End, q.Reverse))
+	}
+
+	var cands []candidate
+	for _, h := range it.v.sstables[tableID] {
+		if !h.reader.MayContain(q.Partition) {
+			it.stats.SSTablesSkipped++
+			continue
+		}
+		info, ok := h.reader.Partition(q.Partition)
+		if !ok {
+			it.stats.SSTablesSkipped++
+			continue
+		}
+		cands = append(cands, candidate{h: h, info: info})
+	}
+
+	// olderDataOverlaps reports whether any source other than skip may hold
+	// a cell written at or before maxTimestamp with a clustering key in
+	// [minCK, maxCK]: only such data can be shadowed by expired cells, so
+	// when there is none, fully expired SSTables and blocks can be skipped
+	// without changing the result.
+	olderDataOverlaps := func(skip int, maxTimestamp int64, minCK, maxCK []byte) bool {
+		if memMinTimestamp <= maxTimestamp {
+			return true
+		}
+		for i := range cands {
+			if i == skip {
+				continue
+			}
+			in := &cands[i].info
+			if in.MinTimestamp > maxTimestamp {
+				continue
+			}
+			if in.Cells == 0 || bytes.Compare(in.MaxClustering, minCK) < 0 || bytes.Compare(in.MinClustering, maxCK) > 0 {
+				// Only its deletions could matter, and those are merged
+				// from every candidate anyway.
+				if in.Deletions.IsEmpty() {
+					continue
+				}
+			}
+			return true
+		}
+		return false
+	}
+
+	for i := range cands {
+		c := &cands[i]
+		props := &c.h.props
+		if props.MaxLocalDeletionTime < it.now && !olderDataOverlaps(i, props.MaxTimestamp, props.MinClustering, props.MaxClustering) {
+			// Everything in it is expired or deleted and it shadows
+			// nothing: reading it could only count tombstones.
+			it.stats.SSTablesSkipped++
+			continue
+		}
+		it.addDeletions(&c.info.Deletions)
+		if c.info.Cells == 0 || !overlaps(c.info.MinClustering, c.info.MaxClustering, q.Start, q.End) {
+			it.stats.SSTablesSkipped++
+			continue
+		}
+		it.stats.SSTablesRead++
+		idx := i
+		pi := c.h.reader.NewPartitionIter(c.info, sstable.IterOptions{
+			Start: q.Start, End: q.End, Reverse: q.Reverse,
+			SkipBlock: func(b sstable.BlockMeta) bool {
+				return b.MaxLocalDeletionTime < it.now && !olderDataOverlaps(idx, b.MaxTimestamp, b.MinClustering, b.MaxClustering)
+			},
+		})
+		it.sstIters = append(it.sstIters, pi)
+		sources = append(sources, pi)
+	}
+	sort.Slice(it.deletion.Ranges, func(i, j int) bool {
+		return startsBefore(it.deletion.Ranges[i].Start, it.deletion.Ranges[j].Start)
+	})
+	it.merge = newMergingIter(sources, q.Reverse)
+}
+
+// overlaps reports whether the clustering range [minCK, maxCK] intersects
+// [start, end].
+func overlaps(minCK, maxCK []byte, start, end base.Bound) bool {
+	return base.AfterStart(maxCK, start) && base.BeforeEnd(minCK, end)
+}
+
+func startsBefore(a, b base.Bound) bool {
+	if a.Key == nil || b.Key == nil {
+		return a.Key == nil && b.Key != nil
+	}
+	return bytes.Compare(a.Key, b.Key) < 0
+}
+
+func (it *RowIterator) addDeletions(d *base.PartitionDeletions) {
+	if !d.Partition.IsLive() {
+		if it.deletion.Partition.IsLive() {
+			it.stats.TombstonesScanned++
+		}
+		it.deletion.Partition = it.deletion.Partition.Max(d.Partition)
+	}
+	for i := range d.Ranges {
+		rt := &d.Ranges[i]
+		if rt.Overlaps(it.q.Start, it.q.End) {
+			it.deletion.Ranges = append(it.deletion.Ranges, *rt)
+			it.stats.TombstonesScanned++
+		}
+	}
+}
+
+// Next advances to the next row with at least one live cell.
+func (it *RowIterator) Next() bool {
+	if it.done || it.err != nil {
+		return false
+	}
+	if it.q.Limit > 0 && it.stats.Rows >= it.q.Limit {
+		it.finish()
+		return false
+	}
+	b := &it.building
+	for {
+		if !it.pending && !it.merge.Next() {
+			if err := it.merge.Err(); err != nil {
+				it.fail(err)
+				return false
+			}
+			if b.inRow && len(b.cells) > 0 {
+				it.emit()
+				return true
+			}
+			it.finish()
+			return false
+		}
+		it.pending = false
+		c := it.merge.Cell()
+		if b.inRow && !bytes.Equal(c.Clustering, b.clustering) {
+			if len(b.cells) > 0 {
+				// c begins the next row; the merge keeps it as the
+				// lookahead for the next call ("what is needed, plus one").
+				it.pending = true
+				it.emit()
+				return true
+			}
+			b.inRow = false
+		}
+		if !b.inRow {
+			b.inRow = true
+			b.clustering = c.Clustering
+			b.cells = b.cells[:0]
+			b.deletion = it.deletion.DeletionFor(c.Clustering)
+		}
+		if b.deletion.Deletes(c.Timestamp) || !c.IsLive(it.now) {
+			it.stats.TombstonesScanned++
+			if it.q.MaxTombstones > 0 && it.stats.TombstonesScanned > it.q.MaxTombstones {
+				it.fail(fmt.Errorf("%w: %d in partition %q of table %q (limit %d); narrow the slice bounds",
+					ErrTooManyTombstones, it.stats.TombstonesScanned, it.q.Partition, it.q.Table, it.q.MaxTombstones))
+				return false
+			}
+			continue
+		}
+		cell := Cell{Column: c.Column, Value: c.Value, WriteTimeMicros: c.Timestamp}
+		switch c.Kind {
+		case base.KindExpiring:
+			cell.ExpiresAt, cell.TTLSeconds = c.LocalDeletionTime, c.TTL
+		case base.KindCounter:
+			cell.Counter, cell.CounterValue = true, c.CounterValue()
+		}
+		b.cells = append(b.cells, cell)
+	}
+}
+
+// emit moves the assembled row to Row.
+func (it *RowIterator) emit() {
+	b := &it.building
+	it.row.Clustering = b.clustering
+	it.row.Cells = append(it.row.Cells[:0], b.cells...)
+	if it.q.Reverse {
+		// Cells of a row arrive in descending column order.
+		cells := it.row.Cells
+		for i, j := 0, len(cells)-1; i < j; i, j = i+1, j-1 {
+			cells[i], cells[j] = cells[j], cells[i]
+		}
+	}
+	it.stats.Rows++
+	it.stats.LiveCells += len(it.row.Cells)
+	b.inRow = false
+	b.cells = b.cells[:0]
+}
+
+func (it *RowIterator) fail(err error) {
+	it.err = err
+	it.finish()
+}
+
+func (it *RowIterator) finish() {
+	if it.done {
+		return
+	}
+	it.done = true
+	for _, s := range it.sstIters {
+		it.stats.BlocksRead += s.BlocksRead()
+		it.stats.BlocksSkipped += s.BlocksSkipped()
+		s.Close()
+	}
+	it.sstIters = nil
+	it.db.metrics.read(&it.stats)
+}
+
+// Row returns the current row; it is valid until the next call to Next.
+func (it *RowIterator) Row() *Row { return &it.row }
+
+// Err returns the error that ended the iteration, if any.
+func (it *RowIterator) Err() error { return it.err }
+
+// Stats returns what the read touched so far (complete after Next returns
+// false or Close).
+func (it *RowIterator) Stats() ReadStats { return it.stats }
+
+// Close releases the snapshot.
+func (it *RowIterator) Close() error {
+	it.finish()
+	if it.v != nil {
+		it.v.unref()
+		it.v = nil
+	}
+	return it.err
+}

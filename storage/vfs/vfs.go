@@ -1,0 +1,114 @@
+// Package vfs is the filesystem the storage engine writes through. The
+// engine never calls package os directly, so tests can inject a filesystem
+// (for example one that fails or counts syncs) and every file operation has
+// one place to be audited for durability.
+//
+// Durability contract: data written to a File is durable only after
+// File.Sync returns nil; a created, renamed or removed name is durable only
+// after SyncDir on its directory returns nil.
+package vfs
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// File is an open file.
+type File interface {
+	io.Reader
+	io.ReaderAt
+	io.Writer
+	io.Closer
+	// Sync makes the written data durable (fsync).
+	Sync() error
+	// Stat returns the file's metadata.
+	Stat() (os.FileInfo, error)
+	// Truncate changes the file's size.
+	Truncate(size int64) error
+}
+
+// FS is a filesystem.
+type FS interface {
+	// Create creates or truncates name for writing.
+	Create(name string) (File, error)
+	// Open opens name read-only.
+	Open(name string) (File, error)
+	// OpenReadWrite opens an existing file for reading and writing,
+	// positioned at its start.
+	OpenReadWrite(name string) (File, error)
+	// Remove removes a file.
+	Remove(name string) error
+	// Rename atomically replaces newname with oldname.
+	Rename(oldname, newname string) error
+	// MkdirAll creates a directory and its parents.
+	MkdirAll(dir string, perm os.FileMode) error
+	// List returns the names (not paths) of the entries of dir.
+	List(dir string) ([]string, error)
+	// Stat returns a file's metadata.
+	Stat(name string) (os.FileInfo, error)
+	// SyncDir makes the directory's entries (creations, renames,
+	// removals) durable.
+	SyncDir(dir string) error
+	// Lock takes an exclusive advisory lock on name, creating it if
+	// needed, so two processes never open one store. Close releases it.
+	Lock(name string) (io.Closer, error)
+}
+
+// Default is the operating system's filesystem.
+var Default FS = osFS{}
+
+type osFS struct{}
+
+func (osFS) Create(name string) (File, error) {
+	return os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+}
+
+func (osFS) Open(name string) (File, error) { return os.Open(name) }
+
+func (osFS) OpenReadWrite(name string) (File, error) { return os.OpenFile(name, os.O_RDWR, 0) }
+
+func (osFS) Remove(name string) error { return os.Remove(name) }
+
+func (osFS) Rename(oldname, newname string) error { return os.Rename(oldname, newname) }
+
+func (osFS) MkdirAll(dir string, perm os.FileMode) error { return os.MkdirAll(dir, perm) }
+
+func (osFS) List(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	return names, nil
+}
+
+func (osFS) Stat(name string) (os.FileInfo, error) { return os.Stat(name) }
+
+func (osFS) SyncDir(dir string) error {
+	d, err := os.Open(filepath.Clean(dir))
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return err
+	}
+	return d.Close()
+}
+
+func (osFS) Lock(name string) (io.Closer, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
