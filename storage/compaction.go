@@ -337,11 +337,14 @@ func (db *DB) mergeInputs(c *compaction, w *sstable.Writer) (compactionStats, er
 			}
 			return ts < purgeBelow
 		}
+		// Shadowing uses every deletion, purgeable or not: a purged
+		// deletion must take the data it shadows with it.
+		shadowing := del
+		kept := base.PartitionDeletions{Partition: del.Partition}
 		if !del.Partition.IsLive() && purgeable(del.Partition.MarkedForDeleteAt, del.Partition.LocalDeletionTime) {
-			del.Partition = base.LiveDeletion
+			kept.Partition = base.LiveDeletion
 			st.purged++
 		}
-		ranges := del.Ranges[:0]
 		for _, rt := range del.Ranges {
 			switch {
 			case del.Partition.Deletes(rt.Deletion.MarkedForDeleteAt):
@@ -349,16 +352,15 @@ func (db *DB) mergeInputs(c *compaction, w *sstable.Writer) (compactionStats, er
 			case purgeable(rt.Deletion.MarkedForDeleteAt, rt.Deletion.LocalDeletionTime):
 				st.purged++
 			default:
-				ranges = append(ranges, rt.Clone())
+				kept.Ranges = append(kept.Ranges, rt.Clone())
 			}
 		}
-		del.Ranges = ranges
 
 		cells = cells[:0]
 		merge := newMergingIter(sources, false)
 		for merge.Next() {
 			cell := merge.Cell()
-			if del.DeletionFor(cell.Clustering).Deletes(cell.Timestamp) {
+			if shadowing.DeletionFor(cell.Clustering).Deletes(cell.Timestamp) {
 				st.shadowed++
 				continue
 			}
@@ -371,8 +373,8 @@ func (db *DB) mergeInputs(c *compaction, w *sstable.Writer) (compactionStats, er
 		if err := merge.Err(); err != nil {
 			return st, err
 		}
-		if len(cells) > 0 || !del.IsEmpty() {
-			if err := w.StartPartition(pk, del); err != nil {
+		if len(cells) > 0 || !kept.IsEmpty() {
+			if err := w.StartPartition(pk, kept); err != nil {
 				return st, err
 			}
 			for i := range cells {

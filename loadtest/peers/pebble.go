@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
+	"os"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
@@ -16,7 +19,7 @@ type pebbleEngine struct {
 }
 
 func openPebble(dir string, autoCompact bool) (engine, error) {
-	opts := &pebble.Options{DisableAutomaticCompactions: !autoCompact}
+	opts := &pebble.Options{DisableAutomaticCompactions: !autoCompact, Logger: quietLogger{}}
 	opts.EnsureDefaults()
 	opts.ApplyCompressionSettings(func() pebble.DBCompressionSettings {
 		return pebble.UniformDBCompressionSettings(sstable.ZstdCompression)
@@ -63,7 +66,7 @@ func (p *pebbleEngine) flushAndCompact() error {
 	if err := p.db.Flush(); err != nil {
 		return err
 	}
-	return p.db.Compact(nil, []byte{0xff, 0xff, 0xff, 0xff}, true)
+	return p.db.Compact(context.Background(), nil, []byte{0xff, 0xff, 0xff, 0xff}, true)
 }
 
 func partitionBounds(partition string) (lo, hi []byte) {
@@ -103,3 +106,18 @@ func (p *pebbleEngine) all(partition string) (int, error) {
 func (p *pebbleEngine) diskBytes() (int64, error) { return dirSize(p.dir) }
 
 func (p *pebbleEngine) close() error { return p.db.Close() }
+
+// quietLogger drops Pebble's informational log lines (they would bury the
+// benchmark's progress output) and keeps errors.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+
+func (quietLogger) Errorf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "pebble: "+format+"\n", args...)
+}
+
+func (quietLogger) Fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "pebble: "+format+"\n", args...)
+	os.Exit(1)
+}

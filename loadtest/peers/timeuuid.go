@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/eventide/eventide/bucket"
@@ -8,7 +9,11 @@ import (
 )
 
 func newTimeUUID(t time.Time, node [8]byte) [16]byte {
-	return bucket.NewTimeUUID(t, node)
+	u, err := bucket.NewTimeUUID(t, node)
+	if err != nil {
+		panic(fmt.Sprintf("BUG: generated time %s has no TimeUUID: %v", t, err))
+	}
+	return u
 }
 
 // encodeTimeUUID is Eventide's order-preserving TimeUUID encoding (the

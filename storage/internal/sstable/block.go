@@ -1,0 +1,600 @@
+package sstable
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"slices"
+	"unsafe"
+
+	"github.com/eventide/eventide/storage/internal/base"
+)
+
+// A data block holds consecutive cells of one partition. Its decompressed
+// bytes are laid out column-wise (see writer.go): all cell flags, then all
+// row keys, then all column indexes, timestamps, TTLs, deletion times,
+// value lengths and finally all values. Grouping alike fields lets zstd
+// model each stream on its own (JSON values next to JSON values, small
+// varints next to small varints), and the per-cell predictions below make
+// most fields vanish before compression:
+//   - a row's clustering key is stored once, as a shared prefix length with
+//     the previous row's key plus the differing suffix;
+//   - column names live once in a sorted per-block dictionary; a cell
+//     stores its index (and nothing when the block has one column);
+//   - a timestamp is a zigzag delta from the previous cell's, or nothing
+//     when equal (the columns of one row); deltas and value lengths are
+//     stored as byte planes (see appendPlanes);
+//   - a TTL is stored only when it differs from the block's default for
+//     the kind (the first expiring cell's TTL; 0 for other kinds);
+//   - a local deletion time is stored only when it differs from its
+//     prediction: NoDeletionTime for live and counter cells, and for
+//     expiring cells and tombstones write-second + TTL plus the previous
+//     such cell's offset from that (so a steady ingestion delay costs
+//     nothing).
+
+// Cell flag bits (one byte per cell).
+const (
+	cellKindMask       = 0x03 // Kind - 1
+	cellNewRow         = 0x04 // the cell starts a row: a row key follows in the row section
+	cellSameTimestamp  = 0x08 // timestamp equals the previous cell's (the block base for the first)
+	cellExplicitTTL    = 0x10 // TTL differs from the default: a varint follows in the TTL section
+	cellExplicitLDT    = 0x20 // deletion time differs from the prediction: a varint delta follows
+	cellEmptyValue     = 0x40 // no value length nor value bytes
+	cellReservedFlags  = 0x80
+)
+
+// kindsWithPredictor is how many kinds have a deletion-time predictor:
+// expiring cells and tombstones.
+const kindsWithPredictor = 2
+
+// maxBlockKeyBytes bounds the total size of the full clustering keys a block
+// expands to (beyond its own length), because prefix compression would let
+// a small malicious block expand quadratically. The writer closes a block
+// before its keys would pass it.
+const maxBlockKeyBytes = 1 << 20
+
+// microsPerSecond converts write timestamps (µs) to deletion times (s).
+const microsPerSecond = 1_000_000
+
+// writeSecond is the unix second of a µs timestamp, rounded down.
+func writeSecond(tsMicros int64) int64 {
+	s := tsMicros / microsPerSecond
+	if tsMicros%microsPerSecond < 0 {
+		s--
+	}
+	return s
+}
+
+// ldtPredictor predicts a cell's local deletion time from its kind,
+// timestamp and TTL. Writer and decoder run identical predictors.
+type ldtPredictor struct {
+	// offset is, per kind (expiring, tombstone), the last seen
+	// LDT - (writeSecond + TTL).
+	offset [kindsWithPredictor]int64
+}
+
+func (p *ldtPredictor) predict(k base.Kind, ts int64, ttl int32) int64 {
+	switch k {
+	case base.KindExpiring:
+		return writeSecond(ts) + int64(ttl) + p.offset[0]
+	case base.KindTombstone:
+		return writeSecond(ts) + int64(ttl) + p.offset[1]
+	}
+	return base.NoDeletionTime
+}
+
+func (p *ldtPredictor) observe(k base.Kind, ts int64, ttl int32, ldt int64) {
+	switch k {
+	case base.KindExpiring:
+		p.offset[0] = ldt - writeSecond(ts) - int64(ttl)
+	case base.KindTombstone:
+		p.offset[1] = ldt - writeSecond(ts) - int64(ttl)
+	}
+}
+
+// cellMaxLDT is what a cell contributes to a max local deletion time: a
+// live or counter cell never expires.
+func cellMaxLDT(c *base.Cell) int64 {
+	if c.Kind == base.KindLive || c.Kind == base.KindCounter {
+		return base.NoDeletionTime
+	}
+	return c.LocalDeletionTime
+}
+
+// blockBuilder accumulates the cells of one data block.
+type blockBuilder struct {
+	cells, rows int
+	baseTS      int64
+	prevTS      int64
+	defaultTTL  int32
+	haveTTL     bool
+	ldt         ldtPredictor
+	keyBytes    int // total length of the full row keys
+
+	flags  []byte
+	rowSec []byte
+	colIdx []uint32 // first-appearance index into cols, remapped when finishing
+	tsVals []uint64 // zigzag timestamp deltas
+	ttlSec []byte
+	ldtSec []byte
+	lenVals []uint64
+	valSec []byte
+	colBuf  []byte // column names in first-appearance order, concatenated
+	colEnds []int  // end offset of each name in colBuf
+
+	prevCK []byte // owned
+	minCK  []byte // owned
+	meta   BlockMeta
+
+	remap []uint32 // scratch
+	order []int    // scratch
+}
+
+func (b *blockBuilder) reset() {
+	*b = blockBuilder{
+		flags: b.flags[:0], rowSec: b.rowSec[:0], colIdx: b.colIdx[:0], tsVals: b.tsVals[:0],
+		ttlSec: b.ttlSec[:0], ldtSec: b.ldtSec[:0], lenVals: b.lenVals[:0], valSec: b.valSec[:0],
+		colEnds: b.colEnds[:0], colBuf: b.colBuf[:0], prevCK: b.prevCK[:0], minCK: b.minCK[:0],
+		remap: b.remap[:0], order: b.order[:0],
+	}
+}
+
+func (b *blockBuilder) empty() bool { return b.cells == 0 }
+
+// size estimates the encoded (uncompressed) size.
+func (b *blockBuilder) size() int {
+	return 32 + len(b.flags) + len(b.rowSec) + len(b.colIdx) + 3*len(b.tsVals) + len(b.ttlSec) +
+		len(b.ldtSec) + 2*len(b.lenVals) + len(b.valSec) + len(b.colBuf) + 2*len(b.colEnds)
+}
+
+// cellSize estimates what adding c would add to size.
+func cellSize(c *base.Cell, newRow bool) int {
+	n := 1 + 1 + 3 + len(c.Value) + 2
+	if newRow {
+		n += len(c.Clustering) + 2
+	}
+	return n
+}
+
+// add appends c, which the caller has checked sorts after the previous
+// cell. sameRow says c has the previous cell's clustering key.
+func (b *blockBuilder) add(c *base.Cell, sameRow bool) {
+	if b.cells == 0 {
+		sameRow = false
+		b.baseTS, b.prevTS = c.Timestamp, c.Timestamp
+		b.minCK = append(b.minCK[:0], c.Clustering...)
+		b.meta = BlockMeta{MinTimestamp: c.Timestamp, MaxTimestamp: c.Timestamp, MaxLocalDeletionTime: math.MinInt64}
+	}
+	flags := byte(c.Kind-1) & cellKindMask
+	if !sameRow {
+		flags |= cellNewRow
+		shared := 0
+		if b.rows > 0 {
+			shared = commonPrefix(b.prevCK, c.Clustering)
+		}
+		b.rowSec = binary.AppendUvarint(b.rowSec, uint64(shared))
+		b.rowSec = appendBytes(b.rowSec, c.Clustering[shared:])
+		b.prevCK = append(b.prevCK[:0], c.Clustering...)
+		b.rows++
+		b.keyBytes += len(c.Clustering)
+	}
+	b.colIdx = append(b.colIdx, b.columnIndex(c.Column))
+	if c.Timestamp == b.prevTS {
+		flags |= cellSameTimestamp
+	} else {
+		b.tsVals = append(b.tsVals, zigzag(c.Timestamp-b.prevTS))
+		b.prevTS = c.Timestamp
+	}
+	if c.Kind == base.KindExpiring && !b.haveTTL {
+		b.defaultTTL, b.haveTTL = c.TTL, true
+	}
+	if c.TTL != b.ttlDefault(c.Kind) {
+		flags |= cellExplicitTTL
+		b.ttlSec = binary.AppendVarint(b.ttlSec, int64(c.TTL))
+	}
+	if p := b.ldt.predict(c.Kind, c.Timestamp, c.TTL); c.LocalDeletionTime != p {
+		flags |= cellExplicitLDT
+		b.ldtSec = binary.AppendVarint(b.ldtSec, c.LocalDeletionTime-p)
+	}
+	b.ldt.observe(c.Kind, c.Timestamp, c.TTL, c.LocalDeletionTime)
+	if len(c.Value) == 0 {
+		flags |= cellEmptyValue
+	} else {
+		b.lenVals = append(b.lenVals, uint64(len(c.Value)))
+		b.valSec = append(b.valSec, c.Value...)
+	}
+	b.flags = append(b.flags, flags)
+	b.cells++
+
+	b.meta.Cells++
+	b.meta.MinTimestamp = min(b.meta.MinTimestamp, c.Timestamp)
+	b.meta.MaxTimestamp = max(b.meta.MaxTimestamp, c.Timestamp)
+	b.meta.MaxLocalDeletionTime = max(b.meta.MaxLocalDeletionTime, cellMaxLDT(c))
+}
+
+func (b *blockBuilder) ttlDefault(k base.Kind) int32 {
+	if k == base.KindExpiring {
+		return b.defaultTTL
+	}
+	return 0
+}
+
+// columnIndex returns the first-appearance index of col, adding it. Blocks
+// have a handful of columns, so a linear scan beats a map.
+func (b *blockBuilder) columnIndex(col []byte) uint32 {
+	for i := range b.colEnds {
+		if bytes.Equal(b.column(i), col) {
+			return uint32(i)
+		}
+	}
+	b.colBuf = append(b.colBuf, col...)
+	b.colEnds = append(b.colEnds, len(b.colBuf))
+	return uint32(len(b.colEnds) - 1)
+}
+
+func (b *blockBuilder) column(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = b.colEnds[i-1]
+	}
+	return b.colBuf[start:b.colEnds[i]]
+}
+
+// finish appends the encoded block to dst and returns it with the block's
+// metadata (its key slices alias the builder; copy before reset) and the
+// offset in dst where the values section starts.
+func (b *blockBuilder) finish(dst []byte) ([]byte, BlockMeta, int) {
+	// Sort the dictionary so that decoders can check column order with
+	// integer comparisons.
+	b.order = b.order[:0]
+	ncols := len(b.colEnds)
+	for i := 0; i < ncols; i++ {
+		b.order = append(b.order, i)
+	}
+	slices.SortFunc(b.order, func(x, y int) int { return bytes.Compare(b.column(x), b.column(y)) })
+	b.remap = slices.Grow(b.remap[:0], ncols)[:ncols]
+	for sorted, orig := range b.order {
+		b.remap[orig] = uint32(sorted)
+	}
+	colSecLen := 0
+	if ncols > 1 {
+		for _, idx := range b.colIdx {
+			colSecLen += uvarintLen(uint64(b.remap[idx]))
+		}
+	}
+
+	dst = binary.AppendUvarint(dst, uint64(b.cells))
+	dst = binary.AppendUvarint(dst, uint64(b.rows))
+	dst = binary.AppendVarint(dst, b.baseTS)
+	dst = binary.AppendVarint(dst, int64(b.defaultTTL))
+	dst = binary.AppendUvarint(dst, uint64(ncols))
+	for _, orig := range b.order {
+		dst = appendBytes(dst, b.column(orig))
+	}
+	for _, n := range [...]int{len(b.rowSec), colSecLen, planesLen(b.tsVals), len(b.ttlSec), len(b.ldtSec), planesLen(b.lenVals), len(b.valSec)} {
+		dst = binary.AppendUvarint(dst, uint64(n))
+	}
+	dst = append(dst, b.flags...)
+	dst = append(dst, b.rowSec...)
+	if ncols > 1 {
+		for _, idx := range b.colIdx {
+			dst = binary.AppendUvarint(dst, uint64(b.remap[idx]))
+		}
+	}
+	dst = appendPlanes(dst, b.tsVals)
+	dst = append(dst, b.ttlSec...)
+	dst = append(dst, b.ldtSec...)
+	dst = appendPlanes(dst, b.lenVals)
+	valuesOff := len(dst)
+	dst = append(dst, b.valSec...)
+	meta := b.meta
+	meta.MinClustering = b.minCK
+	meta.MaxClustering = b.prevCK
+	return dst, meta, valuesOff
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// block is a decoded data block. It is immutable once decoded and may be
+// shared between goroutines through the Cache.
+type block struct {
+	cells []base.Cell // Column and Value alias the raw bytes, Clustering the key arena
+	meta  BlockMeta   // recomputed from the cells
+	size  int64       // bytes held, for the cache's accounting
+}
+
+const cellStructSize = int64(unsafe.Sizeof(base.Cell{}))
+
+// decodeBlock decodes the decompressed bytes of a data block, verifying
+// that its cells are strictly ascending by (clustering, column) and that
+// every field is well formed. The cells alias raw, which must not change
+// afterwards.
+func decodeBlock(raw []byte) (*block, []byte, error) {
+	c := cursor{b: raw}
+	n := c.length("block cell count", 1)
+	rows := c.length("block row count", 1)
+	baseTS := c.varint("block base timestamp")
+	defTTL := c.varint("block default TTL")
+	ncols := c.length("block column count", 1)
+	if c.err != nil {
+		return nil, nil, c.err
+	}
+	if n == 0 || rows == 0 || rows > n {
+		return nil, nil, base.CorruptionErrorf("cannot decode block: got %d cells in %d rows, want 1 <= rows <= cells", n, rows)
+	}
+	if defTTL < math.MinInt32 || defTTL > math.MaxInt32 {
+		return nil, nil, base.CorruptionErrorf("cannot decode block default TTL: got %d, want an int32", defTTL)
+	}
+	if ncols == 0 {
+		return nil, nil, base.CorruptionErrorf("cannot decode block: got 0 columns for %d cells", n)
+	}
+	cols := make([][]byte, ncols)
+	for i := range cols {
+		cols[i] = c.bytes("block column name")
+		if i > 0 && c.err == nil && bytes.Compare(cols[i-1], cols[i]) >= 0 {
+			return nil, nil, base.CorruptionErrorf("cannot decode block columns: %q does not sort after %q", cols[i], cols[i-1])
+		}
+	}
+	var secLens [7]int
+	for i := range secLens {
+		secLens[i] = c.length("block section length", 1)
+	}
+	flags := c.take("block cell flags", n)
+	rowSec := cursor{b: c.take("block row keys", secLens[0])}
+	colSec := cursor{b: c.take("block column indexes", secLens[1])}
+	tsRaw := c.take("block timestamps", secLens[2])
+	ttlSec := cursor{b: c.take("block TTLs", secLens[3])}
+	ldtSec := cursor{b: c.take("block deletion times", secLens[4])}
+	lenRaw := c.take("block value lengths", secLens[5])
+	valSec := cursor{b: c.take("block values", secLens[6])}
+	if c.err != nil {
+		return nil, nil, c.err
+	}
+	if secLens[1] == 0 && ncols != 1 {
+		return nil, nil, base.CorruptionErrorf("cannot decode block: no column indexes for %d columns", ncols)
+	}
+	var nts, nlens int
+	for _, f := range flags {
+		if f&cellSameTimestamp == 0 {
+			nts++
+		}
+		if f&cellEmptyValue == 0 {
+			nlens++
+		}
+	}
+	tsSec, err := decodePlanes(tsRaw, nts, "block timestamps")
+	if err != nil {
+		return nil, nil, err
+	}
+	lenSec, err := decodePlanes(lenRaw, nlens, "block value lengths")
+	if err != nil {
+		return nil, nil, err
+	}
+
+	// First pass over the row keys: size the arena exactly and bound it.
+	keyBytes, err := rowKeyBytes(rowSec.b, rows, len(raw))
+	if err != nil {
+		return nil, nil, err
+	}
+	arena := make([]byte, 0, keyBytes)
+	cells := make([]base.Cell, n)
+	blk := &block{cells: cells}
+	var (
+		ck      []byte
+		prevTS  = baseTS
+		prevCol = -1
+		ldtPred ldtPredictor
+		seen    = 0
+	)
+	blk.meta = BlockMeta{MinTimestamp: math.MaxInt64, MaxTimestamp: math.MinInt64, MaxLocalDeletionTime: math.MinInt64, Cells: n}
+	for i := range cells {
+		f := flags[i]
+		if f&cellReservedFlags != 0 {
+			return nil, nil, base.CorruptionErrorf("cannot decode cell %d: reserved flag bits set in %#02x", i, f)
+		}
+		cell := &cells[i]
+		cell.Kind = base.Kind(f&cellKindMask) + 1
+		if f&cellNewRow != 0 {
+			shared := rowSec.uvarint("row key prefix")
+			suffix := rowSec.bytes("row key suffix")
+			if rowSec.err != nil {
+				return nil, nil, rowSec.err
+			}
+			// rowKeyBytes already checked shared <= len(previous key).
+			start := len(arena)
+			arena = append(arena, ck[:shared]...)
+			arena = append(arena, suffix...)
+			next := arena[start:len(arena):len(arena)]
+			if seen > 0 && bytes.Compare(ck, next) >= 0 {
+				return nil, nil, base.CorruptionErrorf("cannot decode cell %d: clustering %x does not sort after %x", i, next, ck)
+			}
+			ck = next
+			seen++
+			prevCol = -1
+		} else if i == 0 {
+			return nil, nil, base.CorruptionErrorf("cannot decode cell 0: it does not start a row")
+		}
+		cell.Clustering = ck
+		col := 0
+		if ncols > 1 {
+			v := colSec.uvarint("cell column index")
+			if colSec.err != nil {
+				return nil, nil, colSec.err
+			}
+			if v >= uint64(ncols) {
+				return nil, nil, base.CorruptionErrorf("cannot decode cell %d column: got index %d, want < %d", i, v, ncols)
+			}
+			col = int(v)
+		}
+		if col <= prevCol {
+			return nil, nil, base.CorruptionErrorf("cannot decode cell %d: column %q does not sort after %q in its row", i, cols[col], cols[prevCol])
+		}
+		prevCol = col
+		cell.Column = cols[col]
+		if f&cellSameTimestamp == 0 {
+			prevTS += unzigzag(tsSec.next())
+		}
+		cell.Timestamp = prevTS
+		cell.TTL = 0
+		if cell.Kind == base.KindExpiring {
+			cell.TTL = int32(defTTL)
+		}
+		if f&cellExplicitTTL != 0 {
+			v := ttlSec.varint("cell TTL")
+			if v < math.MinInt32 || v > math.MaxInt32 {
+				return nil, nil, base.CorruptionErrorf("cannot decode cell %d TTL: got %d, want an int32", i, v)
+			}
+			cell.TTL = int32(v)
+		}
+		cell.LocalDeletionTime = ldtPred.predict(cell.Kind, cell.Timestamp, cell.TTL)
+		if f&cellExplicitLDT != 0 {
+			cell.LocalDeletionTime += ldtSec.varint("cell deletion time")
+		}
+		ldtPred.observe(cell.Kind, cell.Timestamp, cell.TTL, cell.LocalDeletionTime)
+		if f&cellEmptyValue == 0 {
+			vlen := lenSec.next()
+			if vlen == 0 || vlen > uint64(len(valSec.b)) {
+				return nil, nil, base.CorruptionErrorf("cannot decode cell %d value: got length %d, want 1..%d", i, vlen, len(valSec.b))
+			}
+			cell.Value = valSec.take("cell value", int(vlen))
+		}
+		blk.meta.MinTimestamp = min(blk.meta.MinTimestamp, cell.Timestamp)
+		blk.meta.MaxTimestamp = max(blk.meta.MaxTimestamp, cell.Timestamp)
+		blk.meta.MaxLocalDeletionTime = max(blk.meta.MaxLocalDeletionTime, cellMaxLDT(cell))
+	}
+	if seen != rows {
+		return nil, nil, base.CorruptionErrorf("cannot decode block: got %d rows, header says %d", seen, rows)
+	}
+	for _, s := range [...]*cursor{&rowSec, &colSec, &ttlSec, &ldtSec, &valSec} {
+		s.done("block section")
+		if s.err != nil {
+			return nil, nil, s.err
+		}
+	}
+	blk.meta.MinClustering = cells[0].Clustering
+	blk.meta.MaxClustering = cells[n-1].Clustering
+	blk.size = int64(len(raw)) + int64(cap(arena)) + int64(n)*cellStructSize + 64
+	return blk, c.b, nil
+}
+
+// rowKeyBytes walks the row-key section and returns the total length of the
+// full keys it expands to, rejecting a prefix longer than the previous key,
+// a row count that disagrees with the header and a total above
+// max(rawLen, maxBlockKeyBytes).
+func rowKeyBytes(sec []byte, rows, rawLen int) (int, error) {
+	c := cursor{b: sec}
+	limit := max(rawLen, maxBlockKeyBytes)
+	total, prev := 0, 0
+	for i := 0; i < rows; i++ {
+		shared := c.uvarint("row key prefix")
+		suffix := c.length("row key suffix length", 1)
+		c.take("row key suffix", suffix)
+		if c.err != nil {
+			return 0, c.err
+		}
+		if shared > uint64(prev) {
+			return 0, base.CorruptionErrorf("cannot decode row %d key: shares %d bytes with a %d-byte key", i, shared, prev)
+		}
+		prev = int(shared) + suffix
+		total += prev
+		if total > limit {
+			return 0, base.CorruptionErrorf("cannot decode block: row keys expand to more than %d bytes", limit)
+		}
+	}
+	c.done("block row keys")
+	return total, c.err
+}
+
+// Byte planes: a section of n unsigned integers is stored as a width byte
+// w (1..8), then n low bytes, then n second bytes, and so on to w planes
+// (empty when n is 0). Timestamp deltas and value lengths vary in their low
+// bytes and hardly at all in their high bytes; split into planes, zstd's
+// entropy coder squeezes the near-constant high planes to almost nothing,
+// where varints would interleave them with continuation bits.
+
+func planesWidth(vals []uint64) int {
+	var m uint64
+	for _, v := range vals {
+		m |= v
+	}
+	w := 1
+	for m > 0xff {
+		m >>= 8
+		w++
+	}
+	return w
+}
+
+func planesLen(vals []uint64) int {
+	if len(vals) == 0 {
+		return 0
+	}
+	return 1 + planesWidth(vals)*len(vals)
+}
+
+func appendPlanes(dst []byte, vals []uint64) []byte {
+	if len(vals) == 0 {
+		return dst
+	}
+	w := planesWidth(vals)
+	dst = append(dst, byte(w))
+	for p := 0; p < w; p++ {
+		shift := 8 * p
+		for _, v := range vals {
+			dst = append(dst, byte(v>>shift))
+		}
+	}
+	return dst
+}
+
+// planes reads back the integers of a byte-plane section in order.
+type planes struct {
+	b    []byte
+	n, i int
+	w    int
+}
+
+// decodePlanes checks that sec holds exactly n integers.
+func decodePlanes(sec []byte, n int, what string) (planes, error) {
+	if n == 0 {
+		if len(sec) != 0 {
+			return planes{}, base.CorruptionErrorf("cannot decode %s: got %d bytes for no values", what, len(sec))
+		}
+		return planes{}, nil
+	}
+	if len(sec) == 0 || sec[0] == 0 || sec[0] > 8 {
+		return planes{}, base.CorruptionErrorf("cannot decode %s: bad width in %d bytes", what, len(sec))
+	}
+	w := int(sec[0])
+	if len(sec)-1 != w*n {
+		return planes{}, base.CorruptionErrorf("cannot decode %s: got %d bytes, want %d for %d values of %d bytes", what, len(sec)-1, w*n, n, w)
+	}
+	return planes{b: sec[1:], n: n, w: w}, nil
+}
+
+// next returns the next integer; the caller reads at most n.
+func (p *planes) next() uint64 {
+	var v uint64
+	for k := 0; k < p.w; k++ {
+		v |= uint64(p.b[k*p.n+p.i]) << (8 * k)
+	}
+	p.i++
+	return v
+}

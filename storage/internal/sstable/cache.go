@@ -1,0 +1,158 @@
+package sstable
+
+import (
+	"sync"
+	"sync/atomic"
+)
+
+// Cache is an LRU cache of decoded data blocks shared by the readers of a
+// store, bounded by the bytes the blocks hold (decompressed bytes, key
+// arena and cell structs). It also holds the zstd decoder the readers
+// share. It is safe for concurrent use; a nil *Cache caches nothing.
+//
+// Blocks are keyed by (file number, block offset): a file number must
+// never name different contents while the cache lives. Cached blocks are
+// immutable, so an evicted block stays valid for the iterators using it.
+type Cache struct {
+	shards []cacheShard
+	dec    decompressor
+	hits   atomic.Int64
+	misses atomic.Int64
+}
+
+// maxCacheShards spreads lock contention; minCacheShardBytes keeps each
+// shard able to hold many blocks, so that small caches are not split into
+// shards too small for one block.
+const (
+	maxCacheShards     = 16
+	minCacheShardBytes = 2 << 20
+)
+
+// CacheMetrics is a snapshot of a cache's counters.
+type CacheMetrics struct {
+	Hits, Misses int64
+	Blocks       int64
+	Bytes        int64
+	Capacity     int64
+}
+
+type cacheKey struct{ fileNum, offset uint64 }
+
+type cacheEntry struct {
+	key        cacheKey
+	blk        *block
+	prev, next *cacheEntry // LRU list, most recent after the sentinel
+}
+
+type cacheShard struct {
+	mu       sync.Mutex
+	capacity int64
+	size     int64
+	entries  map[cacheKey]*cacheEntry
+	lru      cacheEntry // sentinel
+}
+
+// NewCache returns a cache holding up to capacityBytes of decoded blocks.
+func NewCache(capacityBytes int64) *Cache {
+	capacityBytes = max(capacityBytes, 0)
+	n := 1
+	for n < maxCacheShards && capacityBytes/int64(2*n) >= minCacheShardBytes {
+		n *= 2
+	}
+	c := &Cache{shards: make([]cacheShard, n)}
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.capacity = capacityBytes / int64(n)
+		s.entries = map[cacheKey]*cacheEntry{}
+		s.lru.next, s.lru.prev = &s.lru, &s.lru
+	}
+	return c
+}
+
+func (c *Cache) shard(k cacheKey) *cacheShard {
+	// splitmix64 finaliser: block offsets are not aligned to anything,
+	// file numbers are sequential; mix both.
+	h := k.fileNum*0x9e3779b97f4a7c15 ^ k.offset
+	h ^= h >> 30
+	h *= 0xbf58476d1ce4e5b9
+	h ^= h >> 27
+	return &c.shards[h%uint64(len(c.shards))]
+}
+
+func (c *Cache) get(fileNum, offset uint64) *block {
+	if c == nil {
+		return nil
+	}
+	k := cacheKey{fileNum, offset}
+	s := c.shard(k)
+	s.mu.Lock()
+	e := s.entries[k]
+	if e != nil {
+		s.unlink(e)
+		s.pushFront(e)
+	}
+	s.mu.Unlock()
+	if e == nil {
+		c.misses.Add(1)
+		return nil
+	}
+	c.hits.Add(1)
+	return e.blk
+}
+
+func (c *Cache) add(fileNum, offset uint64, b *block) {
+	if c == nil {
+		return
+	}
+	k := cacheKey{fileNum, offset}
+	s := c.shard(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b.size > s.capacity {
+		return
+	}
+	if e := s.entries[k]; e != nil {
+		// Another reader loaded it concurrently; keep the first.
+		return
+	}
+	e := &cacheEntry{key: k, blk: b}
+	s.entries[k] = e
+	s.pushFront(e)
+	s.size += b.size
+	for s.size > s.capacity {
+		old := s.lru.prev
+		s.unlink(old)
+		delete(s.entries, old.key)
+		s.size -= old.blk.size
+	}
+}
+
+func (s *cacheShard) unlink(e *cacheEntry) {
+	e.prev.next = e.next
+	e.next.prev = e.prev
+}
+
+func (s *cacheShard) pushFront(e *cacheEntry) {
+	e.prev = &s.lru
+	e.next = s.lru.next
+	s.lru.next.prev = e
+	s.lru.next = e
+}
+
+// Metrics returns the cache's counters. A nil cache reports zeros.
+func (c *Cache) Metrics() CacheMetrics {
+	var m CacheMetrics
+	if c == nil {
+		return m
+	}
+	m.Hits, m.Misses = c.hits.Load(), c.misses.Load()
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		m.Blocks += int64(len(s.entries))
+		m.Bytes += s.size
+		m.Capacity += s.capacity
+		s.mu.Unlock()
+	}
+	return m
+}

@@ -1,0 +1,37 @@
+// Package sstable owns Eventide's immutable sorted file: one SSTable holds
+// the partitions of one table, each with its cells sorted by (clustering,
+// column) and its partition-level deletions (partition deletion and range
+// tombstones). The byte format is drawn at the top of writer.go and in
+// storage/FORMAT.md.
+//
+// Surface:
+//
+//	NewWriter(f, WriterOptions)         StartPartition, Add, EstimatedSize, Finish
+//	Open(f, path, fileNum, *Cache)      *Reader: Properties, MayContain, Partition,
+//	                                    NewPartitionIter, NewScanner, Check, Close
+//	NewCache(bytes)                     shared LRU of decoded blocks (nil = no cache)
+//
+// Invariants:
+//   - Partitions are strictly ascending by key (bytes.Compare); the cells of
+//     a partition are strictly ascending by (clustering, column). The writer
+//     rejects anything else, and the reader verifies it (Check, and every
+//     decoded block).
+//   - A data block holds cells of exactly one partition; a partition's
+//     blocks are contiguous in the file and in the block index.
+//   - Everything Open loads (footer, properties, both indexes, bloom filter)
+//     and every block is checksummed; a decompressed length must equal the
+//     recorded one. Any malformed byte surfaces as an error wrapping
+//     base.ErrCorruption that names the file and the offset, never as a
+//     panic or as silently wrong data.
+//   - A Reader is immutable after Open and safe for concurrent use;
+//     iterators and scanners are not (one goroutine each).
+//   - The format version is recorded in the footer; a version number is
+//     never reused for a different layout.
+//
+// Reading: Open keeps the (decompressed) partition and block indexes in
+// memory as compact byte slices plus offset tables, and decodes entries on
+// demand, so memory stays proportional to the on-disk index size. A data
+// block is decoded once into a slice of base.Cell aliasing the block's
+// bytes and shared through the Cache, so iteration allocates nothing per
+// cell.
+package sstable

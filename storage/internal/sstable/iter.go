@@ -1,0 +1,275 @@
+package sstable
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/eventide/eventide/storage/internal/base"
+)
+
+// IterOptions bound and direct a PartitionIter.
+type IterOptions struct {
+	// Start and End bound the clustering keys, each inclusive or
+	// exclusive; a nil Key is unbounded.
+	Start, End base.Bound
+	// Reverse iterates from End down to Start: descending clustering
+	// keys, and within a row descending columns.
+	Reverse bool
+	// SkipBlock, if set, is called with the metadata of each block that
+	// may overlap [Start, End] before it is read; returning true skips
+	// the block unread.
+	SkipBlock func(BlockMeta) bool
+}
+
+// PartitionIter iterates over the cells of one partition within clustering
+// bounds, reading only the blocks that can overlap them. Use it from one
+// goroutine:
+//
+//	it := r.NewPartitionIter(info, opts)
+//	defer it.Close()
+//	for it.Next() { use(it.Cell()) }
+//	if err := it.Err(); err != nil { ... }
+type PartitionIter struct {
+	r       *Reader
+	o       IterOptions
+	lo, hi  int // the partition's block range
+	bi      int // next block to consider, or the current one while blk != nil
+	blk     *block
+	ci      int // next cell index in blk
+	cell    base.Cell
+	started bool
+	done    bool
+	err     error
+	read    int
+	skipped int
+	scratch []byte
+}
+
+// NewPartitionIter returns an iterator over partition p of this reader
+// (as returned by Partition or a Scanner).
+func (r *Reader) NewPartitionIter(p PartitionInfo, o IterOptions) *PartitionIter {
+	it := &PartitionIter{r: r, o: o, lo: p.firstBlock, hi: p.firstBlock + p.numBlocks}
+	if it.lo < 0 || it.lo > it.hi || it.hi > r.blocks.len() {
+		it.err = fmt.Errorf("cannot iterate partition %x of sstable %s: block range [%d, %d) outside [0, %d) (PartitionInfo from another file?)",
+			p.Key, r.path, it.lo, it.hi, r.blocks.len())
+		it.done = true
+	}
+	return it
+}
+
+// seek positions bi at the first block to consider.
+func (it *PartitionIter) seek() {
+	r := it.r
+	n := it.hi - it.lo
+	if !it.o.Reverse {
+		// The first block whose last key is at or after Start.
+		it.bi = it.lo + sort.Search(n, func(i int) bool {
+			h := r.blocks.handle(it.lo + i)
+			return base.AfterStart(h.meta.MaxClustering, it.o.Start)
+		})
+		return
+	}
+	// The last block whose first key is at or before End.
+	it.bi = it.lo + sort.Search(n, func(i int) bool {
+		h := r.blocks.handle(it.lo + i)
+		return !base.BeforeEnd(h.meta.MinClustering, it.o.End)
+	}) - 1
+}
+
+// Next advances to the next cell, returning false at the end or on error.
+func (it *PartitionIter) Next() bool {
+	if it.done {
+		return false
+	}
+	if !it.started {
+		it.started = true
+		it.seek()
+	}
+	for {
+		if it.blk == nil && !it.loadNext() {
+			it.done = true
+			return false
+		}
+		if it.o.Reverse {
+			if it.ci < 0 {
+				it.blk, it.bi = nil, it.bi-1
+				continue
+			}
+			c := &it.blk.cells[it.ci]
+			if !base.AfterStart(c.Clustering, it.o.Start) {
+				it.finish()
+				return false
+			}
+			it.cell = *c
+			it.ci--
+			return true
+		}
+		if it.ci >= len(it.blk.cells) {
+			it.blk, it.bi = nil, it.bi+1
+			continue
+		}
+		c := &it.blk.cells[it.ci]
+		if !base.BeforeEnd(c.Clustering, it.o.End) {
+			it.finish()
+			return false
+		}
+		it.cell = *c
+		it.ci++
+		return true
+	}
+}
+
+// loadNext loads the block at bi (moving past skipped blocks) and positions
+// ci at its first cell within bounds. It returns false when no block
+// remains or on error.
+func (it *PartitionIter) loadNext() bool {
+	for it.bi >= it.lo && it.bi < it.hi {
+		h := it.r.blocks.handle(it.bi)
+		if it.o.Reverse && !base.AfterStart(h.meta.MaxClustering, it.o.Start) ||
+			!it.o.Reverse && !base.BeforeEnd(h.meta.MinClustering, it.o.End) {
+			return false
+		}
+		if it.o.SkipBlock != nil && it.o.SkipBlock(h.meta) {
+			it.skipped++
+			it.step()
+			continue
+		}
+		b, err := it.r.loadBlock(it.bi, viaCache, &it.scratch)
+		if err != nil {
+			it.err = err
+			return false
+		}
+		it.read++
+		it.blk = b
+		cells := b.cells
+		if it.o.Reverse {
+			// The last cell at or before End.
+			it.ci = sort.Search(len(cells), func(i int) bool { return !base.BeforeEnd(cells[i].Clustering, it.o.End) }) - 1
+		} else {
+			// The first cell at or after Start.
+			it.ci = sort.Search(len(cells), func(i int) bool { return base.AfterStart(cells[i].Clustering, it.o.Start) })
+		}
+		return true
+	}
+	return false
+}
+
+func (it *PartitionIter) step() {
+	if it.o.Reverse {
+		it.bi--
+	} else {
+		it.bi++
+	}
+}
+
+func (it *PartitionIter) finish() {
+	it.done = true
+	it.blk = nil
+}
+
+// Cell returns the current cell. It and its slices are valid until the
+// next call to Next and must not be modified.
+func (it *PartitionIter) Cell() *base.Cell { return &it.cell }
+
+// Err returns the error that ended the iteration, if any.
+func (it *PartitionIter) Err() error { return it.err }
+
+// BlocksRead is the number of data blocks loaded (from the cache or the
+// file).
+func (it *PartitionIter) BlocksRead() int { return it.read }
+
+// BlocksSkipped is the number of blocks SkipBlock turned away.
+func (it *PartitionIter) BlocksSkipped() int { return it.skipped }
+
+// Close releases the iterator's blocks.
+func (it *PartitionIter) Close() {
+	it.done = true
+	it.blk = nil
+	it.scratch = nil
+}
+
+// Scanner reads a whole SSTable in order, partition by partition, for
+// compaction. It uses cached blocks but does not fill the cache.
+//
+//	s := r.NewScanner()
+//	for s.NextPartition() {
+//		info := s.Partition()
+//		for s.NextCell() { use(s.Cell()) }
+//	}
+//	if err := s.Err(); err != nil { ... }
+type Scanner struct {
+	r       *Reader
+	w       partitionWalker
+	info    PartitionInfo
+	has     bool
+	bi, hi  int
+	blk     *block
+	ci      int
+	cell    base.Cell
+	err     error
+	scratch []byte
+}
+
+// NewScanner returns a scanner positioned before the first partition.
+func (r *Reader) NewScanner() *Scanner {
+	return &Scanner{r: r, w: r.partitions.walker()}
+}
+
+// NextPartition moves to the next partition, skipping the rest of the
+// current one's cells. It returns false at the end or on error.
+func (s *Scanner) NextPartition() bool {
+	s.has, s.blk = false, nil
+	if s.err != nil {
+		return false
+	}
+	e, ok, err := s.w.next()
+	if err != nil {
+		s.err = s.r.wrapAt(0, "partition index", err)
+		return false
+	}
+	if !ok {
+		return false
+	}
+	s.info = s.w.info(&e)
+	s.bi, s.hi = s.info.firstBlock, s.info.firstBlock+s.info.numBlocks
+	s.has = true
+	return true
+}
+
+// Partition returns the current partition. Its Key is newly allocated for
+// each partition, so it stays valid after the scanner moves on.
+func (s *Scanner) Partition() PartitionInfo { return s.info }
+
+// NextCell moves to the next cell of the current partition, returning false
+// at its end or on error.
+func (s *Scanner) NextCell() bool {
+	if !s.has || s.err != nil {
+		return false
+	}
+	for {
+		if s.blk != nil && s.ci < len(s.blk.cells) {
+			s.cell = s.blk.cells[s.ci]
+			s.ci++
+			return true
+		}
+		if s.bi >= s.hi {
+			s.blk = nil
+			return false
+		}
+		b, err := s.r.loadBlock(s.bi, cacheIfPresent, &s.scratch)
+		if err != nil {
+			s.err = err
+			s.has = false
+			return false
+		}
+		s.blk, s.ci = b, 0
+		s.bi++
+	}
+}
+
+// Cell returns the current cell, valid until the next NextCell or
+// NextPartition; it must not be modified.
+func (s *Scanner) Cell() *base.Cell { return &s.cell }
+
+// Err returns the error that stopped the scan, if any.
+func (s *Scanner) Err() error { return s.err }

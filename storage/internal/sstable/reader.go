@@ -1,0 +1,334 @@
+package sstable
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/eventide/eventide/storage/internal/base"
+	"github.com/eventide/eventide/storage/vfs"
+)
+
+// Reader reads one SSTable. Open loads and verifies the footer, the
+// properties, both indexes and the bloom filter; data blocks are read on
+// demand, through the Cache if there is one. A Reader is safe for
+// concurrent use; its iterators are not.
+type Reader struct {
+	f       vfs.File
+	path    string
+	fileNum uint64
+	cache   *Cache
+	dec     *decompressor
+	ownDec  bool
+
+	props      Properties
+	blocks     blockIndex
+	partitions partitionIndex
+	bloom      bloomFilter
+}
+
+// Open reads the SSTable in f. path names the file in errors; fileNum
+// identifies its contents in the cache, so it must never be reused for
+// different contents while the cache lives. cache may be nil. On success
+// the Reader owns f and closes it in Close; on failure f is left open.
+// Every error caused by the file's bytes wraps base.ErrCorruption and
+// names path and the offset.
+func Open(f vfs.File, path string, fileNum uint64, cache *Cache) (*Reader, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("cannot stat sstable %s: %w", path, err)
+	}
+	r := &Reader{f: f, path: path, fileNum: fileNum, cache: cache}
+	if cache != nil {
+		r.dec = &cache.dec
+	} else {
+		r.dec, r.ownDec = &decompressor{}, true
+	}
+	if err := r.load(uint64(st.Size())); err != nil {
+		if r.ownDec {
+			r.dec.close()
+		}
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Reader) corruptf(off uint64, format string, args ...any) error {
+	return base.CorruptionErrorf("sstable %s at offset %d: %s", r.path, off, fmt.Sprintf(format, args...))
+}
+
+// wrapAt adds the file and offset to a decoding error.
+func (r *Reader) wrapAt(off uint64, what string, err error) error {
+	return fmt.Errorf("sstable %s: %s at offset %d: %w", r.path, what, off, err)
+}
+
+func (r *Reader) load(size uint64) error {
+	if size < footerLen {
+		return r.corruptf(0, "file of %d bytes is shorter than the %d-byte footer", size, footerLen)
+	}
+	buf := make([]byte, footerLen)
+	if err := r.readAt(buf, size-footerLen); err != nil {
+		return err
+	}
+	ft, _, err := decodeFooter(buf, size)
+	if err != nil {
+		return r.wrapAt(size-footerLen, "footer", err)
+	}
+	propsRaw, err := r.readMeta(ft.properties, "properties")
+	if err != nil {
+		return err
+	}
+	props, tail, err := decodeProperties(propsRaw)
+	if err == nil && len(tail) != 0 {
+		err = base.CorruptionErrorf("cannot decode properties: got %d trailing bytes", len(tail))
+	}
+	if err != nil {
+		return r.wrapAt(ft.properties.offset, "properties", err)
+	}
+	props.FormatVersion = ft.version
+	props.DataBytes = int64(ft.blockIndex.offset)
+	props.FileBytes = int64(size)
+	props.IndexBytes = props.FileBytes - props.DataBytes
+	r.props = props
+
+	biRaw, err := r.readMeta(ft.blockIndex, "block index")
+	if err != nil {
+		return err
+	}
+	if r.blocks, err = decodeBlockIndex(biRaw, ft.blockIndex.offset); err != nil {
+		return r.wrapAt(ft.blockIndex.offset, "block index", err)
+	}
+	piRaw, err := r.readMeta(ft.partitionIndex, "partition index")
+	if err != nil {
+		return err
+	}
+	if r.partitions, err = decodePartitionIndex(piRaw); err != nil {
+		return r.wrapAt(ft.partitionIndex.offset, "partition index", err)
+	}
+	bloomRaw, err := r.readMeta(ft.bloom, "bloom filter")
+	if err != nil {
+		return err
+	}
+	if r.bloom, _, err = decodeBloomFilter(bloomRaw); err != nil {
+		return r.wrapAt(ft.bloom.offset, "bloom filter", err)
+	}
+	if err := r.crossCheck(); err != nil {
+		return r.wrapAt(ft.partitionIndex.offset, "partition index", err)
+	}
+	return nil
+}
+
+// crossCheck verifies that the indexes and the properties agree: every
+// block belongs to exactly one partition, a partition's blocks are in
+// clustering order and match its bounds and cell count, and the totals
+// match the properties.
+func (r *Reader) crossCheck() error {
+	p := &r.props
+	if int64(r.partitions.count) != p.Partitions {
+		return base.CorruptionErrorf("cannot check partition index: got %d partitions, properties say %d", r.partitions.count, p.Partitions)
+	}
+	if r.partitions.numBlocks != r.blocks.len() || int64(r.blocks.len()) != p.DataBlocks {
+		return base.CorruptionErrorf("cannot check indexes: partitions reference %d blocks, block index has %d, properties say %d",
+			r.partitions.numBlocks, r.blocks.len(), p.DataBlocks)
+	}
+	var cells int64
+	w := r.partitions.walker()
+	for {
+		e, ok, err := w.next()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break
+		}
+		info := &e.info
+		var sum int64
+		for i := info.firstBlock; i < info.firstBlock+info.numBlocks; i++ {
+			h := r.blocks.handle(i)
+			sum += int64(h.meta.Cells)
+			if i == info.firstBlock && !bytes.Equal(h.meta.MinClustering, info.MinClustering) {
+				return base.CorruptionErrorf("cannot check partition %d: min clustering %x, its first block says %x", w.n-1, info.MinClustering, h.meta.MinClustering)
+			}
+			if i == info.firstBlock+info.numBlocks-1 && !bytes.Equal(h.meta.MaxClustering, info.MaxClustering) {
+				return base.CorruptionErrorf("cannot check partition %d: max clustering %x, its last block says %x", w.n-1, info.MaxClustering, h.meta.MaxClustering)
+			}
+			if i > info.firstBlock {
+				prev := r.blocks.handle(i - 1)
+				if bytes.Compare(prev.meta.MaxClustering, h.meta.MinClustering) > 0 {
+					return base.CorruptionErrorf("cannot check block %d: min clustering %x sorts before the previous block's max %x", i, h.meta.MinClustering, prev.meta.MaxClustering)
+				}
+			}
+		}
+		if sum != info.Cells {
+			return base.CorruptionErrorf("cannot check partition %d: %d cells, its blocks hold %d", w.n-1, info.Cells, sum)
+		}
+		cells += sum
+	}
+	if cells != p.Cells {
+		return base.CorruptionErrorf("cannot check indexes: blocks hold %d cells, properties say %d", cells, p.Cells)
+	}
+	return nil
+}
+
+// readAt reads len(buf) bytes at off; a short read means the file is
+// shorter than its footer says, which is corruption.
+func (r *Reader) readAt(buf []byte, off uint64) error {
+	n, err := r.f.ReadAt(buf, int64(off))
+	if n == len(buf) {
+		return nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return r.corruptf(off, "cannot read %d bytes: got %d (truncated file?)", len(buf), n)
+	}
+	return fmt.Errorf("cannot read sstable %s at offset %d: %w", r.path, off, err)
+}
+
+// readMeta reads, verifies and decompresses a meta block.
+func (r *Reader) readMeta(h metaHandle, what string) ([]byte, error) {
+	frame := make([]byte, h.storedLen+blockTrailerLen)
+	if err := r.readAt(frame, h.offset); err != nil {
+		return nil, err
+	}
+	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen)
+	if err != nil {
+		return nil, r.wrapAt(h.offset, what, err)
+	}
+	return raw, nil
+}
+
+// Properties returns the file's properties. The slices alias the reader.
+func (r *Reader) Properties() Properties { return r.props }
+
+// MayContain reports whether the file may hold partitionKey. False is
+// certain; true is wrong about 1% of the time at 10 bits per key.
+func (r *Reader) MayContain(partitionKey []byte) bool {
+	return r.bloom.mayContain(bloomHash(partitionKey))
+}
+
+// Partition looks a partition up in the in-memory index.
+func (r *Reader) Partition(key []byte) (PartitionInfo, bool) { return r.partitions.find(key) }
+
+// Close closes the file. Iterators must not be used afterwards.
+func (r *Reader) Close() error {
+	if r.ownDec {
+		r.dec.close()
+	}
+	if err := r.f.Close(); err != nil {
+		return fmt.Errorf("cannot close sstable %s: %w", r.path, err)
+	}
+	return nil
+}
+
+// blockSource says where loadBlock may look for and put a block.
+type blockSource uint8
+
+const (
+	// viaCache reads through the cache and fills it: point reads.
+	viaCache blockSource = iota
+	// cacheIfPresent uses a cached block but does not fill the cache:
+	// whole-file scans, which would only evict the hot blocks.
+	cacheIfPresent
+	// fromDisk always reads the file: verification.
+	fromDisk
+)
+
+// loadBlock returns data block i decoded, checking it against its index
+// entry. scratch is a reusable buffer for the compressed bytes.
+func (r *Reader) loadBlock(i int, src blockSource, scratch *[]byte) (*block, error) {
+	off := r.blocks.fileOffs[i]
+	if src != fromDisk {
+		if b := r.cache.get(r.fileNum, off); b != nil {
+			return b, nil
+		}
+	}
+	h := r.blocks.handle(i)
+	n := int(h.frameLen())
+	var frame []byte
+	if cap(*scratch) >= n {
+		frame = (*scratch)[:n]
+	} else {
+		frame = make([]byte, n)
+	}
+	if err := r.readAt(frame, off); err != nil {
+		return nil, err
+	}
+	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen)
+	if err != nil {
+		return nil, r.wrapAt(off, fmt.Sprintf("data block %d", i), err)
+	}
+	if len(raw) > 0 && &raw[0] == &frame[0] {
+		// Stored uncompressed: the block aliases the frame, so the
+		// frame cannot be reused.
+		*scratch = nil
+	} else {
+		*scratch = frame
+	}
+	b, tail, err := decodeBlock(raw)
+	if err == nil && len(tail) != 0 {
+		err = base.CorruptionErrorf("cannot decode block: got %d trailing bytes", len(tail))
+	}
+	if err == nil {
+		err = checkBlockMeta(&b.meta, &h.meta)
+	}
+	if err != nil {
+		return nil, r.wrapAt(off, fmt.Sprintf("data block %d", i), err)
+	}
+	if src == viaCache {
+		r.cache.add(r.fileNum, off, b)
+	}
+	return b, nil
+}
+
+// checkBlockMeta compares what a block holds with what its index entry
+// says; the iterators rely on the entry to seek and to skip.
+func checkBlockMeta(got, want *BlockMeta) error {
+	if got.Cells != want.Cells || got.MinTimestamp != want.MinTimestamp || got.MaxTimestamp != want.MaxTimestamp ||
+		got.MaxLocalDeletionTime != want.MaxLocalDeletionTime ||
+		!bytes.Equal(got.MinClustering, want.MinClustering) || !bytes.Equal(got.MaxClustering, want.MaxClustering) {
+		return base.CorruptionErrorf("cannot check block against its index entry: got %d cells %x..%x ts %d..%d ldt %d, want %d cells %x..%x ts %d..%d ldt %d",
+			got.Cells, got.MinClustering, got.MaxClustering, got.MinTimestamp, got.MaxTimestamp, got.MaxLocalDeletionTime,
+			want.Cells, want.MinClustering, want.MaxClustering, want.MinTimestamp, want.MaxTimestamp, want.MaxLocalDeletionTime)
+	}
+	return nil
+}
+
+// Check reads every data block from the file (not the cache), verifies its
+// checksum, decodes it fully, and checks that cells are in order within
+// and across the blocks of each partition and match the indexes. It
+// returns the first problem found.
+func (r *Reader) Check() error {
+	var scratch []byte
+	w := r.partitions.walker()
+	for {
+		e, ok, err := w.next()
+		if err != nil {
+			return r.wrapAt(0, "partition index", err)
+		}
+		if !ok {
+			return nil
+		}
+		var last *base.Cell
+		var minTS, maxTS int64
+		for i := e.info.firstBlock; i < e.info.firstBlock+e.info.numBlocks; i++ {
+			b, err := r.loadBlock(i, fromDisk, &scratch)
+			if err != nil {
+				return err
+			}
+			first := &b.cells[0]
+			if last != nil && base.CompareCellKeys(last.Clustering, last.Column, first.Clustering, first.Column) >= 0 {
+				return r.corruptf(r.blocks.fileOffs[i], "data block %d of partition %x: first cell %x/%q does not sort after the previous block's last %x/%q",
+					i, w.key, first.Clustering, first.Column, last.Clustering, last.Column)
+			}
+			last = &b.cells[len(b.cells)-1]
+			if i == e.info.firstBlock {
+				minTS, maxTS = b.meta.MinTimestamp, b.meta.MaxTimestamp
+			}
+			minTS, maxTS = min(minTS, b.meta.MinTimestamp), max(maxTS, b.meta.MaxTimestamp)
+		}
+		if e.info.Cells > 0 && (minTS < e.info.MinTimestamp || maxTS > e.info.MaxTimestamp) {
+			return r.corruptf(r.blocks.fileOffs[e.info.firstBlock], "partition %x: cells span timestamps %d..%d, index says %d..%d",
+				w.key, minTS, maxTS, e.info.MinTimestamp, e.info.MaxTimestamp)
+		}
+	}
+}

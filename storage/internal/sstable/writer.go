@@ -1,0 +1,510 @@
+package sstable
+
+// SSTable byte format, version 1 (formatVersion1)
+//
+// Primitives: u8/u32/u64 are little-endian fixed width; uvarint, varint
+// (zigzag), bytes (uvarint length + bytes) and ldt (local deletion time:
+// 0 = NoDeletionTime, 1 = none, else zigzag+2) are defined in encoding.go.
+//
+// File:
+//
+//	+-------------------------+ 0
+//	| data block 0            |  cells of one partition (a partition's blocks
+//	| data block 1            |  are contiguous; a block never holds two
+//	| ...                     |  partitions)
+//	+-------------------------+ footer.blockIndex.offset (= DataBytes)
+//	| block index             |  meta block, the file's compression
+//	+-------------------------+
+//	| partition index         |  meta block, the file's compression
+//	+-------------------------+
+//	| bloom filter            |  meta block, always uncompressed
+//	+-------------------------+
+//	| properties              |  meta block, the file's compression
+//	+-------------------------+ fileSize - 112
+//	| footer (112 bytes)      |
+//	+-------------------------+ fileSize
+//
+// Every block, data or meta, is framed the same way, so its checksum is
+// verified before a byte of it is decompressed or decoded:
+//
+//	+--------------------------+----------------+------------------+
+//	| payload (storedLen)      | compression u8 | crc32c u32       |
+//	+--------------------------+----------------+------------------+
+//
+// crc32c is CRC-32C (Castagnoli) of the payload followed by the compression
+// byte. compression is 0 none, 1 zstd (one frame that records its content
+// size, no frame checksum; a data block of 4 KiB or more is split into two
+// zstd blocks at its values section), 2 s2 (block format). A block that
+// does not shrink is stored with compression 0. The payload decompresses to
+// exactly rawLen bytes, recorded by whatever points at the block (block
+// index, footer).
+//
+// Data block, decompressed (all cells of one partition, sorted by
+// (clustering, column); stored column-wise, see block.go for why):
+//
+//	+---------------------------------------------------------------+
+//	| header                                                        |
+//	|   cells uvarint (>= 1)      rows uvarint (1..cells)           |
+//	|   baseTimestamp varint      defaultTTL varint (int32)         |
+//	|   columns uvarint (>= 1), then each name as bytes,            |
+//	|     strictly ascending (the block's column dictionary)        |
+//	|   7 section lengths uvarint: rowKeys, columnIdx, timestamps,  |
+//	|     ttls, ldts, valueLens, values                             |
+//	+---------------------------------------------------------------+
+//	| flags         cells x u8                                      |
+//	| rowKeys       per row: shared uvarint, suffix bytes           |
+//	| columnIdx     per cell: uvarint index into the dictionary;    |
+//	|               empty when the dictionary has one name          |
+//	| timestamps    byte planes of zigzag(timestamp - previous      |
+//	|               cell's timestamp), one per cell without SameTS  |
+//	|               (the first cell's previous is baseTimestamp)    |
+//	| ttls          per cell with ExplicitTTL: varint               |
+//	| ldts          per cell with ExplicitLDT: varint delta from    |
+//	|               the predicted local deletion time               |
+//	| valueLens     byte planes of the value lengths (>= 1), one    |
+//	|               per cell without EmptyValue                     |
+//	| values        the values, concatenated                        |
+//	+---------------------------------------------------------------+
+//
+//	byte planes of n integers: empty if n = 0, else width u8 (1..8),
+//	then the n least significant bytes, then the n next bytes, ... up to
+//	width planes (so exactly 1 + width*n bytes).
+//
+//	flags: bits 0-1 kind-1 | 0x04 NewRow (a row key follows; set on the
+//	first cell) | 0x08 SameTS | 0x10 ExplicitTTL | 0x20 ExplicitLDT |
+//	0x40 EmptyValue | 0x80 reserved, 0.
+//
+//	A row key shares `shared` leading bytes with the previous row's key
+//	(0 for the first row). The default TTL is defaultTTL for expiring
+//	cells and 0 for other kinds. The predicted local deletion time is
+//	NoDeletionTime for live and counter cells; for expiring cells and
+//	tombstones it is floor(timestamp/1e6) + TTL + the offset (ldt -
+//	floor(timestamp/1e6) - TTL) of the previous cell of the same kind in
+//	the block, 0 for the first. Within a row, column indexes strictly
+//	increase; rows strictly increase by key.
+//
+// Block index, decompressed: one entry per data block in file order (so a
+// block's offset is the sum of the previous frames' lengths):
+//
+//	+-----------------------------------------------------------------+
+//	| storedLen uvarint | rawLen uvarint | cells uvarint              |
+//	| minClustering bytes | maxClustering bytes                       |
+//	| minTimestamp varint | maxTimestamp-minTimestamp uvarint         |
+//	| maxLocalDeletionTime ldt (NoDeletionTime if a cell is live)     |
+//	+-----------------------------------------------------------------+
+//
+// Partition index, decompressed: one entry per partition in key order;
+// every restartInterval-th (16th) entry, starting with the first, stores
+// its whole key (shared = 0). A partition's blocks follow the previous
+// partition's, so its first block is the sum of the previous counts. The
+// part after the key is length-prefixed, and starts with the block count,
+// so a lookup skips entries without decoding them.
+//
+//	+-----------------------------------------------------------------+
+//	| shared uvarint | keySuffix bytes | restLen uvarint, then rest:  |
+//	| blocks uvarint (0 iff no cells) | flags u8                      |
+//	| [flags&1] partition deletion: markedForDeleteAt varint, ldt     |
+//	| [flags&2] count uvarint (>= 1), then per range tombstone:       |
+//	|           bounds u8 (1 start bounded, 2 start inclusive,        |
+//	|           4 end bounded, 8 end inclusive), [start bytes],       |
+//	|           [end bytes], markedForDeleteAt varint, ldt            |
+//	| minTimestamp varint | span uvarint | maxLocalDeletionTime ldt   |
+//	| [flags&4] cells uvarint (>= blocks)                             |
+//	|           minClustering bytes | maxClustering bytes             |
+//	+-----------------------------------------------------------------+
+//
+// Bloom filter: k u8 (1..30) | bit array (a multiple of 8 bytes, >= 8),
+// over xxhash64 of each partition key (see bloom.go).
+//
+// Properties, decompressed:
+//
+//	+-----------------------------------------------------------------+
+//	| uvarint each: partitions, cells, live, expiring, tombstone,     |
+//	|   counter cells, range tombstones, partition deletions, blocks  |
+//	| minTimestamp varint | maxTimestamp varint                       |
+//	| minClustering, maxClustering: uvarint 0 = none, else len+1 and  |
+//	|   the bytes                                                     |
+//	| maxLocalDeletionTime ldt | minLocalDeletionTime ldt             |
+//	| compression u8                                                  |
+//	+-----------------------------------------------------------------+
+//
+// Footer (112 bytes):
+//
+//	+--------+--------------------------------------------------------+
+//	|   0    | block index:     offset u64, storedLen u64, rawLen u64 |
+//	|  24    | partition index: offset u64, storedLen u64, rawLen u64 |
+//	|  48    | bloom filter:    offset u64, storedLen u64, rawLen u64 |
+//	|  72    | properties:      offset u64, storedLen u64, rawLen u64 |
+//	|  96    | format version u32                                     |
+//	| 100    | crc32c u32 of bytes 0..99                              |
+//	| 104    | magic "\x89EVTSST\n"                                   |
+//	+--------+--------------------------------------------------------+
+//
+// The four meta blocks are contiguous in this order and end where the
+// footer starts; the reader rejects any other arrangement.
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"math"
+
+	"github.com/eventide/eventide/storage/internal/base"
+	"github.com/eventide/eventide/storage/vfs"
+)
+
+// Format versions. Each records what it introduced; a number is never
+// reused for a different layout.
+const (
+	// formatVersion1 is the first format: column-wise data blocks of one
+	// partition each, block and partition indexes, bloom filter,
+	// properties, 112-byte footer.
+	formatVersion1 uint32 = 1
+)
+
+const (
+	// footerMagic ends every SSTable. The high-bit first byte and the
+	// newline catch files mangled by 7-bit or line-ending conversions.
+	footerMagic = "\x89EVTSST\n"
+	// footerLen is four meta handles, the version, the checksum and the
+	// magic.
+	footerLen = 4*24 + 4 + 4 + 8
+	// blockTrailerLen is the compression byte and the CRC-32C.
+	blockTrailerLen = 1 + 4
+	// defaultBlockSize is the target uncompressed data block size: large
+	// enough for zstd to find the repetition between JSON values, small
+	// enough that reading the newest 50 events of a partition decodes one
+	// block.
+	defaultBlockSize = 32 << 10
+	// writeBufferSize batches the writes of small blocks into fewer
+	// system calls.
+	writeBufferSize = 256 << 10
+)
+
+// WriterOptions configure a Writer.
+type WriterOptions struct {
+	// Compression of the blocks. The zero value is CompressionNone; the
+	// engine's default is CompressionZstd (see DefaultWriterOptions).
+	Compression Compression
+	// BlockSize is the target uncompressed size of a data block; 0 means
+	// 32 KiB. A block is closed before a cell would push it past the
+	// target, so only a single cell larger than the target makes a
+	// larger block.
+	BlockSize int
+	// BloomBitsPerKey sizes the bloom filter; 0 means 10 (about 1%
+	// false positives). At most 64.
+	BloomBitsPerKey int
+	// ZstdLevel is a zstd level (1..22) mapped to the closest of the
+	// encoder's speeds; 0 means the default (level 3).
+	ZstdLevel int
+}
+
+// DefaultWriterOptions returns the options the engine uses by default.
+func DefaultWriterOptions() WriterOptions {
+	return WriterOptions{Compression: CompressionZstd, BlockSize: defaultBlockSize, BloomBitsPerKey: defaultBloomBitsPerKey}
+}
+
+// Writer writes one SSTable: call StartPartition for each partition in
+// ascending key order, Add for its cells in ascending (clustering, column)
+// order, then Finish. A Writer is not safe for concurrent use. After an
+// I/O error every call returns that error.
+type Writer struct {
+	f    vfs.File
+	bw   *bufio.Writer
+	opts WriterOptions
+	comp *compressor
+	off  uint64 // bytes handed to bw
+	err  error  // sticky I/O or setup error
+	done bool
+
+	inPartition bool
+	cur         PartitionInfo // the partition being written (Key owned)
+	haveCell    bool
+	lastCK      []byte // the current partition's last cell (owned)
+	lastCol     []byte
+	prevKey     []byte // the previous partition's key, for ordering
+	havePrev    bool
+	partitions  int
+
+	blk        blockBuilder
+	rawBuf     []byte
+	frameBuf   []byte
+	blockIndex []byte
+	partIndex  []byte
+	hashes     []uint64
+	props      Properties
+}
+
+// NewWriter returns a Writer that writes to f from its current position
+// (normally a new, empty file). It does not sync or close f.
+func NewWriter(f vfs.File, opts WriterOptions) *Writer {
+	if opts.BlockSize <= 0 {
+		opts.BlockSize = defaultBlockSize
+	}
+	opts.BlockSize = min(opts.BlockSize, maxBlockRawLen/4)
+	if opts.BloomBitsPerKey <= 0 {
+		opts.BloomBitsPerKey = defaultBloomBitsPerKey
+	}
+	opts.BloomBitsPerKey = min(opts.BloomBitsPerKey, maxBloomBitsPerKey)
+	w := &Writer{f: f, bw: bufio.NewWriterSize(f, writeBufferSize), opts: opts, props: newProperties(opts.Compression)}
+	if !opts.Compression.Valid() {
+		w.err = fmt.Errorf("cannot create sstable writer: got compression %d, want none, zstd or s2", opts.Compression)
+		return w
+	}
+	w.comp, w.err = newCompressor(opts.Compression, opts.ZstdLevel)
+	return w
+}
+
+func (w *Writer) usable(op string) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.done {
+		return fmt.Errorf("cannot %s: sstable writer already finished", op)
+	}
+	return nil
+}
+
+// StartPartition ends the current partition, if any, and starts the
+// partition key, whose keys must sort strictly after the previous
+// partition's. del holds its partition deletion and range tombstones (use
+// base.LiveDeletion and no ranges for none); it is copied. A partition may
+// have no cells.
+func (w *Writer) StartPartition(key []byte, del base.PartitionDeletions) error {
+	if err := w.usable("start partition"); err != nil {
+		return err
+	}
+	prev, havePrev := w.prevKey, w.havePrev
+	if w.inPartition {
+		prev, havePrev = w.cur.Key, true
+	}
+	if havePrev && bytes.Compare(key, prev) <= 0 {
+		return fmt.Errorf("cannot start partition %x: got a key that does not sort after the previous partition %x", key, prev)
+	}
+	if w.inPartition {
+		if err := w.finishPartition(); err != nil {
+			return err
+		}
+	}
+	w.cur = PartitionInfo{
+		Key:                  append([]byte{}, key...),
+		Deletions:            base.PartitionDeletions{Partition: del.Partition},
+		MinTimestamp:         math.MaxInt64,
+		MaxTimestamp:         math.MinInt64,
+		MaxLocalDeletionTime: math.MinInt64,
+		firstBlock:           int(w.props.DataBlocks),
+	}
+	if len(del.Ranges) > 0 {
+		w.cur.Deletions.Ranges = make([]base.RangeTombstone, len(del.Ranges))
+		for i, rt := range del.Ranges {
+			w.cur.Deletions.Ranges[i] = rt.Clone()
+		}
+	}
+	if !del.Partition.IsLive() {
+		w.props.PartitionDeletions++
+		w.noteDeletion(del.Partition)
+	}
+	w.props.RangeTombstones += int64(len(del.Ranges))
+	for _, rt := range del.Ranges {
+		w.noteDeletion(rt.Deletion)
+	}
+	w.inPartition, w.haveCell = true, false
+	return nil
+}
+
+// noteDeletion folds a deletion into the partition's and the file's
+// timestamp and deletion-time bounds.
+func (w *Writer) noteDeletion(d base.DeletionTime) {
+	w.cur.MinTimestamp = min(w.cur.MinTimestamp, d.MarkedForDeleteAt)
+	w.cur.MaxTimestamp = max(w.cur.MaxTimestamp, d.MarkedForDeleteAt)
+	w.cur.MaxLocalDeletionTime = max(w.cur.MaxLocalDeletionTime, d.LocalDeletionTime)
+	w.props.MinLocalDeletionTime = min(w.props.MinLocalDeletionTime, d.LocalDeletionTime)
+}
+
+// Add appends a cell to the current partition. Cells must be strictly
+// ascending by (clustering, column). The cell's bytes are copied.
+func (w *Writer) Add(c *base.Cell) error {
+	if err := w.usable("add cell"); err != nil {
+		return err
+	}
+	if !w.inPartition {
+		return fmt.Errorf("cannot add cell: no partition started")
+	}
+	if !c.Kind.Valid() {
+		return fmt.Errorf("cannot add cell %x/%q: got kind %d, want 1..4", c.Clustering, c.Column, c.Kind)
+	}
+	if w.haveCell && base.CompareCellKeys(w.lastCK, w.lastCol, c.Clustering, c.Column) >= 0 {
+		return fmt.Errorf("cannot add cell %x/%q to partition %x: it does not sort after %x/%q", c.Clustering, c.Column, w.cur.Key, w.lastCK, w.lastCol)
+	}
+	if n := len(c.Clustering) + len(c.Column) + len(c.Value); n > maxBlockRawLen/4 {
+		return fmt.Errorf("cannot add cell %x/%q: got %d bytes of key and value, want at most %d", c.Clustering, c.Column, n, maxBlockRawLen/4)
+	}
+	sameRow := w.haveCell && bytes.Equal(w.lastCK, c.Clustering)
+	if !w.blk.empty() && (w.blk.size()+cellSize(c, !sameRow) > w.opts.BlockSize ||
+		(!sameRow && w.blk.keyBytes+len(c.Clustering) > maxBlockKeyBytes)) {
+		if err := w.flushBlock(); err != nil {
+			return err
+		}
+	}
+	w.blk.add(c, sameRow)
+
+	if !w.haveCell {
+		w.cur.MinClustering = append([]byte{}, c.Clustering...)
+	}
+	if !sameRow {
+		w.lastCK = append(w.lastCK[:0], c.Clustering...)
+	}
+	w.lastCol = append(w.lastCol[:0], c.Column...)
+	w.haveCell = true
+	w.cur.Cells++
+	w.cur.MinTimestamp = min(w.cur.MinTimestamp, c.Timestamp)
+	w.cur.MaxTimestamp = max(w.cur.MaxTimestamp, c.Timestamp)
+	w.cur.MaxLocalDeletionTime = max(w.cur.MaxLocalDeletionTime, cellMaxLDT(c))
+	switch c.Kind {
+	case base.KindLive:
+		w.props.LiveCells++
+	case base.KindExpiring:
+		w.props.ExpiringCells++
+		w.props.MinLocalDeletionTime = min(w.props.MinLocalDeletionTime, c.LocalDeletionTime)
+	case base.KindTombstone:
+		w.props.TombstoneCells++
+		w.props.MinLocalDeletionTime = min(w.props.MinLocalDeletionTime, c.LocalDeletionTime)
+	case base.KindCounter:
+		w.props.CounterCells++
+	}
+	w.props.Cells++
+	return nil
+}
+
+// EstimatedSize is the file size so far plus what is buffered, counting
+// the open block uncompressed.
+func (w *Writer) EstimatedSize() int64 {
+	return int64(w.off) + int64(w.blk.size()) + int64(len(w.blockIndex)+len(w.partIndex)+len(w.hashes))
+}
+
+// flushBlock compresses, frames and writes the open block and records it
+// in the block index.
+func (w *Writer) flushBlock() error {
+	var meta BlockMeta
+	var valuesOff int
+	w.rawBuf, meta, valuesOff = w.blk.finish(w.rawBuf[:0])
+	var stored int
+	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], w.rawBuf, w.opts.Compression, valuesOff)
+	if err := w.write(w.frameBuf); err != nil {
+		return err
+	}
+	h := blockHandle{storedLen: uint64(stored), rawLen: uint64(len(w.rawBuf)), meta: meta}
+	w.blockIndex = appendBlockIndexEntry(w.blockIndex, &h)
+	w.cur.numBlocks++
+	w.props.DataBlocks++
+	w.blk.reset()
+	return nil
+}
+
+func (w *Writer) write(b []byte) error {
+	if _, err := w.bw.Write(b); err != nil {
+		w.err = fmt.Errorf("cannot write sstable at offset %d: %w", w.off, err)
+		return w.err
+	}
+	w.off += uint64(len(b))
+	return nil
+}
+
+// finishPartition writes the open block and the partition's index entry.
+func (w *Writer) finishPartition() error {
+	if !w.blk.empty() {
+		if err := w.flushBlock(); err != nil {
+			return err
+		}
+	}
+	p := &w.cur
+	if p.MinTimestamp > p.MaxTimestamp {
+		// Neither cells nor deletions.
+		p.MinTimestamp, p.MaxTimestamp = 0, 0
+	}
+	if p.Cells > 0 {
+		p.MaxClustering = append([]byte{}, w.lastCK...)
+		if w.props.MinClustering == nil || bytes.Compare(p.MinClustering, w.props.MinClustering) < 0 {
+			w.props.MinClustering = p.MinClustering
+		}
+		if w.props.MaxClustering == nil || bytes.Compare(p.MaxClustering, w.props.MaxClustering) > 0 {
+			w.props.MaxClustering = p.MaxClustering
+		}
+	}
+	if p.Cells > 0 || !p.Deletions.IsEmpty() {
+		w.props.MinTimestamp = min(w.props.MinTimestamp, p.MinTimestamp)
+		w.props.MaxTimestamp = max(w.props.MaxTimestamp, p.MaxTimestamp)
+	}
+	w.props.MaxLocalDeletionTime = max(w.props.MaxLocalDeletionTime, p.MaxLocalDeletionTime)
+	var prev []byte
+	if w.partitions%restartInterval != 0 {
+		prev = w.prevKey
+	}
+	w.partIndex = appendPartitionEntry(w.partIndex, prev, p)
+	w.hashes = append(w.hashes, bloomHash(p.Key))
+	w.prevKey, w.havePrev = p.Key, true
+	w.partitions++
+	w.props.Partitions++
+	w.inPartition = false
+	return nil
+}
+
+// Finish ends the last partition and writes the indexes, the bloom filter,
+// the properties and the footer, then flushes its buffer to the file. It
+// neither syncs nor closes the file. It returns the file's properties.
+func (w *Writer) Finish() (Properties, error) {
+	if err := w.usable("finish sstable"); err != nil {
+		return Properties{}, err
+	}
+	if w.inPartition {
+		if err := w.finishPartition(); err != nil {
+			return Properties{}, err
+		}
+	}
+	w.done = true
+	defer w.comp.close()
+	props := w.props
+	if props.MinTimestamp > props.MaxTimestamp {
+		props.MinTimestamp, props.MaxTimestamp = 0, 0
+	}
+	dataLen := w.off
+	var f footer
+	f.version = formatVersion1
+	var err error
+	if f.blockIndex, err = w.writeMeta(w.blockIndex, w.opts.Compression); err != nil {
+		return Properties{}, err
+	}
+	if f.partitionIndex, err = w.writeMeta(w.partIndex, w.opts.Compression); err != nil {
+		return Properties{}, err
+	}
+	// Bloom filter bits are random: compressing them only costs time.
+	if f.bloom, err = w.writeMeta(appendBloomFilter(nil, w.hashes, w.opts.BloomBitsPerKey), CompressionNone); err != nil {
+		return Properties{}, err
+	}
+	if f.properties, err = w.writeMeta(appendProperties(nil, &props), w.opts.Compression); err != nil {
+		return Properties{}, err
+	}
+	if err := w.write(appendFooter(nil, &f)); err != nil {
+		return Properties{}, err
+	}
+	if err := w.bw.Flush(); err != nil {
+		w.err = fmt.Errorf("cannot write sstable: %w", err)
+		return Properties{}, w.err
+	}
+	props.FormatVersion = formatVersion1
+	props.DataBytes = int64(dataLen)
+	props.FileBytes = int64(w.off)
+	props.IndexBytes = props.FileBytes - props.DataBytes
+	return props, nil
+}
+
+func (w *Writer) writeMeta(raw []byte, c Compression) (metaHandle, error) {
+	var stored int
+	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], raw, c, 0)
+	h := metaHandle{offset: w.off, storedLen: uint64(stored), rawLen: uint64(len(raw))}
+	if len(raw) > maxBlockRawLen {
+		w.err = fmt.Errorf("cannot write sstable meta block: got %d bytes, want at most %d", len(raw), maxBlockRawLen)
+		return h, w.err
+	}
+	return h, w.write(w.frameBuf)
+}

@@ -1,0 +1,27 @@
+// Package wal owns the write-ahead log of the storage engine: segment files
+// of checksummed, length-prefixed records, written with group commit and
+// read back by Replay after a restart. A record is one atomic batch; its
+// bytes are opaque here. The byte format is documented in record.go, the
+// file names in filenames.go.
+//
+// Invariants:
+//   - Records are never split: a record is in exactly one segment, whole, and
+//     Replay returns records in the order their Appends were serialised.
+//   - Segment numbers are contiguous: a Writer only ever creates the segment
+//     after its current one, and Replay reports a hole as corruption.
+//   - In SyncAlways mode, Append returns nil only after the record is
+//     fsynced. Many concurrent Appends share one write and one fsync.
+//   - Every segment except the newest was fsynced before its successor was
+//     created, so only the newest may end in a torn write. Replay truncates
+//     such a tail; any other damage is an error wrapping base.ErrCorruption
+//     that names the file and offset, never silently skipped.
+//   - After any write, fsync or rotation error the Writer is failed for good:
+//     later writes could land after a partial batch and turn a torn tail into
+//     mid-log damage, and a retried fsync can falsely succeed.
+//
+// Use: at startup call Replay from the first segment not yet flushed, then
+// Open a Writer at ReplayResult.LastSegment+1 (or the first segment when
+// there was none). Append from any goroutine; Rotate when the memtable is
+// frozen, so its records end in the segments before the returned number;
+// after flushing, DeleteSegmentsBefore that number.
+package wal

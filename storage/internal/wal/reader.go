@@ -1,0 +1,413 @@
+package wal
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/eventide/eventide/storage/internal/base"
+	"github.com/eventide/eventide/storage/vfs"
+)
+
+// ReplayResult describes what Replay read and repaired.
+type ReplayResult struct {
+	// Segments are the segments replayed, ascending.
+	Segments []uint64
+	// Records is the number of records passed to fn.
+	Records int
+	// LastSegment is the highest segment replayed, or 0 when there was none
+	// (segment numbers start at 1).
+	LastSegment uint64
+	// TruncatedBytes is the size of the torn tail cut from the last segment,
+	// and TruncatedSegment that segment's number; both are 0 when the log
+	// ended cleanly.
+	TruncatedBytes   int64
+	TruncatedSegment uint64
+}
+
+// Replay reads every segment in dir numbered minSegment or above, in
+// ascending order, and calls fn for each record in log order. rec aliases a
+// read buffer and is valid only during the call.
+//
+// A torn tail of the last segment, the unsynced end of a write cut short by a
+// crash, is truncated away (the file is truncated and synced) and reported in
+// the result. A tail is torn when the file ends inside the segment header or
+// a record, when the final record fails its checksum and only zero bytes or
+// nothing follow it, or when the rest of the file is zero bytes; but never
+// when an intact record follows the damage (a damaged length field can make
+// a middle record seem to run to the end of the file). Everything else that
+// does not decode (damage before the tail, any damage in a segment that is
+// not the last, a bad segment header, a missing segment between two present
+// ones) is an error wrapping base.ErrCorruption that names the file and byte
+// offset; nothing is truncated then. An empty segment file holds no records. An error from fn stops replay and is returned
+// wrapped. On any error, fn may already have seen the records before it.
+func Replay(fs vfs.FS, dir string, minSegment uint64, fn func(segment uint64, offset int64, rec []byte) error) (ReplayResult, error) {
+	var res ReplayResult
+	all, err := ListSegments(fs, dir)
+	if err != nil {
+		return res, fmt.Errorf("cannot replay wal: %w", err)
+	}
+	var nums []uint64
+	for _, num := range all {
+		if num >= minSegment {
+			nums = append(nums, num)
+		}
+	}
+	for i, num := range nums {
+		if i > 0 && num != nums[i-1]+1 {
+			// Segments are only ever deleted oldest first, so a hole means
+			// records were lost.
+			return res, base.CorruptionErrorf("wal segment %s is missing at offset 0: %s is followed by %s",
+				segmentPath(dir, nums[i-1]+1), SegmentFileName(nums[i-1]), SegmentFileName(num))
+		}
+		res.Segments = append(res.Segments, num)
+		res.LastSegment = num
+		last := i == len(nums)-1
+		n, torn, err := replaySegment(fs, dir, num, last, fn)
+		res.Records += n
+		if err != nil {
+			return res, err
+		}
+		if torn != nil {
+			res.TruncatedSegment = num
+			res.TruncatedBytes = torn.size - torn.offset
+		}
+	}
+	return res, nil
+}
+
+// replaySegment replays one segment and, when it is the last and its tail is
+// torn, truncates the tail.
+func replaySegment(fs vfs.FS, dir string, num uint64, last bool, fn func(uint64, int64, []byte) error) (records int, torn *tornTailError, err error) {
+	path := segmentPath(dir, num)
+	f, err := fs.Open(path)
+	if err != nil {
+		return 0, nil, fmt.Errorf("cannot open wal segment %s: %w", path, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return 0, nil, fmt.Errorf("cannot stat wal segment %s: %w", path, err)
+	}
+	r := newSegmentReader(f, st.Size(), path, num, last)
+	for {
+		rec, off, err := r.next()
+		if err == io.EOF {
+			break
+		}
+		if errors.As(err, &torn) {
+			break
+		}
+		if err != nil {
+			f.Close()
+			return records, nil, err
+		}
+		if err := fn(num, off, rec); err != nil {
+			f.Close()
+			return records, nil, fmt.Errorf("cannot replay wal record at %s offset %d: %w", path, off, err)
+		}
+		records++
+	}
+	if err := f.Close(); err != nil {
+		return records, nil, fmt.Errorf("cannot close wal segment %s: %w", path, err)
+	}
+	if torn != nil {
+		if err := truncateSegment(fs, path, torn.offset); err != nil {
+			return records, nil, err
+		}
+	}
+	return records, torn, nil
+}
+
+func truncateSegment(fs vfs.FS, path string, size int64) error {
+	f, err := fs.OpenReadWrite(path)
+	if err != nil {
+		return fmt.Errorf("cannot open wal segment %s to truncate its torn tail: %w", path, err)
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return fmt.Errorf("cannot truncate torn tail of wal segment %s at offset %d: %w", path, size, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("cannot sync wal segment %s after truncating it: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("cannot close wal segment %s: %w", path, err)
+	}
+	return nil
+}
+
+// tornTailError reports that the last segment's records end at offset and
+// the bytes from there to size are the remains of an interrupted write.
+type tornTailError struct {
+	path         string
+	offset, size int64
+	why          string
+}
+
+func (e *tornTailError) Error() string {
+	return fmt.Sprintf("torn tail of wal segment %s at offset %d (%d bytes): %s", e.path, e.offset, e.size-e.offset, e.why)
+}
+
+// readChunkSize is how much segmentReader reads at a time: large enough that
+// replay is sequential I/O, small enough not to matter in memory.
+const readChunkSize = 256 << 10
+
+// segmentReader decodes the records of one segment file in order.
+type segmentReader struct {
+	r    io.ReaderAt
+	size int64
+	path string
+	num  uint64
+	// last says whether this is the newest segment, the only one that may
+	// end in a torn write.
+	last bool
+
+	headerDone bool
+	off        int64 // offset of the next record
+
+	// buf holds file bytes [bufOff, bufOff+len(buf)).
+	buf    []byte
+	bufOff int64
+}
+
+func newSegmentReader(r io.ReaderAt, size int64, path string, num uint64, last bool) *segmentReader {
+	return &segmentReader{r: r, size: size, path: path, num: num, last: last}
+}
+
+// next returns the next record's payload (valid until the following call)
+// and offset. At the clean end of the segment it returns io.EOF; at a torn
+// tail of the last segment a *tornTailError; otherwise an error wrapping
+// base.ErrCorruption or an I/O error.
+func (r *segmentReader) next() (payload []byte, offset int64, err error) {
+	if !r.headerDone {
+		if err := r.readHeader(); err != nil {
+			return nil, 0, err
+		}
+		r.headerDone = true
+	}
+	if r.off == r.size {
+		return nil, 0, io.EOF
+	}
+	remaining := r.size - r.off
+	hdrLen := int(min(remaining, recordHeaderSize))
+	hdr, err := r.window(r.off, hdrLen)
+	if err != nil {
+		return nil, 0, err
+	}
+	if hdrLen < recordHeaderSize {
+		return nil, 0, r.damaged(r.off, errIncompleteRecord, "incomplete record header")
+	}
+	length, err := recordLength(hdr)
+	if err != nil {
+		return nil, 0, r.damaged(r.off, err, fmt.Sprintf("record length %d above the %d byte limit", binary.LittleEndian.Uint32(hdr[recordLengthOffset:]), MaxRecordSize))
+	}
+	if int64(recordHeaderSize+length) > remaining {
+		return nil, 0, r.damaged(r.off, errIncompleteRecord,
+			fmt.Sprintf("record of %d bytes runs past the end of the file at %d", recordHeaderSize+length, r.size))
+	}
+	buf, err := r.window(r.off, recordHeaderSize+length)
+	if err != nil {
+		return nil, 0, err
+	}
+	payload, n, err := decodeRecord(buf)
+	if err != nil {
+		return nil, 0, r.damaged(r.off, err, fmt.Sprintf("record checksum mismatch (record length %d)", length))
+	}
+	offset = r.off
+	r.off += int64(n)
+	return payload, offset, nil
+}
+
+func (r *segmentReader) readHeader() error {
+	if r.size == 0 {
+		// A crash between creating a segment and syncing its header leaves
+		// an empty file, and Replay truncates a torn header to nothing; both
+		// hold no records.
+		return nil
+	}
+	hdrLen := int(min(r.size, segmentHeaderSize))
+	hdr, err := r.window(0, hdrLen)
+	if err != nil {
+		return err
+	}
+	want := appendSegmentHeader(nil, r.num)
+	if r.last {
+		if hdrLen < segmentHeaderSize && bytes.Equal(hdr, want[:hdrLen]) {
+			return &tornTailError{path: r.path, offset: 0, size: r.size, why: "incomplete segment header"}
+		}
+		if zero, err := r.zeroFrom(0); err != nil {
+			return err
+		} else if zero {
+			return &tornTailError{path: r.path, offset: 0, size: r.size, why: "zero-filled segment"}
+		}
+	}
+	if hdrLen < segmentHeaderSize {
+		return base.CorruptionErrorf("wal segment %s: incomplete segment header at offset 0: file is %d bytes, want at least %d",
+			r.path, r.size, segmentHeaderSize)
+	}
+	if err := checkSegmentHeader(hdr, r.num); err != nil {
+		return base.CorruptionErrorf("wal segment %s: bad segment header at offset 0: %v", r.path, err)
+	}
+	r.off = segmentHeaderSize
+	return nil
+}
+
+// damaged turns a record that failed to decode at off into either a torn
+// tail (only in the last segment, only when nothing intact can follow the
+// damage) or a corruption error.
+func (r *segmentReader) damaged(off int64, cause error, what string) error {
+	if r.last {
+		torn, err := r.isTornTail(off, cause)
+		if err != nil {
+			return err
+		}
+		if torn {
+			return &tornTailError{path: r.path, offset: off, size: r.size, why: what}
+		}
+	}
+	return base.CorruptionErrorf("wal segment %s: %s at offset %d", r.path, what, off)
+}
+
+// isTornTail decides whether the damaged record at off can be the end of an
+// interrupted write. A crash leaves a prefix of the last write, possibly
+// followed by zeros where the file grew but the data never reached the disk.
+// Intact records after the damage mean it is not a tail: a damaged length
+// field can make a middle record look like one that runs to (or past) the
+// end of the file, and truncating there would silently drop the records
+// after it.
+func (r *segmentReader) isTornTail(off int64, cause error) (bool, error) {
+	if zero, err := r.zeroFrom(off); err != nil || zero {
+		return zero, err
+	}
+	if r.size-off < recordHeaderSize {
+		return true, nil
+	}
+	if errors.Is(cause, errRecordLength) {
+		// No writer produces such a length, so only zeros may follow.
+		return r.zeroFrom(off + recordHeaderSize)
+	}
+	if errors.Is(cause, errRecordChecksum) {
+		hdr, err := r.window(off, recordHeaderSize)
+		if err != nil {
+			return false, err
+		}
+		end := off + recordHeaderSize + int64(binary.LittleEndian.Uint32(hdr[recordLengthOffset:]))
+		if zero, err := r.zeroFrom(end); err != nil || !zero {
+			return false, err
+		}
+	}
+	// The record runs to or past the end of the file (or into zeros).
+	rest, err := r.readRange(off+recordHeaderSize, r.size)
+	if err != nil {
+		return false, err
+	}
+	return !intactRecordFollows(rest), nil
+}
+
+// intactRecordFollows reports whether a record with a valid checksum starts
+// anywhere in data and is followed by correctly framed records up to the end
+// of data or up to an all-zero tail. Requiring the framing to reach the end
+// makes random payload bytes almost never qualify, so checksums are computed
+// for very few candidates; the framing check runs backwards over data once,
+// so the whole search is linear.
+func intactRecordFollows(data []byte) bool {
+	zeroTail := len(data)
+	for zeroTail > 0 && data[zeroTail-1] == 0 {
+		zeroTail--
+	}
+	// framed[i] says framing from offset i reaches the end or the zero tail.
+	framed := make([]uint64, len(data)/64+1)
+	set := func(i int) { framed[i/64] |= 1 << (i % 64) }
+	get := func(i int) bool { return framed[i/64]&(1<<(i%64)) != 0 }
+	for i := len(data); i >= 0; i-- {
+		if i >= zeroTail {
+			set(i)
+			continue
+		}
+		if len(data)-i < recordHeaderSize {
+			continue
+		}
+		length, err := recordLength(data[i:])
+		if err != nil {
+			continue
+		}
+		if end := i + recordHeaderSize + length; end <= len(data) && get(end) {
+			set(i)
+		}
+	}
+	for i := 0; i < zeroTail; i++ {
+		if !get(i) {
+			continue
+		}
+		if _, _, err := decodeRecord(data[i:]); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// zeroFrom reports whether every byte from off to the end of the file is
+// zero.
+func (r *segmentReader) zeroFrom(off int64) (bool, error) {
+	var chunk []byte
+	for off < r.size {
+		n := min(r.size-off, readChunkSize)
+		if chunk == nil {
+			chunk = make([]byte, n)
+		}
+		if err := r.readAt(chunk[:n], off); err != nil {
+			return false, err
+		}
+		for _, c := range chunk[:n] {
+			if c != 0 {
+				return false, nil
+			}
+		}
+		off += n
+	}
+	return true, nil
+}
+
+// window returns file bytes [off, off+n), which must lie inside the file.
+// The result aliases r.buf and is valid until the next call.
+func (r *segmentReader) window(off int64, n int) ([]byte, error) {
+	if off >= r.bufOff && off+int64(n) <= r.bufOff+int64(len(r.buf)) {
+		start := off - r.bufOff
+		return r.buf[start : start+int64(n)], nil
+	}
+	want := int(min(max(int64(n), readChunkSize), r.size-off))
+	if cap(r.buf) < want {
+		r.buf = make([]byte, want)
+	}
+	r.buf = r.buf[:want]
+	r.bufOff = off
+	if err := r.readAt(r.buf, off); err != nil {
+		r.buf = r.buf[:0]
+		return nil, err
+	}
+	return r.buf[:n], nil
+}
+
+func (r *segmentReader) readRange(from, to int64) ([]byte, error) {
+	buf := make([]byte, to-from)
+	if err := r.readAt(buf, from); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+func (r *segmentReader) readAt(p []byte, off int64) error {
+	n, err := r.r.ReadAt(p, off)
+	if n == len(p) {
+		// io.ReaderAt may report io.EOF along with the final bytes.
+		return nil
+	}
+	if err == nil || err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("cannot read wal segment %s at offset %d: %w", r.path, off+int64(n), err)
+}

@@ -1,0 +1,460 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	iofs "io/fs"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/eventide/eventide/storage/vfs"
+)
+
+// SyncMode says when Append returns relative to fsync.
+type SyncMode uint8
+
+const (
+	// SyncAlways: Append returns only after its record is fsynced. The
+	// default, and what lets the pipeline acknowledge a batch once Append
+	// returns.
+	SyncAlways SyncMode = iota
+	// SyncPeriodic: Append returns once its record is written to the file
+	// (write(2)); a background fsync runs every Options.SyncInterval, so a
+	// machine crash may lose the last interval of records (a process crash
+	// loses nothing written).
+	SyncPeriodic
+)
+
+func (m SyncMode) String() string {
+	switch m {
+	case SyncAlways:
+		return "always"
+	case SyncPeriodic:
+		return "periodic"
+	default:
+		return fmt.Sprintf("SyncMode(%d)", uint8(m))
+	}
+}
+
+// Defaults for zero Options fields.
+const (
+	DefaultSegmentTargetSize = 64 << 20
+	DefaultSyncInterval      = 100 * time.Millisecond
+)
+
+// Options configure a Writer.
+type Options struct {
+	// FS is the filesystem; required.
+	FS vfs.FS
+	// Dir is the WAL directory; required, and it must exist.
+	Dir string
+	// SegmentTargetSize: after a write leaves the current segment at or
+	// above this size, the writer rotates to the next segment. A record is
+	// never split, so a segment can exceed it. Default
+	// DefaultSegmentTargetSize.
+	SegmentTargetSize int64
+	// Mode is the sync mode; default SyncAlways.
+	Mode SyncMode
+	// SyncInterval is the background fsync period in SyncPeriodic mode.
+	// Default DefaultSyncInterval.
+	SyncInterval time.Duration
+	// Logger receives rotation and failure messages; nil discards them.
+	Logger *slog.Logger
+	// OnSync, if set, is called after each fsync of records with how many
+	// records and bytes it made durable and how long it took. In SyncAlways
+	// mode it runs before the Appends it covers return. It runs with the
+	// writer's I/O lock held: keep it quick and do not call the Writer.
+	OnSync func(records int, bytes int, took time.Duration)
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.FS == nil {
+		return o, errors.New("cannot open wal: Options.FS is nil")
+	}
+	if o.Dir == "" {
+		return o, errors.New("cannot open wal: Options.Dir is empty")
+	}
+	if o.Mode != SyncAlways && o.Mode != SyncPeriodic {
+		return o, fmt.Errorf("cannot open wal: unknown sync mode %v", o.Mode)
+	}
+	if o.SegmentTargetSize <= 0 {
+		o.SegmentTargetSize = DefaultSegmentTargetSize
+	}
+	if o.SyncInterval <= 0 {
+		o.SyncInterval = DefaultSyncInterval
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}
+
+// ErrClosed is returned by Writer methods called after Close.
+var ErrClosed = errors.New("wal: writer is closed")
+
+// maxRetainedBufferSize bounds the batch buffer kept for reuse, so one huge
+// record does not pin its memory for the life of the writer.
+const maxRetainedBufferSize = 4 << 20
+
+// batch is the group of records that one write (and, in SyncAlways mode, one
+// fsync) makes durable together.
+type batch struct {
+	buf     []byte // encoded records
+	records int
+	done    chan struct{} // closed once err is set and the batch is written (and synced)
+	err     error
+}
+
+func newBatch(buf []byte) *batch { return &batch{buf: buf, done: make(chan struct{})} }
+
+// Writer appends records to the WAL with group commit. All methods are safe
+// for concurrent use.
+//
+// Appends copy their record into the pending batch and wait. One flusher
+// goroutine takes the whole pending batch, writes it with one write and, in
+// SyncAlways mode, one fsync, then wakes every waiter of that batch; records
+// that arrive meanwhile form the next batch. Rotate, Sync and Close do their
+// I/O under the same lock as the flusher, so file operations never
+// interleave.
+type Writer struct {
+	opts Options
+	log  *slog.Logger
+
+	// wake holds at most one signal. An Append sends it (without blocking)
+	// after adding to the pending batch, and the flusher receives it before
+	// taking the batch, so a record added after the flusher took a batch
+	// always leaves a signal behind.
+	wake        chan struct{}
+	quit        chan struct{}
+	flusherDone chan struct{}
+
+	// segment mirrors seg so CurrentSegment needs no lock.
+	segment atomic.Uint64
+
+	mu      sync.Mutex
+	pending *batch // mu: records waiting for the flusher
+	spare   []byte // mu: the previous batch's buffer, for reuse
+	failed  error  // mu: the first write, sync or rotation error; sticky
+	closed  bool   // mu
+
+	ioMu            sync.Mutex
+	f               vfs.File // ioMu: current segment; nil after Close
+	seg             uint64   // ioMu
+	segSize         int64    // ioMu
+	unsyncedRecords int      // ioMu: written since the last fsync
+	unsyncedBytes   int      // ioMu
+}
+
+// Open creates segment firstSegment, which must not exist, syncs it and the
+// directory, and returns a Writer appending to it. Segment numbers start at
+// 1. Replay the existing log before opening, and open a number above every
+// existing segment, so that records stay in order across segments.
+func Open(opts Options, firstSegment uint64) (*Writer, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if firstSegment == 0 {
+		return nil, errors.New("cannot open wal: segment numbers start at 1")
+	}
+	w := &Writer{
+		opts:        opts,
+		log:         opts.Logger,
+		wake:        make(chan struct{}, 1),
+		quit:        make(chan struct{}),
+		flusherDone: make(chan struct{}),
+		pending:     newBatch(nil),
+	}
+	f, err := w.createSegment(firstSegment)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open wal: %w", err)
+	}
+	w.f, w.seg, w.segSize = f, firstSegment, segmentHeaderSize
+	w.segment.Store(firstSegment)
+	go w.flushLoop()
+	return w, nil
+}
+
+// createSegment creates segment num with its header, durably: the file is
+// synced before the directory so that a segment name never survives a crash
+// without its header, except when the crash hits before the first sync,
+// which Replay handles as a torn tail.
+func (w *Writer) createSegment(num uint64) (vfs.File, error) {
+	fs, path := w.opts.FS, segmentPath(w.opts.Dir, num)
+	if _, err := fs.Stat(path); err == nil {
+		return nil, fmt.Errorf("cannot create wal segment %s: it already exists", path)
+	} else if !errors.Is(err, iofs.ErrNotExist) {
+		return nil, fmt.Errorf("cannot create wal segment %s: %w", path, err)
+	}
+	f, err := fs.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create wal segment %s: %w", path, err)
+	}
+	if _, err := f.Write(appendSegmentHeader(nil, num)); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot write header of wal segment %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot sync wal segment %s: %w", path, err)
+	}
+	if err := fs.SyncDir(w.opts.Dir); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot sync wal directory %s: %w", w.opts.Dir, err)
+	}
+	return f, nil
+}
+
+// Append adds rec to the log as one record and returns when it is durable
+// (SyncAlways) or written (SyncPeriodic). rec may be reused once Append
+// returns. After a write, sync or rotation error the Writer is failed and
+// every later Append returns that error.
+func (w *Writer) Append(rec []byte) error {
+	if len(rec) > MaxRecordSize {
+		return fmt.Errorf("cannot append wal record of %d bytes: above the %d byte limit", len(rec), MaxRecordSize)
+	}
+	hdr := recordHeader(rec)
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	if w.failed != nil {
+		err := w.failed
+		w.mu.Unlock()
+		return err
+	}
+	b := w.pending
+	b.buf = append(b.buf, hdr[:]...)
+	b.buf = append(b.buf, rec...)
+	b.records++
+	w.mu.Unlock()
+
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	<-b.done
+	return b.err
+}
+
+// CurrentSegment returns the number of the segment records are appended to.
+func (w *Writer) CurrentSegment() uint64 { return w.segment.Load() }
+
+// Rotate writes and syncs the pending records, closes the current segment and
+// creates segment CurrentSegment()+1, which it returns. Records whose Append
+// returned before Rotate was called are in an older segment; records appended
+// after Rotate returns go to the new one or a later one.
+func (w *Writer) Rotate() (newSegment uint64, err error) {
+	w.ioMu.Lock()
+	defer w.ioMu.Unlock()
+	if err := w.usable(); err != nil {
+		return 0, err
+	}
+	if err := w.flushLocked(); err != nil {
+		return 0, err
+	}
+	if err := w.rotateLocked(); err != nil {
+		return 0, err
+	}
+	return w.seg, nil
+}
+
+// Sync writes the pending records and fsyncs the current segment now. In
+// SyncPeriodic mode it makes every record whose Append returned durable.
+func (w *Writer) Sync() error {
+	w.ioMu.Lock()
+	defer w.ioMu.Unlock()
+	if err := w.usable(); err != nil {
+		return err
+	}
+	if err := w.flushLocked(); err != nil {
+		return err
+	}
+	return w.syncLocked()
+}
+
+// Close writes and syncs the pending records, stops the flusher and closes
+// the segment. It returns the Writer's failure, if any. Later calls to any
+// method return ErrClosed.
+func (w *Writer) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return ErrClosed
+	}
+	w.closed = true
+	w.mu.Unlock()
+	close(w.quit)
+	<-w.flusherDone
+
+	w.ioMu.Lock()
+	defer w.ioMu.Unlock()
+	// Appends that got in before closed was set still wait for their batch.
+	err := w.flushLocked()
+	if err == nil {
+		err = w.syncLocked()
+	}
+	if cerr := w.f.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("cannot close wal segment %s: %w", w.path(), cerr)
+	}
+	w.f = nil
+	return err
+}
+
+func (w *Writer) flushLoop() {
+	defer close(w.flusherDone)
+	var tick <-chan time.Time
+	if w.opts.Mode == SyncPeriodic {
+		t := time.NewTicker(w.opts.SyncInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		// Errors are sticky in w.failed; waiters and later calls see them.
+		select {
+		case <-w.quit:
+			return
+		case <-w.wake:
+			w.ioMu.Lock()
+			_ = w.flushLocked()
+			w.ioMu.Unlock()
+		case <-tick:
+			w.ioMu.Lock()
+			_ = w.syncLocked()
+			w.ioMu.Unlock()
+		}
+	}
+}
+
+// flushLocked writes the pending batch, syncs it in SyncAlways mode, wakes
+// its waiters and rotates if the segment reached its target size.
+func (w *Writer) flushLocked() error {
+	w.mu.Lock()
+	b := w.pending
+	if b.records == 0 {
+		err := w.failed
+		w.mu.Unlock()
+		return err
+	}
+	w.pending = newBatch(w.spare)
+	w.spare = nil
+	err := w.failed
+	w.mu.Unlock()
+
+	if err == nil {
+		err = w.writeLocked(b)
+	}
+	b.err = err
+	close(b.done)
+
+	w.mu.Lock()
+	if cap(b.buf) <= maxRetainedBufferSize {
+		w.spare = b.buf[:0]
+	}
+	w.mu.Unlock()
+
+	// Rotating after waking the waiters keeps file creation off their
+	// latency; the next batch waits for it under ioMu instead.
+	if err == nil && w.segSize >= w.opts.SegmentTargetSize {
+		err = w.rotateLocked()
+	}
+	return err
+}
+
+func (w *Writer) writeLocked(b *batch) error {
+	if w.f == nil {
+		panic("BUG: wal batch written after Close")
+	}
+	if _, err := w.f.Write(b.buf); err != nil {
+		// The file may now hold part of the batch. Writing more after it
+		// would put damage in the middle of the log, so the writer stops
+		// here and recovery treats the partial batch as a torn tail.
+		return w.fail(fmt.Errorf("cannot write %d wal records (%d bytes) to %s: %w", b.records, len(b.buf), w.path(), err))
+	}
+	w.segSize += int64(len(b.buf))
+	w.unsyncedRecords += b.records
+	w.unsyncedBytes += len(b.buf)
+	if w.opts.Mode == SyncAlways {
+		return w.syncLocked()
+	}
+	return nil
+}
+
+func (w *Writer) syncLocked() error {
+	if err := w.failure(); err != nil {
+		return err
+	}
+	if w.unsyncedBytes == 0 || w.f == nil {
+		return nil
+	}
+	start := time.Now()
+	if err := w.f.Sync(); err != nil {
+		// After a failed fsync the kernel may have dropped the dirty pages
+		// and a retry could falsely succeed, so the failure is permanent.
+		return w.fail(fmt.Errorf("cannot sync wal segment %s: %w", w.path(), err))
+	}
+	took := time.Since(start)
+	records, bytes := w.unsyncedRecords, w.unsyncedBytes
+	w.unsyncedRecords, w.unsyncedBytes = 0, 0
+	if w.opts.OnSync != nil {
+		w.opts.OnSync(records, bytes, took)
+	}
+	return nil
+}
+
+// rotateLocked syncs the current segment and only then creates the next, so
+// that every segment but the newest is complete on disk and Replay may treat
+// damage there as corruption rather than a torn tail.
+func (w *Writer) rotateLocked() error {
+	if err := w.syncLocked(); err != nil {
+		return err
+	}
+	next := w.seg + 1
+	f, err := w.createSegment(next)
+	if err != nil {
+		return w.fail(err)
+	}
+	old, oldPath := w.f, w.path()
+	w.f, w.seg, w.segSize = f, next, segmentHeaderSize
+	w.segment.Store(next)
+	if err := old.Close(); err != nil {
+		// The old segment is synced, so its records are durable whatever
+		// close says.
+		w.log.Warn("cannot close wal segment", "path", oldPath, "err", err)
+	}
+	w.log.Debug("wal segment rotated", "segment", next, "path", w.path())
+	return nil
+}
+
+// fail records err as the Writer's permanent failure, unless one is already
+// recorded, and returns the recorded one.
+func (w *Writer) fail(err error) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.failed == nil {
+		w.failed = err
+		w.log.Error("wal writer failed; every later append fails", "err", err)
+	}
+	return w.failed
+}
+
+func (w *Writer) failure() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
+}
+
+// usable returns ErrClosed or the failure that makes the Writer unusable.
+func (w *Writer) usable() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return ErrClosed
+	}
+	return w.failed
+}
+
+func (w *Writer) path() string { return segmentPath(w.opts.Dir, w.seg) }
