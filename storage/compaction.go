@@ -199,7 +199,7 @@ func (db *DB) compact(c *compaction) error {
 	var stats compactionStats
 	if !c.dropOnly {
 		var err error
-		out, err = db.writeSSTable(c.table, func(w *sstable.Writer) error {
+		out, err = db.writeSSTable(c.table, true, func(w *sstable.Writer) error {
 			var err error
 			stats, err = db.mergeInputs(c, w)
 			return err

@@ -34,6 +34,9 @@ type DB struct {
 	commitMu sync.RWMutex
 	// memMu serialises memtable inserts (the memtable has one writer).
 	memMu sync.Mutex
+	// mutable is the memtable Apply writes to; it changes only under
+	// commitMu held exclusively (it is also current.mem).
+	mutable *memtable.Memtable
 	// lastCounterMicros makes counter timestamps strictly increasing.
 	lastCounterMicros atomic.Int64
 	recordBufs        sync.Pool
@@ -186,6 +189,7 @@ func (db *DB) recover() error {
 		return fmt.Errorf("cannot open wal: %w", err)
 	}
 	db.wal = w
+	db.mutable = mem
 	db.current = newVersion(mem, nil, ssts)
 	db.log.Info("storage opened", "dir", db.dir, "tables", len(db.tables), "sstables", len(m.SSTables),
 		"wal_records_replayed", res.Records, "took", time.Since(start))
@@ -352,13 +356,13 @@ func (db *DB) Apply(b *Batch) error {
 	err = db.wal.Append(*buf)
 	if err == nil {
 		db.memMu.Lock()
-		mem := db.current.mem // stable: rotation holds commitMu exclusively
+		mem := db.mutable
 		for i := range b.mutations {
 			db.applyToMemtable(mem, &b.mutations[i])
 		}
 		db.memMu.Unlock()
 	}
-	full := db.current.mem.SizeBytes() >= db.opts.MemtableSize
+	full := db.mutable.SizeBytes() >= db.opts.MemtableSize
 	db.commitMu.RUnlock()
 	db.recordBufs.Put(buf)
 	if err != nil {
@@ -442,7 +446,7 @@ func (db *DB) stallReasonLocked() string {
 func (db *DB) rotateMemtable(force bool) error {
 	db.commitMu.Lock()
 	defer db.commitMu.Unlock()
-	mem := db.current.mem
+	mem := db.mutable
 	if mem.Empty() || (!force && mem.SizeBytes() < db.opts.MemtableSize) {
 		return nil
 	}
@@ -451,10 +455,11 @@ func (db *DB) rotateMemtable(force bool) error {
 		db.setBackgroundError(fmt.Errorf("wal rotate: %w", err))
 		return fmt.Errorf("cannot rotate wal: %w", err)
 	}
+	db.mutable = memtable.New()
 	db.mu.Lock()
 	old := db.current
 	imms := append(append([]*immMemtable(nil), old.imms...), &immMemtable{mem: mem, walSegmentAfter: seg})
-	db.installVersionLocked(newVersion(memtable.New(), imms, old.cloneSSTables()))
+	db.installVersionLocked(newVersion(db.mutable, imms, old.cloneSSTables()))
 	db.mu.Unlock()
 	select {
 	case db.flushSignal <- struct{}{}:

@@ -48,7 +48,7 @@ func (db *DB) flush(imm *immMemtable) error {
 		db.mu.Lock()
 		t := db.tablesByID[tableID]
 		db.mu.Unlock()
-		h, err := db.writeSSTable(t, func(w *sstable.Writer) error { return writeMemtable(w, imm.mem, tableID) })
+		h, err := db.writeSSTable(t, false, func(w *sstable.Writer) error { return writeMemtable(w, imm.mem, tableID) })
 		if err != nil {
 			for _, h := range added {
 				h.obsolete.Store(true)
@@ -107,7 +107,12 @@ func writeMemtable(w *sstable.Writer, mem *memtable.Memtable, tableID uint32) er
 // writeSSTable writes a new SSTable for table t with fill, syncs it and
 // opens it. The file is written under a temporary name and renamed, so a
 // crash never leaves a half-written file under a live-looking name.
-func (db *DB) writeSSTable(t *tableState, fill func(*sstable.Writer) error) (*sstHandle, error) {
+// Compaction output is written once and read for a long time, so it
+// spends more CPU on compression than a flush, which sits on the write
+// path's critical backlog.
+const compactionZstdLevel = 7
+
+func (db *DB) writeSSTable(t *tableState, forCompaction bool, fill func(*sstable.Writer) error) (*sstHandle, error) {
 	db.mu.Lock()
 	fileNum := db.manifest.NextFileNum
 	db.manifest.NextFileNum++
@@ -118,7 +123,11 @@ func (db *DB) writeSSTable(t *tableState, fill func(*sstable.Writer) error) (*ss
 	if err != nil {
 		return nil, fmt.Errorf("cannot create sstable %s: %w", tmp, err)
 	}
-	w := sstable.NewWriter(f, sstable.WriterOptions{Compression: t.codec})
+	wopts := sstable.WriterOptions{Compression: t.codec}
+	if forCompaction {
+		wopts.ZstdLevel = compactionZstdLevel
+	}
+	w := sstable.NewWriter(f, wopts)
 	err = fill(w)
 	if err == nil {
 		_, err = w.Finish()

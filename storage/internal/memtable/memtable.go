@@ -23,9 +23,11 @@ import (
 	"github.com/eventide/eventide/storage/internal/base"
 )
 
-// Per-entry overheads used for the size estimate that triggers flushes.
+// Per-entry overheads used for the size estimate that triggers flushes:
+// measured Go heap per cell node (node, links, cell, key slices) beyond
+// the key and value bytes, so MemtableSize bounds real memory.
 const (
-	nodeOverheadBytes      = 96
+	nodeOverheadBytes      = 200
 	tombstoneOverheadBytes = 64
 )
 
@@ -84,12 +86,24 @@ func (m *Memtable) noteTimestamp(ts int64) {
 // ApplyCell writes one cell version, reconciling it with the one held.
 // The memtable copies the cell's bytes. Writer only.
 func (m *Memtable) ApplyCell(table uint32, partition []byte, c *base.Cell) {
-	owned := c.Clone()
-	k := key{table: table, partition: bytes.Clone(partition), clustering: owned.Clustering, column: owned.Column}
-	n, inserted := m.list.upsert(k, &owned)
+	owned := *c
+	// One allocation holds the clustering key, column and value; the
+	// partition key is shared with a neighbouring node when they match
+	// (cells of a partition are adjacent), so a wide partition stores
+	// its key once, not once per cell.
+	buf := make([]byte, 0, len(c.Clustering)+len(c.Column)+len(c.Value))
+	buf = append(buf, c.Clustering...)
+	owned.Clustering = buf[:len(c.Clustering):len(c.Clustering)]
+	buf = append(buf, c.Column...)
+	owned.Column = buf[len(c.Clustering):len(buf):len(buf)]
+	start := len(buf)
+	buf = append(buf, c.Value...)
+	owned.Value = buf[start:len(buf):len(buf)]
+	k := key{table: table, partition: partition, clustering: owned.Clustering, column: owned.Column}
+	n, inserted := m.list.upsertSharingPartition(k, &owned)
 	if inserted {
 		m.cells.Add(1)
-		m.sizeBytes.Add(int64(nodeOverheadBytes + len(partition) + len(c.Clustering) + len(c.Column) + len(c.Value)))
+		m.sizeBytes.Add(int64(nodeOverheadBytes + len(c.Clustering) + len(c.Column) + len(c.Value)))
 	} else {
 		old := n.cell.Load()
 		merged := base.Reconcile(*old, owned)

@@ -127,15 +127,29 @@ func (s *skiplist) findLast() *node {
 	}
 }
 
-// upsert returns the node for k if there is one, or else inserts a node
-// holding c (published only after c is stored) and returns it with
-// inserted = true. Writer only.
-func (s *skiplist) upsert(k key, c *base.Cell) (n *node, inserted bool) {
+// upsertSharingPartition is upsert for a k whose partition slice the
+// caller does not own: a new node reuses the partition slice of an
+// adjacent node with the same partition, or else a private copy.
+func (s *skiplist) upsertSharingPartition(k key, c *base.Cell) (*node, bool) {
 	var prev [maxHeight]*node
 	x := s.findGreaterOrEqual(&k, &prev)
 	if x != nil && compareKeys(&x.key, &k) == 0 {
 		return x, false
 	}
+	switch p := prev[0]; {
+	case p != s.head && p.key.table == k.table && bytes.Equal(p.key.partition, k.partition):
+		k.partition = p.key.partition
+	case x != nil && x.key.table == k.table && bytes.Equal(x.key.partition, k.partition):
+		k.partition = x.key.partition
+	default:
+		k.partition = bytes.Clone(k.partition)
+	}
+	return s.insertAt(k, c, &prev), true
+}
+
+// insertAt links a new node for k after the nodes in prev (as filled by
+// findGreaterOrEqual). Writer only.
+func (s *skiplist) insertAt(k key, c *base.Cell, prev *[maxHeight]*node) *node {
 	h := s.randomHeight()
 	cur := int(s.height.Load())
 	if h > cur {
@@ -144,7 +158,7 @@ func (s *skiplist) upsert(k key, c *base.Cell) (n *node, inserted bool) {
 		}
 		s.height.Store(int32(h))
 	}
-	n = &node{key: k, next: make([]atomic.Pointer[node], h)}
+	n := &node{key: k, next: make([]atomic.Pointer[node], h)}
 	n.cell.Store(c)
 	for i := 0; i < h; i++ {
 		n.next[i].Store(prev[i].next[i].Load())
@@ -152,5 +166,5 @@ func (s *skiplist) upsert(k key, c *base.Cell) (n *node, inserted bool) {
 	for i := 0; i < h; i++ {
 		prev[i].next[i].Store(n)
 	}
-	return n, true
+	return n
 }

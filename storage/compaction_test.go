@@ -1,0 +1,153 @@
+package storage
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestPickSizeTiered(t *testing.T) {
+	mk := func(sizes ...int64) []*sstHandle {
+		var out []*sstHandle
+		for i, s := range sizes {
+			out = append(out, &sstHandle{fileNum: uint64(i + 1), size: s})
+		}
+		return out
+	}
+	const mb = 1 << 20
+	cases := []struct {
+		name  string
+		sizes []int64
+		min   int
+		max   int
+		want  int // inputs picked; 0 = none
+	}{
+		{"too few", []int64{1, 2, 3}, 4, 32, 0},
+		{"small files share a bucket", []int64{1, 2 * mb, 3 * mb, 40 * mb}, 4, 32, 4},
+		{"dissimilar large files", []int64{100 * mb, 400 * mb, 1600 * mb, 6400 * mb}, 2, 32, 0},
+		{"similar large files", []int64{100 * mb, 110 * mb, 120 * mb, 6400 * mb}, 3, 32, 3},
+		{"capped at max", []int64{1, 1, 1, 1, 1, 1}, 2, 4, 4},
+	}
+	for _, tc := range cases {
+		got := pickSizeTiered(mk(tc.sizes...), tc.min, tc.max)
+		if len(got) != tc.want {
+			t.Errorf("%s: picked %d, want %d", tc.name, len(got), tc.want)
+		}
+	}
+}
+
+// TestTimeWindowDropsExpiredSSTables writes two windows of TTL'd data,
+// lets the older one expire past gc_grace, and expects compaction to drop
+// its SSTable whole while the newer one stays readable.
+func TestTimeWindowDropsExpiredSSTables(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	db := openTestDB(t, clock, TableDef{Name: "ev", Compaction: TimeWindow, WindowSeconds: 3600, DefaultTTLSeconds: 600, GCGraceSeconds: int64p(60)})
+	write := func(pk string, n int) {
+		apply(t, db, func(b *Batch) {
+			for i := 0; i < n; i++ {
+				b.Put("ev", []byte(pk), []byte(fmt.Sprintf("%04d", i)), []byte("d"), []byte("x"), db.NowMicros()+int64(i))
+			}
+		})
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("old", 100)
+	clock.Advance(2 * time.Hour) // the old data is expired and past gc_grace
+	write("new", 10)
+	if err := db.Compact("ev"); err != nil {
+		t.Fatal(err)
+	}
+	m := db.Metrics()
+	if m.DroppedSSTables != 1 {
+		t.Fatalf("dropped %d SSTables, want 1\n%s", m.DroppedSSTables, m)
+	}
+	if m.Tables[0].SSTables != 1 {
+		t.Fatalf("%d SSTables left, want 1\n%s", m.Tables[0].SSTables, m)
+	}
+	rows, _ := readAll(t, db, SliceQuery{Table: "ev", Partition: []byte("new")})
+	if len(rows) != 10 {
+		t.Fatalf("new partition has %d rows, want 10", len(rows))
+	}
+}
+
+// TestExpiredSSTableSkippedOnRead checks the read path skips an SSTable
+// whose every cell has expired when nothing older could be shadowed.
+func TestExpiredSSTableSkippedOnRead(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	db := openTestDB(t, clock, TableDef{Name: "ev", Compaction: TimeWindow, DefaultTTLSeconds: 60})
+	apply(t, db, func(b *Batch) {
+		b.Put("ev", []byte("p"), []byte("a"), []byte("d"), []byte("old"), db.NowMicros())
+	})
+	db.Flush()
+	clock.Advance(2 * time.Minute)
+	apply(t, db, func(b *Batch) {
+		b.Put("ev", []byte("p"), []byte("b"), []byte("d"), []byte("new"), db.NowMicros())
+	})
+	db.Flush()
+	rows, stats := readAll(t, db, SliceQuery{Table: "ev", Partition: []byte("p")})
+	if len(rows) != 1 || string(rows[0].Clustering) != "b" {
+		t.Fatalf("got %s", rowsString(rows))
+	}
+	if stats.SSTablesRead != 1 || stats.SSTablesSkipped != 1 || stats.TombstonesScanned != 0 {
+		t.Fatalf("want the expired SSTable skipped unread, got %s (skipped %d)", stats, stats.SSTablesSkipped)
+	}
+}
+
+func TestTombstoneLimit(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	db := openTestDB(t, clock, TableDef{Name: "t"})
+	apply(t, db, func(b *Batch) {
+		for i := 0; i < 50; i++ {
+			b.DeleteCell("t", []byte("p"), []byte(fmt.Sprintf("%03d", i)), []byte("c"), 1)
+		}
+	})
+	it, err := db.Slice(SliceQuery{Table: "t", Partition: []byte("p"), MaxTombstones: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for it.Next() {
+	}
+	err = it.Close()
+	if err == nil || !strings.Contains(err.Error(), `partition "p"`) {
+		t.Fatalf("want ErrTooManyTombstones naming the partition, got %v", err)
+	}
+}
+
+func TestMetricsLintAndTable(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	opts := DefaultOptions()
+	opts.Clock = clock
+	opts.Registerer = reg
+	db, err := Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.CreateTable(TableDef{Name: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, db, func(b *Batch) { b.Put("t", []byte("p"), []byte("a"), []byte("c"), []byte("v"), 1) })
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("metric %s: %s", p.Metric, p.Text)
+	}
+	if n := testutil.CollectAndCount(reg, "eventide_storage_flushes_total"); n != 1 {
+		t.Errorf("flushes metric count %d", n)
+	}
+	s := db.Metrics().String()
+	if !strings.Contains(s, "t ") || !strings.Contains(s, "flushes 1") {
+		t.Errorf("Metrics table lacks the table or the flush:\n%s", s)
+	}
+}
