@@ -45,8 +45,10 @@ func TestDeletionsAcrossSources(t *testing.T) {
 	deletions := map[string]func(b *Batch){
 		"partition": func(b *Batch) { b.DeletePartition("t", []byte("p"), 20) },
 		"row":       func(b *Batch) { b.DeleteRow("t", []byte("p"), []byte("k"), 20) },
-		"range":     func(b *Batch) { b.DeleteRange("t", []byte("p"), Bound{Key: []byte("a"), Inclusive: true}, Bound{Key: []byte("z")}, 20) },
-		"cell":      func(b *Batch) { b.DeleteCell("t", []byte("p"), []byte("k"), []byte("c"), 20) },
+		"range": func(b *Batch) {
+			b.DeleteRange("t", []byte("p"), Bound{Key: []byte("a"), Inclusive: true}, Bound{Key: []byte("z")}, 20)
+		},
+		"cell": func(b *Batch) { b.DeleteCell("t", []byte("p"), []byte("k"), []byte("c"), 20) },
 	}
 	for name, del := range deletions {
 		for _, between := range []step{none, flush} {
