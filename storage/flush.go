@@ -70,6 +70,9 @@ func (db *DB) flush(imm *immMemtable) error {
 		if len(v.imms) == 0 || v.imms[0] != imm {
 			panic("BUG: flushed memtable is not the oldest frozen one")
 		}
+		// Counted before the new version is visible, so whoever waits
+		// for the flush (DB.Flush) sees it in the metrics.
+		db.metrics.flushed(len(added), bytes, time.Since(start))
 		return &version{mem: v.mem, imms: v.imms[1:]}
 	})
 	if err != nil {
@@ -78,7 +81,6 @@ func (db *DB) flush(imm *immMemtable) error {
 	if _, err := wal.DeleteSegmentsBefore(db.opts.FS, db.walDir, imm.walSegmentAfter); err != nil {
 		db.log.Warn("cannot delete flushed wal segments", "err", err)
 	}
-	db.metrics.flushed(len(added), bytes, time.Since(start))
 	db.log.Debug("flushed memtable", "sstables", len(added), "bytes", bytes, "took", time.Since(start))
 	db.maybeScheduleCompaction()
 	return nil

@@ -172,10 +172,11 @@ func (it *RowIterator) open(tableID uint32) {
 
 	// olderDataOverlaps reports whether any source other than skip may hold
 	// a cell written at or before maxTimestamp with a clustering key in
-	// [minCK, maxCK]: only such data can be shadowed by expired cells, so
-	// when there is none, fully expired SSTables and blocks can be skipped
-	// without changing the result.
-	olderDataOverlaps := func(skip int, maxTimestamp int64, minCK, maxCK []byte) bool {
+	// [minCK, maxCK] (everywhere, if wholeRange): only such data can be
+	// shadowed by expired cells or old deletions, so when there is none,
+	// fully expired SSTables and blocks can be skipped without changing
+	// the result.
+	olderDataOverlaps := func(skip int, maxTimestamp int64, minCK, maxCK []byte, wholeRange bool) bool {
 		if memMinTimestamp <= maxTimestamp {
 			return true
 		}
@@ -187,9 +188,9 @@ func (it *RowIterator) open(tableID uint32) {
 			if in.MinTimestamp > maxTimestamp {
 				continue
 			}
-			if in.Cells == 0 || bytes.Compare(in.MaxClustering, minCK) < 0 || bytes.Compare(in.MinClustering, maxCK) > 0 {
-				// Only its deletions could matter, and those are merged
-				// from every candidate anyway.
+			if !wholeRange && (in.Cells == 0 || bytes.Compare(in.MaxClustering, minCK) < 0 || bytes.Compare(in.MinClustering, maxCK) > 0) {
+				// Its cells are out of range; only its deletions could
+				// matter, and those are merged from every candidate.
 				if in.Deletions.IsEmpty() {
 					continue
 				}
@@ -201,10 +202,12 @@ func (it *RowIterator) open(tableID uint32) {
 
 	for i := range cands {
 		c := &cands[i]
-		props := &c.h.props
-		if props.MaxLocalDeletionTime < it.now && !olderDataOverlaps(i, props.MaxTimestamp, props.MinClustering, props.MaxClustering) {
-			// Everything in it is expired or deleted and it shadows
-			// nothing: reading it could only count tombstones.
+		in := &c.info
+		// A partition's deletions may cover clustering keys beyond its
+		// cells, so with deletions it is judged against the whole range.
+		if in.MaxLocalDeletionTime < it.now && !olderDataOverlaps(i, in.MaxTimestamp, in.MinClustering, in.MaxClustering, !in.Deletions.IsEmpty()) {
+			// Everything it holds for the partition is expired or deleted
+			// and shadows nothing: reading it could only count tombstones.
 			it.stats.SSTablesSkipped++
 			continue
 		}
@@ -218,7 +221,7 @@ func (it *RowIterator) open(tableID uint32) {
 		pi := c.h.reader.NewPartitionIter(c.info, sstable.IterOptions{
 			Start: q.Start, End: q.End, Reverse: q.Reverse,
 			SkipBlock: func(b sstable.BlockMeta) bool {
-				return b.MaxLocalDeletionTime < it.now && !olderDataOverlaps(idx, b.MaxTimestamp, b.MinClustering, b.MaxClustering)
+				return b.MaxLocalDeletionTime < it.now && !olderDataOverlaps(idx, b.MaxTimestamp, b.MinClustering, b.MaxClustering, false)
 			},
 		})
 		it.sstIters = append(it.sstIters, pi)

@@ -34,13 +34,13 @@ import (
 
 // Cell flag bits (one byte per cell).
 const (
-	cellKindMask       = 0x03 // Kind - 1
-	cellNewRow         = 0x04 // the cell starts a row: a row key follows in the row section
-	cellSameTimestamp  = 0x08 // timestamp equals the previous cell's (the block base for the first)
-	cellExplicitTTL    = 0x10 // TTL differs from the default: a varint follows in the TTL section
-	cellExplicitLDT    = 0x20 // deletion time differs from the prediction: a varint delta follows
-	cellEmptyValue     = 0x40 // no value length nor value bytes
-	cellReservedFlags  = 0x80
+	cellKindMask      = 0x03 // Kind - 1
+	cellNewRow        = 0x04 // the cell starts a row: a row key follows in the row section
+	cellSameTimestamp = 0x08 // timestamp equals the previous cell's (the block base for the first)
+	cellExplicitTTL   = 0x10 // TTL differs from the default: a varint follows in the TTL section
+	cellExplicitLDT   = 0x20 // deletion time differs from the prediction: a varint delta follows
+	cellEmptyValue    = 0x40 // no value length nor value bytes
+	cellReservedFlags = 0x80
 )
 
 // kindsWithPredictor is how many kinds have a deletion-time predictor:
@@ -111,14 +111,14 @@ type blockBuilder struct {
 	ldt         ldtPredictor
 	keyBytes    int // total length of the full row keys
 
-	flags  []byte
-	rowSec []byte
-	colIdx []uint32 // first-appearance index into cols, remapped when finishing
-	tsVals []uint64 // zigzag timestamp deltas
-	ttlSec []byte
-	ldtSec []byte
+	flags   []byte
+	rowSec  []byte
+	colIdx  []uint32 // first-appearance column index per cell, remapped to sorted order by finish
+	tsVals  []uint64 // zigzag timestamp deltas
+	ttlSec  []byte
+	ldtSec  []byte
 	lenVals []uint64
-	valSec []byte
+	valSec  []byte
 	colBuf  []byte // column names in first-appearance order, concatenated
 	colEnds []int  // end offset of each name in colBuf
 
