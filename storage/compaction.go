@@ -46,7 +46,7 @@ func (db *DB) compactionLoop() {
 			}
 			db.startCompactionLocked(c)
 			db.mu.Unlock()
-			go db.runCompaction(c)
+			go db.runCompaction(c) // a failure is recorded as the background error
 		}
 	}
 }
@@ -65,7 +65,9 @@ func (db *DB) startCompactionLocked(c *compaction) {
 	}
 }
 
-func (db *DB) runCompaction(c *compaction) {
+// runCompaction executes a started compaction and releases its inputs. A
+// failure stops writes (it may be a failing disk) and is returned.
+func (db *DB) runCompaction(c *compaction) error {
 	err := db.compact(c)
 	db.mu.Lock()
 	db.compactions--
@@ -75,10 +77,12 @@ func (db *DB) runCompaction(c *compaction) {
 	db.cond.Broadcast()
 	db.mu.Unlock()
 	if err != nil {
-		db.setBackgroundError(fmt.Errorf("compaction of table %q: %w", c.table.def.Name, err))
-		return
+		err = fmt.Errorf("compaction of table %q: %w", c.table.def.Name, err)
+		db.setBackgroundError(err)
+		return err
 	}
 	db.maybeScheduleCompaction()
+	return nil
 }
 
 // Compact runs a full (major) compaction of one table and waits for it:
@@ -141,17 +145,9 @@ func (db *DB) Compact(table string) error {
 	db.mu.Unlock()
 	var firstErr error
 	for _, c := range plan {
-		// runCompaction releases the inputs and records failures.
-		if err := db.compact(c); err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("compaction of table %q: %w", table, err)
+		if err := db.runCompaction(c); err != nil && firstErr == nil {
+			firstErr = err
 		}
-		db.mu.Lock()
-		db.compactions--
-		for _, h := range c.inputs {
-			delete(db.compacting, h.fileNum)
-		}
-		db.cond.Broadcast()
-		db.mu.Unlock()
 	}
 	return firstErr
 }
