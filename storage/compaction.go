@@ -86,8 +86,8 @@ func (db *DB) runCompaction(c *compaction) error {
 }
 
 // Compact runs a full (major) compaction of one table and waits for it:
-// every SSTable is merged into one (per time window, for TimeWindow
-// tables) and fully expired SSTables are dropped.
+// every SSTable is rewritten, merged into one (one per time window, for
+// TimeWindow tables), and fully expired SSTables are dropped.
 func (db *DB) Compact(table string) error {
 	db.mu.Lock()
 	t, err := db.lookupTableLocked(table)
@@ -131,12 +131,12 @@ func (db *DB) Compact(table string) error {
 			}
 			windows[w] = append(windows[w], h)
 		}
+		// Every window is rewritten, even one SSTable alone, so flushed
+		// files get compaction's stronger compression and purges.
 		for _, w := range order {
-			if len(windows[w]) > 1 || hasPurgeable(windows[w][0], t) {
-				plan = append(plan, &compaction{table: t, inputs: windows[w], reason: "major (window)"})
-			}
+			plan = append(plan, &compaction{table: t, inputs: windows[w], reason: "major (window)"})
 		}
-	} else if len(all) > 1 || (len(all) == 1 && hasPurgeable(all[0], t)) {
+	} else if len(all) > 0 {
 		plan = append(plan, &compaction{table: t, inputs: all, reason: "major"})
 	}
 	for _, c := range plan {
@@ -150,13 +150,6 @@ func (db *DB) Compact(table string) error {
 		}
 	}
 	return firstErr
-}
-
-// hasPurgeable reports whether compacting an SSTable alone could remove
-// anything: it holds tombstones or expiring cells.
-func hasPurgeable(h *sstHandle, t *tableState) bool {
-	p := &h.props
-	return p.TombstoneCells > 0 || p.ExpiringCells > 0 || p.RangeTombstones > 0 || p.PartitionDeletions > 0
 }
 
 func (db *DB) tableCompactingLocked(tableID uint32) bool {
@@ -234,7 +227,15 @@ func (db *DB) compact(c *compaction) error {
 			list = append(list, out)
 		}
 		ssts[c.table.id] = list
-	}, func(v *version) *version { return v })
+	}, func(v *version) *version {
+		// The manifest no longer lists the inputs: mark them before the
+		// new version drops the old one's references, so the last
+		// reference to go removes the file.
+		for _, h := range c.inputs {
+			h.obsolete.Store(true)
+		}
+		return v
+	})
 	if err != nil {
 		if out != nil {
 			out.obsolete.Store(true)
@@ -242,9 +243,6 @@ func (db *DB) compact(c *compaction) error {
 			out.unref()
 		}
 		return err
-	}
-	for _, h := range c.inputs {
-		h.obsolete.Store(true)
 	}
 	var outBytes int64
 	if out != nil {

@@ -151,3 +151,32 @@ func TestMetricsLintAndTable(t *testing.T) {
 		t.Errorf("Metrics table lacks the table or the flush:\n%s", s)
 	}
 }
+
+// TestCompactionRemovesInputFiles checks that the files a compaction
+// replaced are deleted from disk, not merely dropped from the manifest.
+func TestCompactionRemovesInputFiles(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	db := openTestDB(t, clock, TableDef{Name: "t"})
+	for i := 0; i < 3; i++ {
+		apply(t, db, func(b *Batch) { b.Put("t", []byte("p"), []byte{byte(i)}, []byte("c"), []byte("v"), 1) })
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Compact("t"); err != nil {
+		t.Fatal(err)
+	}
+	names, err := db.opts.FS.List(db.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ssts []string
+	for _, n := range names {
+		if strings.HasSuffix(n, sstableSuffix) {
+			ssts = append(ssts, n)
+		}
+	}
+	if len(ssts) != 1 {
+		t.Fatalf("after compacting 3 SSTables into 1, the directory holds %v", ssts)
+	}
+}

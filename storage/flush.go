@@ -109,10 +109,13 @@ func writeMemtable(w *sstable.Writer, mem *memtable.Memtable, tableID uint32) er
 // writeSSTable writes a new SSTable for table t with fill, syncs it and
 // opens it. The file is written under a temporary name and renamed, so a
 // crash never leaves a half-written file under a live-looking name.
-// Compaction output is written once and read for a long time, so it
-// spends more CPU on compression than a flush, which sits on the write
-// path's critical backlog.
-const compactionZstdLevel = 7
+// A flush sits on the write path's critical backlog, so it compresses
+// fast; compaction output is written once and read for a long time, so it
+// spends more CPU for smaller files.
+const (
+	flushZstdLevel      = 1
+	compactionZstdLevel = 7
+)
 
 func (db *DB) writeSSTable(t *tableState, forCompaction bool, fill func(*sstable.Writer) error) (*sstHandle, error) {
 	db.mu.Lock()
@@ -125,7 +128,7 @@ func (db *DB) writeSSTable(t *tableState, forCompaction bool, fill func(*sstable
 	if err != nil {
 		return nil, fmt.Errorf("cannot create sstable %s: %w", tmp, err)
 	}
-	wopts := sstable.WriterOptions{Compression: t.codec}
+	wopts := sstable.WriterOptions{Compression: t.codec, ZstdLevel: flushZstdLevel}
 	if forCompaction {
 		wopts.ZstdLevel = compactionZstdLevel
 	}

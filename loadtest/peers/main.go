@@ -25,6 +25,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"syscall"
 	"time"
@@ -62,7 +63,18 @@ func main() {
 	flag.StringVar(&cfg.dir, "dir", "", "work directory (default: a new temporary directory, removed after)")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "workload seed")
 	only := flag.String("engines", "eventide,pebble", "engines to run, comma-separated")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if cfg.dir == "" {
 		d, err := os.MkdirTemp("", "eventide-peers-")
 		if err != nil {
