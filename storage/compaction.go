@@ -198,9 +198,7 @@ func (db *DB) compact(c *compaction) error {
 		}
 		if out.props.Partitions == 0 {
 			// Everything was purged: keep no empty file.
-			out.obsolete.Store(true)
-			out.ref()
-			out.unref()
+			out.discard()
 			out = nil
 		}
 	}
@@ -238,9 +236,7 @@ func (db *DB) compact(c *compaction) error {
 	})
 	if err != nil {
 		if out != nil {
-			out.obsolete.Store(true)
-			out.ref()
-			out.unref()
+			out.discard()
 		}
 		return err
 	}

@@ -51,9 +51,7 @@ func (db *DB) flush(imm *immMemtable) error {
 		h, err := db.writeSSTable(t, false, func(w *sstable.Writer) error { return writeMemtable(w, imm.mem, tableID) })
 		if err != nil {
 			for _, h := range added {
-				h.obsolete.Store(true)
-				h.ref()
-				h.unref()
+				h.discard()
 			}
 			return err
 		}

@@ -26,6 +26,14 @@ type sstHandle struct {
 
 func (h *sstHandle) ref() { h.refs.Add(1) }
 
+// discard closes and removes an SSTable that no version ever listed (a
+// flush or compaction output that is not installed).
+func (h *sstHandle) discard() {
+	h.obsolete.Store(true)
+	h.ref()
+	h.unref()
+}
+
 func (h *sstHandle) unref() {
 	switch n := h.refs.Add(-1); {
 	case n < 0:
