@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -262,7 +263,9 @@ func runModel(t *testing.T, seed uint64, ops int) {
 		return lastTS
 	}
 	deadCounters := map[string]bool{} // partitions of "counts" that were deleted
-	history := map[string]string{}
+	// history keeps each partition's mutations as lines (joined only when
+	// a check fails) for the failure message.
+	history := map[string][]string{}
 	var counterMicros int64
 	regular := []string{"events", "plain", "shortgc"}
 
@@ -270,7 +273,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 		got, stats := readAll(t, db, q)
 		want := m.slice(q, clock.Now().Unix())
 		if !slices.EqualFunc(got, want, rowsEqual) {
-			t.Logf("history of %s/%s:\n%s", q.Table, q.Partition, history[q.Table+"/"+string(q.Partition)])
+			t.Logf("history of %s/%s:\n%s", q.Table, q.Partition, strings.Join(history[q.Table+"/"+string(q.Partition)], ""))
 			t.Logf("sources:\n%s", dumpPartition(db, q.Table, q.Partition))
 			t.Fatalf("seed %d: %s: slice %s/%s start=%x(%v) end=%x(%v) reverse=%v limit=%d differs\n got:\n%s want:\n%s stats: %s",
 				seed, when, q.Table, q.Partition, q.Start.Key, q.Start.Inclusive, q.End.Key, q.End.Inclusive, q.Reverse, q.Limit,
@@ -318,9 +321,9 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			}
 			for _, mu := range b.mutations {
 				k := names[mu.tableID] + "/" + string(mu.partition)
-				history[k] += fmt.Sprintf("  now=%d op=%d cell=%x/%s kind=%v ts=%d ldt=%d v=%q range=%x(%v)..%x(%v)@%d pdel=%d\n",
+				history[k] = append(history[k], fmt.Sprintf("  now=%d op=%d cell=%x/%s kind=%v ts=%d ldt=%d v=%q range=%x(%v)..%x(%v)@%d pdel=%d\n",
 					clock.Now().Unix(), mu.op, mu.cell.Clustering, mu.cell.Column, mu.cell.Kind, mu.cell.Timestamp, mu.cell.LocalDeletionTime, mu.cell.Value,
-					mu.rangeTomb.Start.Key, mu.rangeTomb.Start.Inclusive, mu.rangeTomb.End.Key, mu.rangeTomb.End.Inclusive, mu.rangeTomb.Deletion.MarkedForDeleteAt, mu.deletion.MarkedForDeleteAt)
+					mu.rangeTomb.Start.Key, mu.rangeTomb.Start.Inclusive, mu.rangeTomb.End.Key, mu.rangeTomb.End.Inclusive, mu.rangeTomb.Deletion.MarkedForDeleteAt, mu.deletion.MarkedForDeleteAt))
 			}
 			counterMicros = db.lastCounterMicros.Load()
 			m.apply(b.mutations, names)
@@ -334,14 +337,14 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			clock.Advance(time.Duration(rng.IntN(20_000)) * time.Millisecond)
 		case r < 168:
 			for k := range history {
-				history[k] += "  flush\n"
+				history[k] = append(history[k], "  flush\n")
 			}
 			if err := db.Flush(); err != nil {
 				t.Fatalf("seed %d: flush: %v", seed, err)
 			}
 		case r < 173:
 			for k := range history {
-				history[k] += "  compact\n"
+				history[k] = append(history[k], "  compact\n")
 			}
 			if err := db.Compact([]string{"events", "plain", "shortgc", "counts"}[rng.IntN(4)]); err != nil {
 				t.Fatalf("seed %d: compact: %v", seed, err)
