@@ -1,0 +1,32 @@
+package schema
+
+import (
+	"fmt"
+
+	"github.com/eventide/eventide/storage"
+)
+
+// BuiltinTableDefs returns the storage definitions of the built-in tables.
+func BuiltinTableDefs() []storage.TableDef {
+	return []storage.TableDef{
+		// Events expire per type (PutTTL); windows of one hour match the
+		// partition buckets, so whole expired windows drop unread.
+		{Name: EventsTable, Compaction: storage.TimeWindow, WindowSeconds: 3600},
+		{Name: CountsTable, Compaction: storage.SizeTiered, Counters: true},
+		{Name: CheckpointsTable, Compaction: storage.SizeTiered},
+	}
+}
+
+// EnsureBuiltinTables creates the built-in tables in db if they are
+// missing. It is idempotent.
+func EnsureBuiltinTables(db *storage.DB) error {
+	for _, def := range BuiltinTableDefs() {
+		if _, ok := db.Table(def.Name); ok {
+			continue
+		}
+		if err := db.CreateTable(def); err != nil {
+			return fmt.Errorf("create built-in table %s: %w", def.Name, err)
+		}
+	}
+	return nil
+}
