@@ -271,6 +271,9 @@ func (it *RowIterator) Next() bool {
 		it.finish()
 		return false
 	}
+	if it.tooManyTombstones() { // range and partition deletions counted at open
+		return false
+	}
 	b := &it.building
 	for {
 		if !it.pending && !it.merge.Next() {
@@ -305,9 +308,7 @@ func (it *RowIterator) Next() bool {
 		}
 		if b.deletion.Deletes(c.Timestamp) || !c.IsLive(it.now) {
 			it.stats.TombstonesScanned++
-			if it.q.MaxTombstones > 0 && it.stats.TombstonesScanned > it.q.MaxTombstones {
-				it.fail(fmt.Errorf("%w: %d in partition %q of table %q (limit %d); narrow the slice bounds",
-					ErrTooManyTombstones, it.stats.TombstonesScanned, it.q.Partition, it.q.Table, it.q.MaxTombstones))
+			if it.tooManyTombstones() {
 				return false
 			}
 			continue
@@ -321,6 +322,17 @@ func (it *RowIterator) Next() bool {
 		}
 		b.cells = append(b.cells, cell)
 	}
+}
+
+// tooManyTombstones fails the read once it has scanned more tombstones
+// than the query allows.
+func (it *RowIterator) tooManyTombstones() bool {
+	if it.q.MaxTombstones > 0 && it.stats.TombstonesScanned > it.q.MaxTombstones {
+		it.fail(fmt.Errorf("%w: %d in partition %q of table %q (limit %d); narrow the slice bounds",
+			ErrTooManyTombstones, it.stats.TombstonesScanned, it.q.Partition, it.q.Table, it.q.MaxTombstones))
+		return true
+	}
+	return false
 }
 
 // emit moves the assembled row to Row.

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -128,7 +129,8 @@ func DecodeEvent(partition []byte, row *storage.Row) (Event, error) {
 		}
 		switch string(c.Column) {
 		case ColumnData:
-			e.Data, _ = v.([]byte)
+			data, _ := v.([]byte)
+			e.Data = bytes.Clone(data)
 		case ColumnUser:
 			e.User, _ = v.(string)
 		case ColumnAuthor:

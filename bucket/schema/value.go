@@ -67,7 +67,8 @@ func AppendValue(dst []byte, t bucket.ColumnType, v any) ([]byte, error) {
 	return out, nil
 }
 
-// DecodeValue decodes a stored value written by AppendValue.
+// DecodeValue decodes a stored value written by AppendValue. A blob is
+// returned as a slice of stored: copy it to keep it.
 func DecodeValue(stored []byte) (any, error) {
 	v, _, err := DecodeTypedValue(stored)
 	return v, err

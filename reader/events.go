@@ -1,0 +1,225 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/eventide/eventide/bucket"
+	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/storage"
+	"github.com/google/uuid"
+)
+
+// Order is the order of results.
+type Order int
+
+const (
+	// Desc returns the newest (or greatest) first: the events default.
+	Desc Order = iota
+	// Asc returns the oldest (or smallest) first.
+	Asc
+)
+
+// ParseOrder parses "desc" or "asc" (any case); "" is Desc.
+func ParseOrder(s string) (Order, error) {
+	switch strings.ToLower(s) {
+	case "", "desc":
+		return Desc, nil
+	case "asc":
+		return Asc, nil
+	}
+	return Desc, fmt.Errorf("%w: order %.40q is not asc or desc", ErrInvalidQuery, s)
+}
+
+func (o Order) String() string {
+	if o == Asc {
+		return "asc"
+	}
+	return "desc"
+}
+
+// EventQuery asks for the events of one type in [From, To).
+type EventQuery struct {
+	Type string
+	// From and To bound the event time, inclusive and exclusive; both are
+	// truncated to the millisecond (TimeUUID bounds, as Cassandra's
+	// minTimeuuid).
+	From, To time.Time
+	// Limit is the page size: 0 means DefaultLimit, at most MaxLimit.
+	Limit     int
+	Order     Order
+	PageToken string
+	Trace     bool
+}
+
+// EventPage is one page of an event query.
+type EventPage struct {
+	Events []schema.Event
+	// NextPage is empty exactly when no more events match.
+	NextPage string
+	// Trace is set when the query asked for it.
+	Trace *Trace
+}
+
+// Events runs an event query: it walks the hour buckets of the window
+// newest first (oldest first for Asc), merging the sub-partitions of each,
+// and stops as soon as it has Limit events and knows whether there are
+// more.
+func (r *Reader) Events(ctx context.Context, q EventQuery) (page *EventPage, err error) {
+	start := time.Now()
+	defer func() { r.metrics.observe("events", start, err) }()
+	if err := bucket.ValidateEventType(q.Type); err != nil {
+		return nil, fmt.Errorf("%w: parameter type: %w", ErrInvalidQuery, err)
+	}
+	limit, err := checkLimit(q.Limit)
+	if err != nil {
+		return nil, err
+	}
+	if q.Order != Asc && q.Order != Desc {
+		return nil, fmt.Errorf("%w: unknown order %d", ErrInvalidQuery, q.Order)
+	}
+	from, to := q.From.UTC().Truncate(time.Millisecond), q.To.UTC().Truncate(time.Millisecond)
+	if !from.Before(to) {
+		return nil, fmt.Errorf("%w: from %s is not before to %s; the window is [from, to)", ErrInvalidQuery, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
+	}
+	settings := r.opts.Types.Settings(q.Type)
+	// The TTL clamp: nothing older than now - TTL can be live.
+	if floor := r.opts.Now().Add(-time.Duration(r.opts.Types.TTLSeconds(q.Type)) * time.Second).UTC().Truncate(time.Millisecond); from.Before(floor) {
+		from = floor
+	}
+	if n := bucket.CountBuckets(from, to); n > int64(r.opts.MaxBuckets) {
+		return nil, fmt.Errorf("%w: the window %s to %s spans %d hour buckets (after clamping to the type's TTL), more than the limit of %d; narrow from and to",
+			ErrInvalidQuery, from.Format(time.RFC3339), to.Format(time.RFC3339), n, r.opts.MaxBuckets)
+	}
+	fp := fingerprint("events", q.Type, q.Order.String())
+	var after *uuid.UUID
+	if q.PageToken != "" {
+		last, err := decodeToken(q.PageToken, tokenKindEvents, fp)
+		if err != nil {
+			return nil, err
+		}
+		id, err := uuid.FromBytes(last)
+		if err != nil || id.Version() != 1 {
+			return nil, fmt.Errorf("%w: page token %.40q does not hold an event id; pass the next_page value of the previous page unchanged", ErrInvalidQuery, q.PageToken)
+		}
+		after = &id
+	}
+
+	page = &EventPage{Events: make([]schema.Event, 0, min(limit, 1024))}
+	qs := &queryState{ctx: ctx}
+	if from.Before(to) {
+		if err := r.walkEvents(qs, q, settings, from, to, after, limit, page); err != nil {
+			return nil, err
+		}
+	}
+	r.finishQuery(qs, "events", q.Type)
+	if q.Trace {
+		page.Trace = &qs.trace
+	}
+	return page, nil
+}
+
+func (r *Reader) walkEvents(qs *queryState, q EventQuery, settings schema.TypeSettings, from, to time.Time, after *uuid.UUID, limit int, page *EventPage) error {
+	lower, err := bucket.MinTimeUUID(from)
+	if err != nil {
+		return fmt.Errorf("%w: parameter from: %w", ErrInvalidQuery, err)
+	}
+	upper, err := bucket.MinTimeUUID(to)
+	if err != nil {
+		return fmt.Errorf("%w: parameter to: %w", ErrInvalidQuery, err)
+	}
+	// Clustering keys are DESC: the storage (byte) order is newest first.
+	start := storage.Bound{Key: schema.EventClusteringKey(upper), Inclusive: false}
+	end := storage.Bound{Key: schema.EventClusteringKey(lower), Inclusive: true}
+	reverse := q.Order == Asc
+	var resumeHour time.Time
+	if after != nil {
+		t, _ := bucket.TimeOf(*after)
+		resumeHour = bucket.HourOf(t)
+		if reverse {
+			end = storage.Bound{Key: schema.EventClusteringKey(*after), Inclusive: false}
+		} else {
+			start = storage.Bound{Key: schema.EventClusteringKey(*after), Inclusive: false}
+		}
+	}
+	var hours []time.Time
+	if reverse {
+		hours = bucket.BucketsCoveringAscending(from, to)
+	} else {
+		hours = bucket.BucketsCovering(from, to)
+	}
+	var lastID uuid.UUID
+	more := false
+	for _, hour := range hours {
+		if after != nil && (reverse && hour.Before(resumeHour) || !reverse && hour.After(resumeHour)) {
+			continue // before the page we resume from
+		}
+		keys, err := bucket.PartitionsFor(hour, q.Type, settings.SubPartitions)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidQuery, err)
+		}
+		partitions := make([][]byte, len(keys))
+		for i, k := range keys {
+			partitions[i] = []byte(k.String())
+		}
+		need := limit + 1 - len(page.Events)
+		var decodeErr error
+		scan := partitionScan{r: r, query: qs, table: schema.EventsTable, partitions: partitions,
+			start: start, end: end, reverse: reverse, limit: need}
+		err = scan.run(func(partition []byte, row *storage.Row) bool {
+			if len(page.Events) == limit {
+				more = true
+				return false
+			}
+			e, err := schema.DecodeEvent(partition, row)
+			if err != nil {
+				decodeErr = err
+				return false
+			}
+			page.Events = append(page.Events, e)
+			lastID = e.ID
+			return true
+		})
+		if err == nil {
+			err = decodeErr
+		}
+		if err != nil {
+			if errors.Is(err, storage.ErrTooManyTombstones) {
+				return r.tombstoneError(err, q, hour)
+			}
+			return err
+		}
+		if more {
+			break
+		}
+	}
+	if more {
+		page.NextPage = encodeToken(tokenKindEvents, fingerprint("events", q.Type, q.Order.String()), lastID[:])
+	}
+	return nil
+}
+
+// tombstoneError adds to err a window that skips the hour bucket where the
+// query gave up.
+func (r *Reader) tombstoneError(err error, q EventQuery, hour time.Time) error {
+	var hint string
+	if q.Order == Asc {
+		hint = fmt.Sprintf("from=%s skips that hour", hour.Add(time.Hour).Format(time.RFC3339))
+	} else {
+		hint = fmt.Sprintf("to=%s skips that hour", hour.Format(time.RFC3339))
+	}
+	return fmt.Errorf("%w (hour bucket %s of type %s; for example %s)", err, hour.Format(time.RFC3339), q.Type, hint)
+}
+
+func checkLimit(limit int) (int, error) {
+	switch {
+	case limit == 0:
+		return DefaultLimit, nil
+	case limit < 0 || limit > MaxLimit:
+		return 0, fmt.Errorf("%w: limit %d is outside 1..%d", ErrInvalidQuery, limit, MaxLimit)
+	}
+	return limit, nil
+}

@@ -1,0 +1,81 @@
+package reader
+
+import (
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/storage"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ErrInvalidQuery is wrapped by every error caused by the query itself: bad
+// parameters, bad bounds, bad page tokens, unknown tables or columns, too
+// wide a window. The message says what to fix.
+var ErrInvalidQuery = errors.New("invalid query")
+
+// ErrTooManyTombstones is wrapped when a query scanned more tombstones than
+// Options.FailTombstones.
+var ErrTooManyTombstones = storage.ErrTooManyTombstones
+
+// Defaults of Options.
+const (
+	DefaultWarnTombstones  = 1000
+	DefaultFailTombstones  = 100000
+	DefaultMaxBuckets      = 168
+	DefaultMaxCountBuckets = 31 * 24
+	DefaultLimit           = 100
+	MaxLimit               = 10000
+	// MaxCountPoints bounds the points of one count query.
+	MaxCountPoints = 10000
+)
+
+// Options configure a Reader. The zero value of each field means its
+// default.
+type Options struct {
+	// WarnTombstones: a query that scans at least this many tombstones
+	// logs a warning and counts in eventide_reader_tombstone_warnings_total.
+	WarnTombstones int
+	// FailTombstones: a query that scans more fails with
+	// ErrTooManyTombstones.
+	FailTombstones int
+	// MaxBuckets bounds the hour buckets one event query may touch.
+	MaxBuckets int
+	// MaxCountBuckets bounds the hour buckets one count query may touch.
+	MaxCountBuckets int
+	// Types holds the event types' TTLs and sub-partitions; it must be the
+	// writer's.
+	Types *schema.EventTypes
+	// Catalog resolves the tables of generic slices; nil serves only the
+	// built-in tables.
+	Catalog    *schema.Catalog
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+	// Now is the clock of TTL clamps and default windows.
+	Now func() time.Time
+}
+
+func (o *Options) fillDefaults() {
+	if o.WarnTombstones <= 0 {
+		o.WarnTombstones = DefaultWarnTombstones
+	}
+	if o.FailTombstones <= 0 {
+		o.FailTombstones = DefaultFailTombstones
+	}
+	if o.MaxBuckets <= 0 {
+		o.MaxBuckets = DefaultMaxBuckets
+	}
+	if o.MaxCountBuckets <= 0 {
+		o.MaxCountBuckets = DefaultMaxCountBuckets
+	}
+	if o.Types == nil {
+		o.Types = &schema.EventTypes{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
