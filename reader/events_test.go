@@ -53,7 +53,7 @@ func newEventsFixture(t testing.TB, rng *rand.Rand, n int) *eventsFixture {
 		}
 		e := schema.Event{ID: id, Type: typ, Data: fmt.Appendf(nil, `{"n":%d}`, i)}
 		ttl := f.types.TTLSeconds(typ)
-		remaining := int64(e.Time().Add(time.Duration(ttl)*time.Second).Sub(now).Seconds()) // floor: never outlives the model
+		remaining := int64(e.Time().Add(time.Duration(ttl) * time.Second).Sub(now).Seconds()) // floor: never outlives the model
 		if remaining <= 0 {
 			continue
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/storage"
+	"github.com/google/uuid"
 )
 
 // SliceQuery reads rows of one partition of a schema table, as CQL's
@@ -69,6 +70,7 @@ func (r *Reader) Slice(ctx context.Context, q SliceQuery) (page *SlicePage, err 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidQuery, err)
 	}
+	q.Lower = r.clampToTTL(t, q)
 	lo, hi, err := clusteringRange(t, q)
 	if errors.Is(err, errEmptyRange) {
 		return &SlicePage{Trace: &Trace{}}, nil
@@ -129,6 +131,40 @@ func (r *Reader) Slice(ctx context.Context, q SliceQuery) (page *SlicePage, err 
 		page.Trace = &qs.trace
 	}
 	return page, nil
+}
+
+// clampToTTL returns the lower bound of a slice of a table with a default
+// TTL whose first clustering column is a time (timeuuid or timestamp):
+// rows older than now - TTL were written more than TTL ago, so their cells
+// have expired and the slice need not walk them. Other queries keep their
+// bound.
+func (r *Reader) clampToTTL(t *schema.Table, q SliceQuery) *ValueBound {
+	if t.DefaultTTLSeconds <= 0 || len(q.Equal) > 0 || len(t.Clustering) == 0 {
+		return q.Lower
+	}
+	floor := r.opts.Now().Add(-time.Duration(t.DefaultTTLSeconds) * time.Second)
+	switch t.Clustering[0].Type {
+	case bucket.TypeTimeUUID:
+		u, err := bucket.MinTimeUUID(floor)
+		if err != nil {
+			return q.Lower
+		}
+		if q.Lower != nil {
+			if cur, ok := q.Lower.Value.(uuid.UUID); !ok || bucket.CompareTimeUUID(cur, u) >= 0 {
+				return q.Lower
+			}
+		}
+		return &ValueBound{Value: u, Inclusive: true}
+	case bucket.TypeTimestamp:
+		floor = floor.Truncate(time.Millisecond)
+		if q.Lower != nil {
+			if cur, ok := q.Lower.Value.(time.Time); !ok || !cur.Before(floor) {
+				return q.Lower
+			}
+		}
+		return &ValueBound{Value: floor, Inclusive: true}
+	}
+	return q.Lower
 }
 
 // errEmptyRange says no key can satisfy the bounds: every key after the

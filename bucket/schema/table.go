@@ -52,6 +52,11 @@ func (t *Table) Validate() error {
 	if !columnNamePattern.MatchString(t.Name) || strings.HasPrefix(t.Name, "_") {
 		return fmt.Errorf("%w: table name %q: use 1 to 64 of a-z, 0-9 and _, not starting with _ or a digit", ErrInvalidSchema, t.Name)
 	}
+	for _, def := range BuiltinTableDefs() {
+		if def.Name == t.Name {
+			return fmt.Errorf("%w: table name %q is taken by a built-in table; choose another name", ErrInvalidSchema, t.Name)
+		}
+	}
 	if len(t.PartitionKey) == 0 {
 		return fmt.Errorf("%w: table %s has no partition key column", ErrInvalidSchema, t.Name)
 	}
