@@ -37,8 +37,9 @@ type EventTypes struct {
 
 // Settings returns the effective settings of eventType.
 func (c *EventTypes) Settings(eventType string) TypeSettings {
-	s := c.Default
+	var s TypeSettings
 	if c != nil {
+		s = c.Default
 		if t, ok := c.Types[eventType]; ok {
 			s = t
 		}
