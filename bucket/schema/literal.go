@@ -13,7 +13,7 @@ import (
 )
 
 // ParseLiteral parses a CQL literal as a value of type t: 'quoted' text
-// ('' is a quote), numbers, true/false, RFC 3339 or millisecond timestamps,
+// (” is a quote), numbers, true/false, RFC 3339 or millisecond timestamps,
 // UUIDs, 0x-prefixed blobs, and decimals such as 1.50 or 1E+2.
 func ParseLiteral(t bucket.ColumnType, s string) (any, error) {
 	bad := func(want string) error {
