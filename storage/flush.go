@@ -71,7 +71,9 @@ func (db *DB) flush(imm *immMemtable) error {
 		// Counted before the new version is visible, so whoever waits
 		// for the flush (DB.Flush) sees it in the metrics.
 		db.metrics.flushed(len(added), bytes, time.Since(start))
-		return &version{mem: v.mem, imms: v.imms[1:]}
+		// A fresh slice: v.imms[1:] would keep the flushed memtable
+		// reachable through the shared backing array.
+		return &version{mem: v.mem, imms: append([]*immMemtable(nil), v.imms[1:]...)}
 	})
 	if err != nil {
 		return err
