@@ -108,7 +108,7 @@ func (r *Reader) Events(ctx context.Context, q EventQuery) (page *EventPage, err
 		after = &id
 	}
 
-	page = &EventPage{Events: make([]schema.Event, 0, min(limit, 1024))}
+	page = &EventPage{Events: make([]schema.Event, 0, min(limit+1, 4096))}
 	qs := &queryState{ctx: ctx}
 	if from.Before(to) {
 		if err := r.walkEvents(qs, q, settings, from, to, after, limit, page); err != nil {
@@ -153,6 +153,7 @@ func (r *Reader) walkEvents(qs *queryState, q EventQuery, settings schema.TypeSe
 	}
 	var lastID uuid.UUID
 	more := false
+	var arena []byte // the page's event data, shared to save allocations
 	for _, hour := range hours {
 		if after != nil && (reverse && hour.Before(resumeHour) || !reverse && hour.After(resumeHour)) {
 			continue // before the page we resume from
@@ -169,12 +170,17 @@ func (r *Reader) walkEvents(qs *queryState, q EventQuery, settings schema.TypeSe
 		var decodeErr error
 		scan := partitionScan{r: r, query: qs, table: schema.EventsTable, partitions: partitions,
 			start: start, end: end, reverse: reverse, limit: need}
-		err = scan.run(func(partition []byte, row *storage.Row) bool {
+		err = scan.run(func(_ []byte, row *storage.Row) bool {
 			if len(page.Events) == limit {
 				more = true
 				return false
 			}
-			e, err := schema.DecodeEvent(partition, row)
+			var e schema.Event
+			var err error
+			if arena == nil {
+				arena = make([]byte, 0, 64<<10)
+			}
+			e, arena, err = schema.DecodeEventOfType(q.Type, row, arena)
 			if err != nil {
 				decodeErr = err
 				return false

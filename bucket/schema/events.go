@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -116,28 +115,51 @@ func DecodeEvent(partition []byte, row *storage.Row) (Event, error) {
 	if err != nil {
 		return Event{}, fmt.Errorf("decode event: %w", err)
 	}
-	vals, err := EventsClustering.Decode(row.Clustering)
-	if err != nil {
-		return Event{}, fmt.Errorf("decode event in partition %s: %w", partition, err)
+	e, _, err := DecodeEventOfType(pk.EventType(), row, nil)
+	return e, err
+}
+
+// DecodeEventOfType decodes a row of EventsTable of a known event type
+// (the reader knows it from the partition it sliced). The event's data is
+// appended to arena and Data aliases it; the grown arena is returned, so a
+// page of events shares a few allocations. Pass nil for a fresh copy.
+func DecodeEventOfType(eventType string, row *storage.Row, arena []byte) (Event, []byte, error) {
+	if len(row.Clustering) != 16 {
+		return Event{}, arena, fmt.Errorf("decode event: %w: clustering key has %d bytes, want 16", bucket.ErrCorruptKey, len(row.Clustering))
 	}
-	e := Event{ID: vals[0].(uuid.UUID), Type: pk.EventType()}
+	var key [16]byte
+	for i, b := range row.Clustering {
+		key[i] = ^b // event_id is DESC: stored complemented
+	}
+	id, _, err := bucket.DecodeTimeUUID(key[:])
+	if err != nil {
+		return Event{}, arena, fmt.Errorf("decode event: %w", err)
+	}
+	e := Event{ID: id, Type: eventType}
 	for i := range row.Cells {
 		c := &row.Cells[i]
-		v, err := DecodeValue(c.Value)
-		if err != nil {
-			return Event{}, fmt.Errorf("decode event %s column %s: %w", e.ID, c.Column, err)
-		}
 		switch string(c.Column) {
 		case ColumnData:
-			data, _ := v.([]byte)
-			e.Data = bytes.Clone(data)
-		case ColumnUser:
-			e.User, _ = v.(string)
-		case ColumnAuthor:
-			e.Author, _ = v.(string)
+			if len(c.Value) == 0 || bucket.ColumnType(c.Value[0]) != bucket.TypeBlob {
+				return Event{}, arena, fmt.Errorf("decode event %s column data: %w: not a blob", e.ID, ErrCorruptValue)
+			}
+			start := len(arena)
+			arena = append(arena, c.Value[1:]...)
+			e.Data = arena[start:len(arena):len(arena)]
+		case ColumnUser, ColumnAuthor:
+			v, err := DecodeValue(c.Value)
+			s, ok := v.(string)
+			if err != nil || !ok {
+				return Event{}, arena, fmt.Errorf("decode event %s column %s: %w: not text", e.ID, c.Column, ErrCorruptValue)
+			}
+			if string(c.Column) == ColumnUser {
+				e.User = s
+			} else {
+				e.Author = s
+			}
 		}
 	}
-	return e, nil
+	return e, arena, nil
 }
 
 // CountsPartition returns the CountsTable partition holding minute.
