@@ -1,0 +1,70 @@
+package writer
+
+// Checkpoint keys.
+//
+// schema.PutCheckpoint writes a consumer's checkpoint with the sequence as
+// the cell timestamp, so a higher sequence always wins. That same rule
+// means a checkpoint can never go back down under its key: a lower
+// sequence loses, and a deletion would shadow every later checkpoint up to
+// the deleted one. Starting over (Config.ResetCheckpoint, after the stream
+// was recreated and its sequences restarted at 1) therefore moves the
+// checkpoint to a new key, numbered by an epoch:
+//
+//	partition "<consumer>.epoch"   last_seq = the current epoch (absent: 0)
+//	partition "<consumer>"         the checkpoint of epoch 0
+//	partition "<consumer>.<n>"     the checkpoint of epoch n >= 1
+//
+// The epoch row is itself written with schema.PutCheckpoint, so the
+// highest epoch wins. '.' cannot occur in a JetStream durable name, so no
+// consumer's own key collides with these. The epoch also enters the ids of
+// events sent without one, so the recreated stream's sequence n never
+// yields the id of the old stream's sequence n.
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/storage"
+)
+
+func epochKey(consumer string) string { return consumer + ".epoch" }
+
+func checkpointKey(consumer string, epoch uint64) string {
+	if epoch == 0 {
+		return consumer
+	}
+	return consumer + "." + strconv.FormatUint(epoch, 10)
+}
+
+// checkpoint is where the writer stands in the stream.
+type checkpoint struct {
+	epoch uint64
+	key   string // partition of the checkpoint in schema.CheckpointsTable
+	seq   uint64 // last stream sequence whose effects are stored
+}
+
+func readCheckpoint(db *storage.DB, consumer string) (checkpoint, error) {
+	epoch, err := schema.ReadCheckpoint(db, epochKey(consumer))
+	if err != nil {
+		return checkpoint{}, fmt.Errorf("cannot read checkpoint epoch: %w", err)
+	}
+	key := checkpointKey(consumer, epoch)
+	seq, err := schema.ReadCheckpoint(db, key)
+	if err != nil {
+		return checkpoint{}, fmt.Errorf("cannot read checkpoint: %w", err)
+	}
+	return checkpoint{epoch: epoch, key: key, seq: seq}, nil
+}
+
+// startNewEpoch durably moves consumer's checkpoint to a new epoch whose
+// sequence is 0.
+func startNewEpoch(db *storage.DB, consumer string, cur checkpoint) (checkpoint, error) {
+	next := cur.epoch + 1
+	var b storage.Batch
+	schema.PutCheckpoint(&b, epochKey(consumer), next)
+	if err := db.Apply(&b); err != nil {
+		return checkpoint{}, fmt.Errorf("cannot start checkpoint epoch %d: %w", next, err)
+	}
+	return checkpoint{epoch: next, key: checkpointKey(consumer, next)}, nil
+}

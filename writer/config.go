@@ -1,0 +1,167 @@
+package writer
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eventide/eventide/bucket"
+	"github.com/eventide/eventide/bucket/schema"
+)
+
+// Defaults of Config.
+const (
+	DefaultStream     = "EVENTS"
+	DefaultSubject    = "events.>"
+	DefaultDLQStream  = "EVENTS_DLQ"
+	DefaultConsumer   = "eventide-writer"
+	DefaultFetchBatch = 1000
+	DefaultFetchWait  = 100 * time.Millisecond
+	DefaultMaxPayload = 64 << 10
+	DefaultMaxSkew    = 5 * time.Minute
+
+	// DLQSubjects are the subjects of the dead-letter stream. A rejected
+	// message goes to DLQSubjectPrefix + its subject's event type (or
+	// "unknown").
+	DLQSubjects      = "dlq.events.>"
+	DLQSubjectPrefix = "dlq.events."
+)
+
+// ackWait is how long JetStream waits for an ack before it redelivers.
+// Generous, because a batch can wait on a storage stall; the writer also
+// sends InProgress every ackWait/3 while a batch is not yet applied.
+const ackWait = 60 * time.Second
+
+// dlqDuplicateWindow is the JetStream deduplication window of the
+// dead-letter stream: a reject redelivered within it (after a crash or a
+// storage outage) is not dead-lettered twice.
+const dlqDuplicateWindow = time.Hour
+
+// Config configures a Writer. The zero value of every field means its
+// default.
+type Config struct {
+	Stream    string        // default "EVENTS"
+	Subjects  []string      // default ["events.>"]
+	DLQStream string        // default "EVENTS_DLQ" (subjects "dlq.events.>")
+	Consumer  string        // durable name, default "eventide-writer"
+	Replicas  int           // default 1
+	MaxAge    time.Duration // stream max age, default 0 (unlimited); the DLQ keeps the same
+	Retention string        // "limits" (default) | "interest" | "workqueue"
+
+	FetchBatch int           // most messages per fetch (and per storage batch), default 1000
+	FetchWait  time.Duration // longest wait for a fetch to fill, default 100ms
+	MaxPayload int           // largest accepted message body in bytes, default 64 KiB
+	MaxSkew    time.Duration // how far ahead of now an event time may be, default 5m
+
+	// Types holds the per-type TTLs and sub-partitions; nil means the
+	// defaults (every type allowed, 7 days, not split).
+	Types *schema.EventTypes
+
+	// ResetCheckpoint lets New start over from the beginning of the
+	// stream when the stored checkpoint is past the stream's last
+	// sequence (the stream was deleted and recreated). It has no effect
+	// otherwise, so leaving it set is harmless.
+	ResetCheckpoint bool
+
+	Logger     *slog.Logger          // nil = slog.Default()
+	Registerer prometheus.Registerer // nil = no metrics registered
+	// Now is the clock for validation (skew, expiry) and remaining TTLs.
+	// It should agree with the storage clock, which turns those TTLs
+	// into expiry times. nil = time.Now.
+	Now func() time.Time
+}
+
+// withDefaults returns cfg with defaults filled in, or an error naming the
+// first invalid field.
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultStream
+	}
+	if len(cfg.Subjects) == 0 {
+		cfg.Subjects = []string{DefaultSubject}
+	}
+	if cfg.DLQStream == "" {
+		cfg.DLQStream = DefaultDLQStream
+	}
+	if cfg.DLQStream == cfg.Stream {
+		return cfg, fmt.Errorf("writer config: DLQStream %q must differ from Stream", cfg.DLQStream)
+	}
+	if cfg.Consumer == "" {
+		cfg.Consumer = DefaultConsumer
+	}
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	if cfg.MaxAge < 0 {
+		return cfg, fmt.Errorf("writer config: negative MaxAge %s", cfg.MaxAge)
+	}
+	if _, err := parseRetention(cfg.Retention); err != nil {
+		return cfg, err
+	}
+	if cfg.FetchBatch <= 0 {
+		cfg.FetchBatch = DefaultFetchBatch
+	}
+	if cfg.FetchWait <= 0 {
+		cfg.FetchWait = DefaultFetchWait
+	}
+	if cfg.MaxPayload <= 0 {
+		cfg.MaxPayload = DefaultMaxPayload
+	}
+	if cfg.MaxSkew <= 0 {
+		cfg.MaxSkew = DefaultMaxSkew
+	}
+	if cfg.Types == nil {
+		cfg.Types = &schema.EventTypes{}
+	}
+	if err := checkTypes(cfg.Types); err != nil {
+		return cfg, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return cfg, nil
+}
+
+// checkTypes refuses settings that would make storing a valid event fail,
+// so that a bad setting stops the process at start instead of every event.
+func checkTypes(t *schema.EventTypes) error {
+	check := func(name string, s schema.TypeSettings) error {
+		if s.SubPartitions < 0 || s.SubPartitions > bucket.MaxSubPartitions {
+			return fmt.Errorf("writer config: event type %q: %d sub-partitions, want 0..%d", name, s.SubPartitions, bucket.MaxSubPartitions)
+		}
+		if s.TTL < 0 {
+			return fmt.Errorf("writer config: event type %q: negative TTL %s", name, s.TTL)
+		}
+		return nil
+	}
+	if err := check("*", t.Default); err != nil {
+		return err
+	}
+	for name, s := range t.Types {
+		if err := bucket.ValidateEventType(name); err != nil {
+			return fmt.Errorf("writer config: %w", err)
+		}
+		if err := check(name, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func parseRetention(s string) (jetstream.RetentionPolicy, error) {
+	switch s {
+	case "", "limits":
+		return jetstream.LimitsPolicy, nil
+	case "interest":
+		return jetstream.InterestPolicy, nil
+	case "workqueue":
+		return jetstream.WorkQueuePolicy, nil
+	}
+	return 0, fmt.Errorf("writer config: unknown Retention %q (use limits, interest or workqueue)", s)
+}
