@@ -52,7 +52,7 @@ type Config struct {
 	Retention string        // "limits" (default) | "interest" | "workqueue"
 
 	FetchBatch int           // most messages per fetch (and per storage batch), default 1000
-	FetchWait  time.Duration // longest wait for a fetch to fill, default 100ms
+	FetchWait  time.Duration // longest wait for a first message when none is ready, default 100ms
 	MaxPayload int           // largest accepted message body in bytes, default 64 KiB
 	MaxSkew    time.Duration // how far ahead of now an event time may be, default 5m
 

@@ -245,20 +245,48 @@ func (w *Writer) Stats() Stats {
 	}
 }
 
-// fetch returns the messages of one pull: up to FetchBatch, waiting up to
-// FetchWait.
+// fetch returns the next messages to process: whatever the consumer has
+// ready, up to FetchBatch, without waiting; when nothing is ready, it
+// waits up to FetchWait for the first message and then takes whatever
+// else is ready. A batch is therefore what arrived while the previous one
+// was being stored: large under load (few fsyncs), small when traffic is
+// light (low latency), never held back to fill up.
 func (w *Writer) fetch(ctx context.Context) ([]jetstream.Msg, error) {
-	fctx, cancel := context.WithTimeout(ctx, w.cfg.FetchWait)
-	defer cancel()
-	batch, err := w.cons.Fetch(w.cfg.FetchBatch, jetstream.FetchContext(fctx))
+	batch, err := w.cons.FetchNoWait(w.cfg.FetchBatch)
 	if err != nil {
 		return nil, err
 	}
-	var msgs []jetstream.Msg
+	msgs, err := collect(batch, nil)
+	if len(msgs) > 0 || err != nil {
+		return msgs, err
+	}
+	fctx, cancel := context.WithTimeout(ctx, w.cfg.FetchWait)
+	defer cancel()
+	first, err := w.cons.Fetch(1, jetstream.FetchContext(fctx))
+	if err != nil {
+		return nil, err
+	}
+	if msgs, err = collect(first, msgs); len(msgs) == 0 || err != nil {
+		return msgs, err
+	}
+	rest, err := w.cons.FetchNoWait(w.cfg.FetchBatch - 1)
+	if err != nil {
+		return msgs, nil // process the one in hand; the next fetch reports the error
+	}
+	msgs, _ = collect(rest, msgs)
+	return msgs, nil
+}
+
+// collect appends the messages of a pull to msgs.
+func collect(batch jetstream.MessageBatch, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
 	for m := range batch.Messages() {
 		msgs = append(msgs, m)
 	}
-	return msgs, batch.Error()
+	err := batch.Error()
+	if errors.Is(err, jetstream.ErrNoMessages) {
+		err = nil
+	}
+	return msgs, err
 }
 
 // delivery is a received message with its place in the stream.
