@@ -1,57 +1,108 @@
-// Command ingest runs Eventide. For now it opens (and recovers) the
-// storage engine in the data directory, prints its state and keeps it open
-// until SIGINT or SIGTERM; the NATS pipeline and HTTP API join it in later
-// issues.
+// Command ingest runs Eventide in one process: an embedded NATS server
+// with JetStream (or a connection to an external one), the storage engine,
+// the writer that moves events from NATS into storage, and the HTTP API
+// (docs/http-api.md) with health, metrics and, on a separate listener,
+// pprof.
+//
+// Configuration is flags, each with an EVENTIDE_* environment variable
+// (run with -h, or see the README's Configuration table). Exit codes: 0
+// after a clean shutdown, 1 on a failure, 2 for an invalid configuration.
+//
+// SIGINT or SIGTERM shuts down in order: /readyz turns 503, the writer
+// finishes and acknowledges its in-flight batch, HTTP drains, storage
+// flushes and closes, NATS stops. A second signal exits at once; the WAL
+// keeps every acknowledged event.
 package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/eventide/eventide/storage"
 )
 
 func main() {
-	if err := run(); err != nil {
+	ctx, stop := shutdownOnSignal(os.Stderr)
+	err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, errHelp) {
 		fmt.Fprintln(os.Stderr, "eventide:", err)
-		os.Exit(1)
+	}
+	os.Exit(exitCode(err))
+}
+
+func exitCode(err error) int {
+	var usage usageError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	case errors.As(err, &usage):
+		return 2
+	default:
+		return 1
 	}
 }
 
-func run() error {
-	dataDir := flag.String("data", envOr("EVENTIDE_DATA", "./data"), "data directory (env EVENTIDE_DATA)")
-	flag.Parse()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+// shutdownOnSignal returns a context cancelled by the first SIGINT or
+// SIGTERM; a second one exits the process at once.
+func shutdownOnSignal(stderr io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		cancel(fmt.Errorf("received %s", sig))
+		sig = <-sigs
+		fmt.Fprintf(stderr, "eventide: received %s again: exiting now, without a clean shutdown (the WAL keeps every acknowledged event)\n", sig)
+		os.Exit(1)
+	}()
+	return ctx, func() { signal.Stop(sigs) }
+}
 
-	opts := storage.DefaultOptions()
-	opts.Logger = logger
-	db, err := storage.Open(*dataDir, opts)
+// run runs the process until ctx is cancelled or a part fails, then
+// shuts down. lookupEnv reads the EVENTIDE_* variables; the banner goes
+// to stdout, logs to stderr.
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) error {
+	cfg, err := parseConfig(args, lookupEnv, stderr)
 	if err != nil {
 		return err
 	}
-	logger.Info("eventide started", "data", *dataDir)
-	fmt.Fprint(os.Stderr, db.Metrics())
+	logger := newLogger(cfg, stderr)
+	logger.Info("eventide starting", cfg.logAttrs()...)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	<-ctx.Done()
-	stop()
-	logger.Info("shutting down: flushing storage")
-	if err := db.Flush(); err != nil {
-		db.Close()
+	n, err := start(ctx, cfg, logger)
+	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped while starting, as asked: not a failure.
+			logger.Info("stopped before the start completed", "cause", context.Cause(ctx), "err", err)
+			return nil
+		}
+		logger.Error("cannot start", "err", err)
 		return err
 	}
-	return db.Close()
+	printBanner(stdout, n)
+
+	var failure error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "cause", context.Cause(ctx))
+	case failure = <-n.failed:
+		logger.Error("shutting down after a failure", "err", failure)
+	}
+	if err := n.shutdown(); err != nil {
+		return errors.Join(failure, err)
+	}
+	return failure
 }
 
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
+func newLogger(cfg *config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return def
+	return slog.New(slog.NewTextHandler(w, opts))
 }

@@ -1,0 +1,381 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/reader"
+	"github.com/eventide/eventide/storage"
+	"github.com/eventide/eventide/writer"
+)
+
+// envPrefix: every flag --some-name can also be set as EVENTIDE_SOME_NAME.
+const envPrefix = "EVENTIDE_"
+
+// config is the effective configuration of one ingest process.
+type config struct {
+	DataDir         string
+	HTTPAddr        string
+	AdminAddr       string
+	NATSURL         string
+	NATSListen      string
+	Types           *schema.EventTypes
+	WALSync         storage.WALSyncMode
+	LogLevel        slog.Level
+	LogFormat       string
+	ShutdownTimeout time.Duration
+
+	Writer writer.Config  // the fields the flags set; wiring adds the rest
+	Reader reader.Options // likewise
+
+	// explicit records the flags set on the command line or in the
+	// environment.
+	explicit map[string]bool
+	// fs holds every flag with its effective value, for the log line.
+	fs *flag.FlagSet
+}
+
+// usageError is a configuration the process refuses: exit code 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// errHelp: -h or --help was asked for; the usage is printed, exit code 0.
+var errHelp = flag.ErrHelp
+
+func envName(flagName string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseConfig reads the flags in args, then the EVENTIDE_* variables of
+// the flags not given (lookupEnv is os.LookupEnv in main). Usage and flag
+// errors go to stderr.
+func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (*config, error) {
+	// Defaults first: a flag's default is its value when defined.
+	c := &config{
+		HTTPAddr:   "127.0.0.1:8080",
+		NATSListen: "127.0.0.1:4222",
+		Writer: writer.Config{
+			Subjects:   []string{writer.DefaultSubject},
+			Replicas:   1,
+			FetchBatch: writer.DefaultFetchBatch,
+			FetchWait:  writer.DefaultFetchWait,
+			MaxPayload: writer.DefaultMaxPayload,
+			MaxSkew:    writer.DefaultMaxSkew,
+		},
+		Reader: reader.Options{
+			WarnTombstones:  reader.DefaultWarnTombstones,
+			FailTombstones:  reader.DefaultFailTombstones,
+			MaxBuckets:      reader.DefaultMaxBuckets,
+			MaxCountBuckets: reader.DefaultMaxCountBuckets,
+		},
+		explicit: map[string]bool{},
+	}
+	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.fs = fs
+
+	fs.StringVar(&c.DataDir, "data", "./data",
+		"data `directory`: the store in <dir>/storage, the embedded NATS server's JetStream store in <dir>/nats")
+	fs.Var(addrValue{&c.HTTPAddr, false}, "http",
+		"`host:port` of the HTTP API, health and metrics (port 0: any free port)")
+	fs.Var(addrValue{&c.AdminAddr, true}, "admin",
+		"`host:port` of the admin listener serving /debug/pprof/; empty: off")
+	fs.StringVar(&c.NATSURL, "nats-url", "",
+		"`URL` of an external NATS server with JetStream (comma-separated for a cluster); empty: run an embedded one")
+	fs.Var(addrValue{&c.NATSListen, false}, "nats-listen",
+		"`host:port` where the embedded NATS server listens for clients (port 0: any free port)")
+	types := &typesValue{types: &schema.EventTypes{Types: map[string]schema.TypeSettings{}}}
+	fs.Var(types, "types",
+		"per event type `settings`: type[:ttl=DURATION][:sub=N],... where type * sets the default, e.g. *:ttl=168h,click:ttl=24h:sub=4")
+	walSync := &choiceValue{value: "sync", choices: []string{"sync", "periodic"}}
+	fs.Var(walSync, "wal-sync",
+		"`mode` of WAL durability: sync (fsync before JetStream is acked) or periodic (fsync every 100ms; a crash may lose the last interval)")
+	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
+	logFormat := &choiceValue{value: "text", choices: []string{"text", "json"}}
+	fs.Var(logFormat, "log-format", "log `format`: text or json")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second,
+		"longest wait for in-flight HTTP requests at shutdown")
+
+	w := &c.Writer
+	fs.StringVar(&w.Stream, "stream", writer.DefaultStream, "JetStream `stream` of events (created if missing)")
+	subjects := &listValue{list: &w.Subjects}
+	fs.Var(subjects, "subjects", "comma-separated `subjects` of the stream; the token matched by > is the event type")
+	fs.StringVar(&w.DLQStream, "dlq-stream", writer.DefaultDLQStream, "JetStream `stream` of rejected messages (subjects "+writer.DLQSubjects+")")
+	fs.StringVar(&w.Consumer, "consumer", writer.DefaultConsumer, "durable consumer `name` of the writer")
+	fs.Var(intValue{&w.Replicas, 1, 5}, "replicas", "replicas (`N`) of the streams: 1, or 3 on a NATS cluster")
+	fs.Var(durationValue{&w.MaxAge, 0}, "max-age", "how long the streams keep messages (`duration`); 0: no limit")
+	retention := &choiceValue{value: "limits", choices: []string{"limits", "interest", "workqueue"}}
+	fs.Var(retention, "retention", "retention `policy` of the events stream: limits, interest or workqueue")
+	fs.Var(intValue{&w.FetchBatch, 1, 1 << 20}, "fetch-batch", "most messages (`N`) per fetch, and per storage batch")
+	fs.Var(durationValue{&w.FetchWait, time.Millisecond}, "fetch-wait", "longest wait (`duration`) for a first message when none is ready; a fetch never waits to fill up")
+	fs.Var(intValue{&w.MaxPayload, 1, 64 << 20}, "max-payload", "largest accepted event in `bytes`; larger ones go to the dead-letter stream")
+	fs.Var(durationValue{&w.MaxSkew, time.Second}, "max-skew", "how far ahead of now an event time may be (`duration`)")
+	fs.BoolVar(&w.ResetCheckpoint, "reset-checkpoint", false,
+		"start over from the beginning of the stream when the stored checkpoint is past its end (the stream was recreated)")
+
+	r := &c.Reader
+	fs.Var(intValue{&r.WarnTombstones, 1, 1 << 30}, "warn-tombstones", "`N`: a query that scans this many tombstones logs a warning")
+	fs.Var(intValue{&r.FailTombstones, 1, 1 << 30}, "fail-tombstones", "`N`: a query that scans more tombstones fails (HTTP 422)")
+	fs.Var(intValue{&r.MaxBuckets, 1, 1 << 20}, "max-buckets", "most hour buckets (`N`) one event query may touch")
+	fs.Var(intValue{&r.MaxCountBuckets, 1, 1 << 20}, "max-count-buckets", "most hour buckets (`N`) one count query may touch")
+
+	fs.Usage = func() { printUsage(fs) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, errHelp
+		}
+		return nil, usageError{err} // the flag package printed it and the usage
+	}
+	if fs.NArg() > 0 {
+		return nil, usageError{fmt.Errorf("unexpected argument %q: ingest takes only flags (see -h)", fs.Arg(0))}
+	}
+	fs.Visit(func(f *flag.Flag) { c.explicit[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if c.explicit[f.Name] {
+			return
+		}
+		v, ok := lookupEnv(envName(f.Name))
+		if !ok || v == "" {
+			return
+		}
+		if err := f.Value.Set(v); err != nil {
+			errs = append(errs, fmt.Errorf("invalid value %q for %s: %v", v, envName(f.Name), err))
+			return
+		}
+		c.explicit[f.Name] = true
+	})
+	if len(errs) > 0 {
+		return nil, usageError{errors.Join(errs...)}
+	}
+
+	c.Types = types.types
+	c.WALSync = storage.WALSync
+	if walSync.value == "periodic" {
+		c.WALSync = storage.WALPeriodic
+	}
+	c.LogFormat = logFormat.value
+	w.Retention = retention.value
+	w.Types, r.Types = c.Types, c.Types
+	if err := c.check(); err != nil {
+		return nil, usageError{err}
+	}
+	return c, nil
+}
+
+// check refuses combinations no single flag can.
+func (c *config) check() error {
+	switch {
+	case c.DataDir == "":
+		return errors.New("--data is empty: give a data directory")
+	case c.explicit["nats-url"] && c.explicit["nats-listen"]:
+		return errors.New("--nats-url and --nats-listen are both set: --nats-listen configures the embedded NATS server, which --nats-url replaces; give one")
+	case c.Reader.WarnTombstones > c.Reader.FailTombstones:
+		return fmt.Errorf("--warn-tombstones %d is above --fail-tombstones %d: queries would fail before they warn", c.Reader.WarnTombstones, c.Reader.FailTombstones)
+	case c.Writer.DLQStream == c.Writer.Stream:
+		return fmt.Errorf("--dlq-stream and --stream are both %q: they must differ", c.Writer.Stream)
+	case c.ShutdownTimeout <= 0:
+		return fmt.Errorf("--shutdown-timeout %s: want a positive duration", c.ShutdownTimeout)
+	}
+	return nil
+}
+
+// logAttrs is the effective configuration as log attributes, one per
+// flag, with passwords in URLs redacted.
+func (c *config) logAttrs() []any {
+	var attrs []any
+	c.fs.VisitAll(func(f *flag.Flag) {
+		v := f.Value.String()
+		if f.Name == "nats-url" {
+			v = redactURLs(v)
+		}
+		attrs = append(attrs, slog.String(f.Name, v))
+	})
+	return attrs
+}
+
+func redactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func printUsage(fs *flag.FlagSet) {
+	w := fs.Output()
+	fmt.Fprintf(w, `Usage: ingest [flags]
+
+Runs Eventide in one process: an embedded NATS server with JetStream (or
+--nats-url), the storage engine in --data, the writer that moves events from
+NATS into storage, and the HTTP API. Every flag can also be set with the
+environment variable shown; a flag on the command line wins.
+
+`)
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		fmt.Fprintf(w, "  --%s", f.Name)
+		if name != "" {
+			fmt.Fprintf(w, " %s", name)
+		}
+		def := f.DefValue
+		if def == "" {
+			def = `""`
+		}
+		fmt.Fprintf(w, "  (%s, default %s)\n    \t%s\n", envName(f.Name), def, usage)
+	})
+}
+
+// addrValue is a host:port; empty only when optional.
+type addrValue struct {
+	addr     *string
+	optional bool
+}
+
+func (v addrValue) String() string {
+	if v.addr == nil {
+		return ""
+	}
+	return *v.addr
+}
+
+func (v addrValue) Set(s string) error {
+	if s == "" && v.optional {
+		*v.addr = ""
+		return nil
+	}
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("not host:port such as 127.0.0.1:8080 (%v)", err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q is not a number in 0..65535", port)
+	}
+	*v.addr = s
+	return nil
+}
+
+// choiceValue is one of a fixed list.
+type choiceValue struct {
+	value   string
+	choices []string
+}
+
+func (v *choiceValue) String() string { return v.value }
+
+func (v *choiceValue) Set(s string) error {
+	if !slices.Contains(v.choices, s) {
+		return fmt.Errorf("want %s", strings.Join(v.choices, " or "))
+	}
+	v.value = s
+	return nil
+}
+
+// intValue is an int in [lo, hi].
+type intValue struct {
+	n      *int
+	lo, hi int
+}
+
+func (v intValue) String() string {
+	if v.n == nil {
+		return "0"
+	}
+	return strconv.Itoa(*v.n)
+}
+
+func (v intValue) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return fmt.Errorf("not a whole number")
+	}
+	if n < v.lo || n > v.hi {
+		return fmt.Errorf("%d is outside %d..%d", n, v.lo, v.hi)
+	}
+	*v.n = n
+	return nil
+}
+
+// durationValue is a Go duration of at least min.
+type durationValue struct {
+	d   *time.Duration
+	min time.Duration
+}
+
+func (v durationValue) String() string {
+	if v.d == nil {
+		return "0s"
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("not a duration such as 100ms, 5m or 24h")
+	}
+	if d < v.min {
+		return fmt.Errorf("%s is below the minimum %s", d, v.min)
+	}
+	*v.d = d
+	return nil
+}
+
+// listValue is a comma-separated list of non-empty items.
+type listValue struct{ list *[]string }
+
+func (v *listValue) String() string {
+	if v.list == nil {
+		return ""
+	}
+	return strings.Join(*v.list, ",")
+}
+
+func (v *listValue) Set(s string) error {
+	var items []string
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			return fmt.Errorf("empty item in %q", s)
+		}
+		items = append(items, item)
+	}
+	*v.list = items
+	return nil
+}
+
+// typesValue is a schema.ParseEventTypes spec.
+type typesValue struct {
+	spec  string
+	types *schema.EventTypes
+}
+
+func (v *typesValue) String() string {
+	if v == nil {
+		return ""
+	}
+	return v.spec
+}
+
+func (v *typesValue) Set(s string) error {
+	t, err := schema.ParseEventTypes(s)
+	if err != nil {
+		return err
+	}
+	v.spec, v.types = s, t
+	return nil
+}

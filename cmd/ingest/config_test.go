@@ -1,0 +1,124 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eventide/eventide/storage"
+)
+
+func envFrom(vars map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c, err := parseConfig(nil, envFrom(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DataDir != "./data" || c.HTTPAddr != "127.0.0.1:8080" || c.NATSListen != "127.0.0.1:4222" || c.NATSURL != "" ||
+		c.AdminAddr != "" || c.WALSync != storage.WALSync || c.LogLevel != slog.LevelInfo || c.LogFormat != "text" ||
+		c.Writer.Stream != "EVENTS" || strings.Join(c.Writer.Subjects, ",") != "events.>" || c.Writer.Retention != "limits" ||
+		c.Reader.FailTombstones != 100000 || c.Types == nil || c.Writer.Types != c.Types || c.Reader.Types != c.Types {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestConfigFlagBeatsEnv(t *testing.T) {
+	c, err := parseConfig(
+		[]string{"--data", "/flag", "--wal-sync=periodic", "--types", "click:ttl=24h"},
+		envFrom(map[string]string{
+			"EVENTIDE_DATA":       "/env",
+			"EVENTIDE_HTTP":       "0.0.0.0:9000",
+			"EVENTIDE_WAL_SYNC":   "sync",
+			"EVENTIDE_LOG_LEVEL":  "debug",
+			"EVENTIDE_LOG_FORMAT": "json",
+			"EVENTIDE_SUBJECTS":   "events.>, more.>",
+			"EVENTIDE_MAX_SKEW":   "1m",
+			"EVENTIDE_ADMIN":      "",
+		}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DataDir != "/flag" || c.WALSync != storage.WALPeriodic || c.HTTPAddr != "0.0.0.0:9000" ||
+		c.LogLevel != slog.LevelDebug || c.LogFormat != "json" || c.Writer.MaxSkew != time.Minute ||
+		strings.Join(c.Writer.Subjects, "|") != "events.>|more.>" || c.Types.Settings("click").TTL != 24*time.Hour {
+		t.Fatalf("got %+v", c)
+	}
+	if !c.explicit["http"] || c.explicit["admin"] || c.explicit["nats-url"] {
+		t.Fatalf("explicit = %v: want http (from the environment) and neither admin (empty) nor nats-url", c.explicit)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"--wal-sync", "never"}, nil, `invalid value "never" for flag -wal-sync: want sync or periodic`},
+		{nil, map[string]string{"EVENTIDE_WAL_SYNC": "never"}, `invalid value "never" for EVENTIDE_WAL_SYNC: want sync or periodic`},
+		{[]string{"--http", "8080"}, nil, `invalid value "8080" for flag -http: not host:port such as 127.0.0.1:8080`},
+		{[]string{"--http", ""}, nil, `invalid value "" for flag -http: not host:port`},
+		{[]string{"--nats-listen", "127.0.0.1:99999"}, nil, `port "99999" is not a number in 0..65535`},
+		{[]string{"--log-level", "loud"}, nil, `invalid value "loud" for flag -log-level`},
+		{[]string{"--log-format", "xml"}, nil, `want text or json`},
+		{[]string{"--types", "click:ttl=forever"}, nil, `event type "click": ttl "forever" is not a positive duration like 24h`},
+		{[]string{"--replicas", "0"}, nil, `0 is outside 1..5`},
+		{[]string{"--fetch-wait", "soon"}, nil, `not a duration such as 100ms, 5m or 24h`},
+		{[]string{"--subjects", "events.>,"}, nil, `empty item in "events.>,"`},
+		{nil, map[string]string{"EVENTIDE_FETCH_BATCH": "many", "EVENTIDE_LOG_FORMAT": "xml"}, "invalid value \"many\" for EVENTIDE_FETCH_BATCH: not a whole number\ninvalid value \"xml\" for EVENTIDE_LOG_FORMAT"},
+		{[]string{"--nats-url", "nats://n1:4222"}, map[string]string{"EVENTIDE_NATS_LISTEN": "127.0.0.1:4333"}, "--nats-url and --nats-listen are both set"},
+		{[]string{"--warn-tombstones", "10", "--fail-tombstones", "5"}, nil, "--warn-tombstones 10 is above --fail-tombstones 5"},
+		{[]string{"--dlq-stream", "EVENTS"}, nil, `--dlq-stream and --stream are both "EVENTS"`},
+		{[]string{"--data", ""}, nil, "--data is empty"},
+		{[]string{"serve"}, nil, `unexpected argument "serve"`},
+		{[]string{"--no-such-flag"}, nil, "flag provided but not defined: -no-such-flag"},
+	}
+	for _, tt := range tests {
+		var stderr strings.Builder
+		_, err := parseConfig(tt.args, envFrom(tt.env), &stderr)
+		var usage usageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("args %q env %v: err %v, want a usage error containing %q", tt.args, tt.env, err, tt.want)
+			continue
+		}
+		if exitCode(err) != 2 {
+			t.Errorf("args %q: exit code %d, want 2", tt.args, exitCode(err))
+		}
+	}
+}
+
+func TestConfigHelp(t *testing.T) {
+	var stderr strings.Builder
+	_, err := parseConfig([]string{"-h"}, envFrom(nil), &stderr)
+	if !errors.Is(err, errHelp) || exitCode(err) != 0 {
+		t.Fatalf("-h: err %v", err)
+	}
+	for _, want := range []string{"--data directory  (EVENTIDE_DATA, default ./data)", "--admin host:port  (EVENTIDE_ADMIN, default \"\")",
+		"--wal-sync mode  (EVENTIDE_WAL_SYNC, default sync)"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("usage lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
+func TestConfigLogAttrsRedactPasswords(t *testing.T) {
+	c, err := parseConfig([]string{"--nats-url", "nats://app:s3cret@n1:4222,nats://n2:4222"}, envFrom(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	slog.New(slog.NewTextHandler(&b, nil)).Info("eventide starting", c.logAttrs()...)
+	if line := b.String(); strings.Contains(line, "s3cret") || !strings.Contains(line, "nats-url=nats://app:xxxxx@n1:4222,nats://n2:4222") ||
+		!strings.Contains(line, "data=./data") || strings.Count(line, "\n") != 1 {
+		t.Fatalf("log line %q", line)
+	}
+}

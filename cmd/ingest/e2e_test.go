@@ -1,0 +1,360 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/cmd/internal/server"
+	"github.com/eventide/eventide/reader"
+	"github.com/eventide/eventide/storage"
+)
+
+// TestIngestEndToEnd runs the whole process in this one: embedded NATS,
+// storage, writer and HTTP API, as main wires them. Events published to
+// NATS must come back over HTTP, and a cancelled context must shut it all
+// down, leaving a closed store and no goroutines behind.
+func TestIngestEndToEnd(t *testing.T) {
+	data := t.TempDir()
+	natsAddr, httpAddr, adminAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	var stdout, stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--data", data, "--nats-listen", natsAddr, "--http", httpAddr, "--admin", adminAddr},
+			envFrom(map[string]string{"EVENTIDE_LOG_FORMAT": "json"}), &stdout, &stderr)
+	}()
+	base := "http://" + httpAddr
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	waitReady(t, client, base, done, &stderr)
+
+	if out := stdout.String(); !strings.Contains(out, "nats://"+natsAddr) || !strings.Contains(out, "curl '"+base+"/v1/events?type=click'") {
+		t.Errorf("banner lacks the addresses:\n%s", out)
+	}
+
+	// Publish: 30 clicks and 5 views, each acknowledged by JetStream.
+	nc, err := nats.Connect("nats://" + natsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	const clicks, views = 30, 5
+	for i := range clicks + views {
+		typ := "click"
+		if i >= clicks {
+			typ = "view"
+		}
+		body := fmt.Sprintf(`{"time":%q,"user":"u%d","data":{"i":%d}}`, now.Add(-time.Duration(i)*time.Second).Format(time.RFC3339Nano), i%3, i)
+		if _, err := js.Publish(t.Context(), "events."+typ, []byte(body)); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+
+	// Read back until the writer has stored them all.
+	var page struct {
+		Events []struct {
+			ID, Type, Time, User string
+			Data                 json.RawMessage
+		}
+		NextPage string `json:"next_page"`
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		getJSON(t, client, base+"/v1/events?type=click&limit=1000", 200, &page)
+		if len(page.Events) == clicks {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s /v1/events returned %d of %d clicks; log:\n%s", len(page.Events), clicks, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond) // polling the process under test; no event to wait on
+	}
+	for i, e := range page.Events { // newest first: event i was published i seconds before now
+		wantTime := now.Add(-time.Duration(i) * time.Second)
+		if e.Type != "click" || e.Time != wantTime.Format(time.RFC3339Nano) || e.User != fmt.Sprintf("u%d", i%3) ||
+			string(e.Data) != fmt.Sprintf(`{"i":%d}`, i) || page.NextPage != "" {
+			t.Fatalf("event %d = %+v (data %s), want click %d at %s", i, e, e.Data, i, wantTime.Format(time.RFC3339Nano))
+		}
+	}
+
+	var counts struct{ Points []struct{ Count int64 } }
+	for typ, want := range map[string]int64{"click": clicks, "view": views} {
+		getJSON(t, client, base+"/v1/counts?type="+typ+"&step=5m", 200, &counts)
+		var total int64
+		for _, p := range counts.Points {
+			total += p.Count
+		}
+		if len(counts.Points) != 12 && len(counts.Points) != 13 || total != want {
+			t.Errorf("/v1/counts?type=%s&step=5m: %d points totalling %d, want 12 or 13 totalling %d", typ, len(counts.Points), total, want)
+		}
+	}
+
+	var ready struct {
+		Ready  bool
+		Checks []struct {
+			Name string
+			OK   bool
+		}
+	}
+	getJSON(t, client, base+"/readyz", 200, &ready)
+	var names []string
+	for _, c := range ready.Checks {
+		if c.OK {
+			names = append(names, c.Name)
+		}
+	}
+	if !ready.Ready || strings.Join(names, ",") != "nats,storage,writer,shutdown" {
+		t.Errorf("/readyz = %+v, want ready with nats, storage, writer and shutdown passing", ready)
+	}
+
+	resp, err := client.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"eventide_storage_batches_total", "eventide_writer_", "eventide_reader_queries_total",
+		`eventide_http_requests_total{code="200",handler="/v1/events"}`, "go_goroutines", "process_cpu_seconds_total"} {
+		if !bytes.Contains(metrics, []byte(want)) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	for url, want := range map[string]int{base + "/debug/pprof/": 404, "http://" + adminAddr + "/debug/pprof/": 200} {
+		if resp, err := client.Get(url); err != nil || resp.StatusCode != want {
+			t.Errorf("GET %s: %v %v, want %d (pprof only on the admin listener)", url, resp, err, want)
+		} else {
+			resp.Body.Close()
+		}
+	}
+
+	// Shut down.
+	nc.Close()
+	client.CloseIdleConnections()
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v; log:\n%s", err, stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run did not return 30s after cancel; log:\n%s", stderr.String())
+	}
+	log := stderr.String()
+	last := -1
+	for _, step := range []string{"shutdown: /readyz now answers 503", "shutdown: writer stopped", "shutdown: stopping HTTP server",
+		"shutdown: storage closed", "shutdown: stopping embedded NATS", "shutdown complete"} {
+		i := strings.Index(log, step)
+		if i < last {
+			t.Errorf("shutdown step %q logged out of order (or not at all)", step)
+		}
+		last = i
+	}
+	checkNoLeakedGoroutines(t)
+
+	// The store was closed (its lock is free) and holds every event.
+	db, err := storage.Open(data+"/storage", storage.DefaultOptions())
+	if err != nil {
+		t.Fatalf("reopen storage after shutdown: %v", err)
+	}
+	defer db.Close()
+	r, err := reader.New(db, reader.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Events(t.Context(), reader.EventQuery{Type: "click", From: now.Add(-time.Hour), To: now.Add(time.Second), Limit: 1000})
+	if err != nil || len(got.Events) != clicks {
+		t.Fatalf("after reopen: %v events, err %v; want %d", len(got.Events), err, clicks)
+	}
+	if seq, err := schema.ReadCheckpoint(db, "eventide-writer"); err != nil || seq == 0 {
+		t.Logf("checkpoint of the writer: %d, %v (the writer keeps it per epoch)", seq, err)
+	}
+}
+
+// TestIngestExternalNATS runs against a NATS server it does not own
+// (--nats-url): events flow the same way, and shutdown leaves that server
+// running.
+func TestIngestExternalNATS(t *testing.T) {
+	ns, err := server.StartNATS(server.NATSConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	}()
+	httpAddr := freeAddr(t)
+	var stdout, stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--data", t.TempDir(), "--http", httpAddr},
+			envFrom(map[string]string{"EVENTIDE_NATS_URL": ns.ClientURL()}), &stdout, &stderr)
+	}()
+	base := "http://" + httpAddr
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	waitReady(t, client, base, done, &stderr)
+	if !strings.Contains(stdout.String(), ns.ClientURL()+"  (external)") {
+		t.Errorf("banner does not name the external server:\n%s", stdout.String())
+	}
+
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := js.Publish(t.Context(), "events.signup", []byte(fmt.Sprintf(`{"time":%d}`, time.Now().UnixMilli()))); err != nil {
+		t.Fatal(err)
+	}
+	var page struct{ Events []struct{ Type string } }
+	for deadline := time.Now().Add(20 * time.Second); len(page.Events) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the event never showed up; log:\n%s", stderr.String())
+		}
+		getJSON(t, client, base+"/v1/events?type=signup", 200, &page)
+	}
+
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if !ns.Running() || strings.Contains(stderr.String(), "stopping embedded NATS") {
+		t.Fatalf("shutdown stopped the external NATS server")
+	}
+}
+
+// TestOldDataLayoutRefused: a store kept directly in --data (before the
+// storage/ and nats/ subdirectories) is refused with a fix, not ignored.
+func TestOldDataLayoutRefused(t *testing.T) {
+	data := t.TempDir()
+	db, err := storage.Open(data, storage.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // a bug must not hang the test
+	defer cancel()
+	err = run(ctx, []string{"--data", data, "--http", "127.0.0.1:0", "--nats-listen", "127.0.0.1:0"},
+		envFrom(nil), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "old layout") || exitCode(err) != 1 {
+		t.Fatalf("err %v, want the old-layout error", err)
+	}
+	checkNoLeakedGoroutines(t)
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// waitReady polls /readyz until it answers 200, failing if run returns.
+func waitReady(t *testing.T, client *http.Client, base string, done <-chan error, log fmt.Stringer) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			t.Fatalf("run returned before it was ready: %v; log:\n%s", err, log)
+		default:
+		}
+		if resp, err := client.Get(base + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready after 30s; log:\n%s", log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func getJSON(t *testing.T, client *http.Client, url string, wantStatus int, out any) {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != wantStatus {
+		t.Fatalf("GET %s: %d %s, want %d", url, resp.StatusCode, body, wantStatus)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		t.Fatalf("GET %s: cannot decode %s: %v", url, body, err)
+	}
+}
+
+// checkNoLeakedGoroutines waits until no goroutine runs code of Eventide
+// or NATS, other than this test's own.
+func checkNoLeakedGoroutines(t *testing.T) {
+	t.Helper()
+	var leaked []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		leaked = leaked[:0]
+		for g := range strings.SplitSeq(string(buf), "\n\n") {
+			if strings.Contains(g, "checkNoLeakedGoroutines") || strings.Contains(g, "testing.tRunner") {
+				continue
+			}
+			if strings.Contains(g, "github.com/eventide/eventide/") || strings.Contains(g, "github.com/nats-io/") {
+				leaked = append(leaked, g)
+			}
+		}
+		if len(leaked) == 0 {
+			return
+		}
+	}
+	t.Errorf("%d goroutines still running after shutdown:\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's goroutines and the
+// test to share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

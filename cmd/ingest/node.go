@@ -1,0 +1,382 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/cmd/internal/server"
+	"github.com/eventide/eventide/reader"
+	"github.com/eventide/eventide/storage"
+	"github.com/eventide/eventide/writer"
+)
+
+// node is one running ingest process: what start built, for shutdown to
+// take down in dependency order. Fields are nil for parts not started.
+type node struct {
+	cfg    *config
+	logger *slog.Logger
+	health *server.Health
+
+	httpLn, adminLn   net.Listener
+	httpSrv, adminSrv *http.Server
+
+	db          *storage.DB
+	storageOpen atomic.Bool
+	ns          *natsserver.Server // nil with --nats-url
+	nc          *nats.Conn
+
+	writerCancel context.CancelFunc
+	writerDone   chan struct{} // closed when Writer.Run returned
+
+	// step is what start is doing, for /readyz while starting.
+	step atomic.Pointer[string]
+	// failed receives the first failure of a running part.
+	failed chan error
+}
+
+// setStep logs a start-up step and shows it on /readyz.
+func (n *node) setStep(step string, attrs ...any) {
+	n.step.Store(&step)
+	n.logger.Info(step, attrs...)
+}
+
+// start builds and starts every part. On error it stops what it started.
+func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err error) {
+	n = &node{cfg: cfg, logger: logger, health: server.NewHealth(), failed: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			if serr := n.shutdown(); serr != nil {
+				err = errors.Join(err, serr)
+			}
+			n = nil
+		}
+	}()
+
+	// Listeners first: a port in use fails before anything heavier. Until
+	// the API is wired, HTTP answers /livez and says "starting" elsewhere.
+	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return n, fmt.Errorf("cannot listen for HTTP (--http): %w", err)
+	}
+	n.setStep("starting")
+	var root switchHandler
+	root.set(server.StartingHandler(func() string { return *n.step.Load() }))
+	n.httpSrv = newHTTPServer(&root, logger)
+	n.serve("HTTP", n.httpSrv, n.httpLn)
+	if cfg.AdminAddr != "" {
+		if n.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+			return n, fmt.Errorf("cannot listen for admin (--admin): %w", err)
+		}
+	}
+
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return n, fmt.Errorf("cannot create data directory: %w", err)
+	}
+	storageDir := filepath.Join(cfg.DataDir, "storage")
+	// Before the NATS pipeline, ingest kept the store in --data itself.
+	for _, name := range []string{"MANIFEST", "LOCK"} {
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, name)); err == nil {
+			return n, fmt.Errorf("%s holds a store in the old layout (its files directly in the data directory): move them into %s", cfg.DataDir, storageDir)
+		}
+	}
+	// NATS before storage: the embedded server's port is checked at once,
+	// while opening storage may replay a long WAL.
+	if err := n.connectNATS(); err != nil {
+		return n, err
+	}
+
+	reg := server.NewRegistry()
+	n.setStep("opening storage", "dir", storageDir)
+	opts := storage.DefaultOptions()
+	opts.Logger = logger.With("component", "storage")
+	opts.Registerer = reg
+	opts.WALSyncMode = cfg.WALSync
+	if n.db, err = storage.Open(storageDir, opts); err != nil {
+		return n, fmt.Errorf("cannot open storage in %s: %w", storageDir, err)
+	}
+	n.storageOpen.Store(true)
+	if err := schema.EnsureBuiltinTables(n.db); err != nil {
+		return n, err
+	}
+
+	ropts := cfg.Reader
+	ropts.Logger = logger.With("component", "reader")
+	ropts.Registerer = reg
+	rd, err := reader.New(n.db, ropts)
+	if err != nil {
+		return n, fmt.Errorf("cannot create reader: %w", err)
+	}
+
+	wcfg := cfg.Writer
+	wcfg.Logger = logger.With("component", "writer")
+	wcfg.Registerer = reg
+	n.setStep("starting the writer", "stream", wcfg.Stream, "consumer", wcfg.Consumer)
+	w, err := writer.New(ctx, n.nc, n.db, wcfg)
+	if err != nil {
+		return n, fmt.Errorf("cannot start writer: %w", err)
+	}
+	// The writer stops when shutdown cancels it, not at the signal: by
+	// then /readyz has turned 503.
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.writerCancel, n.writerDone = cancel, make(chan struct{})
+	go func() {
+		defer close(n.writerDone)
+		err := w.Run(wctx)
+		if wctx.Err() == nil {
+			n.fail(fmt.Errorf("writer stopped: %w", errOrUnexpected(err)))
+		} else if err != nil {
+			logger.Error("writer stopped with an error", "err", err)
+		}
+	}()
+
+	// The fan-out worker (package fanout, timelines) starts here when it
+	// exists: its own durable consumer on n.nc, writing to n.db, a
+	// readiness check, and a stop in shutdown right after the writer's.
+
+	n.health.Add("nats", func() error {
+		if s := n.nc.Status(); s != nats.CONNECTED {
+			return fmt.Errorf("NATS connection is %s", s)
+		}
+		return nil
+	})
+	n.health.Add("storage", func() error {
+		if !n.storageOpen.Load() {
+			return errors.New("storage is closed")
+		}
+		return nil
+	})
+	n.health.Add("writer", func() error {
+		if !w.Ready() {
+			return errors.New("writer is not running (starting or stopping) or has no NATS connection")
+		}
+		return nil
+	})
+
+	h, err := server.NewHandler(server.Config{Reader: rd, Health: n.health, Registry: reg, Logger: logger.With("component", "http")})
+	if err != nil {
+		return n, err
+	}
+	root.set(h)
+	if n.adminLn != nil {
+		n.adminSrv = newHTTPServer(adminHandler(), logger)
+		n.serve("admin", n.adminSrv, n.adminLn)
+	}
+	logger.Info("eventide started", "http", n.httpLn.Addr().String(), "nats", n.natsURL())
+	return n, nil
+}
+
+func errOrUnexpected(err error) error {
+	if err == nil {
+		return errors.New("Run returned before it was cancelled")
+	}
+	return err
+}
+
+// connectNATS starts the embedded server (unless --nats-url) and connects.
+func (n *node) connectNATS() error {
+	cfg, logger := n.cfg, n.logger
+	opts := []nats.Option{
+		nats.Name("eventide-ingest"),
+		nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if nc.IsClosed() {
+				return // our own Close at shutdown
+			}
+			logger.Warn("NATS disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			logger.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			logger.Error("NATS error", "subject", subject, "err", err)
+		}),
+	}
+	if cfg.NATSURL != "" {
+		n.setStep("connecting to NATS", "url", redactURLs(cfg.NATSURL))
+		nc, err := nats.Connect(cfg.NATSURL, opts...)
+		if err != nil {
+			return fmt.Errorf("cannot connect to NATS at %s (--nats-url): %w", redactURLs(cfg.NATSURL), err)
+		}
+		n.nc = nc
+		return nil
+	}
+	storeDir := filepath.Join(cfg.DataDir, "nats")
+	n.setStep("starting embedded NATS", "listen", cfg.NATSListen, "store", storeDir)
+	ns, err := server.StartNATS(server.NATSConfig{Listen: cfg.NATSListen, StoreDir: storeDir, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("%w (--nats-listen)", err)
+	}
+	n.ns = ns
+	// In-process: the writer's traffic skips TCP.
+	nc, err := nats.Connect("", append(opts, nats.InProcessServer(ns))...)
+	if err != nil {
+		return fmt.Errorf("cannot connect to the embedded NATS server: %w", err)
+	}
+	n.nc = nc
+	return nil
+}
+
+func (n *node) natsURL() string {
+	if n.ns != nil {
+		return n.ns.ClientURL()
+	}
+	return redactURLs(n.cfg.NATSURL)
+}
+
+func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(logger.With("component", "http").Handler(), slog.LevelWarn),
+	}
+}
+
+func (n *node) serve(name string, srv *http.Server, ln net.Listener) {
+	go func() {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			n.fail(fmt.Errorf("%s server stopped: %w", name, err))
+		}
+	}()
+}
+
+// switchHandler serves the handler last set.
+type switchHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (s *switchHandler) set(h http.Handler) { s.h.Store(&h) }
+
+func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*s.h.Load()).ServeHTTP(w, r)
+}
+
+// adminHandler serves pprof, and only on the admin listener.
+func adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+func (n *node) fail(err error) {
+	select {
+	case n.failed <- err:
+	default: // the first failure is already shutting the process down
+	}
+}
+
+// shutdown stops every running part, in order, logging each step.
+func (n *node) shutdown() error {
+	var errs []error
+	log := n.logger
+	n.health.Drain()
+	log.Info("shutdown: /readyz now answers 503")
+
+	if n.writerCancel != nil {
+		log.Info("shutdown: stopping the writer (finishing its in-flight batch)")
+		n.writerCancel()
+		<-n.writerDone
+		log.Info("shutdown: writer stopped")
+	}
+	// The fan-out worker stops here.
+
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
+	defer cancel()
+	for _, s := range []struct {
+		name string
+		srv  *http.Server
+		ln   net.Listener
+	}{{"HTTP", n.httpSrv, n.httpLn}, {"admin", n.adminSrv, n.adminLn}} {
+		switch {
+		case s.srv != nil:
+			log.Info("shutdown: stopping "+s.name+" server", "timeout", n.cfg.ShutdownTimeout.String())
+			if err := s.srv.Shutdown(ctx); err != nil {
+				log.Warn("shutdown: "+s.name+" requests still running at the timeout; closing them", "err", err)
+				s.srv.Close()
+			}
+		case s.ln != nil:
+			s.ln.Close() // listening, not yet serving
+		}
+	}
+
+	if n.nc != nil {
+		// Push out the writer's last acks before closing.
+		if err := n.nc.FlushTimeout(n.cfg.ShutdownTimeout); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			log.Warn("shutdown: cannot flush the NATS connection", "err", err)
+		}
+		n.nc.Close()
+		log.Info("shutdown: NATS connection closed")
+	}
+
+	if n.db != nil {
+		log.Info("shutdown: flushing storage")
+		if err := n.db.Flush(); err != nil {
+			errs = append(errs, fmt.Errorf("cannot flush storage: %w", err))
+		}
+		n.storageOpen.Store(false)
+		if err := n.db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("cannot close storage: %w", err))
+		}
+		log.Info("shutdown: storage closed")
+	}
+
+	if n.ns != nil {
+		log.Info("shutdown: stopping embedded NATS")
+		n.ns.Shutdown()
+		n.ns.WaitForShutdown()
+	}
+	if err := errors.Join(errs...); err != nil {
+		log.Error("shutdown finished with errors", "err", err)
+		return err
+	}
+	log.Info("shutdown complete")
+	return nil
+}
+
+// printBanner tells a person at a terminal where everything is.
+func printBanner(w io.Writer, n *node) {
+	httpURL := "http://" + n.httpLn.Addr().String()
+	natsLine := n.natsURL() + "  (embedded, JetStream store in " + filepath.Join(n.cfg.DataDir, "nats") + ")"
+	if n.ns == nil {
+		natsLine = n.natsURL() + "  (external)"
+	}
+	server := "" // the nats CLI's default is nats://127.0.0.1:4222
+	if u := n.natsURL(); u != "nats://127.0.0.1:4222" {
+		server = "--server " + u + " "
+	}
+	fmt.Fprintf(w, `
+Eventide is running. Ctrl-C stops it cleanly.
+  NATS   %s
+  HTTP   %s  (/v1/events, /v1/counts, /readyz, /livez, /metrics)
+`, natsLine, httpURL)
+	if n.adminLn != nil {
+		fmt.Fprintf(w, "  admin  http://%s/debug/pprof/\n", n.adminLn.Addr())
+	}
+	fmt.Fprintf(w, `  data   %s
+
+Publish an event (nats CLI; the subject names the type):
+  nats pub %sevents.click "{\"time\":\"$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ)\",\"data\":{\"button\":\"buy\"}}"
+Read it back:
+  curl '%s/v1/events?type=click'
+
+`, n.cfg.DataDir, server, httpURL)
+}

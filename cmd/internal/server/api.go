@@ -1,0 +1,262 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/eventide/eventide/reader"
+)
+
+// Config says what NewHandler serves.
+type Config struct {
+	// Reader answers /v1/events and /v1/counts. Required.
+	Reader *reader.Reader
+	// Health answers /readyz. Required.
+	Health *Health
+	// Registry is served on /metrics and receives the HTTP metrics.
+	// Required.
+	Registry *prometheus.Registry
+	// Logger gets request failures (error) and an access line per request
+	// (debug). Defaults to discarding.
+	Logger *slog.Logger
+	// Now is the clock of default query windows. Defaults to time.Now.
+	Now func() time.Time
+}
+
+// The parameters each endpoint accepts, in the order error messages list
+// them.
+var (
+	eventsParams = []string{"type", "from", "to", "limit", "order", "page", "trace"}
+	countsParams = []string{"type", "from", "to", "step", "trace"}
+)
+
+// NewHandler returns the handler of Eventide's HTTP API: /livez, /readyz,
+// /metrics, /v1/events and /v1/counts. docs/http-api.md describes it.
+func NewHandler(cfg Config) (http.Handler, error) {
+	if cfg.Reader == nil || cfg.Health == nil || cfg.Registry == nil {
+		return nil, errors.New("server.NewHandler: Reader, Health and Registry are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m, err := newHTTPMetrics(cfg.Registry)
+	if err != nil {
+		return nil, err
+	}
+	a := &api{reader: cfg.Reader, logger: cfg.Logger, now: cfg.Now}
+	routes := []struct {
+		path string
+		h    http.Handler
+	}{
+		{"/livez", http.HandlerFunc(cfg.Health.serveLivez)},
+		{"/readyz", http.HandlerFunc(cfg.Health.serveReadyz)},
+		{"/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{
+			Registry:      cfg.Registry,
+			ErrorLog:      slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelError),
+			ErrorHandling: promhttp.ContinueOnError,
+		})},
+		{"/v1/events", http.HandlerFunc(a.events)},
+		{"/v1/counts", http.HandlerFunc(a.counts)},
+	}
+	mux := http.NewServeMux()
+	for _, r := range routes {
+		mux.Handle(r.path, m.instrument(r.path, onlyGET(r.h)))
+	}
+	mux.Handle("/", m.instrument("other", http.HandlerFunc(notFound)))
+	return accessLog(cfg.Logger, mux), nil
+}
+
+// onlyGET answers 405 to every method but GET and HEAD.
+func onlyGET(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeProblem(w, problem{
+				Type:   problemAboutBlank,
+				Status: http.StatusMethodNotAllowed,
+				Detail: fmt.Sprintf("method %s is not allowed on %s; use GET", r.Method, r.URL.Path),
+			})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func notFound(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, problem{
+		Type:   problemAboutBlank,
+		Status: http.StatusNotFound,
+		Detail: fmt.Sprintf("no endpoint at %s; the API serves /v1/events, /v1/counts, /livez, /readyz and /metrics", r.URL.Path),
+	})
+}
+
+type api struct {
+	reader *reader.Reader
+	logger *slog.Logger
+	now    func() time.Time
+}
+
+// eventJSON is one event as /v1/events returns it.
+type eventJSON struct {
+	ID     string          `json:"id"`
+	Type   string          `json:"type"`
+	Time   string          `json:"time"`
+	User   string          `json:"user,omitempty"`
+	Author string          `json:"author,omitempty"`
+	Data   json.RawMessage `json:"data"`
+}
+
+type eventsResponse struct {
+	Events   []eventJSON `json:"events"`
+	NextPage string      `json:"next_page,omitempty"`
+	Trace    string      `json:"trace,omitempty"`
+}
+
+func (a *api) events(w http.ResponseWriter, r *http.Request) {
+	q, pr := a.eventQuery(r)
+	if pr != nil {
+		writeProblem(w, *pr)
+		return
+	}
+	page, err := a.reader.Events(r.Context(), q)
+	if err != nil {
+		a.queryFailed(w, r, err)
+		return
+	}
+	resp := eventsResponse{Events: make([]eventJSON, 0, len(page.Events)), NextPage: page.NextPage}
+	for i := range page.Events {
+		e := &page.Events[i]
+		data := json.RawMessage(e.Data)
+		if !json.Valid(data) {
+			// The writer stores only JSON objects; never let one bad row
+			// fail every page that holds it.
+			a.logger.Warn("stored event data is not JSON; returning it as a string", "id", e.ID, "type", e.Type)
+			data, _ = json.Marshal(string(e.Data))
+		}
+		resp.Events = append(resp.Events, eventJSON{
+			ID:     e.ID.String(),
+			Type:   e.Type,
+			Time:   e.Time().UTC().Format(time.RFC3339Nano),
+			User:   e.User,
+			Author: e.Author,
+			Data:   data,
+		})
+	}
+	if q.Trace && page.Trace != nil {
+		resp.Trace = page.Trace.String()
+	}
+	a.writeJSON(w, r, resp)
+}
+
+func (a *api) eventQuery(r *http.Request) (reader.EventQuery, *problem) {
+	var q reader.EventQuery
+	p, pr := parseParams(r.URL.RawQuery, eventsParams)
+	if pr != nil {
+		return q, pr
+	}
+	if q.Type, pr = p.requiredType(); pr != nil {
+		return q, pr
+	}
+	if q.From, q.To, pr = p.window(a.now()); pr != nil {
+		return q, pr
+	}
+	if q.Limit, pr = p.intParam("limit", reader.DefaultLimit, 1, reader.MaxLimit); pr != nil {
+		return q, pr
+	}
+	order, err := reader.ParseOrder(p.get("order"))
+	if err != nil {
+		bad := badParameter(fmt.Sprintf("parameter order: %q is not asc or desc", p.get("order")))
+		return q, &bad
+	}
+	q.Order = order
+	q.PageToken = p.get("page")
+	q.Trace, pr = p.boolParam("trace")
+	return q, pr
+}
+
+type countPointJSON struct {
+	Time  string `json:"time"`
+	Count int64  `json:"count"`
+}
+
+type countsResponse struct {
+	Points []countPointJSON `json:"points"`
+	Trace  string           `json:"trace,omitempty"`
+}
+
+func (a *api) counts(w http.ResponseWriter, r *http.Request) {
+	q, trace, pr := a.countQuery(r)
+	if pr != nil {
+		writeProblem(w, *pr)
+		return
+	}
+	points, tr, err := a.reader.CountsTrace(r.Context(), q)
+	if err != nil {
+		a.queryFailed(w, r, err)
+		return
+	}
+	resp := countsResponse{Points: make([]countPointJSON, 0, len(points))}
+	for _, p := range points {
+		resp.Points = append(resp.Points, countPointJSON{Time: p.Time.UTC().Format(time.RFC3339Nano), Count: p.Count})
+	}
+	if trace && tr != nil {
+		resp.Trace = tr.String()
+	}
+	a.writeJSON(w, r, resp)
+}
+
+func (a *api) countQuery(r *http.Request) (q reader.CountQuery, trace bool, pr *problem) {
+	p, pr := parseParams(r.URL.RawQuery, countsParams)
+	if pr != nil {
+		return q, false, pr
+	}
+	if q.Type, pr = p.requiredType(); pr != nil {
+		return q, false, pr
+	}
+	if q.From, q.To, pr = p.window(a.now()); pr != nil {
+		return q, false, pr
+	}
+	if q.Step, pr = p.stepParam("step"); pr != nil {
+		return q, false, pr
+	}
+	trace, pr = p.boolParam("trace")
+	q.Trace = trace
+	return q, trace, pr
+}
+
+// queryFailed answers a reader error: the client's fault is a 4xx that
+// says what to change, anything else a 500.
+func (a *api) queryFailed(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, reader.ErrInvalidQuery):
+		writeProblem(w, problem{Type: ProblemInvalidQuery, Title: "Invalid query", Status: http.StatusBadRequest, Detail: err.Error()})
+	case errors.Is(err, reader.ErrTooManyTombstones):
+		writeProblem(w, problem{Type: ProblemTooManyTombstones, Title: "Too many tombstones", Status: http.StatusUnprocessableEntity, Detail: err.Error()})
+	case r.Context().Err() != nil:
+		// The client left; nobody reads an answer.
+		a.logger.Debug("query abandoned by the client", "url", r.URL.String(), "err", err)
+	default:
+		writeInternalError(w, r, a.logger, err)
+	}
+}
+
+func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeInternalError(w, r, a.logger, fmt.Errorf("cannot encode the response: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(append(body, '\n'))
+}

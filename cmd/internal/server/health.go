@@ -1,0 +1,116 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+	"sync/atomic"
+)
+
+// Health answers /livez and /readyz. /livez says the process serves HTTP;
+// /readyz says every dependency is up and the process is not shutting
+// down, so a load balancer sends it work.
+type Health struct {
+	mu       sync.Mutex
+	checks   []healthCheck
+	draining atomic.Bool
+}
+
+type healthCheck struct {
+	name  string
+	check func() error
+}
+
+// CheckResult is one readiness check as /readyz reports it.
+type CheckResult struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// NewHealth returns a Health with only the shutdown check.
+func NewHealth() *Health { return &Health{} }
+
+// Add adds a readiness check: check returns nil when name is ready, or an
+// error saying why not. Checks run on every /readyz request, so they must
+// be cheap.
+func (h *Health) Add(name string, check func() error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checks = append(h.checks, healthCheck{name, check})
+}
+
+// Drain makes /readyz fail from now on: the process is shutting down.
+func (h *Health) Drain() { h.draining.Store(true) }
+
+// Check runs every check.
+func (h *Health) Check() (ready bool, results []CheckResult) {
+	h.mu.Lock()
+	checks := append([]healthCheck(nil), h.checks...)
+	h.mu.Unlock()
+	ready = true
+	for _, c := range checks {
+		r := CheckResult{Name: c.name, OK: true}
+		if err := c.check(); err != nil {
+			r.OK, r.Detail, ready = false, err.Error(), false
+		}
+		results = append(results, r)
+	}
+	shutdown := CheckResult{Name: "shutdown", OK: !h.draining.Load()}
+	if !shutdown.OK {
+		shutdown.Detail, ready = "shutting down", false
+	}
+	return ready, append(results, shutdown)
+}
+
+func (h *Health) serveLivez(w http.ResponseWriter, r *http.Request) {
+	writeHealth(w, http.StatusOK, map[string]bool{"live": true})
+}
+
+func (h *Health) serveReadyz(w http.ResponseWriter, r *http.Request) {
+	ready, results := h.Check()
+	status := http.StatusOK
+	if !ready {
+		status = http.StatusServiceUnavailable
+	}
+	writeHealth(w, status, struct {
+		Ready  bool          `json:"ready"`
+		Checks []CheckResult `json:"checks"`
+	}{ready, results})
+}
+
+func writeHealth(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		panic("BUG: cannot encode a health report: " + err.Error())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}
+
+// StartingHandler answers while a process is still starting, before
+// NewHandler's handler can: /livez 200 (the process is up, so a liveness
+// probe must not kill a long recovery), /readyz 503 naming the current
+// step, and 503 for everything else.
+func StartingHandler(step func() string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/livez":
+			writeHealth(w, http.StatusOK, map[string]bool{"live": true})
+		case "/readyz":
+			writeHealth(w, http.StatusServiceUnavailable, struct {
+				Ready  bool          `json:"ready"`
+				Checks []CheckResult `json:"checks"`
+			}{false, []CheckResult{{Name: "startup", Detail: step()}}})
+		default:
+			w.Header().Set("Retry-After", "1")
+			writeProblem(w, problem{
+				Type:   problemAboutBlank,
+				Status: http.StatusServiceUnavailable,
+				Detail: "the server is starting (" + step() + "); retry shortly",
+			})
+		}
+	})
+}

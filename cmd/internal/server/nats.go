@@ -1,0 +1,99 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/server"
+)
+
+// NATSConfig configures the embedded NATS server.
+type NATSConfig struct {
+	// Listen is the host:port of the client listener. Port 0 picks a free
+	// port (read it back from Server.ClientURL).
+	Listen string
+	// StoreDir holds the JetStream store.
+	StoreDir string
+	// Logger receives the server's messages: its notices at debug level
+	// (they repeat what Eventide's banner says), warnings and errors as
+	// such. Defaults to discarding.
+	Logger *slog.Logger
+	// ReadyTimeout bounds the wait for the listener. Default 10s.
+	ReadyTimeout time.Duration
+}
+
+// StartNATS starts a NATS server with JetStream in this process and waits
+// until it accepts connections. Stop it with Shutdown and
+// WaitForShutdown. Clients in the same process can connect without TCP
+// with nats.InProcessServer.
+func StartNATS(cfg NATSConfig) (*natsserver.Server, error) {
+	host, portText, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("cannot start embedded NATS: listen address %q: %w", cfg.Listen, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("cannot start embedded NATS: listen address %q: port %q is not a number in 0..65535", cfg.Listen, portText)
+	}
+	if port == 0 {
+		port = natsserver.RANDOM_PORT // nats-server reads 0 as its default, 4222
+	} else {
+		// nats-server reports a port in use only in its log; probe first so
+		// the common mistake fails at once with the reason.
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("cannot start embedded NATS: %w (is another NATS server running? pick another address)", err)
+		}
+		ln.Close()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ReadyTimeout <= 0 {
+		cfg.ReadyTimeout = 10 * time.Second
+	}
+	ns, err := natsserver.NewServer(&natsserver.Options{
+		ServerName: "eventide",
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   cfg.StoreDir,
+		NoSigs:     true, // the command owns signals
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot start embedded NATS: %w", err)
+	}
+	logger := cfg.Logger.With("component", "nats-server")
+	ns.SetLoggerV2(natsLogger{logger}, logger.Enabled(context.Background(), slog.LevelDebug), false, false)
+	ns.Start()
+	if !ns.ReadyForConnections(cfg.ReadyTimeout) {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, fmt.Errorf("embedded NATS did not accept connections on %s within %s (is the port in use? the log says more)", cfg.Listen, cfg.ReadyTimeout)
+	}
+	if !ns.JetStreamEnabled() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		return nil, fmt.Errorf("embedded NATS started without JetStream (store %s); the log says why", cfg.StoreDir)
+	}
+	return ns, nil
+}
+
+// natsLogger adapts slog to nats-server's Logger.
+type natsLogger struct{ l *slog.Logger }
+
+func (n natsLogger) Noticef(format string, v ...any) { n.l.Debug(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Warnf(format string, v ...any)   { n.l.Warn(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Errorf(format string, v ...any)  { n.l.Error(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Debugf(format string, v ...any)  { n.l.Debug(fmt.Sprintf(format, v...)) }
+func (n natsLogger) Tracef(format string, v ...any)  {}
+
+// Fatalf: nats-server's own logger exits the process here; embedded, the
+// failure surfaces as a server that is not ready or not running.
+func (n natsLogger) Fatalf(format string, v ...any) {
+	n.l.Error(fmt.Sprintf(format, v...), "fatal", true)
+}

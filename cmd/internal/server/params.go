@@ -1,0 +1,153 @@
+package server
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// exampleTime is the RFC 3339 time error messages show as a model.
+const exampleTime = "2026-11-22T10:00:00Z"
+
+// params is a request's query string, checked against the parameters an
+// endpoint accepts. Empty values count as absent, so a script can pass
+// "from=" to mean the default.
+type params struct {
+	values url.Values
+}
+
+// parseParams parses rawQuery and refuses unknown and repeated parameters.
+func parseParams(rawQuery string, allowed []string) (params, *problem) {
+	values, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		p := badParameter(fmt.Sprintf("the query string is not valid URL encoding (%v); escape %% as %%25 and + as %%2B", err))
+		return params{}, &p
+	}
+	var unknown []string
+	for name, vs := range values {
+		if !slices.Contains(allowed, name) {
+			unknown = append(unknown, strconv.Quote(name))
+			continue
+		}
+		if len(vs) > 1 {
+			p := badParameter(fmt.Sprintf("parameter %s is given %d times; give it once", name, len(vs)))
+			return params{}, &p
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		noun := "parameter"
+		if len(unknown) > 1 {
+			noun = "parameters"
+		}
+		return params{}, &problem{
+			Type:   ProblemUnknownParameter,
+			Title:  "Unknown parameter",
+			Status: 400,
+			Detail: fmt.Sprintf("unknown %s %s; this endpoint accepts %s", noun, strings.Join(unknown, ", "), strings.Join(allowed, ", ")),
+		}
+	}
+	return params{values: values}, nil
+}
+
+func (p params) get(name string) string { return p.values.Get(name) }
+
+// requiredType returns the event type, which every query needs.
+func (p params) requiredType() (string, *problem) {
+	t := p.get("type")
+	if t == "" {
+		pr := badParameter("parameter type is required: the event type to query, e.g. type=click")
+		return "", &pr
+	}
+	return t, nil
+}
+
+// window returns [from, to): to defaults to now, from to one hour before
+// to.
+func (p params) window(now time.Time) (from, to time.Time, pr *problem) {
+	to = now
+	if s := p.get("to"); s != "" {
+		if to, pr = parseTime("to", s); pr != nil {
+			return
+		}
+	}
+	from = to.Add(-time.Hour)
+	if s := p.get("from"); s != "" {
+		if from, pr = parseTime("from", s); pr != nil {
+			return
+		}
+	}
+	if !from.Before(to) {
+		bad := badParameter(fmt.Sprintf("parameter from (%s) is not before to (%s); the window is [from, to)",
+			from.UTC().Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano)))
+		return from, to, &bad
+	}
+	return from, to, nil
+}
+
+func parseTime(name, s string) (time.Time, *problem) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err == nil {
+		return t, nil
+	}
+	detail := fmt.Sprintf("parameter %s: %q is not an RFC 3339 time such as %s", name, s, exampleTime)
+	if strings.Contains(s, " ") {
+		// A "+01:00" offset arrives as " 01:00" when the + is not escaped.
+		detail += "; write a + in a time offset as %2B in a URL"
+	}
+	pr := badParameter(detail)
+	return time.Time{}, &pr
+}
+
+// intParam parses a whole number in [lo, hi]; absent gives def.
+func (p params) intParam(name string, def, lo, hi int) (int, *problem) {
+	s := p.get(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		pr := badParameter(fmt.Sprintf("parameter %s: %q is not a whole number; use %d to %d", name, s, lo, hi))
+		return 0, &pr
+	}
+	if n < lo || n > hi {
+		pr := badParameter(fmt.Sprintf("parameter %s: %d is out of range; use %d to %d", name, n, lo, hi))
+		return 0, &pr
+	}
+	return n, nil
+}
+
+// boolParam parses 1, 0, true or false; absent is false.
+func (p params) boolParam(name string) (bool, *problem) {
+	s := p.get(name)
+	switch strings.ToLower(s) {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	}
+	pr := badParameter(fmt.Sprintf("parameter %s: %q is not 1, 0, true or false", name, s))
+	return false, &pr
+}
+
+// stepParam parses a Go duration that is a whole number of minutes;
+// absent gives one minute.
+func (p params) stepParam(name string) (time.Duration, *problem) {
+	s := p.get(name)
+	if s == "" {
+		return time.Minute, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		pr := badParameter(fmt.Sprintf("parameter %s: %q is not a duration such as 1m, 15m or 1h", name, s))
+		return 0, &pr
+	}
+	if d < time.Minute || d%time.Minute != 0 {
+		pr := badParameter(fmt.Sprintf("parameter %s: %s is not a whole number of minutes; use a multiple of 1m such as 1m, 15m or 1h", name, d))
+		return 0, &pr
+	}
+	return d, nil
+}
