@@ -178,3 +178,59 @@ func TestSlicePagingAgainstBruteForce(t *testing.T) {
 		}
 	}
 }
+
+func TestSliceBadQueries(t *testing.T) {
+	clock := &fixedClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
+	db := openStore(t, clock)
+	cat, err := schema.OpenCatalog(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := schema.Table{Name: "authors", PartitionKey: []schema.Column{{Name: "name", Type: bucket.TypeText}},
+		Clustering: bucket.ClusteringLayout{{Name: "year", Type: bucket.TypeInt, Order: bucket.Desc}, {Name: "title", Type: bucket.TypeText}}}
+	if err := cat.Create(tbl); err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(db, Options{Catalog: cat, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := SliceQuery{Table: "authors", Partition: []any{"Tom Clancy"}}
+	otherPartition := encodeToken(tokenKindSlice, fingerprint("slice", "authors", "Umberto Eco", "false"), nil)
+	tests := []struct {
+		name   string
+		modify func(q *SliceQuery)
+		want   string
+	}{
+		{"unknown table", func(q *SliceQuery) { q.Table = "books" }, `unknown table "books"`},
+		{"missing partition key", func(q *SliceQuery) { q.Partition = nil }, "partition key has 1 columns (name), got 0 values"},
+		{"wrong partition type", func(q *SliceQuery) { q.Partition = []any{int32(1)} }, "table authors column name: want text"},
+		{"wrong clustering type", func(q *SliceQuery) { q.Equal = []any{"1993"} }, `"year" (int DESC)`},
+		{"too many equalities", func(q *SliceQuery) { q.Equal = []any{int32(1), "a", "b"} }, "has 2 clustering columns, the query restricts 3"},
+		{"range after full key", func(q *SliceQuery) {
+			q.Equal = []any{int32(1), "a"}
+			q.Lower = &ValueBound{Value: "b"}
+		}, "a range needs a clustering column after the 2"},
+		{"bad bound type", func(q *SliceQuery) { q.Lower = &ValueBound{Value: 1993} }, "want int32, got int"},
+		{"token of another partition", func(q *SliceQuery) { q.PageToken = otherPartition }, "was issued for a different query"},
+		{"events token", func(q *SliceQuery) { q.PageToken = encodeToken(tokenKindEvents, 1, nil) }, "not a token for this kind of query"},
+		{"token with a bad key", func(q *SliceQuery) {
+			q.PageToken = encodeToken(tokenKindSlice, fingerprint("slice", "authors", "Tom Clancy", "false"), []byte{1})
+		}, "does not hold a key of table authors"},
+		{"limit", func(q *SliceQuery) { q.Limit = -5 }, "limit -5 is outside"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := ok
+			tt.modify(&q)
+			_, err := r.Slice(context.Background(), q)
+			if !errors.Is(err, ErrInvalidQuery) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("got %v, want ErrInvalidQuery containing %q", err, tt.want)
+			}
+		})
+	}
+	noCatalog, _ := New(db, Options{Now: clock.Now})
+	if _, err := noCatalog.Slice(context.Background(), ok); !errors.Is(err, ErrInvalidQuery) {
+		t.Fatalf("reader without a catalog: %v", err)
+	}
+}
