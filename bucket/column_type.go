@@ -75,6 +75,9 @@ func (t ColumnType) String() string {
 	return fmt.Sprintf("ColumnType(%d)", uint8(t))
 }
 
+// Valid reports whether t is one of the column types above.
+func (t ColumnType) Valid() bool { return t.valid() }
+
 func (t ColumnType) valid() bool {
 	return t >= TypeTimeUUID && int(t) < len(columnTypeNames)
 }

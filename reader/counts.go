@@ -14,7 +14,8 @@ import (
 // [From, To).
 type CountQuery struct {
 	Type string
-	// From and To are truncated to the minute.
+	// From is truncated to the step; a minute that starts before To is
+	// counted whole (counts are kept per minute).
 	From, To time.Time
 	// Step is a whole number of minutes; 0 means one minute. Points are
 	// aligned to multiples of Step since the Unix epoch (UTC).

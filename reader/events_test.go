@@ -359,3 +359,28 @@ func TestEventsTombstoneThresholds(t *testing.T) {
 		t.Fatalf("metric lint: %v %v", problems, err)
 	}
 }
+
+// TestTombstoneLimitAcrossSubPartitions checks the fail threshold holds for
+// the total of a bucket's merged sub-partitions, though each one alone
+// stays under it.
+func TestTombstoneLimitAcrossSubPartitions(t *testing.T) {
+	now := time.Date(2026, 11, 22, 10, 30, 0, 0, time.UTC)
+	clock := &fixedClock{now: now}
+	db := openStore(t, clock)
+	var b storage.Batch
+	for i := range 300 {
+		id, _ := bucket.NewTimeUUID(now.Add(-time.Duration(i+1)*time.Second), [8]byte{3, byte(i)})
+		pk, _ := bucket.PartitionKeyFor(id, "hot", 4)
+		b.DeleteRow(schema.EventsTable, []byte(pk.String()), schema.EventClusteringKey(id), now.UnixMicro())
+	}
+	mustApply(t, db, &b)
+	types := &schema.EventTypes{Types: map[string]schema.TypeSettings{"hot": {SubPartitions: 4}}}
+	r, err := New(db, Options{Now: clock.Now, Types: types, FailTombstones: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Events(context.Background(), EventQuery{Type: "hot", From: now.Add(-10 * time.Minute), To: now})
+	if !errors.Is(err, ErrTooManyTombstones) {
+		t.Fatalf("got %v, want ErrTooManyTombstones for 300 tombstones over 4 sub-partitions", err)
+	}
+}

@@ -97,7 +97,15 @@ func (s *partitionScan) run(emit func(partition []byte, row *storage.Row) bool) 
 		}
 		heads = append(heads[:best], heads[best+1:]...)
 	}
-	return closeAll()
+	if err := closeAll(); err != nil {
+		return err
+	}
+	// Each partition was opened with the budget left at that moment, so
+	// several merged partitions can together pass it: check the total.
+	if s.query.trace.Tombstones > s.r.opts.FailTombstones {
+		return s.wrap(s.partitions[len(s.partitions)-1], storage.ErrTooManyTombstones)
+	}
+	return nil
 }
 
 func (s *partitionScan) wrap(partition []byte, err error) error {

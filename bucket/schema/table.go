@@ -69,8 +69,8 @@ func (t *Table) Validate() error {
 			return fmt.Errorf("%w: table %s: column %s is defined twice", ErrInvalidSchema, t.Name, name)
 		}
 		seen[name] = true
-		if _, err := bucket.ParseColumnType(typ.String()); err != nil {
-			return fmt.Errorf("%w: table %s: column %s: %w", ErrInvalidSchema, t.Name, name, err)
+		if !typ.Valid() {
+			return fmt.Errorf("%w: table %s: column %s has unknown type %s", ErrInvalidSchema, t.Name, name, typ)
 		}
 		return nil
 	}

@@ -86,7 +86,7 @@ func DecodeTypedValue(stored []byte) (any, bucket.ColumnType, error) {
 	case bucket.TypeBlob:
 		return payload, t, nil
 	}
-	if _, err := bucket.ParseColumnType(t.String()); err != nil {
+	if !t.Valid() {
 		return nil, 0, fmt.Errorf("%w: unknown type byte %d", ErrCorruptValue, stored[0])
 	}
 	vals, err := bucket.ClusteringLayout{{Type: t}}.Decode(payload)
