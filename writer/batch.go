@@ -13,7 +13,7 @@ import (
 	"github.com/eventide/eventide/storage"
 )
 
-// errAbandoned is wrapped by processBatch's error when ctx ended while the
+// errAbandoned is wrapped by commit's error when ctx ended while the
 // batch could not be stored yet; nothing of it was acked.
 var errAbandoned = errors.New("batch abandoned")
 
@@ -23,58 +23,73 @@ type countKey struct {
 	minute    time.Time
 }
 
-// processBatch handles one fetch's worth of deliveries, in this order:
-//
-//  1. deliveries at or below the checkpoint are skipped (already stored);
-//  2. the rest are validated; rejects are published to the dead-letter
-//     stream and their acks awaited;
-//  3. one storage batch holds every valid event, the per-minute counts and
-//     the checkpoint (the highest sequence handled), applied atomically
-//     and durably (retried until it succeeds);
-//  4. only then is every delivery acked.
-//
-// If ctx ends while step 2 or 3 keeps failing, nothing is acked and the
-// error wraps errAbandoned: JetStream redelivers, and the checkpoint did
-// not move.
-func (w *Writer) processBatch(ctx context.Context, ds []delivery) error {
-	if len(ds) == 0 {
-		return nil
-	}
+// preparedBatch is one fetch's worth of deliveries, validated and ready to
+// be stored: the first half of handling a batch, done by Run's goroutine
+// while the previous batch is still being stored.
+type preparedBatch struct {
+	ds      []delivery
+	events  []parsedEvent
+	letters []*nats.Msg
+	reasons []string
+	skipped int
+	// from is the checkpoint before this batch, handled the checkpoint
+	// once it is stored: the highest sequence stored or dead-lettered.
+	from, handled uint64
+}
+
+// prepare validates one fetch's worth of deliveries that follow a
+// checkpoint at from (the batch before it may not be stored yet):
+// deliveries at or below from are skipped (already stored), the rest are
+// parsed into events or dead letters.
+func (w *Writer) prepare(ds []delivery, from uint64) *preparedBatch {
 	w.m.batchSize.Observe(float64(len(ds)))
 	now := w.cfg.Now()
-	handled := w.ckpt.seq // highest sequence stored or dead-lettered once this batch is applied
-	var (
-		events  []parsedEvent
-		letters []*nats.Msg
-		reasons []string
-		skipped int
-	)
+	pb := &preparedBatch{ds: ds, from: from, handled: from}
 	for _, d := range ds {
-		if d.seq <= handled {
-			skipped++
+		if d.seq <= pb.handled {
+			pb.skipped++
 			continue
 		}
-		handled = d.seq
+		pb.handled = d.seq
 		id := msgIdentity{stream: w.cfg.Stream, epoch: w.ckpt.epoch, seq: d.seq}
 		ev, rej := w.validator.parse(d.msg.Subject(), d.msg.Data(), id, now)
 		if rej != nil {
-			letters = append(letters, w.deadLetter(d.msg, d.seq, rej))
-			reasons = append(reasons, rej.reason)
+			pb.letters = append(pb.letters, w.deadLetter(d.msg, d.seq, rej))
+			pb.reasons = append(pb.reasons, rej.reason)
 			continue
 		}
-		events = append(events, ev)
+		pb.events = append(pb.events, ev)
 	}
+	return pb
+}
 
-	if handled > w.ckpt.seq {
-		stop := w.keepAlive(ds)
-		err := w.store(ctx, events, letters, handled)
+// commit finishes a prepared batch, in this order:
+//
+//  1. rejects are published to the dead-letter stream and their acks
+//     awaited;
+//  2. one storage batch holds every valid event, the per-minute counts and
+//     the checkpoint, applied atomically and durably (retried until it
+//     succeeds);
+//  3. only then is every delivery acked, and the checkpoint moved.
+//
+// pb.from must be the stored checkpoint: commits happen one at a time, in
+// fetch order. If ctx ends while step 1 or 2 keeps failing, nothing is
+// acked and the error wraps errAbandoned: JetStream redelivers, and the
+// checkpoint did not move.
+func (w *Writer) commit(ctx context.Context, pb *preparedBatch) error {
+	if pb.from != w.ckpt.seq {
+		return fmt.Errorf("BUG: writer: batch prepared after checkpoint %d committed at checkpoint %d", pb.from, w.ckpt.seq)
+	}
+	if pb.handled > pb.from {
+		stop := w.keepAlive(pb.ds)
+		err := w.store(ctx, pb.events, pb.letters, pb.handled)
 		stop()
 		if err != nil {
 			return err
 		}
 	}
 
-	for _, d := range ds {
+	for _, d := range pb.ds {
 		// Fire and forget: a lost ack means a redelivery, which the
 		// checkpoint turns into a skip.
 		if err := d.msg.Ack(); err != nil {
@@ -82,17 +97,21 @@ func (w *Writer) processBatch(ctx context.Context, ds []delivery) error {
 		}
 	}
 
-	w.ckpt.seq = handled
-	w.lastSeqAt.Store(handled)
-	w.m.lastApplied.Set(float64(handled))
-	w.ingested.Add(uint64(len(events)))
-	w.rejected.Add(uint64(len(letters)))
-	w.skipped.Add(uint64(skipped))
-	w.m.skipped.Add(float64(skipped))
-	for _, ev := range events {
-		w.m.ingested.WithLabelValues(w.m.typeLabel(ev.event.Type)).Inc()
+	w.ckpt.seq = pb.handled
+	w.lastSeqAt.Store(pb.handled)
+	w.m.lastApplied.Set(float64(pb.handled))
+	w.ingested.Add(uint64(len(pb.events)))
+	w.rejected.Add(uint64(len(pb.letters)))
+	w.skipped.Add(uint64(pb.skipped))
+	w.m.skipped.Add(float64(pb.skipped))
+	perType := map[string]int{}
+	for i := range pb.events {
+		perType[pb.events[i].event.Type]++
 	}
-	for _, r := range reasons {
+	for typ, n := range perType {
+		w.m.ingested.WithLabelValues(w.m.typeLabel(typ)).Add(float64(n))
+	}
+	for _, r := range pb.reasons {
 		w.m.rejected.WithLabelValues(r).Inc()
 	}
 	return nil
@@ -106,14 +125,19 @@ func (w *Writer) store(ctx context.Context, events []parsedEvent, letters []*nat
 			return fmt.Errorf("%w: %w", errAbandoned, err)
 		}
 	}
-	var b storage.Batch
+	// One batch, reused: its mutations array is the size of a full fetch,
+	// and growing a new one for every fetch was a quarter of the writer's
+	// allocations. Reset drops its references to the message bodies.
+	b := &w.storeBatch
+	b.Reset()
+	defer b.Reset()
 	writeMicros := w.db.NowMicros()
 	var counts []int64
 	countIndex := map[countKey]int{}
 	var keys []countKey
 	for i := range events {
 		ev := &events[i]
-		if err := schema.PutEvent(&b, &ev.event, ev.subPartitions, ev.remainingTTLSeconds, writeMicros); err != nil {
+		if err := schema.PutEvent(b, &ev.event, ev.subPartitions, ev.remainingTTLSeconds, writeMicros); err != nil {
 			return fmt.Errorf("BUG: writer: a validated event does not store: %w", err)
 		}
 		k := countKey{ev.event.Type, ev.event.Time().Truncate(time.Minute)}
@@ -127,12 +151,12 @@ func (w *Writer) store(ctx context.Context, events []parsedEvent, letters []*nat
 		counts[j]++
 	}
 	for j, k := range keys {
-		if err := schema.AddCount(&b, k.eventType, k.minute, counts[j]); err != nil {
+		if err := schema.AddCount(b, k.eventType, k.minute, counts[j]); err != nil {
 			return fmt.Errorf("BUG: writer: a validated event cannot be counted: %w", err)
 		}
 	}
-	schema.PutCheckpoint(&b, w.ckpt.key, handled)
-	return w.apply(ctx, &b)
+	schema.PutCheckpoint(b, w.ckpt.key, handled)
+	return w.apply(ctx, b)
 }
 
 // apply applies b, retrying with backoff until it succeeds or ctx ends.

@@ -42,9 +42,20 @@
 //     hashed from (stream, checkpoint epoch, stream sequence), so a
 //     redelivered message rewrites the same row. The id's time is the
 //     event time, which decides its hour partition and count minute.
-//   - Backpressure: one batch is in flight at a time. While storage stalls
-//     Apply blocks, the writer stops fetching and JetStream holds the
-//     backlog; InProgress keeps the batch from being redelivered meanwhile.
+//   - Two stages: Run's goroutine fetches and validates batch N+1 while
+//     another stores and acks batch N. Batches are stored one at a time,
+//     in fetch order, each continuing from the checkpoint its predecessor
+//     stored; before the consumer is repositioned, the batch being stored
+//     is waited for, and a batch prepared behind one that was abandoned
+//     (shutdown during a storage outage) is dropped unacked.
+//   - Backpressure: at most two batches are held, one being stored and one
+//     waiting. While storage stalls Apply blocks, the writer stops fetching
+//     and JetStream holds the backlog; InProgress keeps the batch from
+//     being redelivered meanwhile.
+//
+// Bodies are read by a single-pass scanner (jsonscan.go) that accepts
+// exactly what encoding/json accepts (a differential fuzz target checks
+// it), at a fraction of the cost.
 //
 // Only one writer may run per consumer name: two would take deliveries
 // from each other, which each treats as lost, and would contend for one

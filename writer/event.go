@@ -132,16 +132,21 @@ func newValidator(cfg Config) *validator {
 // one (valid or not): for the pattern "events.>", the subject
 // "events.click" names "click".
 func (v *validator) subjectType(subject string) (string, bool) {
-	tokens := strings.Split(subject, ".")
 	for _, pattern := range v.subjectPatterns {
-		for i, p := range pattern {
+		rest, more := subject, true // the tokens not matched yet, and whether there are any
+		for _, p := range pattern {
 			if p == ">" {
-				if i < len(tokens) {
-					return strings.Join(tokens[i:], "."), true
+				if more {
+					return rest, true
 				}
 				break
 			}
-			if i >= len(tokens) || (p != "*" && p != tokens[i]) {
+			if !more {
+				break
+			}
+			var token string
+			token, rest, more = strings.Cut(rest, ".")
+			if p != "*" && p != token {
 				break
 			}
 		}
@@ -168,12 +173,16 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 	if len(trimmed) == 0 || trimmed[0] != '{' {
 		return p, reject(reasonMalformedJSON, "body is not a JSON object")
 	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil {
+	fields, ok := scanEventFields(body)
+	if !ok {
+		var probe map[string]json.RawMessage // only for encoding/json's description of what is wrong
+		err := json.Unmarshal(body, &probe)
+		if err == nil {
+			panic(fmt.Sprintf("BUG: writer: encoding/json accepts a body the event scanner rejects: %q", clip(body)))
+		}
 		return p, reject(reasonMalformedJSON, "body is not valid JSON: %v", err)
 	}
-	field := func(name string) json.RawMessage {
-		raw := fields[name]
+	field := func(raw []byte) []byte {
 		if string(raw) == "null" {
 			return nil
 		}
@@ -183,8 +192,9 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 	// Type.
 	subjType, subjHasType := v.subjectType(subject)
 	var eventType string
-	if raw := field("type"); raw != nil {
-		if err := json.Unmarshal(raw, &eventType); err != nil {
+	if raw := field(fields.typ); raw != nil {
+		var isString bool
+		if eventType, isString = jsonString(raw); !isString {
 			return p, reject(reasonInvalidType, "type must be a string, got %s", clip(raw))
 		}
 		if err := bucket.ValidateEventType(eventType); err != nil {
@@ -209,9 +219,9 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 	// Id.
 	var eventID uuid.UUID
 	hasID := false
-	if raw := field("id"); raw != nil {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+	if raw := field(fields.id); raw != nil {
+		s, isString := jsonString(raw)
+		if !isString {
 			return p, reject(reasonInvalidID, "id must be a string holding a version 1 UUID, got %s", clip(raw))
 		}
 		u, err := uuid.Parse(s)
@@ -227,7 +237,7 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 	// Time. With an id, the id's time is the event time; a time sent
 	// along must agree with it to the millisecond.
 	var eventTime time.Time
-	if raw := field("time"); raw != nil {
+	if raw := field(fields.time); raw != nil {
 		t, err := parseTime(raw)
 		if err != nil {
 			return p, reject(reasonInvalidTime, "%v", err)
@@ -253,7 +263,7 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 
 	// TTL.
 	ttlSeconds := v.types.TTLSeconds(eventType)
-	if raw := field("ttl"); raw != nil {
+	if raw := field(fields.ttl); raw != nil {
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil || n <= 0 || n > math.MaxInt32 {
 			return p, reject(reasonInvalidTTL, "ttl must be a whole number of seconds from 1 to %d, got %s", math.MaxInt32, clip(raw))
@@ -263,20 +273,22 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 
 	// User and author.
 	var user, author string
-	if raw := field("user"); raw != nil {
-		if err := json.Unmarshal(raw, &user); err != nil {
+	if raw := field(fields.user); raw != nil {
+		var isString bool
+		if user, isString = jsonString(raw); !isString {
 			return p, reject(reasonInvalidUser, "user must be a string, got %s", clip(raw))
 		}
 	}
-	if raw := field("author"); raw != nil {
-		if err := json.Unmarshal(raw, &author); err != nil {
+	if raw := field(fields.author); raw != nil {
+		var isString bool
+		if author, isString = jsonString(raw); !isString {
 			return p, reject(reasonInvalidAuthor, "author must be a string, got %s", clip(raw))
 		}
 	}
 
 	// Data: a JSON object, stored byte for byte.
 	data := []byte("{}")
-	if raw := field("data"); raw != nil {
+	if raw := field(fields.data); raw != nil {
 		if raw[0] != '{' {
 			return p, reject(reasonInvalidData, "data must be a JSON object, got %s", clip(raw))
 		}
@@ -310,10 +322,10 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 
 // parseTime reads an RFC 3339 string or a JSON integer of unix
 // milliseconds.
-func parseTime(raw json.RawMessage) (time.Time, error) {
+func parseTime(raw []byte) (time.Time, error) {
 	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
+		s, isString := jsonString(raw)
+		if !isString {
 			return time.Time{}, fmt.Errorf("time %s is not a valid JSON string", clip(raw))
 		}
 		t, err := time.Parse(time.RFC3339Nano, s)

@@ -52,6 +52,10 @@ type Writer struct {
 	nextDeliverySeq uint64
 	lastIdleCheck   time.Time
 
+	// storeBatch is the storage batch of the batch being committed; one
+	// commit runs at a time.
+	storeBatch storage.Batch
+
 	running, draining, storageFailing      atomic.Bool
 	ingested, rejected, skipped, lastSeqAt atomic.Uint64
 }
@@ -151,10 +155,18 @@ func New(ctx context.Context, nc *nats.Conn, db *storage.DB, cfg Config) (*Write
 }
 
 // Run fetches, validates and stores batches until ctx is cancelled; then it
-// finishes the batch in hand (stores and acks it) and returns nil. It rides
-// out NATS disconnections and storage errors, retrying, and returns an
-// error only when it cannot go on: the NATS connection is closed for good,
-// or a bug.
+// finishes the batches in hand (stores and acks them) and returns nil. It
+// rides out NATS disconnections and storage errors, retrying, and returns
+// an error only when it cannot go on: the NATS connection is closed for
+// good, or a bug.
+//
+// Batches go through two stages: Run's goroutine fetches and validates
+// batch N+1 while another goroutine stores and acks batch N. At most one
+// batch is being stored at a time, and batches are stored in fetch order,
+// each with the checkpoint its predecessor left; a storage stall therefore
+// stops the fetching after one batch. Before the consumer is repositioned
+// after the checkpoint, or asked about deliveries this writer does not
+// hold, the batch being stored is waited for, so the checkpoint is final.
 func (w *Writer) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return errors.New("writer: Run is already running")
@@ -164,11 +176,27 @@ func (w *Writer) Run(ctx context.Context) error {
 	w.log.Info("writer: running", "stream", w.cfg.Stream, "consumer", w.cfg.Consumer,
 		"checkpoint", w.ckpt.seq, "epoch", w.ckpt.epoch)
 
+	var committing chan error // the batch being stored reports here; nil when none is
+	// waitCommit waits for the batch being stored, if any.
+	waitCommit := func() error {
+		if committing == nil {
+			return nil
+		}
+		err := <-committing
+		committing = nil
+		return err
+	}
+	// queued is what the checkpoint will be once the batch being stored is.
+	queued := w.ckpt.seq
+
 	needReset := true // whatever was delivered before this Run is unknown
 	attempt := 0
 	for {
 		if ctx.Err() != nil {
 			w.draining.Store(true)
+			if err := waitCommit(); err != nil && !errors.Is(err, errAbandoned) {
+				return err
+			}
 			if err := w.nc.FlushTimeout(time.Second); err != nil && w.nc.IsConnected() {
 				w.log.Warn("writer: cannot flush the last acks; their messages will be redelivered and skipped", "err", err)
 			}
@@ -176,9 +204,17 @@ func (w *Writer) Run(ctx context.Context) error {
 			return nil
 		}
 		if w.nc.IsClosed() {
+			_ = waitCommit()
 			return errors.New("writer: the NATS connection is closed")
 		}
 		if needReset {
+			if err := waitCommit(); err != nil {
+				if errors.Is(err, errAbandoned) {
+					continue // only when ctx is done: the loop's top returns
+				}
+				return err
+			}
+			queued = w.ckpt.seq
 			if err := w.repositionConsumer(ctx); err != nil {
 				if ctx.Err() == nil {
 					w.warn.log("writer: cannot reposition the consumer after the checkpoint; retrying", "err", err)
@@ -200,13 +236,20 @@ func (w *Writer) Run(ctx context.Context) error {
 				w.warn.log("writer: the consumer delivered messages this writer did not receive (lost on the wire, or is "+
 					"another client pulling from it?); repositioning after the checkpoint", "consumer", w.cfg.Consumer)
 			}
-			if err := w.processBatch(ctx, ds); err != nil {
-				if errors.Is(err, errAbandoned) {
-					// Only when ctx is done: the loop's top returns.
-					w.log.Info("writer: stopping with a batch not stored; JetStream will redeliver it", "err", err)
-					continue
+			if len(ds) > 0 {
+				pb := w.prepare(ds, queued)
+				if err := waitCommit(); err != nil {
+					if errors.Is(err, errAbandoned) {
+						// Only when ctx is done. pb is dropped unacked:
+						// its checkpoint would cover the abandoned batch.
+						w.log.Info("writer: stopping with batches not stored; JetStream will redeliver them", "err", err)
+						continue
+					}
+					return err
 				}
-				return err
+				queued = pb.handled
+				committing = make(chan error, 1)
+				go func(done chan<- error) { done <- w.commit(ctx, pb) }(committing)
 			}
 		}
 		switch {
@@ -224,7 +267,17 @@ func (w *Writer) Run(ctx context.Context) error {
 			attempt++
 		}
 		if len(msgs) == 0 && fetchErr == nil && !needReset {
-			needReset = w.idleCheck(ctx)
+			if committing != nil {
+				// Idle, with a batch being stored: it has had FetchWait to
+				// finish. The server is asked about deliveries this writer
+				// does not hold only on a later idle round, once its acks
+				// have arrived.
+				if err := waitCommit(); err != nil && !errors.Is(err, errAbandoned) {
+					return err
+				}
+			} else {
+				needReset = w.idleCheck(ctx)
+			}
 		}
 	}
 }

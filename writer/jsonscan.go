@@ -1,0 +1,318 @@
+package writer
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
+
+// The writer reads every message body once, and encoding/json made that
+// the writer's largest cost: it validates the body in one pass and decodes
+// it in a second, allocating a map. scanEventFields does both in one pass
+// without allocating. It accepts exactly the bodies encoding/json accepts
+// (FuzzScanEventFields checks it against json.Unmarshal into a
+// map[string]json.RawMessage, with the same result for every field), so
+// the choice of parser never changes which events are rejected.
+
+// maxJSONDepth is encoding/json's nesting limit: deeper input is invalid.
+const maxJSONDepth = 10000
+
+// eventFields are the raw JSON values of an event's top-level fields; nil
+// when the field is absent. A field sent more than once takes its last
+// value, as with encoding/json.
+type eventFields struct {
+	typ, id, time, ttl, user, author, data []byte
+}
+
+// slot returns where the value of a top-level key goes, nil for a key that
+// is not an event field. key is the raw string token, quotes included.
+func (f *eventFields) slot(key []byte) *[]byte {
+	name := key[1 : len(key)-1]
+	for _, c := range name {
+		if c == '\\' {
+			// An escaped key ("t\u0079pe") names the field it decodes to.
+			var s string
+			if json.Unmarshal(key, &s) != nil {
+				return nil
+			}
+			name = []byte(s)
+			break
+		}
+	}
+	switch string(name) {
+	case "type":
+		return &f.typ
+	case "id":
+		return &f.id
+	case "time":
+		return &f.time
+	case "ttl":
+		return &f.ttl
+	case "user":
+		return &f.user
+	case "author":
+		return &f.author
+	case "data":
+		return &f.data
+	}
+	return nil
+}
+
+// scanEventFields reads body, which must be one JSON object (surrounding
+// white space allowed), and returns the values of its event fields; ok is
+// false if body is not valid JSON or not an object.
+func scanEventFields(body []byte) (f eventFields, ok bool) {
+	s := jsonScanner{b: body}
+	s.skipSpace()
+	if s.i >= len(s.b) || s.b[s.i] != '{' || !s.object(&f) {
+		return eventFields{}, false
+	}
+	s.skipSpace()
+	if s.i != len(s.b) {
+		return eventFields{}, false
+	}
+	return f, true
+}
+
+// jsonScanner validates JSON (RFC 8259 as encoding/json reads it) from b[i:].
+type jsonScanner struct {
+	b     []byte
+	i     int
+	depth int
+}
+
+func (s *jsonScanner) skipSpace() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// value skips one value starting at s.i (no leading space).
+func (s *jsonScanner) value() bool {
+	if s.i >= len(s.b) {
+		return false
+	}
+	switch c := s.b[s.i]; {
+	case c == '{':
+		return s.object(nil)
+	case c == '[':
+		return s.array()
+	case c == '"':
+		return s.str()
+	case c == '-' || c >= '0' && c <= '9':
+		return s.number()
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	}
+	return false
+}
+
+// object skips the object at s.i; if fields is not nil it records the
+// values of its event fields.
+func (s *jsonScanner) object(fields *eventFields) bool {
+	if s.depth++; s.depth > maxJSONDepth {
+		return false
+	}
+	s.i++ // '{'
+	s.skipSpace()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+		s.depth--
+		return true
+	}
+	for {
+		if s.i >= len(s.b) || s.b[s.i] != '"' {
+			return false
+		}
+		keyStart := s.i
+		if !s.str() {
+			return false
+		}
+		key := s.b[keyStart:s.i]
+		s.skipSpace()
+		if s.i >= len(s.b) || s.b[s.i] != ':' {
+			return false
+		}
+		s.i++
+		s.skipSpace()
+		valueStart := s.i
+		if !s.value() {
+			return false
+		}
+		if fields != nil {
+			if slot := fields.slot(key); slot != nil {
+				*slot = s.b[valueStart:s.i:s.i]
+			}
+		}
+		s.skipSpace()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			s.skipSpace()
+		case '}':
+			s.i++
+			s.depth--
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+func (s *jsonScanner) array() bool {
+	if s.depth++; s.depth > maxJSONDepth {
+		return false
+	}
+	s.i++ // '['
+	s.skipSpace()
+	if s.i < len(s.b) && s.b[s.i] == ']' {
+		s.i++
+		s.depth--
+		return true
+	}
+	for {
+		if !s.value() {
+			return false
+		}
+		s.skipSpace()
+		if s.i >= len(s.b) {
+			return false
+		}
+		switch s.b[s.i] {
+		case ',':
+			s.i++
+			s.skipSpace()
+		case ']':
+			s.i++
+			s.depth--
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// str skips a string: control characters must be escaped, escapes must be
+// one of \" \\ \/ \b \f \n \r \t \uXXXX; other bytes (even invalid UTF-8)
+// are accepted, as encoding/json does.
+func (s *jsonScanner) str() bool {
+	s.i++ // '"'
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			return true
+		case c == '\\':
+			s.i++
+			if s.i >= len(s.b) {
+				return false
+			}
+			switch s.b[s.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i++
+			case 'u':
+				s.i++
+				if s.i+4 > len(s.b) {
+					return false
+				}
+				for _, h := range s.b[s.i : s.i+4] {
+					if !isHex(h) {
+						return false
+					}
+				}
+				s.i += 4
+			default:
+				return false
+			}
+		case c < 0x20:
+			return false
+		default:
+			s.i++
+		}
+	}
+	return false
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// number skips -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func (s *jsonScanner) number() bool {
+	if s.b[s.i] == '-' {
+		s.i++
+	}
+	switch {
+	case s.i >= len(s.b):
+		return false
+	case s.b[s.i] == '0':
+		s.i++
+	case s.b[s.i] >= '1' && s.b[s.i] <= '9':
+		s.digits()
+	default:
+		return false
+	}
+	if s.i < len(s.b) && s.b[s.i] == '.' {
+		s.i++
+		if s.digits() == 0 {
+			return false
+		}
+	}
+	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+			s.i++
+		}
+		if s.digits() == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *jsonScanner) digits() int {
+	start := s.i
+	for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+		s.i++
+	}
+	return s.i - start
+}
+
+func (s *jsonScanner) literal(word string) bool {
+	if len(s.b)-s.i < len(word) || string(s.b[s.i:s.i+len(word)]) != word {
+		return false
+	}
+	s.i += len(word)
+	return true
+}
+
+// jsonString decodes raw, a JSON value, as a string; ok is false if raw is
+// not a string. Strings without escapes in valid UTF-8 (nearly all) are
+// taken as they are; the rest go through encoding/json, which also
+// replaces invalid UTF-8 the way the rest of Go's JSON handling does.
+func jsonString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	if inner := raw[1 : len(raw)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), true
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}

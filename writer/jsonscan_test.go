@@ -1,0 +1,82 @@
+package writer
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// jsonScanCases are bodies whose verdict or fields are easy to get wrong;
+// they seed FuzzScanEventFields too.
+var jsonScanCases = []string{
+	`{}`,
+	` {"type":"click"} `,
+	"\t{\n\"type\" : \"click\" ,\"time\":1767268740000}\r\n",
+	`{"type":"a","type":"b"}`,                    // last one wins
+	`{"t\u0079pe":"click"}`,                      // escaped key
+	`{"type\u0000":"x","data":{"type":"inner"}}`, // nested keys are not fields
+	`{"data":{"a":[1,2,{"b":null}],"c":"\"}"}}`,
+	`{"ttl":-0.5e+10,"user":"\u00e9\ud83d\ude00","author":"\/"}`,
+	`{"user":"caf` + "\xc3\xa9" + `"}`, // valid UTF-8
+	`{"user":"bad` + "\xff" + `"}`,     // invalid UTF-8 is accepted, and decoded as U+FFFD
+	`{"id":null,"time":true,"data":false}`,
+	`{"a":[]}`, `{"a":[ ]}`, `{"a":{ }}`,
+	// Invalid.
+	``, `{`, `}`, `[]`, `"x"`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{,"a":1}`, `{"a":1 "b":2}`,
+	`{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":1e}`, `{"a":-}`, `{"a":+1}`, `{"a":tru}`, `{"a":nul}`,
+	`{"a":"\x"}`, `{"a":"\u12"}`, `{"a":"\u12g4"}`, "{\"a\":\"\x01\"}", `{"a":"unterminated}`,
+	`{"a":1} x`, `{"a":1}{}`, `{'a':1}`, `{"a":[1,]}`, `{"a":[,1]}`, `{"a":NaN}`,
+	`{"a":` + strings.Repeat("[", maxJSONDepth) + strings.Repeat("]", maxJSONDepth) + `}`,
+	`{"a":` + strings.Repeat("[", maxJSONDepth-1) + strings.Repeat("]", maxJSONDepth-1) + `}`,
+}
+
+func TestScanEventFieldsMatchesEncodingJSON(t *testing.T) {
+	for _, body := range jsonScanCases {
+		checkScanAgainstEncodingJSON(t, []byte(body))
+	}
+}
+
+func FuzzScanEventFields(f *testing.F) {
+	for _, body := range jsonScanCases {
+		if len(body) < 1000 {
+			f.Add([]byte(body))
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkScanAgainstEncodingJSON(t, body)
+	})
+}
+
+// checkScanAgainstEncodingJSON: the scanner accepts exactly what
+// json.Unmarshal into a map accepts, with the same raw value per field.
+func checkScanAgainstEncodingJSON(t *testing.T, body []byte) {
+	t.Helper()
+	got, ok := scanEventFields(body)
+	var want map[string]json.RawMessage
+	err := json.Unmarshal(body, &want)
+	if ok != (err == nil && want != nil) {
+		t.Fatalf("body %q: scanner ok = %v, encoding/json err = %v (map %v)", clip(body), ok, err, want != nil)
+	}
+	if !ok {
+		return
+	}
+	for name, raw := range map[string][]byte{
+		"type": got.typ, "id": got.id, "time": got.time, "ttl": got.ttl,
+		"user": got.user, "author": got.author, "data": got.data,
+	} {
+		if !bytes.Equal(raw, want[name]) || (raw == nil) != (want[name] == nil) {
+			t.Fatalf("body %q: field %s = %q, encoding/json gives %q", clip(body), name, raw, want[name])
+		}
+		if raw == nil || string(raw) == "null" { // parse treats null as absent
+			continue
+		}
+		var wantString string
+		wantErr := json.Unmarshal(raw, &wantString)
+		gotString, isString := jsonString(raw)
+		if isString != (wantErr == nil) || gotString != wantString {
+			t.Fatalf("body %q: field %s as a string = %q, %v; encoding/json gives %q, %v",
+				clip(body), name, gotString, isString, wantString, wantErr)
+		}
+	}
+}
