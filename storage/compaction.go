@@ -188,7 +188,11 @@ func (db *DB) compact(c *compaction) error {
 	var stats compactionStats
 	if !c.dropOnly {
 		var err error
-		out, err = db.writeSSTable(c.table, true, func(w *sstable.Writer) error {
+		level := compactionZstdLevel
+		if c.intermediate {
+			level = flushZstdLevel
+		}
+		out, err = db.writeSSTable(c.table, level, func(w *sstable.Writer) error {
 			var err error
 			stats, err = db.mergeInputs(c, w)
 			return err

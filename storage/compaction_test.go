@@ -27,7 +27,9 @@ func TestPickSizeTiered(t *testing.T) {
 		want  int // inputs picked; 0 = none
 	}{
 		{"too few", []int64{1, 2, 3}, 4, 32, 0},
-		{"small files share a bucket", []int64{1, 2 * mb, 3 * mb, 40 * mb}, 4, 32, 4},
+		{"small files share a bucket", []int64{1, 2 * mb, 3 * mb, 3*mb + mb/2}, 4, 32, 4},
+		{"a large file is not merged with new flushes", []int64{2 * mb, 2 * mb, 3 * mb, 40 * mb}, 4, 32, 0},
+		{"files merge with their own tier", []int64{2 * mb, 3 * mb, 2 * mb, 9 * mb, 10 * mb, 11 * mb, 9 * mb}, 4, 32, 4},
 		{"dissimilar large files", []int64{100 * mb, 400 * mb, 1600 * mb, 6400 * mb}, 2, 32, 0},
 		{"similar large files", []int64{100 * mb, 110 * mb, 120 * mb, 6400 * mb}, 3, 32, 3},
 		{"capped at max", []int64{1, 1, 1, 1, 1, 1}, 2, 4, 4},

@@ -148,6 +148,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"runtime"
 
 	"github.com/eventide/eventide/storage/internal/base"
 	"github.com/eventide/eventide/storage/vfs"
@@ -398,6 +399,12 @@ func (w *Writer) flushBlock() error {
 	w.cur.numBlocks++
 	w.props.DataBlocks++
 	w.blk.reset()
+	// SSTables are written by background work (flushes, compactions) that
+	// can keep every P busy for seconds. Yielding after each block (a few
+	// hundred µs of CPU) lets latency-sensitive goroutines, such as a NATS
+	// delivery or a writer's commit, run between blocks instead of waiting
+	// for the scheduler's 10 ms preemption.
+	runtime.Gosched()
 	return nil
 }
 
