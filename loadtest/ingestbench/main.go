@@ -1,15 +1,20 @@
 // Command ingestbench measures Eventide's ingest pipeline against raw
 // JetStream in the same run, on the same embedded NATS server:
 //
-//  1. raw: a pull consumer that fetches batches and acks them without
-//     storing anything, while a publisher sends N ~200-byte events;
-//  2. eventide: the writer (validate, one atomic storage batch per fetch
-//     with counts and checkpoint, WAL fsync, then ack), same publisher;
-//  3. latency: the publisher runs at a fraction (default 50%) of the rate
-//     measured in 2 and, for every message, the time from publish to
-//     "queryable" (the writer's checkpoint covers its stream sequence, so
-//     its rows are in the memtable) is recorded;
-//  4. check: per-minute counts read through reader.Counts add up to every
+//  1. rounds (default 3), each of two phases publishing N ~200-byte
+//     events with async publishes: raw, a pull consumer that fetches
+//     batches and acks them without storing anything; then eventide, the
+//     writer (validate, one atomic storage batch per fetch with counts and
+//     checkpoint, WAL fsync, then ack). Before each raw phase, flushes and
+//     compactions left by the previous Eventide phase are waited for, so
+//     they never slow the peer down. The ratio reported is the median of
+//     the rounds' ratios;
+//  2. latency: at a fraction (default 50%) of Eventide's median rate, the
+//     publisher runs first against the raw consumer (publish to acked),
+//     then against the writer (publish to queryable: the writer's
+//     checkpoint covers the message's stream sequence, so its rows are in
+//     the memtable), for the same duration each;
+//  3. check: per-minute counts read through reader.Counts add up to every
 //     event published to the writer.
 //
 // Usage:
@@ -24,6 +29,7 @@ import (
 	"io"
 	"log"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -46,20 +52,25 @@ import (
 
 func main() {
 	events := flag.Int("events", 300000, "events published in each throughput phase")
+	rounds := flag.Int("rounds", 3, "throughput rounds (raw then Eventide in each); the ratio reported is the median")
 	types := flag.Int("types", 20, "event types")
 	fraction := flag.Float64("latency-rate", 0.5, "latency phase rate as a fraction of the measured Eventide rate")
 	latencyFor := flag.Duration("latency-duration", 20*time.Second, "length of the latency phase")
 	dir := flag.String("dir", "", "working directory (default: a new temporary directory, removed at the end)")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the Eventide throughput phase to this file")
+	flag.StringVar(&memProfile, "memprofile", "", "write an allocation profile of the Eventide throughput phase to this file")
 	flag.Parse()
-	if err := run(*events, *types, *fraction, *latencyFor, *dir); err != nil {
+	if memProfile != "" {
+		runtime.MemProfileRate = 0 // only the Eventide phase is sampled
+	}
+	if err := run(*events, *rounds, *types, *fraction, *latencyFor, *dir); err != nil {
 		log.Fatal(err)
 	}
 }
 
-var cpuProfile string
+var cpuProfile, memProfile string
 
-func run(n, types int, fraction float64, latencyFor time.Duration, dir string) error {
+func run(n, rounds, types int, fraction float64, latencyFor time.Duration, dir string) error {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "ingestbench")
 		if err != nil {
@@ -91,7 +102,8 @@ func run(n, types int, fraction float64, latencyFor time.Duration, dir string) e
 	fmt.Printf("ingestbench: %d events per phase, %d types, ~200-byte events, GOMAXPROCS=%d, %s\n",
 		n, types, runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.RFC3339))
 
-	// Phase 1: raw JetStream.
+	// The raw consumer and the writer both run from here to the end, each
+	// idle while the other's phase publishes.
 	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "RAW", Subjects: []string{"raw.>"}, Storage: jetstream.FileStorage}); err != nil {
 		return err
 	}
@@ -100,6 +112,7 @@ func run(n, types int, fraction float64, latencyFor time.Duration, dir string) e
 		return err
 	}
 	var rawAcked atomic.Int64
+	var rawAckedSeq atomic.Uint64 // the stream sequence of the last message acked
 	rawCtx, stopRaw := context.WithCancel(ctx)
 	var rawWG sync.WaitGroup
 	rawWG.Add(1)
@@ -113,18 +126,14 @@ func run(n, types int, fraction float64, latencyFor time.Duration, dir string) e
 			for m := range batch.Messages() {
 				m.Ack()
 				rawAcked.Add(1)
+				if md, err := m.Metadata(); err == nil {
+					rawAckedSeq.Store(md.Sequence.Stream)
+				}
 			}
 		}
 	}()
-	rawRate, err := throughput(js, "raw", n, types, func() int64 { return rawAcked.Load() })
-	stopRaw()
-	rawWG.Wait()
-	if err != nil {
-		return err
-	}
-	fmt.Printf("raw JetStream (fetch 1000 + ack each): %.0f events/s\n", rawRate)
+	defer func() { stopRaw(); rawWG.Wait() }()
 
-	// Phase 2: Eventide's writer into storage.
 	opts := storage.DefaultOptions()
 	opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	db, err := storage.Open(filepath.Join(dir, "storage"), opts)
@@ -142,34 +151,68 @@ func run(n, types int, fraction float64, latencyFor time.Duration, dir string) e
 	wWG.Add(1)
 	go func() { defer wWG.Done(); w.Run(wctx) }()
 	defer func() { stopWriter(); wWG.Wait() }()
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
+
+	// Rounds: raw, then Eventide, each publishing n events. Flushes and
+	// compactions left over from an Eventide phase finish before the next
+	// raw phase starts, so they never slow the peer down.
+	start := time.Now()
+	var ratios, evRates []float64
+	for round := 1; round <= rounds; round++ {
+		waitStorageIdle(db)
+		rawRate, err := throughput(js, "raw", n, types, func() int64 { return rawAcked.Load() })
 		if err != nil {
 			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
+		if round == 1 && cpuProfile != "" {
+			f, err := os.Create(cpuProfile)
+			if err != nil {
+				return err
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				return err
+			}
+		}
+		if round == 1 && memProfile != "" {
+			runtime.MemProfileRate = 64 << 10 // sampling starts with the phase (main turned it off)
+		}
+		evRate, err := throughput(js, "events", n, types, func() int64 { return int64(w.Stats().LastAppliedSeq) })
+		if round == 1 {
+			pprof.StopCPUProfile()
+			if memProfile != "" {
+				if err := writeAllocProfile(memProfile); err != nil {
+					return err
+				}
+				runtime.MemProfileRate = 0
+			}
+		}
+		if err != nil {
 			return err
 		}
+		ratios, evRates = append(ratios, evRate/rawRate), append(evRates, evRate)
+		fmt.Printf("round %d: raw JetStream (fetch 1000 + ack each) %.0f events/s, eventide (validate, store with counts and checkpoint, WAL fsync, ack) %.0f events/s = %.2fx\n",
+			round, rawRate, evRate, evRate/rawRate)
 	}
-	start := time.Now()
-	evRate, err := throughput(js, "events", n, types, func() int64 { return int64(w.Stats().LastAppliedSeq) })
-	pprof.StopCPUProfile()
-	if err != nil {
-		return err
-	}
-	fmt.Printf("eventide (validate, store with counts and checkpoint, WAL fsync, ack): %.0f events/s = %.2fx raw (target >= 0.70x)\n", evRate, evRate/rawRate)
-	printHistograms(reg)
+	sortedRatios := slices.Sorted(slices.Values(ratios))
+	fmt.Printf("eventide / raw JetStream over %d rounds: median %.2fx (min %.2fx, max %.2fx; target >= 0.70x)\n",
+		rounds, median(ratios), sortedRatios[0], sortedRatios[len(sortedRatios)-1])
+	printHistograms(reg, nil)
+	evRate := median(evRates)
 
 	// Phase 3: latency at a fraction of the measured rate.
-	rate := evRate * fraction
-	lat, published, err := latency(js, w, rate, latencyFor, types)
+	rate := evRate * fraction // of the median Eventide rate
+	rawLat, _, err := latency(js, "raw", rawAckedSeq.Load, rate, latencyFor, types)
 	if err != nil {
 		return err
 	}
-	slices.Sort(lat)
-	q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-	fmt.Printf("publish-to-queryable at %.0f events/s (%.0f%% of max) over %s, %d events: p50 %s p90 %s p99 %s max %s (target p99 <= 100ms)\n",
-		rate, fraction*100, latencyFor, len(lat), q(0.50), q(0.90), q(0.99), lat[len(lat)-1])
+	beforeLatency := gatherHistograms(reg)
+	lat, published, err := latency(js, "events", func() uint64 { return w.Stats().LastAppliedSeq }, rate, latencyFor, types)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("publish-to-acked, raw JetStream, at %.0f events/s (%.0f%% of Eventide's median rate) over %s: %s\n",
+		rate, fraction*100, latencyFor, quantiles(rawLat))
+	fmt.Printf("publish-to-queryable, Eventide, at the same rate: %s (target p99 <= 100ms)\n", quantiles(lat))
+	printHistograms(reg, beforeLatency)
 
 	// Check: counts add up to every event published to the writer.
 	r, err := reader.New(db, reader.Options{})
@@ -186,7 +229,7 @@ func run(n, types int, fraction float64, latencyFor time.Duration, dir string) e
 			total += p.Count
 		}
 	}
-	want := int64(n) + int64(published)
+	want := int64(rounds*n) + int64(published)
 	fmt.Printf("check: counts sum to %d, published %d: %s\n", total, want, map[bool]string{true: "ok", false: "MISMATCH"}[total == want])
 	fmt.Println(db.Metrics().String())
 	if total != want {
@@ -230,7 +273,10 @@ func throughput(js jetstream.JetStream, prefix string, n, types int, done func()
 
 // latency publishes at rate for d and returns, per event, the time from
 // its publish to the writer's checkpoint covering its sequence.
-func latency(js jetstream.JetStream, w *writer.Writer, rate float64, d time.Duration, types int) ([]time.Duration, int, error) {
+// latency publishes to prefix.<type> at rate for d and returns, per
+// event, the time from its publish until done() (the highest stream
+// sequence stored, or acked) covers its sequence.
+func latency(js jetstream.JetStream, prefix string, done func() uint64, rate float64, d time.Duration, types int) ([]time.Duration, int, error) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var mu sync.Mutex
 	sent := map[uint64]time.Time{}
@@ -242,7 +288,7 @@ func latency(js jetstream.JetStream, w *writer.Writer, rate float64, d time.Dura
 		defer wg.Done()
 		var seen uint64
 		for {
-			cur := w.Stats().LastAppliedSeq
+			cur := done()
 			now := time.Now()
 			mu.Lock()
 			for s := seen + 1; s <= cur; s++ {
@@ -275,7 +321,7 @@ func latency(js jetstream.JetStream, w *writer.Writer, rate float64, d time.Dura
 		}
 		typ := typeName(count % types)
 		at := time.Now()
-		ack, err := js.PublishAsync("events."+typ, body(rng, typ, at))
+		ack, err := js.PublishAsync(prefix+"."+typ, body(rng, typ, at))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -284,7 +330,7 @@ func latency(js jetstream.JetStream, w *writer.Writer, rate float64, d time.Dura
 			select {
 			case a := <-ack.Ok():
 				mu.Lock()
-				if a.Sequence > w.Stats().LastAppliedSeq {
+				if a.Sequence > done() {
 					sent[a.Sequence] = at
 				} else {
 					lat = append(lat, time.Since(at)) // applied before the ack came back
@@ -309,16 +355,93 @@ func latency(js jetstream.JetStream, w *writer.Writer, rate float64, d time.Dura
 
 // printHistograms prints the count and mean of the writer's histograms:
 // batch sizes and apply latency say where the time of a batch goes.
-func printHistograms(reg *prometheus.Registry) {
+// histTotals are the sample count and sum of each histogram.
+type histTotals map[string][2]float64
+
+func gatherHistograms(reg *prometheus.Registry) histTotals {
+	out := histTotals{}
 	families, err := reg.Gather()
 	if err != nil {
-		return
+		return out
 	}
 	for _, f := range families {
 		for _, m := range f.GetMetric() {
-			if h := m.GetHistogram(); h != nil && h.GetSampleCount() > 0 {
-				fmt.Printf("  %s: %d samples, mean %.4g\n", f.GetName(), h.GetSampleCount(), h.GetSampleSum()/float64(h.GetSampleCount()))
+			if h := m.GetHistogram(); h != nil {
+				out[f.GetName()] = [2]float64{float64(h.GetSampleCount()), h.GetSampleSum()}
 			}
 		}
 	}
+	return out
+}
+
+// printHistograms prints the count and mean of what each histogram
+// recorded since before.
+func printHistograms(reg *prometheus.Registry, before histTotals) {
+	now := gatherHistograms(reg)
+	for _, name := range slices.Sorted(maps.Keys(now)) {
+		count, sum := now[name][0]-before[name][0], now[name][1]-before[name][1]
+		if count > 0 {
+			fmt.Printf("  %s: %.0f samples, mean %.4g\n", name, count, sum/count)
+		}
+	}
+}
+
+// writeAllocProfile writes the allocations sampled so far.
+func writeAllocProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// waitStorageIdle waits until no memtable waits for a flush and no
+// compaction runs, twice in a row 100 ms apart (a flush can start a
+// compaction).
+func waitStorageIdle(db *storage.DB) {
+	idle := func() bool {
+		m := db.Metrics()
+		if m.FrozenMemtables > 0 {
+			return false
+		}
+		for _, t := range m.Tables {
+			if t.Compacting > 0 {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); {
+		if idle() {
+			time.Sleep(100 * time.Millisecond)
+			if idle() {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// quantiles formats the count, p50, p90, p99 and max of lat (sorted in place).
+func quantiles(lat []time.Duration) string {
+	if len(lat) == 0 {
+		return "no samples"
+	}
+	slices.Sort(lat)
+	q := func(p float64) time.Duration {
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(10 * time.Microsecond)
+	}
+	return fmt.Sprintf("%d events, p50 %s p90 %s p99 %s max %s", len(lat), q(0.50), q(0.90), q(0.99), lat[len(lat)-1].Round(10*time.Microsecond))
 }
