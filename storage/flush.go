@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -86,21 +87,38 @@ func (db *DB) flush(imm *immMemtable) error {
 	return nil
 }
 
-// writeMemtable copies one table's partitions from a frozen memtable.
+// writeMemtable copies one table's partitions from a frozen memtable, in
+// one pass over its cells, merged with the partitions that hold only
+// deletions.
 func writeMemtable(w *sstable.Writer, mem *memtable.Memtable, tableID uint32) error {
-	for _, pk := range mem.Partitions(tableID) {
+	deleted := mem.DeletionPartitions(tableID)
+	it := mem.NewTableIter(tableID)
+	haveCell := it.Next()
+	for haveCell || len(deleted) > 0 {
+		var pk []byte
+		switch {
+		case !haveCell:
+			pk = deleted[0]
+		case len(deleted) == 0 || bytes.Compare(it.Partition(), deleted[0]) < 0:
+			pk = it.Partition()
+		default:
+			pk = deleted[0]
+		}
 		del := base.PartitionDeletions{Partition: base.LiveDeletion}
-		if d := mem.Deletions(tableID, pk); d != nil {
-			del = *d
+		if len(deleted) > 0 && bytes.Equal(deleted[0], pk) {
+			deleted = deleted[1:]
+			if d := mem.Deletions(tableID, pk); d != nil {
+				del = *d
+			}
 		}
 		if err := w.StartPartition(pk, del); err != nil {
 			return err
 		}
-		it := mem.NewIter(tableID, pk, base.Unbounded, base.Unbounded, false)
-		for it.Next() {
+		for haveCell && bytes.Equal(it.Partition(), pk) {
 			if err := w.Add(it.Cell()); err != nil {
 				return err
 			}
+			haveCell = it.Next()
 		}
 	}
 	return nil

@@ -102,3 +102,44 @@ func (it *Iter) Cell() *base.Cell { return &it.cell }
 
 // Err always returns nil: a memtable cannot fail to read.
 func (it *Iter) Err() error { return nil }
+
+// TableIter walks every cell of one table in key order (partition, then
+// clustering, then column), in one pass over the list: the order a flush
+// writes them in.
+type TableIter struct {
+	table uint32
+	cur   *node
+	first bool
+	cell  base.Cell
+}
+
+// NewTableIter returns an iterator over all of table's cells.
+func (m *Memtable) NewTableIter(table uint32) *TableIter {
+	k := key{table: table}
+	return &TableIter{table: table, cur: m.list.findGreaterOrEqual(&k, nil), first: true}
+}
+
+// Next advances to the next cell and reports whether there is one.
+func (it *TableIter) Next() bool {
+	if it.cur == nil {
+		return false
+	}
+	if it.first {
+		it.first = false
+	} else {
+		it.cur = it.cur.next[0].Load()
+	}
+	if it.cur == nil || it.cur.key.table != it.table {
+		it.cur = nil
+		return false
+	}
+	it.cell = *it.cur.cell.Load()
+	return true
+}
+
+// Partition returns the current cell's partition key; adjacent cells of a
+// partition usually share one slice. Owned by the memtable.
+func (it *TableIter) Partition() []byte { return it.cur.key.partition }
+
+// Cell returns the current cell. Its bytes are owned by the memtable.
+func (it *TableIter) Cell() *base.Cell { return &it.cell }

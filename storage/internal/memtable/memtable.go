@@ -193,16 +193,10 @@ func (m *Memtable) Tables() []uint32 {
 	return out
 }
 
-// Partitions returns the keys of every partition of table that holds cells
-// or deletions, ascending. It is meant for flushing an immutable memtable.
-func (m *Memtable) Partitions(table uint32) [][]byte {
+// DeletionPartitions returns the keys of table's partitions that have
+// deletions (partition or range), ascending.
+func (m *Memtable) DeletionPartitions(table uint32) [][]byte {
 	var keys [][]byte
-	start := key{table: table}
-	for n := m.list.findGreaterOrEqual(&start, nil); n != nil && n.key.table == table; n = n.next[0].Load() {
-		if len(keys) == 0 || !bytes.Equal(keys[len(keys)-1], n.key.partition) {
-			keys = append(keys, n.key.partition)
-		}
-	}
 	m.deletionsMu.RLock()
 	for id := range m.deletions {
 		if id.table == table {
@@ -211,11 +205,6 @@ func (m *Memtable) Partitions(table uint32) [][]byte {
 	}
 	m.deletionsMu.RUnlock()
 	sort.Slice(keys, func(i, j int) bool { return bytes.Compare(keys[i], keys[j]) < 0 })
-	out := keys[:0]
-	for i, k := range keys {
-		if i == 0 || !bytes.Equal(k, out[len(out)-1]) {
-			out = append(out, k)
-		}
-	}
-	return out
+	return keys
 }
+

@@ -78,14 +78,25 @@ func TestApplyReconciles(t *testing.T) {
 	}
 }
 
-func TestPartitionsIncludeDeletionOnly(t *testing.T) {
+func TestTableIterAndDeletionPartitions(t *testing.T) {
 	m := New()
 	m.ApplyCell(1, []byte("b"), live("a", "x", 1, "v"))
 	m.ApplyPartitionDeletion(1, []byte("a"), base.DeletionTime{MarkedForDeleteAt: 2, LocalDeletionTime: 3})
 	m.ApplyRangeTombstone(1, []byte("b"), base.RangeTombstone{Start: base.Unbounded, End: base.Unbounded, Deletion: base.DeletionTime{MarkedForDeleteAt: 2}})
 	m.ApplyCell(2, []byte("c"), live("a", "x", 1, "v"))
-	if got := fmt.Sprintf("%q", m.Partitions(1)); got != `["a" "b"]` {
-		t.Fatalf("Partitions(1) = %s", got)
+	m.ApplyCell(1, []byte("b"), live("a", "w", 1, "v"))
+	m.ApplyCell(1, []byte("a2"), live("z", "x", 1, "v"))
+	if got := fmt.Sprintf("%q", m.DeletionPartitions(1)); got != `["a" "b"]` {
+		t.Fatalf("DeletionPartitions(1) = %s", got)
+	}
+	for table, want := range map[uint32]string{1: "[a2:z/x b:a/w b:a/x]", 2: "[c:a/x]", 3: "[]"} {
+		var got []string
+		for it := m.NewTableIter(table); it.Next(); {
+			got = append(got, fmt.Sprintf("%s:%s/%s", it.Partition(), it.Cell().Clustering, it.Cell().Column))
+		}
+		if fmt.Sprint(got) != want {
+			t.Errorf("table %d: TableIter gives %v, want %s", table, got, want)
+		}
 	}
 	if got := fmt.Sprint(m.Tables()); got != "[1 2]" {
 		t.Fatalf("Tables = %s", got)
