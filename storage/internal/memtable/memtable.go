@@ -207,4 +207,3 @@ func (m *Memtable) DeletionPartitions(table uint32) [][]byte {
 	sort.Slice(keys, func(i, j int) bool { return bytes.Compare(keys[i], keys[j]) < 0 })
 	return keys
 }
-
