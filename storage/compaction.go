@@ -188,11 +188,11 @@ func (db *DB) compact(c *compaction) error {
 	var stats compactionStats
 	if !c.dropOnly {
 		var err error
-		level := compactionZstdLevel
+		life := longLived
 		if c.intermediate {
-			level = flushZstdLevel
+			life = shortLived
 		}
-		out, err = db.writeSSTable(c.table, level, func(w *sstable.Writer) error {
+		out, err = db.writeSSTable(c.table, life, func(w *sstable.Writer) error {
 			var err error
 			stats, err = db.mergeInputs(c, w)
 			return err

@@ -13,7 +13,7 @@ type compaction struct {
 	inputs   []*sstHandle
 	dropOnly bool
 	// intermediate: the output will be compacted again (a time window's
-	// active window), so it is compressed fast.
+	// active window), so it is written as a short-lived SSTable.
 	intermediate bool
 	reason       string
 }

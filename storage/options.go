@@ -155,7 +155,10 @@ type TableDef struct {
 	// GCGraceSeconds is how long tombstones are kept before compaction
 	// may purge them. Nil means DefaultGCGraceSeconds; 0 is allowed.
 	GCGraceSeconds *int64 `json:"gc_grace_seconds,omitempty"`
-	// Compression is "zstd" (default), "s2" or "none".
+	// Compression is "zstd" (default), "s2" or "none". A zstd table's
+	// short-lived SSTables (flushes, compactions inside a time window's
+	// active window) are written with s2, which costs far less CPU; every
+	// other compaction writes zstd (see sstableLife in flush.go).
 	Compression string `json:"compression,omitempty"`
 	// Counters makes a counter table: cells are AddCounter deltas.
 	Counters bool `json:"counters,omitempty"`
