@@ -238,7 +238,12 @@ func (w *Writer) Run(ctx context.Context) error {
 			}
 			if len(ds) > 0 {
 				pb := w.prepare(ds, queued)
-				if err := waitCommit(); err != nil {
+				// While it waits behind a long storage stall, pb must not be
+				// redelivered either.
+				stopKeepAlive := w.keepAlive(pb.ds)
+				err := waitCommit()
+				stopKeepAlive()
+				if err != nil {
 					if errors.Is(err, errAbandoned) {
 						// Only when ctx is done. pb is dropped unacked:
 						// its checkpoint would cover the abandoned batch.
