@@ -119,15 +119,8 @@ func (s *jsonScanner) value() bool {
 // object skips the object at s.i; if fields is not nil it records the
 // values of its event fields.
 func (s *jsonScanner) object(fields *eventFields) bool {
-	if s.depth++; s.depth > maxJSONDepth {
-		return false
-	}
-	s.i++ // '{'
-	s.skipSpace()
-	if s.i < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		s.depth--
-		return true
+	if empty, ok := s.enter('}'); empty || !ok {
+		return ok
 	}
 	for {
 		if s.i >= len(s.b) || s.b[s.i] != '"' {
@@ -153,55 +146,60 @@ func (s *jsonScanner) object(fields *eventFields) bool {
 				*slot = s.b[valueStart:s.i:s.i]
 			}
 		}
-		s.skipSpace()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.skipSpace()
-		case '}':
-			s.i++
-			s.depth--
-			return true
-		default:
-			return false
+		if more, ok := s.afterMember('}'); !more || !ok {
+			return ok
 		}
 	}
 }
 
 func (s *jsonScanner) array() bool {
-	if s.depth++; s.depth > maxJSONDepth {
-		return false
-	}
-	s.i++ // '['
-	s.skipSpace()
-	if s.i < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		s.depth--
-		return true
+	if empty, ok := s.enter(']'); empty || !ok {
+		return ok
 	}
 	for {
 		if !s.value() {
 			return false
 		}
-		s.skipSpace()
-		if s.i >= len(s.b) {
-			return false
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-			s.skipSpace()
-		case ']':
-			s.i++
-			s.depth--
-			return true
-		default:
-			return false
+		if more, ok := s.afterMember(']'); !more || !ok {
+			return ok
 		}
 	}
+}
+
+// enter opens the object or array at s.i: ok is false past the nesting
+// limit, and empty true when it closes at once (with closer).
+func (s *jsonScanner) enter(closer byte) (empty, ok bool) {
+	if s.depth++; s.depth > maxJSONDepth {
+		return false, false
+	}
+	s.i++ // '{' or '['
+	s.skipSpace()
+	if s.i < len(s.b) && s.b[s.i] == closer {
+		s.i++
+		s.depth--
+		return true, true
+	}
+	return false, true
+}
+
+// afterMember reads what follows a member of an object or array: a comma
+// (more members follow) or closer (the container ends).
+func (s *jsonScanner) afterMember(closer byte) (more, ok bool) {
+	s.skipSpace()
+	if s.i >= len(s.b) {
+		return false, false
+	}
+	switch s.b[s.i] {
+	case ',':
+		s.i++
+		s.skipSpace()
+		return true, true
+	case closer:
+		s.i++
+		s.depth--
+		return false, true
+	}
+	return false, false
 }
 
 // str skips a string: control characters must be escaped, escapes must be
