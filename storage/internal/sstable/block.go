@@ -103,18 +103,33 @@ func cellMaxLDT(c *base.Cell) int64 {
 
 // blockBuilder accumulates the cells of one data block.
 type blockBuilder struct {
+	// shapeValues tries the shaped encoding of values (value_shapes.go)
+	// at finish. The writer sets it for zstd files only: with S2 or no
+	// compression, the plain layout is as small and cheaper to write.
+	shapeValues bool
+
 	cells, rows int
-	baseTS      int64
-	prevTS      int64
 	defaultTTL  int32
 	haveTTL     bool
 	ldt         ldtPredictor
 	keyBytes    int // total length of the full row keys
 
+	// ts tracks the timestamps under each predictor; finish keeps the
+	// one with the smallest section. shortKey: a row key has fewer than 8
+	// bytes, so only tsFromPrevious applies.
+	ts       [tsPredictors]tsTrack
+	shortKey bool
+
+	// Row keys: rowSec holds the prefix encoding; keyBuf every full key
+	// while they all have keyLen >= 8 bytes (keysFixed), for the
+	// fixed-width encoding.
+	rowSec    []byte
+	keyBuf    []byte
+	keyLen    int
+	keysFixed bool
+
 	flags   []byte
-	rowSec  []byte
 	colIdx  []uint32 // first-appearance column index per cell, remapped to sorted order by finish
-	tsVals  []uint64 // zigzag timestamp deltas
 	ttlSec  []byte
 	ldtSec  []byte
 	lenVals []uint64
@@ -126,16 +141,106 @@ type blockBuilder struct {
 	minCK  []byte // owned
 	meta   BlockMeta
 
-	remap []uint32 // scratch
-	order []int    // scratch
+	remap     []uint32 // scratch
+	order     []int    // scratch
+	fixedSec  []byte   // scratch: fixed-width row keys
+	keyDeltas []uint64 // scratch: fixed-width row keys' deltas
+	lensBuf   []byte   // scratch: plain value lengths
+	shapesSec []byte   // scratch: shaped values, shapes section
+	shapedVal []byte   // scratch: shaped values, values section
+	colOffs   []int    // scratch: where each hole column starts
+	splits    []int    // scratch: zstd block boundaries
+	shaper    shapeEncoder
 }
 
+// tsTrack is the timestamp section under one predictor. A cell's residual
+// is its timestamp less the prediction; a cell whose residual equals the
+// previous cell's (the block's base for the first) costs only its
+// cellSameTimestamp flag, any other stores the zigzag delta.
+type tsTrack struct {
+	base, prev int64
+	deltas     []uint64
+	same       []bool
+}
+
+// Timestamp predictors (block encodings bits 2-3). Numbers are on disk.
+const (
+	// tsFromPrevious predicts nothing: residuals are the timestamps, so
+	// a cell stores the delta from the previous cell's timestamp.
+	tsFromPrevious = 0
+	// tsFromTimeUUID predicts the timestamp of a row whose clustering key
+	// starts with an order-preserving TimeUUID (bucket.EncodeTimeUUID:
+	// big-endian version<<60 | 100 ns ticks since 1582-10-15): the unix
+	// µs of those ticks, rounded down. Events written with their own time
+	// as the write time then cost no timestamp bytes at all.
+	tsFromTimeUUID = 1
+	// tsFromTimeUUIDDesc is tsFromTimeUUID for keys stored inverted
+	// (every byte complemented), as descending clustering columns are.
+	tsFromTimeUUIDDesc = 2
+	tsPredictors       = 3
+)
+
+// uuidUnixEpochTicks is the Unix epoch in version 1 UUID ticks (100 ns
+// since 1582-10-15T00:00:00Z).
+const uuidUnixEpochTicks = 122_192_928_000_000_000
+
+// predictTimestamp is predictor p's timestamp for a cell of row key ck,
+// which has at least 8 bytes unless p is tsFromPrevious.
+func predictTimestamp(p int, ck []byte) int64 {
+	if p == tsFromPrevious {
+		return 0
+	}
+	v := binary.BigEndian.Uint64(ck)
+	if p == tsFromTimeUUIDDesc {
+		v = ^v
+	}
+	d := int64(v&(1<<60-1)) - uuidUnixEpochTicks
+	q := d / 10
+	if d%10 < 0 {
+		q--
+	}
+	return q
+}
+
+// Row key encodings (block encodings bits 0-1). Numbers are on disk.
+const (
+	// rowKeysPrefix: per row, the length of the prefix shared with the
+	// previous row's key, then the rest as bytes.
+	rowKeysPrefix = 0
+	// rowKeysFixed, for blocks whose row keys all have one length L >= 8:
+	// L uvarint, the first key's leading 8 bytes, the big-endian uint64
+	// deltas of the following keys' leading 8 bytes as a uint column
+	// (absent for one row), then the remaining L-8 bytes of every key
+	// transposed: byte 8 of each key, then byte 9 of each key, and so
+	// on. Sorted keys that start with a time or a counter have small
+	// deltas, and random tails (a TimeUUID's node) at least stay out of
+	// the way of the deltas.
+	rowKeysFixed = 1
+)
+
+// Block encodings byte (format version 2): which encoding each section
+// uses. Version 1 blocks have no such byte and use all the zero encodings.
+const (
+	encRowKeysMask    = 0x03
+	encTimestampShift = 2
+	encTimestampMask  = 0x0c
+	encValuesShaped   = 0x10
+	encReserved       = 0xe0
+)
+
 func (b *blockBuilder) reset() {
+	ts := b.ts
+	for m := range ts {
+		ts[m] = tsTrack{deltas: ts[m].deltas[:0], same: ts[m].same[:0]}
+	}
 	*b = blockBuilder{
-		flags: b.flags[:0], rowSec: b.rowSec[:0], colIdx: b.colIdx[:0], tsVals: b.tsVals[:0],
+		shapeValues: b.shapeValues, ts: ts,
+		flags: b.flags[:0], rowSec: b.rowSec[:0], keyBuf: b.keyBuf[:0], colIdx: b.colIdx[:0],
 		ttlSec: b.ttlSec[:0], ldtSec: b.ldtSec[:0], lenVals: b.lenVals[:0], valSec: b.valSec[:0],
 		colEnds: b.colEnds[:0], colBuf: b.colBuf[:0], prevCK: b.prevCK[:0], minCK: b.minCK[:0],
-		remap: b.remap[:0], order: b.order[:0],
+		remap: b.remap[:0], order: b.order[:0], fixedSec: b.fixedSec[:0], keyDeltas: b.keyDeltas[:0],
+		lensBuf: b.lensBuf[:0], shapesSec: b.shapesSec[:0],
+		shapedVal: b.shapedVal[:0], colOffs: b.colOffs[:0], splits: b.splits[:0], shaper: b.shaper,
 	}
 }
 
@@ -143,7 +248,7 @@ func (b *blockBuilder) empty() bool { return b.cells == 0 }
 
 // size estimates the encoded (uncompressed) size.
 func (b *blockBuilder) size() int {
-	return 32 + len(b.flags) + len(b.rowSec) + len(b.colIdx) + 3*len(b.tsVals) + len(b.ttlSec) +
+	return 32 + len(b.flags) + len(b.rowSec) + len(b.colIdx) + 3*len(b.ts[0].deltas) + len(b.ttlSec) +
 		len(b.ldtSec) + 2*len(b.lenVals) + len(b.valSec) + len(b.colBuf) + 2*len(b.colEnds)
 }
 
@@ -161,9 +266,9 @@ func cellSize(c *base.Cell, newRow bool) int {
 func (b *blockBuilder) add(c *base.Cell, sameRow bool) {
 	if b.cells == 0 {
 		sameRow = false
-		b.baseTS, b.prevTS = c.Timestamp, c.Timestamp
 		b.minCK = append(b.minCK[:0], c.Clustering...)
 		b.meta = BlockMeta{MinTimestamp: c.Timestamp, MaxTimestamp: c.Timestamp, MaxLocalDeletionTime: math.MinInt64}
+		b.keysFixed, b.keyLen = len(c.Clustering) >= 8, len(c.Clustering)
 	}
 	flags := byte(c.Kind-1) & cellKindMask
 	if !sameRow {
@@ -177,13 +282,33 @@ func (b *blockBuilder) add(c *base.Cell, sameRow bool) {
 		b.prevCK = append(b.prevCK[:0], c.Clustering...)
 		b.rows++
 		b.keyBytes += len(c.Clustering)
+		if len(c.Clustering) != b.keyLen {
+			b.keysFixed = false
+		}
+		if b.keysFixed {
+			b.keyBuf = append(b.keyBuf, c.Clustering...)
+		}
+		if len(c.Clustering) < 8 {
+			b.shortKey = true
+		}
 	}
 	b.colIdx = append(b.colIdx, b.columnIndex(c.Column))
-	if c.Timestamp == b.prevTS {
-		flags |= cellSameTimestamp
-	} else {
-		b.tsVals = append(b.tsVals, zigzag(c.Timestamp-b.prevTS))
-		b.prevTS = c.Timestamp
+	for p := range b.ts {
+		if p != tsFromPrevious && b.shortKey {
+			break
+		}
+		t := &b.ts[p]
+		r := c.Timestamp - predictTimestamp(p, c.Clustering)
+		if b.cells == 0 {
+			t.base, t.prev = r, r
+		}
+		if r == t.prev {
+			t.same = append(t.same, true)
+		} else {
+			t.same = append(t.same, false)
+			t.deltas = append(t.deltas, zigzag(r-t.prev))
+			t.prev = r
+		}
 	}
 	if c.Kind == base.KindExpiring && !b.haveTTL {
 		b.defaultTTL, b.haveTTL = c.TTL, true
@@ -242,8 +367,11 @@ func (b *blockBuilder) column(i int) []byte {
 
 // finish appends the encoded block to dst and returns it with the block's
 // metadata (its key slices alias the builder; copy before reset) and the
-// offset in dst where the values section starts.
-func (b *blockBuilder) finish(dst []byte) ([]byte, BlockMeta, int) {
+// offsets in dst where the compressor should end a zstd block: where the
+// fields of one kind of data give way to another's (see
+// compressor.appendBlockFrame).
+func (b *blockBuilder) finish(dst []byte) ([]byte, BlockMeta, []int) {
+	start := len(dst)
 	// Sort the dictionary so that decoders can check column order with
 	// integer comparisons.
 	b.order = b.order[:0]
@@ -263,34 +391,106 @@ func (b *blockBuilder) finish(dst []byte) ([]byte, BlockMeta, int) {
 		}
 	}
 
+	var enc byte
+	rowSec := b.rowSec
+	if b.keysFixed && b.rows > 1 {
+		enc |= rowKeysFixed
+		b.fixedSec = b.appendFixedKeys(b.fixedSec[:0])
+		rowSec = b.fixedSec
+	}
+	tsPred := tsFromPrevious
+	if !b.shortKey {
+		for p := tsFromTimeUUID; p < tsPredictors; p++ {
+			if planesLen(b.ts[p].deltas) < planesLen(b.ts[tsPred].deltas) {
+				tsPred = p
+			}
+		}
+	}
+	enc |= byte(tsPred) << encTimestampShift
+	ts := &b.ts[tsPred]
+	for i, same := range ts.same {
+		if same {
+			b.flags[i] |= cellSameTimestamp
+		}
+	}
+	b.lensBuf = appendPlanes(b.lensBuf[:0], b.lenVals)
+	lensSec, valSec := b.lensBuf, b.valSec
+	b.colOffs = b.colOffs[:0]
+	if b.shapeValues && len(b.lenVals) > 0 {
+		var ok bool
+		b.shapesSec, b.shapedVal, b.colOffs, ok = b.shaper.encode(b.valSec, b.lenVals, b.shapesSec[:0], b.shapedVal[:0], b.colOffs[:0])
+		shaped := len(b.shapesSec) + len(b.shapedVal)
+		// The decoder refuses values that expand more than
+		// maxShapedExpansion times past maxBlockKeyBytes.
+		fits := len(valSec) <= max(maxShapedExpansion*shaped, maxBlockKeyBytes)
+		if ok && fits && shaped < len(lensSec)+len(valSec) {
+			enc |= encValuesShaped
+			lensSec, valSec = b.shapesSec, b.shapedVal
+		}
+	}
+
 	dst = binary.AppendUvarint(dst, uint64(b.cells))
 	dst = binary.AppendUvarint(dst, uint64(b.rows))
-	dst = binary.AppendVarint(dst, b.baseTS)
+	dst = binary.AppendVarint(dst, ts.base)
 	dst = binary.AppendVarint(dst, int64(b.defaultTTL))
 	dst = binary.AppendUvarint(dst, uint64(ncols))
 	for _, orig := range b.order {
 		dst = appendBytes(dst, b.column(orig))
 	}
-	for _, n := range [...]int{len(b.rowSec), colSecLen, planesLen(b.tsVals), len(b.ttlSec), len(b.ldtSec), planesLen(b.lenVals), len(b.valSec)} {
+	dst = append(dst, enc)
+	for _, n := range [...]int{len(rowSec), colSecLen, planesLen(ts.deltas), len(b.ttlSec), len(b.ldtSec), len(lensSec), len(valSec)} {
 		dst = binary.AppendUvarint(dst, uint64(n))
 	}
 	dst = append(dst, b.flags...)
-	dst = append(dst, b.rowSec...)
+	dst = append(dst, rowSec...)
 	if ncols > 1 {
 		for _, idx := range b.colIdx {
 			dst = binary.AppendUvarint(dst, uint64(b.remap[idx]))
 		}
 	}
-	dst = appendPlanes(dst, b.tsVals)
+	dst = appendPlanes(dst, ts.deltas)
 	dst = append(dst, b.ttlSec...)
 	dst = append(dst, b.ldtSec...)
-	dst = appendPlanes(dst, b.lenVals)
-	valuesOff := len(dst)
-	dst = append(dst, b.valSec...)
+	b.splits = b.splits[:0]
+	if enc&encValuesShaped != 0 {
+		b.splits = append(b.splits, len(dst)-start)
+	}
+	dst = append(dst, lensSec...)
+	valuesOff := len(dst) - start
+	if enc&encValuesShaped != 0 {
+		for _, off := range b.colOffs {
+			b.splits = append(b.splits, valuesOff+off)
+		}
+	} else {
+		b.splits = append(b.splits, valuesOff)
+	}
+	dst = append(dst, valSec...)
 	meta := b.meta
 	meta.MinClustering = b.minCK
 	meta.MaxClustering = b.prevCK
-	return dst, meta, valuesOff
+	return dst, meta, b.splits
+}
+
+// appendFixedKeys appends the rowKeysFixed encoding of the block's row keys.
+func (b *blockBuilder) appendFixedKeys(dst []byte) []byte {
+	l := b.keyLen
+	dst = binary.AppendUvarint(dst, uint64(l))
+	dst = append(dst, b.keyBuf[:8]...)
+	deltas := b.keyDeltas[:0]
+	prev := binary.BigEndian.Uint64(b.keyBuf)
+	for r := 1; r < b.rows; r++ {
+		v := binary.BigEndian.Uint64(b.keyBuf[r*l:])
+		deltas = append(deltas, v-prev)
+		prev = v
+	}
+	b.keyDeltas = deltas
+	dst = appendUintColumn(dst, deltas)
+	for i := 8; i < l; i++ {
+		for r := 0; r < b.rows; r++ {
+			dst = append(dst, b.keyBuf[r*l+i])
+		}
+	}
+	return dst
 }
 
 func uvarintLen(v uint64) int {
@@ -322,11 +522,11 @@ type block struct {
 
 const cellStructSize = int64(unsafe.Sizeof(base.Cell{}))
 
-// decodeBlock decodes the decompressed bytes of a data block, verifying
-// that its cells are strictly ascending by (clustering, column) and that
-// every field is well formed. The cells alias raw, which must not change
-// afterwards.
-func decodeBlock(raw []byte) (*block, []byte, error) {
+// decodeBlock decodes the decompressed bytes of a data block of a file of
+// the given format version, verifying that its cells are strictly
+// ascending by (clustering, column) and that every field is well formed.
+// The cells alias raw, which must not change afterwards.
+func decodeBlock(raw []byte, version uint32) (*block, []byte, error) {
 	c := cursor{b: raw}
 	n := c.length("block cell count", 1)
 	rows := c.length("block row count", 1)
@@ -351,6 +551,15 @@ func decodeBlock(raw []byte) (*block, []byte, error) {
 		if i > 0 && c.err == nil && bytes.Compare(cols[i-1], cols[i]) >= 0 {
 			return nil, nil, base.CorruptionErrorf("cannot decode block columns: %q does not sort after %q", cols[i], cols[i-1])
 		}
+	}
+	var enc byte
+	if version >= formatVersion2 {
+		enc = c.byte1("block encodings")
+	}
+	keyEnc := int(enc & encRowKeysMask)
+	tsPred := int(enc&encTimestampMask) >> encTimestampShift
+	if c.err == nil && (enc&encReserved != 0 || keyEnc > rowKeysFixed || tsPred >= tsPredictors) {
+		return nil, nil, base.CorruptionErrorf("cannot decode block: unknown encodings %#02x", enc)
 	}
 	var secLens [7]int
 	for i := range secLens {
@@ -383,25 +592,37 @@ func decodeBlock(raw []byte) (*block, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	lenSec, err := decodePlanes(lenRaw, nlens, "block value lengths")
-	if err != nil {
+	var lenSec planes
+	var shapedLens []uint32
+	blockBytes := int64(len(raw))
+	if enc&encValuesShaped != 0 {
+		if nlens == 0 {
+			return nil, nil, base.CorruptionErrorf("cannot decode block: shaped values but no cell has a value")
+		}
+		var vals []byte
+		vals, shapedLens, err = decodeShapedValues(lenRaw, valSec.b, nlens, max(maxShapedExpansion*len(raw), maxBlockKeyBytes))
+		if err != nil {
+			return nil, nil, err
+		}
+		valSec = cursor{b: vals}
+		blockBytes += int64(cap(vals)) + 4*int64(len(shapedLens))
+	} else if lenSec, err = decodePlanes(lenRaw, nlens, "block value lengths"); err != nil {
 		return nil, nil, err
 	}
 
-	// First pass over the row keys: size the arena exactly and bound it.
-	keyBytes, err := rowKeyBytes(rowSec.b, rows, len(raw))
+	keys, err := newRowKeyReader(rowSec.b, keyEnc, rows, len(raw))
 	if err != nil {
 		return nil, nil, err
 	}
-	arena := make([]byte, 0, keyBytes)
 	cells := make([]base.Cell, n)
 	blk := &block{cells: cells}
 	var (
 		ck      []byte
-		prevTS  = baseTS
+		resid   = baseTS
 		prevCol = -1
 		ldtPred ldtPredictor
 		seen    = 0
+		vi      = 0
 	)
 	blk.meta = BlockMeta{MinTimestamp: math.MaxInt64, MaxTimestamp: math.MinInt64, MaxLocalDeletionTime: math.MinInt64, Cells: n}
 	for i := range cells {
@@ -412,18 +633,15 @@ func decodeBlock(raw []byte) (*block, []byte, error) {
 		cell := &cells[i]
 		cell.Kind = base.Kind(f&cellKindMask) + 1
 		if f&cellNewRow != 0 {
-			shared := rowSec.uvarint("row key prefix")
-			suffix := rowSec.bytes("row key suffix")
-			if rowSec.err != nil {
-				return nil, nil, rowSec.err
+			if seen == rows {
+				return nil, nil, base.CorruptionErrorf("cannot decode cell %d: more rows than the header's %d", i, rows)
 			}
-			// rowKeyBytes already checked shared <= len(previous key).
-			start := len(arena)
-			arena = append(arena, ck[:shared]...)
-			arena = append(arena, suffix...)
-			next := arena[start:len(arena):len(arena)]
+			next := keys.next()
 			if seen > 0 && bytes.Compare(ck, next) >= 0 {
 				return nil, nil, base.CorruptionErrorf("cannot decode cell %d: clustering %x does not sort after %x", i, next, ck)
+			}
+			if tsPred != tsFromPrevious && len(next) < 8 {
+				return nil, nil, base.CorruptionErrorf("cannot decode cell %d: timestamps predicted from a %d-byte clustering key", i, len(next))
 			}
 			ck = next
 			seen++
@@ -449,9 +667,9 @@ func decodeBlock(raw []byte) (*block, []byte, error) {
 		prevCol = col
 		cell.Column = cols[col]
 		if f&cellSameTimestamp == 0 {
-			prevTS += unzigzag(tsSec.next())
+			resid += unzigzag(tsSec.next())
 		}
-		cell.Timestamp = prevTS
+		cell.Timestamp = resid + predictTimestamp(tsPred, ck)
 		cell.TTL = 0
 		if cell.Kind == base.KindExpiring {
 			cell.TTL = int32(defTTL)
@@ -469,7 +687,13 @@ func decodeBlock(raw []byte) (*block, []byte, error) {
 		}
 		ldtPred.observe(cell.Kind, cell.Timestamp, cell.TTL, cell.LocalDeletionTime)
 		if f&cellEmptyValue == 0 {
-			vlen := lenSec.next()
+			var vlen uint64
+			if shapedLens != nil {
+				vlen = uint64(shapedLens[vi])
+			} else {
+				vlen = lenSec.next()
+			}
+			vi++
 			if vlen == 0 || vlen > uint64(len(valSec.b)) {
 				return nil, nil, base.CorruptionErrorf("cannot decode cell %d value: got length %d, want 1..%d", i, vlen, len(valSec.b))
 			}
@@ -482,7 +706,7 @@ func decodeBlock(raw []byte) (*block, []byte, error) {
 	if seen != rows {
 		return nil, nil, base.CorruptionErrorf("cannot decode block: got %d rows, header says %d", seen, rows)
 	}
-	for _, s := range [...]*cursor{&rowSec, &colSec, &ttlSec, &ldtSec, &valSec} {
+	for _, s := range [...]*cursor{&colSec, &ttlSec, &ldtSec, &valSec} {
 		s.done("block section")
 		if s.err != nil {
 			return nil, nil, s.err
@@ -490,17 +714,93 @@ func decodeBlock(raw []byte) (*block, []byte, error) {
 	}
 	blk.meta.MinClustering = cells[0].Clustering
 	blk.meta.MaxClustering = cells[n-1].Clustering
-	blk.size = int64(len(raw)) + int64(cap(arena)) + int64(n)*cellStructSize + 64
+	blk.size = blockBytes + int64(cap(keys.arena)) + int64(n)*cellStructSize + 64
 	return blk, c.b, nil
 }
 
-// rowKeyBytes walks the row-key section and returns the total length of the
-// full keys it expands to, rejecting a prefix longer than the previous key,
-// a row count that disagrees with the header and a total above
-// max(rawLen, maxBlockKeyBytes).
-func rowKeyBytes(sec []byte, rows, rawLen int) (int, error) {
-	c := cursor{b: sec}
+// rowKeyReader returns a block's row keys in order, expanded into one
+// arena sized up front.
+type rowKeyReader struct {
+	arena []byte
+	enc   int
+	// rowKeysPrefix: the section, and the previous key.
+	sec  cursor
+	prev []byte
+	// rowKeysFixed: keys are consecutive keyLen-byte slices of arena.
+	keyLen, row int
+}
+
+// newRowKeyReader checks the row key section of rows keys in encoding enc
+// and expands it, rejecting keys that would expand to more than
+// max(rawLen, maxBlockKeyBytes) bytes.
+func newRowKeyReader(sec []byte, enc, rows, rawLen int) (rowKeyReader, error) {
 	limit := max(rawLen, maxBlockKeyBytes)
+	if enc == rowKeysPrefix {
+		keyBytes, err := rowKeyBytes(sec, rows, limit)
+		if err != nil {
+			return rowKeyReader{}, err
+		}
+		return rowKeyReader{arena: make([]byte, 0, keyBytes), sec: cursor{b: sec}}, nil
+	}
+	c := cursor{b: sec}
+	l := c.uvarint("row key length")
+	first := c.take("first row key", 8)
+	if c.err != nil {
+		return rowKeyReader{}, c.err
+	}
+	if l < 8 || l > uint64(limit) || uint64(rows)*l > uint64(limit) {
+		return rowKeyReader{}, base.CorruptionErrorf("cannot decode fixed-width row keys: got %d keys of %d bytes, want 8 or more bytes and at most %d in all", rows, l, limit)
+	}
+	keyLen := int(l)
+	var deltas planes
+	if rows > 1 {
+		deltas = uintColumn(&c, rows-1, "row key deltas")
+	}
+	tail := keyLen - 8
+	rest := c.take("row key tails", tail*rows)
+	c.done("block row keys")
+	if c.err != nil {
+		return rowKeyReader{}, c.err
+	}
+	arena := make([]byte, rows*keyLen)
+	v := binary.BigEndian.Uint64(first)
+	for r := 0; r < rows; r++ {
+		if r > 0 {
+			v += deltas.next()
+		}
+		key := arena[r*keyLen : (r+1)*keyLen]
+		binary.BigEndian.PutUint64(key, v)
+		for i := 0; i < tail; i++ {
+			key[8+i] = rest[i*rows+r]
+		}
+	}
+	return rowKeyReader{arena: arena, enc: enc, keyLen: keyLen}, nil
+}
+
+// next returns the next row key; the caller reads at most the rows the
+// reader was made for. The key is capacity-limited.
+func (k *rowKeyReader) next() []byte {
+	if k.enc == rowKeysFixed {
+		r := k.row
+		k.row++
+		return k.arena[r*k.keyLen : (r+1)*k.keyLen : (r+1)*k.keyLen]
+	}
+	// rowKeyBytes has checked every entry.
+	shared := k.sec.uvarint("row key prefix")
+	suffix := k.sec.bytes("row key suffix")
+	start := len(k.arena)
+	k.arena = append(k.arena, k.prev[:shared]...)
+	k.arena = append(k.arena, suffix...)
+	k.prev = k.arena[start:len(k.arena):len(k.arena)]
+	return k.prev
+}
+
+// rowKeyBytes walks a prefix-encoded row-key section and returns the total
+// length of the full keys it expands to, rejecting a prefix longer than the
+// previous key, a row count that disagrees with the header and a total
+// above limit.
+func rowKeyBytes(sec []byte, rows, limit int) (int, error) {
+	c := cursor{b: sec}
 	total, prev := 0, 0
 	for i := 0; i < rows; i++ {
 		shared := c.uvarint("row key prefix")
@@ -566,9 +866,10 @@ func appendPlanes(dst []byte, vals []uint64) []byte {
 
 // planes reads back the integers of a byte-plane section in order.
 type planes struct {
-	b    []byte
-	n, i int
-	w    int
+	b        []byte
+	n, i     int
+	w        int // 0: every value is constant (a uint column, value_shapes.go)
+	constant uint64
 }
 
 // decodePlanes checks that sec holds exactly n integers.
@@ -591,6 +892,10 @@ func decodePlanes(sec []byte, n int, what string) (planes, error) {
 
 // next returns the next integer; the caller reads at most n.
 func (p *planes) next() uint64 {
+	if p.w == 0 {
+		p.i++
+		return p.constant
+	}
 	var v uint64
 	for k := 0; k < p.w; k++ {
 		v |= uint64(p.b[k*p.n+p.i]) << (8 * k)

@@ -121,17 +121,18 @@ const minSplitBlock = 4 << 10
 // smaller), the compression byte and the checksum. It returns the extended
 // dst and the payload length.
 //
-// split, if not 0, is where raw changes from binary fields to values: zstd
-// then ends a zstd block there, so that the two halves get their own
-// entropy tables (literal Huffman codes tuned for JSON text are poor for
-// varints and key bytes, and the other way round) while the second half can
-// still copy from the first. On the workload this saves about 7%.
-func (c *compressor) appendBlockFrame(dst, raw []byte, want Compression, split int) ([]byte, int) {
+// splits, if any, are ascending offsets in raw where one kind of data
+// gives way to another (binary fields, JSON values, one column of shaped
+// values): zstd then ends a zstd block at each, so that every part gets
+// its own entropy tables (literal Huffman codes tuned for JSON text are
+// poor for varints and key bytes, digits want other codes than hex) while
+// later parts can still copy from earlier ones.
+func (c *compressor) appendBlockFrame(dst, raw []byte, want Compression, splits []int) ([]byte, int) {
 	start := len(dst)
 	used := want
 	switch want {
 	case CompressionZstd:
-		if split <= 0 || split >= len(raw) || len(raw) < minSplitBlock {
+		if len(splits) == 0 || len(raw) < minSplitBlock {
 			dst = c.zstd.EncodeAll(raw, dst)
 			break
 		}
@@ -140,13 +141,21 @@ func (c *compressor) appendBlockFrame(dst, raw []byte, want Compression, split i
 		// Writes to appendWriter cannot fail, nor can the encoder
 		// short of a bug; an error here would be caught by the
 		// length check below or by the reader's verification.
-		_, err1 := c.zstd.Write(raw[:split])
-		err2 := c.zstd.Flush()
-		_, err3 := c.zstd.Write(raw[split:])
-		err4 := c.zstd.Close()
+		var errs []error
+		prev := 0
+		for _, split := range splits {
+			if split <= prev || split >= len(raw) {
+				continue
+			}
+			_, err := c.zstd.Write(raw[prev:split])
+			errs = append(errs, err, c.zstd.Flush())
+			prev = split
+		}
+		_, err := c.zstd.Write(raw[prev:])
+		errs = append(errs, err, c.zstd.Close())
 		dst, c.out.b = c.out.b, nil
 		var h zstd.Header
-		if errors.Join(err1, err2, err3, err4, h.Decode(dst[start:])) != nil || !h.HasFCS {
+		if errors.Join(append(errs, h.Decode(dst[start:]))...) != nil || !h.HasFCS {
 			dst = c.zstd.EncodeAll(raw, dst[:start])
 		}
 	case CompressionS2:

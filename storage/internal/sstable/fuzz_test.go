@@ -86,30 +86,35 @@ func FuzzDecodeBlock(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		blk, _, err := decodeBlock(raw)
-		requireCorruption(t, err)
-		if err != nil {
-			return
-		}
-		// A decoded block is sorted and re-encodes to the same cells.
-		var b blockBuilder
-		for i := range blk.cells {
-			c := &blk.cells[i]
-			if i > 0 && base.CompareCellKeys(blk.cells[i-1].Clustering, blk.cells[i-1].Column, c.Clustering, c.Column) >= 0 {
-				t.Fatalf("decoded cells %d and %d out of order", i-1, i)
+		for _, version := range []uint32{formatVersion1, formatVersion2} {
+			blk, _, err := decodeBlock(raw, version)
+			requireCorruption(t, err)
+			if err != nil {
+				continue
 			}
-			b.add(c, i > 0 && bytes.Equal(blk.cells[i-1].Clustering, c.Clustering))
-		}
-		again, meta, _ := b.finish(nil)
-		blk2, _, err := decodeBlock(again)
-		if err != nil {
-			t.Fatalf("re-encoded block does not decode: %v", err)
-		}
-		if d := diffCells(blk2.cells, blk.cells); d != "" {
-			t.Fatalf("re-encoded block differs: %s", d)
-		}
-		if err := checkBlockMeta(&blk.meta, &meta); err != nil {
-			t.Fatalf("decoder and writer disagree on block metadata: %v", err)
+			// A decoded block is sorted and re-encodes, with or without
+			// shaped values, to the same cells.
+			for _, shape := range []bool{false, true} {
+				b := blockBuilder{shapeValues: shape}
+				for i := range blk.cells {
+					c := &blk.cells[i]
+					if i > 0 && base.CompareCellKeys(blk.cells[i-1].Clustering, blk.cells[i-1].Column, c.Clustering, c.Column) >= 0 {
+						t.Fatalf("decoded cells %d and %d out of order", i-1, i)
+					}
+					b.add(c, i > 0 && bytes.Equal(blk.cells[i-1].Clustering, c.Clustering))
+				}
+				again, meta, _ := b.finish(nil)
+				blk2, _, err := decodeBlock(again, formatVersion2)
+				if err != nil {
+					t.Fatalf("re-encoded block (version %d, shaped %v) does not decode: %v", version, shape, err)
+				}
+				if d := diffCells(blk2.cells, blk.cells); d != "" {
+					t.Fatalf("re-encoded block (version %d, shaped %v) differs: %s", version, shape, d)
+				}
+				if err := checkBlockMeta(&blk.meta, &meta); err != nil {
+					t.Fatalf("decoder and writer disagree on block metadata: %v", err)
+				}
+			}
 		}
 	})
 }

@@ -247,7 +247,7 @@ func randomTable(rng *rand.Rand, nparts, maxRows int) []testPartition {
 // brute force.
 func wantProperties(parts []testPartition, c Compression) Properties {
 	p := Properties{
-		Compression: c, FormatVersion: formatVersion1, MinTimestamp: math.MaxInt64, MaxTimestamp: math.MinInt64,
+		Compression: c, FormatVersion: formatVersion2, MinTimestamp: math.MaxInt64, MaxTimestamp: math.MinInt64,
 		MaxLocalDeletionTime: math.MinInt64, MinLocalDeletionTime: base.NoDeletionTime,
 	}
 	note := func(d base.DeletionTime) {

@@ -264,7 +264,7 @@ func (r *Reader) loadBlock(i int, src blockSource, scratch *[]byte) (*block, err
 	} else {
 		*scratch = frame
 	}
-	b, tail, err := decodeBlock(raw)
+	b, tail, err := decodeBlock(raw, r.props.FormatVersion)
 	if err == nil && len(tail) != 0 {
 		err = base.CorruptionErrorf("cannot decode block: got %d trailing bytes", len(tail))
 	}

@@ -1,6 +1,7 @@
 package sstable
 
-// SSTable byte format, version 1 (formatVersion1)
+// SSTable byte format, version 2 (formatVersion2; version 1 lacks the
+// block encodings byte and is still read)
 //
 // Primitives: u8/u32/u64 are little-endian fixed width; uvarint, varint
 // (zigzag), bytes (uvarint length + bytes) and ldt (local deletion time:
@@ -33,8 +34,9 @@ package sstable
 //
 // crc32c is CRC-32C (Castagnoli) of the payload followed by the compression
 // byte. compression is 0 none, 1 zstd (one frame that records its content
-// size, no frame checksum; a data block of 4 KiB or more is split into two
-// zstd blocks at its values section), 2 s2 (block format). A block that
+// size, no frame checksum; a data block of 4 KiB or more is split into
+// several zstd blocks at its values section, or before its shapes and at
+// each hole column when its values are shaped), 2 s2 (block format). A block that
 // does not shrink is stored with compression 0. The payload decompresses to
 // exactly rawLen bytes, recorded by whatever points at the block (block
 // index, footer).
@@ -48,22 +50,29 @@ package sstable
 //	|   baseTimestamp varint      defaultTTL varint (int32)         |
 //	|   columns uvarint (>= 1), then each name as bytes,            |
 //	|     strictly ascending (the block's column dictionary)        |
+//	|   encodings u8: bits 0-1 row keys (0 prefix, 1 fixed width),  |
+//	|     bits 2-3 timestamp predictor (0 previous cell, 1 TimeUUID,|
+//	|     2 inverted TimeUUID), bit 4 shaped values; others 0       |
 //	|   7 section lengths uvarint: rowKeys, columnIdx, timestamps,  |
 //	|     ttls, ldts, valueLens, values                             |
 //	+---------------------------------------------------------------+
 //	| flags         cells x u8                                      |
-//	| rowKeys       per row: shared uvarint, suffix bytes           |
+//	| rowKeys       prefix: per row shared uvarint, suffix bytes;   |
+//	|               fixed width: see rowKeysFixed in block.go       |
 //	| columnIdx     per cell: uvarint index into the dictionary;    |
 //	|               empty when the dictionary has one name          |
-//	| timestamps    byte planes of zigzag(timestamp - previous      |
-//	|               cell's timestamp), one per cell without SameTS  |
-//	|               (the first cell's previous is baseTimestamp)    |
+//	| timestamps    byte planes of zigzag(residual - previous       |
+//	|               cell's residual), one per cell without SameTS   |
+//	|               (the first cell's previous is baseTimestamp);   |
+//	|               residual = timestamp - the predictor's value    |
 //	| ttls          per cell with ExplicitTTL: varint               |
 //	| ldts          per cell with ExplicitLDT: varint delta from    |
 //	|               the predicted local deletion time               |
-//	| valueLens     byte planes of the value lengths (>= 1), one    |
-//	|               per cell without EmptyValue                     |
-//	| values        the values, concatenated                        |
+//	| valueLens     plain: byte planes of the value lengths (>= 1), |
+//	|               one per cell without EmptyValue; shaped: the    |
+//	|               shapes (value_shapes.go)                        |
+//	| values        plain: the values, concatenated; shaped: the    |
+//	|               hole columns (value_shapes.go)                  |
 //	+---------------------------------------------------------------+
 //
 //	byte planes of n integers: empty if n = 0, else width u8 (1..8),
@@ -161,6 +170,10 @@ const (
 	// partition each, block and partition indexes, bloom filter,
 	// properties, 112-byte footer.
 	formatVersion1 uint32 = 1
+	// formatVersion2 adds an encodings byte to the data block header:
+	// fixed-width row keys, timestamps predicted from a TimeUUID
+	// clustering key, and shaped values (value_shapes.go).
+	formatVersion2 uint32 = 2
 )
 
 const (
@@ -248,6 +261,7 @@ func NewWriter(f vfs.File, opts WriterOptions) *Writer {
 	}
 	opts.BloomBitsPerKey = min(opts.BloomBitsPerKey, maxBloomBitsPerKey)
 	w := &Writer{f: f, bw: bufio.NewWriterSize(f, writeBufferSize), opts: opts, props: newProperties(opts.Compression)}
+	w.blk.shapeValues = opts.Compression == CompressionZstd
 	if !opts.Compression.Valid() {
 		w.err = fmt.Errorf("cannot create sstable writer: got compression %d, want none, zstd or s2", opts.Compression)
 		return w
@@ -387,10 +401,10 @@ func (w *Writer) EstimatedSize() int64 {
 // in the block index.
 func (w *Writer) flushBlock() error {
 	var meta BlockMeta
-	var valuesOff int
-	w.rawBuf, meta, valuesOff = w.blk.finish(w.rawBuf[:0])
+	var splits []int
+	w.rawBuf, meta, splits = w.blk.finish(w.rawBuf[:0])
 	var stored int
-	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], w.rawBuf, w.opts.Compression, valuesOff)
+	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], w.rawBuf, w.opts.Compression, splits)
 	if err := w.write(w.frameBuf); err != nil {
 		return err
 	}
@@ -476,7 +490,7 @@ func (w *Writer) Finish() (Properties, error) {
 	}
 	dataLen := w.off
 	var f footer
-	f.version = formatVersion1
+	f.version = formatVersion2
 	var err error
 	if f.blockIndex, err = w.writeMeta(w.blockIndex, w.opts.Compression); err != nil {
 		return Properties{}, err
@@ -498,7 +512,7 @@ func (w *Writer) Finish() (Properties, error) {
 		w.err = fmt.Errorf("cannot write sstable: %w", err)
 		return Properties{}, w.err
 	}
-	props.FormatVersion = formatVersion1
+	props.FormatVersion = formatVersion2
 	props.DataBytes = int64(dataLen)
 	props.FileBytes = int64(w.off)
 	props.IndexBytes = props.FileBytes - props.DataBytes
@@ -507,7 +521,7 @@ func (w *Writer) Finish() (Properties, error) {
 
 func (w *Writer) writeMeta(raw []byte, c Compression) (metaHandle, error) {
 	var stored int
-	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], raw, c, 0)
+	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], raw, c, nil)
 	h := metaHandle{offset: w.off, storedLen: uint64(stored), rawLen: uint64(len(raw))}
 	if len(raw) > maxBlockRawLen {
 		w.err = fmt.Errorf("cannot write sstable meta block: got %d bytes, want at most %d", len(raw), maxBlockRawLen)
