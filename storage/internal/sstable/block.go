@@ -515,9 +515,13 @@ func commonPrefix(a, b []byte) int {
 // block is a decoded data block. It is immutable once decoded and may be
 // shared between goroutines through the Cache.
 type block struct {
-	cells []base.Cell // Column and Value alias the raw bytes, Clustering the key arena
+	cells []base.Cell // Clustering in the key arena; Column and Value alias the raw bytes, except in blocks of shaped values
 	meta  BlockMeta   // recomputed from the cells
 	size  int64       // bytes held, for the cache's accounting
+	// aliasesRaw: the cells point into the decompressed bytes, which
+	// must then live as long as the block. A block of shaped values
+	// copies what it keeps, so its decompressed buffer can be reused.
+	aliasesRaw bool
 }
 
 const cellStructSize = int64(unsafe.Sizeof(base.Cell{}))
@@ -595,6 +599,7 @@ func decodeBlock(raw []byte, version uint32) (*block, []byte, error) {
 	var lenSec planes
 	var shapedLens []uint32
 	blockBytes := int64(len(raw))
+	aliasesRaw := true
 	if enc&encValuesShaped != 0 {
 		if nlens == 0 {
 			return nil, nil, base.CorruptionErrorf("cannot decode block: shaped values but no cell has a value")
@@ -605,7 +610,19 @@ func decodeBlock(raw []byte, version uint32) (*block, []byte, error) {
 			return nil, nil, err
 		}
 		valSec = cursor{b: vals}
-		blockBytes += int64(cap(vals)) + 4*int64(len(shapedLens))
+		// Values come from their own buffer; copy the column names too,
+		// and nothing refers to raw any more.
+		names := 0
+		for _, col := range cols {
+			names += len(col)
+		}
+		arena := make([]byte, 0, names)
+		for i, col := range cols {
+			arena = append(arena, col...)
+			cols[i] = arena[len(arena)-len(col) : len(arena) : len(arena)]
+		}
+		blockBytes = int64(cap(vals)) + int64(names)
+		aliasesRaw = false
 	} else if lenSec, err = decodePlanes(lenRaw, nlens, "block value lengths"); err != nil {
 		return nil, nil, err
 	}
@@ -615,7 +632,7 @@ func decodeBlock(raw []byte, version uint32) (*block, []byte, error) {
 		return nil, nil, err
 	}
 	cells := make([]base.Cell, n)
-	blk := &block{cells: cells}
+	blk := &block{cells: cells, aliasesRaw: aliasesRaw}
 	var (
 		ck      []byte
 		resid   = baseTS

@@ -199,6 +199,23 @@ type decompressor struct {
 	once sync.Once
 	zstd *zstd.Decoder
 	err  error
+	// bufs recycles the decompressed bytes of blocks that do not keep
+	// them (see block.aliasesRaw): a cache miss then allocates only what
+	// the decoded block holds.
+	bufs sync.Pool
+}
+
+// buffer returns an empty buffer for n decompressed bytes.
+func (d *decompressor) buffer(n uint64) []byte {
+	if b, ok := d.bufs.Get().(*[]byte); ok && uint64(cap(*b)) >= n {
+		return (*b)[:0]
+	}
+	return make([]byte, 0, n)
+}
+
+// recycle takes back a buffer from buffer that nothing refers to any more.
+func (d *decompressor) recycle(b []byte) {
+	d.bufs.Put(&b)
 }
 
 func (d *decompressor) zstdDecoder() (*zstd.Decoder, error) {
@@ -229,8 +246,12 @@ const maxBlockRawLen = 1 << 30
 // decodeBlockFrame verifies and decompresses one framed block (payload,
 // compression byte, checksum) whose decompressed length was recorded as
 // rawLen. The checksum is verified before anything is decompressed. The
-// result never aliases frame unless the block was stored uncompressed.
-func (d *decompressor) decodeBlockFrame(frame []byte, rawLen uint64) ([]byte, error) {
+// result never aliases frame unless the block was stored uncompressed. It
+// is written into dst when dst has the capacity.
+func (d *decompressor) decodeBlockFrame(frame []byte, rawLen uint64, dst []byte) ([]byte, error) {
+	if uint64(cap(dst)) < rawLen {
+		dst = nil
+	}
 	if len(frame) < blockTrailerLen {
 		return nil, base.CorruptionErrorf("cannot decode block frame: got %d bytes, want at least %d", len(frame), blockTrailerLen)
 	}
@@ -257,7 +278,10 @@ func (d *decompressor) decodeBlockFrame(frame []byte, rawLen uint64) ([]byte, er
 		if uint64(n) != rawLen {
 			return nil, base.CorruptionErrorf("cannot decode s2 block: header says %d bytes, want %d", n, rawLen)
 		}
-		raw, err := s2.Decode(make([]byte, n), payload)
+		if dst == nil {
+			dst = make([]byte, n)
+		}
+		raw, err := s2.Decode(dst[:n:n], payload)
 		if err != nil {
 			return nil, base.CorruptionErrorf("cannot decode s2 block: %v", err)
 		}
@@ -274,7 +298,11 @@ func (d *decompressor) decodeBlockFrame(frame []byte, rawLen uint64) ([]byte, er
 		if err != nil {
 			return nil, fmt.Errorf("cannot create zstd decoder: %w", err)
 		}
-		raw, err := dec.DecodeAll(payload, make([]byte, 0, rawLen))
+		if dst == nil {
+			dst = make([]byte, 0, rawLen)
+		}
+		// Capacity-limited to rawLen even when dst is larger.
+		raw, err := dec.DecodeAll(payload, dst[:0:rawLen])
 		if err != nil {
 			return nil, base.CorruptionErrorf("cannot decode zstd block: %v", err)
 		}

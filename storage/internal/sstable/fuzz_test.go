@@ -51,7 +51,7 @@ func fuzzSeeds(tb testing.TB) fuzzSeedSet {
 		for i := 0; i < r.blocks.len() && i < 4; i++ {
 			h := r.blocks.handle(i)
 			frame := f.data[r.blocks.fileOffs[i] : r.blocks.fileOffs[i]+h.frameLen()]
-			raw, err := r.dec.decodeBlockFrame(frame, h.rawLen)
+			raw, err := r.dec.decodeBlockFrame(frame, h.rawLen, nil)
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -127,7 +127,7 @@ func FuzzDecodeBlockFrame(f *testing.F) {
 	var d decompressor
 	f.Fuzz(func(t *testing.T, frame []byte, rawLen uint32) {
 		// Bound the recorded length as a checksummed index would.
-		raw, err := d.decodeBlockFrame(frame, uint64(rawLen%(1<<20)))
+		raw, err := d.decodeBlockFrame(frame, uint64(rawLen%(1<<20)), nil)
 		requireCorruption(t, err)
 		if err == nil && len(raw) != int(rawLen%(1<<20)) {
 			t.Fatalf("decoded %d bytes, want %d", len(raw), rawLen%(1<<20))

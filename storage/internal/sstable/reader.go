@@ -190,7 +190,7 @@ func (r *Reader) readMeta(h metaHandle, what string) ([]byte, error) {
 	if err := r.readAt(frame, h.offset); err != nil {
 		return nil, err
 	}
-	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen)
+	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen, nil)
 	if err != nil {
 		return nil, r.wrapAt(h.offset, what, err)
 	}
@@ -253,8 +253,10 @@ func (r *Reader) loadBlock(i int, src blockSource, scratch *[]byte) (*block, err
 	if err := r.readAt(frame, off); err != nil {
 		return nil, err
 	}
-	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen)
+	buf := r.dec.buffer(h.rawLen)
+	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen, buf)
 	if err != nil {
+		r.dec.recycle(buf)
 		return nil, r.wrapAt(off, fmt.Sprintf("data block %d", i), err)
 	}
 	if len(raw) > 0 && &raw[0] == &frame[0] {
@@ -265,6 +267,9 @@ func (r *Reader) loadBlock(i int, src blockSource, scratch *[]byte) (*block, err
 		*scratch = frame
 	}
 	b, tail, err := decodeBlock(raw, r.props.FormatVersion)
+	if (err != nil || !b.aliasesRaw) && cap(buf) > 0 && len(raw) > 0 && &raw[:1][0] == &buf[:1][0] {
+		r.dec.recycle(buf)
+	}
 	if err == nil && len(tail) != 0 {
 		err = base.CorruptionErrorf("cannot decode block: got %d trailing bytes", len(tail))
 	}

@@ -254,3 +254,55 @@ func BenchmarkPartitionLookup(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkDecodeDataBlock measures what a block cache miss costs after
+// the read itself: checksum, decompression and decoding of one 32 KiB
+// block of JSON events, with plain and with shaped values.
+func BenchmarkDecodeDataBlock(b *testing.B) {
+	p := eventPartition(rand.New(rand.NewPCG(6, 0)), []byte("p"), 1000)
+	for _, shaped := range []bool{false, true} {
+		name := "plain"
+		if shaped {
+			name = "shaped"
+		}
+		b.Run(name, func(b *testing.B) {
+			bb := blockBuilder{shapeValues: shaped}
+			var prev []byte
+			for i := range p.cells {
+				c := &p.cells[i]
+				bb.add(c, false)
+				prev = c.Clustering
+				if bb.size() >= defaultBlockSize {
+					break
+				}
+			}
+			_ = prev
+			raw, _, splits := bb.finish(nil)
+			comp, err := newCompressor(CompressionZstd, 7)
+			if err != nil {
+				b.Fatal(err)
+			}
+			frame, _ := comp.appendBlockFrame(nil, raw, CompressionZstd, splits)
+			var d decompressor
+			b.Run("decompress", func(b *testing.B) {
+				b.ReportMetric(float64(len(frame))/float64(bb.cells), "bytes/cell")
+				b.SetBytes(int64(len(raw)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := d.decodeBlockFrame(frame, uint64(len(raw)), nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("decode", func(b *testing.B) {
+				b.SetBytes(int64(len(raw)))
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, _, err := decodeBlock(raw, formatVersion2); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}

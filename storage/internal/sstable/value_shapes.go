@@ -302,6 +302,10 @@ type shapeColumn struct {
 	prefix []byte
 	lens   planes
 	data   []byte
+	// off is how much of data was used. An offset, not a reslice of
+	// data: storing a pointer into the heap-allocated column costs a GC
+	// write barrier per hole.
+	off int
 }
 
 // decodeShapedValues reconstructs the n values of a block from its shapes
@@ -387,30 +391,42 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int) ([]byte, []ui
 	if total > uint64(limit) {
 		return nil, nil, base.CorruptionErrorf("cannot decode values: they expand to %d bytes, more than %d", total, limit)
 	}
-	out := make([]byte, 0, total)
+	// holeAt[holeStart[s]:holeStart[s+1]] are the offsets of shape s's
+	// holes, so filling a value is copies between known offsets.
+	holeStart := make([]int, nshapes+1)
+	holeAt := make([]int, 0, ncols)
+	for s, shape := range shapes {
+		for i, b := range shape {
+			if b == holeByte {
+				holeAt = append(holeAt, i)
+			}
+		}
+		holeStart[s+1] = len(holeAt)
+	}
+	out := make([]byte, total)
 	lens := make([]uint32, n)
+	o := 0
 	for i := 0; i < n; i++ {
 		s := int(idx.next())
-		start := len(out)
+		start := o
 		shape := shapes[s]
-		for k := colBase[s]; ; k++ {
-			h := bytes.IndexByte(shape, holeByte)
-			if h < 0 {
-				out = append(out, shape...)
-				break
-			}
-			out = append(out, shape[:h]...)
-			shape = shape[h+1:]
+		from := 0
+		k := colBase[s]
+		for _, h := range holeAt[holeStart[s]:holeStart[s+1]] {
+			o += copy(out[o:], shape[from:h])
+			from = h + 1
 			col := &cols[k]
-			out = append(out, col.prefix...)
+			k++
+			o += copy(out[o:], col.prefix)
 			l := int(col.lens.next())
-			out = append(out, col.data[:l]...)
-			col.data = col.data[l:]
+			o += copy(out[o:], col.data[col.off:col.off+l])
+			col.off += l
 		}
-		if len(out) == start {
+		o += copy(out[o:], shape[from:])
+		if o == start {
 			return nil, nil, base.CorruptionErrorf("cannot decode value %d: it is empty", i)
 		}
-		lens[i] = uint32(len(out) - start)
+		lens[i] = uint32(o - start)
 	}
 	return out, lens, nil
 }
