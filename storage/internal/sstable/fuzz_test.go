@@ -70,6 +70,23 @@ func fuzzSeeds(tb testing.TB) fuzzSeedSet {
 		s.bloomProbes = append(s.bloomProbes, parts[0].key)
 		r.Close()
 	}
+	// Version 2 encodings: fixed-width keys, predicted timestamps and
+	// shaped values, in small blocks of JSON events.
+	events := []testPartition{descendingEvents(rng, []byte("events"), 12)}
+	f, _ := writeTable(tb, events, WriterOptions{Compression: CompressionZstd, BlockSize: 1200})
+	r := openTable(tb, f, nil)
+	for i := 0; i < r.blocks.len() && i < 2; i++ {
+		h := r.blocks.handle(i)
+		frame := f.data[r.blocks.fileOffs[i] : r.blocks.fileOffs[i]+h.frameLen()]
+		raw, err := r.dec.decodeBlockFrame(frame, h.rawLen, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s.blocks = append(s.blocks, bytes.Clone(raw))
+		s.frames = append(s.frames, bytes.Clone(frame))
+		s.rawLens = append(s.rawLens, h.rawLen)
+	}
+	r.Close()
 	return s
 }
 

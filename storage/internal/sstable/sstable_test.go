@@ -102,6 +102,8 @@ func TestRoundTrip(t *testing.T) {
 		}(), opts: WriterOptions{BlockSize: 1024}},
 		{name: "random small blocks", parts: randomTable(rng, 40, 60), opts: WriterOptions{BlockSize: 300}},
 		{name: "random default blocks", parts: randomTable(rng, 40, 400)},
+		{name: "events", parts: []testPartition{eventPartition(rng, []byte("e1"), 3000), eventPartition(rng, []byte("e2"), 10)}},
+		{name: "events, descending keys, JSON and other values", parts: []testPartition{descendingEvents(rng, []byte("d"), 2000)}},
 	}
 	for _, tc := range cases {
 		for _, comp := range allCompressions {
@@ -112,6 +114,9 @@ func TestRoundTrip(t *testing.T) {
 				r := openTable(t, f, NewCache(1<<20))
 				defer r.Close()
 				checkTable(t, r, tc.parts, comp)
+				if v := r.Properties().FormatVersion; v != formatVersion2 {
+					t.Errorf("FormatVersion = %d, want %d", v, formatVersion2)
+				}
 				if got := r.Properties(); !reflect.DeepEqual(got, wprops) {
 					t.Errorf("Properties() = %+v\nwriter returned %+v", got, wprops)
 				}

@@ -155,7 +155,8 @@ type shapeEncoder struct {
 // appends the shapes section to shapesDst and the values section to
 // valuesDst and returns both with the offsets in valuesDst where each
 // column starts. ok is false when the values do not fit the limits (too
-// many shapes or columns); the caller then stores them plain.
+// many shapes or columns) or have no structure (every value is one hole);
+// the caller then stores them plain.
 func (e *shapeEncoder) encode(vals []byte, lens []uint64, shapesDst, valuesDst []byte, colOffs []int) (shapesOut, valuesOut []byte, colOffsOut []int, ok bool) {
 	e.shapes, e.shapeEnds, e.holesOf = e.shapes[:0], e.shapeEnds[:0], e.holesOf[:0]
 	e.valShape, e.valHoles, e.spans = e.valShape[:0], e.valHoles[:0], e.spans[:0]
@@ -187,6 +188,11 @@ func (e *shapeEncoder) encode(vals []byte, lens []uint64, shapesDst, valuesDst [
 		e.valShape = append(e.valShape, uint64(s))
 		e.valHoles = append(e.valHoles, first)
 		off += int(l)
+	}
+
+	if len(e.shapeEnds) == 1 && e.shapeEnds[0] == 1 && e.shapes[0] == holeByte {
+		// Nothing but whole values: no structure to take out.
+		return shapesDst, valuesDst, colOffs, false
 	}
 
 	// Columns: shape by shape, hole by hole. Place every span in its

@@ -1,0 +1,226 @@
+package sstable
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/eventide/eventide/storage/internal/base"
+)
+
+func TestShapeValue(t *testing.T) {
+	const h = "\xff"
+	cases := []struct {
+		name, value, shape string
+		holes              []string
+	}{
+		{"object", `{"user":"u1","n":42,"ok":true,"x":null}`, `{"user":"` + h + `","n":` + h + `,"ok":` + h + `,"x":` + h + `}`, []string{"u1", "42", "true", "null"}},
+		{"nested and arrays", `{"a":{"b":[1,"two",-3.5e2]},"c":[]}`, `{"a":{"b":[` + h + `,"` + h + `",` + h + `]},"c":[]}`, []string{"1", "two", "-3.5e2"}},
+		{"escaped quote and backslash", `{"s":"say \"hi\\"}`, `{"s":"` + h + `"}`, []string{`say \"hi\\`}},
+		{"key with spaces before the colon", "{ \"k\" \t: \"v\" }", "{ \"k\" \t: \"" + h + "\" }", []string{"v"}},
+		{"empty string", `{"e":""}`, `{"e":"` + h + `"}`, []string{""}},
+		{"top-level string", `"just text"`, `"` + h + `"`, []string{"just text"}},
+		{"not JSON", `hello, world`, h + `, ` + h, []string{"hello", "world"}},
+		{"holds 0xff", "{\"a\":\"\xff\"}", h, []string{"{\"a\":\"\xff\"}"}},
+		{"unterminated string", `{"a":"b`, h, []string{`{"a":"b`}},
+		{"too many holes", "[" + strings.Repeat("1,", maxValueHoles) + "1]", h, []string{"[" + strings.Repeat("1,", maxValueHoles) + "1]"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			shape, spans := shapeValue([]byte(tc.value), nil, nil)
+			var holes []string
+			for _, sp := range spans {
+				holes = append(holes, tc.value[sp[0]:sp[1]])
+			}
+			if string(shape) != tc.shape || !slices.Equal(holes, tc.holes) {
+				t.Fatalf("shapeValue(%q) = %q %q, want %q %q", tc.value, shape, holes, tc.shape, tc.holes)
+			}
+		})
+	}
+}
+
+// descendingEvents is eventPartition with its keys complemented, as a
+// DESC clustering column stores them, and sorted accordingly; every 7th
+// value is not JSON and every 11th holds a 0xFF byte.
+func descendingEvents(rng *rand.Rand, key []byte, events int) testPartition {
+	p := eventPartition(rng, key, events)
+	for i := range p.cells {
+		c := &p.cells[i]
+		for j := range c.Clustering {
+			c.Clustering[j] = ^c.Clustering[j]
+		}
+		switch {
+		case i%11 == 0:
+			c.Value = append(c.Value[:len(c.Value)-1], 0xff, '}')
+		case i%7 == 0:
+			c.Value = randomValue(rng, 1+rng.IntN(40))
+		}
+	}
+	slices.SortFunc(p.cells, func(a, b base.Cell) int { return bytes.Compare(a.Clustering, b.Clustering) })
+	return p
+}
+
+// blockHeaderEncodings returns the encodings byte of a version 2 block and
+// its timestamps section length.
+func blockHeaderEncodings(t *testing.T, raw []byte) (enc byte, tsLen int) {
+	t.Helper()
+	c := cursor{b: raw}
+	c.uvarint("cells")
+	c.uvarint("rows")
+	c.varint("base")
+	c.varint("ttl")
+	n := c.length("columns", 1)
+	for i := 0; i < n; i++ {
+		c.bytes("column")
+	}
+	enc = c.byte1("encodings")
+	c.uvarint("row keys")
+	c.uvarint("column indexes")
+	tsLen = int(c.uvarint("timestamps"))
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	return enc, tsLen
+}
+
+func TestBlockEncodings(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 0))
+	events := eventPartition(rng, []byte("p"), 100).cells
+	// Real TimeUUID keys: ticks since 1582 in the low 60 bits, version 1.
+	uuidKey := func(ts int64, node uint64, desc bool) []byte {
+		k := timeUUIDKey(1<<60|uint64(ts*10+uuidUnixEpochTicks), node)
+		if desc {
+			for i := range k {
+				k[i] = ^k[i]
+			}
+		}
+		return k
+	}
+	withKeys := func(desc bool) []base.Cell {
+		out := slices.Clone(events)
+		for i := range out {
+			out[i].Clustering = uuidKey(out[i].Timestamp, rng.Uint64(), desc)
+		}
+		slices.SortFunc(out, func(a, b base.Cell) int { return bytes.Compare(a.Clustering, b.Clustering) })
+		return out
+	}
+	shortKeys := slices.Clone(events)
+	for i := range shortKeys {
+		shortKeys[i].Clustering = binary.BigEndian.AppendUint32(nil, uint32(i))
+	}
+	mixedKeys := slices.Clone(events)
+	for i := range mixedKeys {
+		mixedKeys[i].Clustering = fmt.Appendf(nil, "row-%d", i*i)
+	}
+	slices.SortFunc(mixedKeys, func(a, b base.Cell) int { return bytes.Compare(a.Clustering, b.Clustering) })
+	unrelated := withKeys(false)
+	for i := range unrelated {
+		unrelated[i].Timestamp = 1_000_000 + int64(i)*1000 + rng.Int64N(10)
+	}
+	binary := slices.Clone(unrelated)
+	for i := range binary {
+		binary[i].Value = randomValue(rng, 30)
+	}
+	cases := []struct {
+		name   string
+		cells  []base.Cell
+		shape  bool
+		keys   int
+		ts     int
+		shaped bool
+		noTS   bool // every timestamp predicted: an empty timestamps section
+	}{
+		{"TimeUUID keys, write time = event time", withKeys(false), true, rowKeysFixed, tsFromTimeUUID, true, true},
+		{"inverted TimeUUID keys", withKeys(true), true, rowKeysFixed, tsFromTimeUUIDDesc, true, true},
+		{"TimeUUID keys, times unrelated", unrelated, true, rowKeysFixed, tsFromPrevious, true, false},
+		{"short keys", shortKeys, false, rowKeysPrefix, tsFromPrevious, false, false},
+		{"keys of mixed length", mixedKeys, true, rowKeysPrefix, tsFromPrevious, true, false},
+		{"values that are not JSON", binary, true, rowKeysFixed, tsFromPrevious, false, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := blockBuilder{shapeValues: tc.shape}
+			for i := range tc.cells {
+				b.add(&tc.cells[i], false)
+			}
+			raw, meta, _ := b.finish(nil)
+			enc, tsLen := blockHeaderEncodings(t, raw)
+			if got := int(enc & encRowKeysMask); got != tc.keys {
+				t.Errorf("row key encoding %d, want %d", got, tc.keys)
+			}
+			if got := int(enc&encTimestampMask) >> encTimestampShift; got != tc.ts {
+				t.Errorf("timestamp predictor %d, want %d", got, tc.ts)
+			}
+			if got := enc&encValuesShaped != 0; got != tc.shaped {
+				t.Errorf("shaped values %v, want %v", got, tc.shaped)
+			}
+			if tc.noTS && tsLen != 0 {
+				t.Errorf("timestamps section of %d bytes, want none", tsLen)
+			}
+			blk, tail, err := decodeBlock(raw, formatVersion2)
+			if err != nil || len(tail) != 0 {
+				t.Fatalf("decodeBlock: %v (%d trailing bytes)", err, len(tail))
+			}
+			if d := diffCells(blk.cells, tc.cells); d != "" {
+				t.Fatal(d)
+			}
+			if err := checkBlockMeta(&blk.meta, &meta); err != nil {
+				t.Fatal(err)
+			}
+			if blk.aliasesRaw == tc.shaped {
+				t.Errorf("aliasesRaw = %v for shaped = %v", blk.aliasesRaw, tc.shaped)
+			}
+		})
+	}
+}
+
+// TestReadsFormatVersion1 reads a file written by the version 1 writer
+// (commit 0553217, testdata/v1): the same seeds give the same partitions.
+func TestReadsFormatVersion1(t *testing.T) {
+	data, err := os.ReadFile("testdata/v1/random-and-events.sst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	parts := randomTable(rng, 12, 80)
+	parts = append(parts, eventPartition(rng, []byte("zz|events"), 400))
+	r := openTable(t, &memFile{data: data}, NewCache(1<<20))
+	defer r.Close()
+	if v := r.Properties().FormatVersion; v != formatVersion1 {
+		t.Fatalf("FormatVersion = %d, want %d", v, formatVersion1)
+	}
+	checkTable(t, r, parts, CompressionZstd)
+}
+
+// TestShapedValuesLimits checks the decoder's bounds on shaped values.
+func TestShapedValuesLimits(t *testing.T) {
+	// One 1000-byte shape shared by 2000 one-hole values expands to
+	// 2 MB from a few kilobytes.
+	shape := append(bytes.Repeat([]byte("x"), 1000), holeByte)
+	var sec []byte
+	sec = binary.AppendUvarint(sec, 1)
+	sec = appendBytes(sec, shape)
+	sec = appendUintColumn(sec, make([]uint64, 2000))
+	sec = appendBytes(sec, nil)
+	sec = appendUintColumn(sec, make([]uint64, 2000))
+	if _, _, err := decodeShapedValues(sec, nil, 2000, 1<<20); err == nil {
+		t.Fatal("a block expanding past the limit decoded")
+	}
+	if vals, lens, err := decodeShapedValues(sec, nil, 2000, 4<<20); err != nil || len(vals) != 2000*1000 || lens[0] != 1000 {
+		t.Fatalf("within the limit: %d bytes, err %v", len(vals), err)
+	}
+	// An empty value is refused (empty values have their own flag).
+	sec = binary.AppendUvarint(nil, 1)
+	sec = appendBytes(sec, []byte{holeByte})
+	sec = appendUintColumn(sec, []uint64{0})
+	sec = appendBytes(sec, nil)
+	sec = appendUintColumn(sec, []uint64{0})
+	if _, _, err := decodeShapedValues(sec, nil, 1, 1<<20); err == nil {
+		t.Fatal("an empty value decoded")
+	}
+}
