@@ -66,7 +66,8 @@ type ReadStats struct {
 	MemtablesRead     int
 	SSTablesRead      int
 	// SSTablesSkipped were skipped unopened: bloom filter, partition
-	// absent, clustering range or expiry.
+	// absent, clustering range or expiry, or the slice ended before
+	// reaching their first clustering key.
 	SSTablesSkipped int
 	BlocksRead      int
 	BlocksSkipped   int
@@ -143,6 +144,7 @@ type candidate struct {
 func (it *RowIterator) open(tableID uint32) {
 	q := &it.q
 	var sources []cellSource
+	var lazy []lazySource
 	memMinTimestamp := int64(1<<63 - 1)
 	for _, mem := range it.v.memtables() {
 		if !mem.HasPartition(tableID, q.Partition) {
@@ -225,12 +227,16 @@ func (it *RowIterator) open(tableID uint32) {
 			},
 		})
 		it.sstIters = append(it.sstIters, pi)
-		sources = append(sources, pi)
+		first := c.info.MinClustering
+		if q.Reverse {
+			first = c.info.MaxClustering
+		}
+		lazy = append(lazy, lazySource{src: pi, first: first})
 	}
 	sort.Slice(it.deletion.Ranges, func(i, j int) bool {
 		return startsBefore(it.deletion.Ranges[i].Start, it.deletion.Ranges[j].Start)
 	})
-	it.merge = newMergingIter(sources, q.Reverse)
+	it.merge = newMergingIter(sources, lazy, q.Reverse)
 }
 
 // overlaps reports whether the clustering range [minCK, maxCK] intersects
@@ -363,6 +369,10 @@ func (it *RowIterator) finish() {
 		return
 	}
 	it.done = true
+	// SSTables the merge never positioned were not read after all.
+	unopened := it.merge.unopened()
+	it.stats.SSTablesRead -= unopened
+	it.stats.SSTablesSkipped += unopened
 	for _, s := range it.sstIters {
 		it.stats.BlocksRead += s.BlocksRead()
 		it.stats.BlocksSkipped += s.BlocksSkipped()
