@@ -42,7 +42,6 @@ type PartitionIter struct {
 	err     error
 	read    int
 	skipped int
-	scratch []byte
 }
 
 // NewPartitionIter returns an iterator over partition p of this reader
@@ -134,7 +133,7 @@ func (it *PartitionIter) loadNext() bool {
 			it.step()
 			continue
 		}
-		b, err := it.r.loadBlock(it.bi, viaCache, &it.scratch)
+		b, err := it.r.loadBlock(it.bi, viaCache)
 		if err != nil {
 			it.err = err
 			return false
@@ -185,7 +184,6 @@ func (it *PartitionIter) BlocksSkipped() int { return it.skipped }
 func (it *PartitionIter) Close() {
 	it.done = true
 	it.blk = nil
-	it.scratch = nil
 }
 
 // Scanner reads a whole SSTable in order, partition by partition, for
@@ -198,16 +196,15 @@ func (it *PartitionIter) Close() {
 //	}
 //	if err := s.Err(); err != nil { ... }
 type Scanner struct {
-	r       *Reader
-	w       partitionWalker
-	info    PartitionInfo
-	has     bool
-	bi, hi  int
-	blk     *block
-	ci      int
-	cell    base.Cell
-	err     error
-	scratch []byte
+	r      *Reader
+	w      partitionWalker
+	info   PartitionInfo
+	has    bool
+	bi, hi int
+	blk    *block
+	ci     int
+	cell   base.Cell
+	err    error
 }
 
 // NewScanner returns a scanner positioned before the first partition.
@@ -256,7 +253,7 @@ func (s *Scanner) NextCell() bool {
 			s.blk = nil
 			return false
 		}
-		b, err := s.r.loadBlock(s.bi, cacheIfPresent, &s.scratch)
+		b, err := s.r.loadBlock(s.bi, cacheIfPresent)
 		if err != nil {
 			s.err = err
 			s.has = false

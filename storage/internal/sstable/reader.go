@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/eventide/eventide/storage/internal/base"
 	"github.com/eventide/eventide/storage/vfs"
@@ -26,6 +27,12 @@ type Reader struct {
 	blocks     blockIndex
 	partitions partitionIndex
 	bloom      bloomFilter
+
+	// frames recycles the buffers compressed blocks are read into: a
+	// block keeps only its decompressed bytes, and an iterator lives for
+	// one query, so without the pool every uncached block read would
+	// leave its compressed frame (~8 KiB) to the garbage collector.
+	frames sync.Pool // of *[]byte
 }
 
 // Open reads the SSTable in f. path names the file in errors; fileNum
@@ -234,8 +241,8 @@ const (
 )
 
 // loadBlock returns data block i decoded, checking it against its index
-// entry. scratch is a reusable buffer for the compressed bytes.
-func (r *Reader) loadBlock(i int, src blockSource, scratch *[]byte) (*block, error) {
+// entry.
+func (r *Reader) loadBlock(i int, src blockSource) (*block, error) {
 	off := r.blocks.fileOffs[i]
 	if src != fromDisk {
 		if b := r.cache.get(r.fileNum, off); b != nil {
@@ -244,25 +251,26 @@ func (r *Reader) loadBlock(i int, src blockSource, scratch *[]byte) (*block, err
 	}
 	h := r.blocks.handle(i)
 	n := int(h.frameLen())
-	var frame []byte
-	if cap(*scratch) >= n {
-		frame = (*scratch)[:n]
-	} else {
-		frame = make([]byte, n)
+	bufp, _ := r.frames.Get().(*[]byte)
+	if bufp == nil {
+		bufp = new([]byte)
 	}
+	if cap(*bufp) < n {
+		*bufp = make([]byte, n)
+	}
+	frame := (*bufp)[:n]
 	if err := r.readAt(frame, off); err != nil {
+		r.frames.Put(bufp)
 		return nil, err
 	}
 	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen)
+	// A block stored uncompressed aliases its frame, which then belongs
+	// to the block.
+	if err != nil || len(raw) == 0 || &raw[0] != &frame[0] {
+		r.frames.Put(bufp)
+	}
 	if err != nil {
 		return nil, r.wrapAt(off, fmt.Sprintf("data block %d", i), err)
-	}
-	if len(raw) > 0 && &raw[0] == &frame[0] {
-		// Stored uncompressed: the block aliases the frame, so the
-		// frame cannot be reused.
-		*scratch = nil
-	} else {
-		*scratch = frame
 	}
 	b, tail, err := decodeBlock(raw)
 	if err == nil && len(tail) != 0 {
@@ -298,7 +306,6 @@ func checkBlockMeta(got, want *BlockMeta) error {
 // and across the blocks of each partition and match the indexes. It
 // returns the first problem found.
 func (r *Reader) Check() error {
-	var scratch []byte
 	w := r.partitions.walker()
 	for {
 		e, ok, err := w.next()
@@ -311,7 +318,7 @@ func (r *Reader) Check() error {
 		var last *base.Cell
 		var minTS, maxTS int64
 		for i := e.info.firstBlock; i < e.info.firstBlock+e.info.numBlocks; i++ {
-			b, err := r.loadBlock(i, fromDisk, &scratch)
+			b, err := r.loadBlock(i, fromDisk)
 			if err != nil {
 				return err
 			}
