@@ -382,7 +382,8 @@ func (it *RowIterator) finish() {
 	it.db.metrics.read(&it.stats)
 }
 
-// Row returns the current row; it is valid until the next call to Next.
+// Row returns the current row; it is valid until the next call to Next or
+// Close (which lets the row's blocks be reused).
 func (it *RowIterator) Row() *Row { return &it.row }
 
 // Err returns the error that ended the iteration, if any.

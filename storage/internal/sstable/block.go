@@ -326,7 +326,11 @@ const cellStructSize = int64(unsafe.Sizeof(base.Cell{}))
 // that its cells are strictly ascending by (clustering, column) and that
 // every field is well formed. The cells alias raw, which must not change
 // afterwards.
-func decodeBlock(raw []byte) (*block, []byte, error) {
+func decodeBlock(raw []byte) (*block, []byte, error) { return decodeBlockInto(raw, nil) }
+
+// decodeBlockInto is decodeBlock decoding the cells into cells' array when
+// it is large enough.
+func decodeBlockInto(raw []byte, cells []base.Cell) (*block, []byte, error) {
 	c := cursor{b: raw}
 	n := c.length("block cell count", 1)
 	rows := c.length("block row count", 1)
@@ -394,7 +398,12 @@ func decodeBlock(raw []byte) (*block, []byte, error) {
 		return nil, nil, err
 	}
 	arena := make([]byte, 0, keyBytes)
-	cells := make([]base.Cell, n)
+	if cap(cells) >= n {
+		cells = cells[:n]
+		clear(cells) // fields a cell does not set stay zero
+	} else {
+		cells = make([]base.Cell, n)
+	}
 	blk := &block{cells: cells}
 	var (
 		ck      []byte

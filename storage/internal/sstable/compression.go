@@ -222,6 +222,12 @@ const maxBlockRawLen = 1 << 30
 // rawLen. The checksum is verified before anything is decompressed. The
 // result never aliases frame unless the block was stored uncompressed.
 func (d *decompressor) decodeBlockFrame(frame []byte, rawLen uint64) ([]byte, error) {
+	return d.decodeBlockFrameInto(frame, rawLen, nil)
+}
+
+// decodeBlockFrameInto is decodeBlockFrame decompressing into dst's array
+// when it can hold rawLen bytes.
+func (d *decompressor) decodeBlockFrameInto(frame []byte, rawLen uint64, dst []byte) ([]byte, error) {
 	if len(frame) < blockTrailerLen {
 		return nil, base.CorruptionErrorf("cannot decode block frame: got %d bytes, want at least %d", len(frame), blockTrailerLen)
 	}
@@ -248,7 +254,10 @@ func (d *decompressor) decodeBlockFrame(frame []byte, rawLen uint64) ([]byte, er
 		if uint64(n) != rawLen {
 			return nil, base.CorruptionErrorf("cannot decode s2 block: header says %d bytes, want %d", n, rawLen)
 		}
-		raw, err := s2.Decode(make([]byte, n), payload)
+		if cap(dst) < n {
+			dst = make([]byte, n)
+		}
+		raw, err := s2.Decode(dst[:n], payload)
 		if err != nil {
 			return nil, base.CorruptionErrorf("cannot decode s2 block: %v", err)
 		}
@@ -265,7 +274,10 @@ func (d *decompressor) decodeBlockFrame(frame []byte, rawLen uint64) ([]byte, er
 		if err != nil {
 			return nil, fmt.Errorf("cannot create zstd decoder: %w", err)
 		}
-		raw, err := dec.DecodeAll(payload, make([]byte, 0, rawLen))
+		if uint64(cap(dst)) < rawLen {
+			dst = make([]byte, 0, rawLen)
+		}
+		raw, err := dec.DecodeAll(payload, dst[:0:rawLen])
 		if err != nil {
 			return nil, base.CorruptionErrorf("cannot decode zstd block: %v", err)
 		}

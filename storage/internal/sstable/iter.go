@@ -30,12 +30,17 @@ type IterOptions struct {
 //	for it.Next() { use(it.Cell()) }
 //	if err := it.Err(); err != nil { ... }
 type PartitionIter struct {
-	r       *Reader
-	o       IterOptions
-	lo, hi  int // the partition's block range
-	bi      int // next block to consider, or the current one while blk != nil
-	blk     *block
-	ci      int // next cell index in blk
+	r      *Reader
+	o      IterOptions
+	lo, hi int // the partition's block range
+	bi     int // next block to consider, or the current one while blk != nil
+	blk    *loadedBlock
+	ci     int // next cell index in blk
+	// held are the blocks loaded so far, released by Close: cells handed
+	// out alias them and may outlive the iterator's move to another
+	// block (a merge keeps the previous cell while it looks ahead).
+	held    []*loadedBlock
+	heldBuf [4]*loadedBlock // held's first array: most reads load few blocks
 	cell    base.Cell
 	started bool
 	done    bool
@@ -48,6 +53,7 @@ type PartitionIter struct {
 // (as returned by Partition or a Scanner).
 func (r *Reader) NewPartitionIter(p PartitionInfo, o IterOptions) *PartitionIter {
 	it := &PartitionIter{r: r, o: o, lo: p.firstBlock, hi: p.firstBlock + p.numBlocks}
+	it.held = it.heldBuf[:0]
 	if it.lo < 0 || it.lo > it.hi || it.hi > r.blocks.len() {
 		it.err = fmt.Errorf("cannot iterate partition %x of sstable %s: block range [%d, %d) outside [0, %d) (PartitionInfo from another file?)",
 			p.Key, r.path, it.lo, it.hi, r.blocks.len())
@@ -139,6 +145,7 @@ func (it *PartitionIter) loadNext() bool {
 			return false
 		}
 		it.read++
+		it.held = append(it.held, b)
 		it.blk = b
 		cells := b.cells
 		if it.o.Reverse {
@@ -166,8 +173,9 @@ func (it *PartitionIter) finish() {
 	it.blk = nil
 }
 
-// Cell returns the current cell. It and its slices are valid until the
-// next call to Next and must not be modified.
+// Cell returns the current cell, valid until the next call to Next; its
+// slices (the bytes it aliases) stay valid until Close. Neither may be
+// modified.
 func (it *PartitionIter) Cell() *base.Cell { return &it.cell }
 
 // Err returns the error that ended the iteration, if any.
@@ -180,10 +188,16 @@ func (it *PartitionIter) BlocksRead() int { return it.read }
 // BlocksSkipped is the number of blocks SkipBlock turned away.
 func (it *PartitionIter) BlocksSkipped() int { return it.skipped }
 
-// Close releases the iterator's blocks.
+// Close releases the iterator's blocks: cells it returned are invalid
+// afterwards.
 func (it *PartitionIter) Close() {
 	it.done = true
 	it.blk = nil
+	for i, b := range it.held {
+		b.release()
+		it.held[i] = nil
+	}
+	it.held = it.held[:0]
 }
 
 // Scanner reads a whole SSTable in order, partition by partition, for
@@ -201,10 +215,13 @@ type Scanner struct {
 	info   PartitionInfo
 	has    bool
 	bi, hi int
-	blk    *block
-	ci     int
-	cell   base.Cell
-	err    error
+	// blk is never released: the Scanner has no Close, and compaction's
+	// merge keeps cells across NextCell calls. Its blocks are simply
+	// not recycled.
+	blk  *loadedBlock
+	ci   int
+	cell base.Cell
+	err  error
 }
 
 // NewScanner returns a scanner positioned before the first partition.

@@ -33,6 +33,9 @@ type Reader struct {
 	// one query, so without the pool every uncached block read would
 	// leave its compressed frame (~8 KiB) to the garbage collector.
 	frames sync.Pool // of *[]byte
+	// recycled holds released blocks for reuse: the cache's pool, shared
+	// by the store's readers, or the reader's own without a cache.
+	recycled *blockPool
 }
 
 // Open reads the SSTable in f. path names the file in errors; fileNum
@@ -48,9 +51,9 @@ func Open(f vfs.File, path string, fileNum uint64, cache *Cache) (*Reader, error
 	}
 	r := &Reader{f: f, path: path, fileNum: fileNum, cache: cache}
 	if cache != nil {
-		r.dec = &cache.dec
+		r.dec, r.recycled = &cache.dec, &cache.blocks
 	} else {
-		r.dec, r.ownDec = &decompressor{}, true
+		r.dec, r.ownDec, r.recycled = &decompressor{}, true, &blockPool{}
 	}
 	if err := r.load(uint64(st.Size())); err != nil {
 		if r.ownDec {
@@ -241,8 +244,9 @@ const (
 )
 
 // loadBlock returns data block i decoded, checking it against its index
-// entry.
-func (r *Reader) loadBlock(i int, src blockSource) (*block, error) {
+// entry, with a reference the caller must release once it no longer uses
+// the block's cells.
+func (r *Reader) loadBlock(i int, src blockSource) (*loadedBlock, error) {
 	off := r.blocks.fileOffs[i]
 	if src != fromDisk {
 		if b := r.cache.get(r.fileNum, off); b != nil {
@@ -263,16 +267,31 @@ func (r *Reader) loadBlock(i int, src blockSource) (*block, error) {
 		r.frames.Put(bufp)
 		return nil, err
 	}
-	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen)
+	lb := r.recycled.get()
+	var cells []base.Cell
+	if lb.block != nil {
+		cells = lb.block.cells
+	}
+	// Buffers are allocated a little larger than needed so that a
+	// recycled one fits the next block, whose size differs by a few
+	// bytes or cells.
+	if uint64(cap(lb.raw)) < h.rawLen {
+		lb.raw = make([]byte, 0, roundUp(int(h.rawLen), recycleRawStep))
+	}
+	if cap(cells) < h.meta.Cells {
+		cells = make([]base.Cell, 0, roundUp(h.meta.Cells, recycleCellsStep))
+	}
+	raw, err := r.dec.decodeBlockFrameInto(frame, h.rawLen, lb.raw)
 	// A block stored uncompressed aliases its frame, which then belongs
 	// to the block.
-	if err != nil || len(raw) == 0 || &raw[0] != &frame[0] {
+	aliasesFrame := err == nil && len(raw) > 0 && &raw[0] == &frame[0]
+	if !aliasesFrame {
 		r.frames.Put(bufp)
 	}
 	if err != nil {
 		return nil, r.wrapAt(off, fmt.Sprintf("data block %d", i), err)
 	}
-	b, tail, err := decodeBlock(raw)
+	b, tail, err := decodeBlockInto(raw, cells)
 	if err == nil && len(tail) != 0 {
 		err = base.CorruptionErrorf("cannot decode block: got %d trailing bytes", len(tail))
 	}
@@ -282,10 +301,25 @@ func (r *Reader) loadBlock(i int, src blockSource) (*block, error) {
 	if err != nil {
 		return nil, r.wrapAt(off, fmt.Sprintf("data block %d", i), err)
 	}
-	if src == viaCache {
-		r.cache.add(r.fileNum, off, b)
+	switch {
+	case aliasesFrame:
+		lb.raw = nil
+	case cap(lb.raw) > 0 && &raw[:1][0] == &lb.raw[:1][0]:
+		// Decompressed into the buffer: keep all of its capacity (the
+		// decompressor sees only rawLen of it).
+		lb.raw = lb.raw[:len(raw)]
+	default:
+		lb.raw = raw
 	}
-	return b, nil
+	lb.block = b
+	if lb.raw != nil {
+		b.size += int64(cap(lb.raw) - len(raw))
+	}
+	b.size += int64(cap(b.cells)-len(b.cells)) * cellStructSize
+	if src == viaCache {
+		r.cache.add(r.fileNum, off, lb)
+	}
+	return lb, nil
 }
 
 // checkBlockMeta compares what a block holds with what its index entry
