@@ -18,8 +18,11 @@ type eventideEngine struct {
 	last  storage.ReadStats
 }
 
-func openEventide(dir string, clock *benchClock, autoCompact bool) (engine, error) {
+func openEventide(dir string, clock *benchClock, autoCompact bool, cacheBytes int64) (engine, error) {
 	opts := storage.DefaultOptions()
+	if cacheBytes > 0 {
+		opts.BlockCacheSize = cacheBytes
+	}
 	opts.Clock = clock
 	opts.DisableAutoCompaction = !autoCompact
 	db, err := storage.Open(dir, opts)

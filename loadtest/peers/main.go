@@ -33,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"sort"
 	"syscall"
@@ -46,6 +47,7 @@ type config struct {
 	reuse                                bool
 	readProfile                          string
 	slowest                              int
+	eventideCacheMiB                     int64
 }
 
 // engine is what each store under test implements.
@@ -84,6 +86,7 @@ func main() {
 	flag.BoolVar(&cfg.reuse, "reuse", false, "with -dir: reuse the stores an earlier run with the same workload flags left there, and run only the read phases")
 	flag.StringVar(&cfg.readProfile, "readprofile", "", "write a CPU profile of each read phase alone to PREFIX-<engine>-<phase>.pprof")
 	flag.IntVar(&cfg.slowest, "slowest", 0, "print the N slowest queries of each read phase, with the engine's trace")
+	flag.Int64Var(&cfg.eventideCacheMiB, "eventide-cache", 0, "Eventide's block cache in MiB (0: storage.DefaultOptions)")
 	flag.Parse()
 	if cfg.reuse && cfg.dir == "" {
 		fatal(fmt.Errorf("-reuse needs -dir"))
@@ -134,6 +137,16 @@ type phaseResult struct {
 	coldP50, coldP99 time.Duration
 	warmP50, warmP99 time.Duration
 	cold, warm       int
+	// allocBytes and gcCycles are the Go heap bytes allocated and the GC
+	// cycles started during the phase (process-wide).
+	allocBytes, gcCycles uint64
+}
+
+// gcCounters reads the heap bytes allocated and GC cycles so far.
+func gcCounters() (allocBytes, cycles uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
 }
 
 // query is one measured read.
@@ -175,6 +188,7 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 	qs := make([]query, 0, cfg.queries)
 	total := 0
 	tr, _ := e.(tracer)
+	alloc0, gc0 := gcCounters()
 	for q := 0; q < cfg.queries; q++ {
 		p := gen.randomPartition()
 		t0 := time.Now()
@@ -191,6 +205,7 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 		}
 		qs = append(qs, qq)
 	}
+	alloc1, gc1 := gcCounters()
 	var all, cold, warm []time.Duration
 	for _, q := range qs {
 		all = append(all, q.took)
@@ -205,6 +220,7 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 		coldP50: percentile(cold, 50), coldP99: percentile(cold, 99),
 		warmP50: percentile(warm, 50), warmP99: percentile(warm, 99),
 		cold: len(cold), warm: len(warm),
+		allocBytes: alloc1 - alloc0, gcCycles: gc1 - gc0,
 	}
 	if cfg.slowest > 0 {
 		sort.Slice(qs, func(i, j int) bool { return qs[i].took > qs[j].took })
@@ -220,10 +236,10 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 	return r, total, nil
 }
 
-func open(name, dir string, clock *benchClock, autoCompact bool) (engine, error) {
+func open(name, dir string, cfg config, clock *benchClock, autoCompact bool) (engine, error) {
 	switch name {
 	case "eventide":
-		return openEventide(dir, clock, autoCompact)
+		return openEventide(dir, clock, autoCompact, cfg.eventideCacheMiB<<20)
 	case "pebble":
 		return openPebble(dir, autoCompact)
 	}
@@ -243,7 +259,7 @@ func runEngine(name string, cfg config) (*result, error) {
 		fmt.Fprintf(os.Stderr, "%s: reusing %s\n", name, dir)
 		// Where ingest left the clock: the last batch's first event.
 		clock.set(gen.batch((cfg.events - 1) / cfg.batch)[0].time)
-		if e, err = open(name, dir, clock, true); err != nil {
+		if e, err = open(name, dir, cfg, clock, true); err != nil {
 			return nil, err
 		}
 	} else {
@@ -268,7 +284,7 @@ func runEngine(name string, cfg config) (*result, error) {
 	checkAt := gen.end().Add(time.Hour)
 	if cfg.reuse && storeReady(dir) {
 		fmt.Fprintf(os.Stderr, "%s: reusing %s\n", name, dir)
-		if e, err = open(name, dir, clock, false); err != nil {
+		if e, err = open(name, dir, cfg, clock, false); err != nil {
 			return nil, err
 		}
 	} else if e, err = buildExpiry(name, dir, cfg, gen, clock, checkAt); err != nil {
@@ -287,7 +303,7 @@ func buildLatest(name, dir string, cfg config, gen *generator, clock *benchClock
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
-	e, err := open(name, dir, clock, true)
+	e, err := open(name, dir, cfg, clock, true)
 	if err != nil {
 		return nil, err
 	}
@@ -325,7 +341,7 @@ func buildExpiry(name, dir string, cfg config, gen *generator, clock *benchClock
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
-	e, err := open(name, dir, clock, true)
+	e, err := open(name, dir, cfg, clock, true)
 	if err != nil {
 		return nil, err
 	}
@@ -359,7 +375,7 @@ func buildExpiry(name, dir string, cfg config, gen *generator, clock *benchClock
 	if err := e.close(); err != nil {
 		return nil, err
 	}
-	if e, err = open(name, dir, clock, false); err != nil {
+	if e, err = open(name, dir, cfg, clock, false); err != nil {
 		return nil, err
 	}
 	for b := 0; b*cfg.batch < cfg.events; b++ {
@@ -435,6 +451,10 @@ func printResults(cfg config, rs map[string]*result) {
 	row("90%-expired warm p50 (µs)", func(r *result) float64 { return us(r.expired.warmP50) }, "%.0f")
 	row("90%-expired warm p99 (µs)", func(r *result) float64 { return us(r.expired.warmP99) }, "%.0f")
 	row("cold queries per read phase", func(r *result) float64 { return float64(r.latest.cold) }, "%.0f")
+	row("latest-50: Go heap bytes allocated per query", func(r *result) float64 { return float64(r.latest.allocBytes) / float64(cfg.queries) }, "%.0f")
+	row("latest-50: GC cycles during the phase", func(r *result) float64 { return float64(r.latest.gcCycles) }, "%.0f")
+	row("90%-expired: Go heap bytes allocated per query", func(r *result) float64 { return float64(r.expired.allocBytes) / float64(cfg.queries) }, "%.0f")
+	row("90%-expired: GC cycles during the phase", func(r *result) float64 { return float64(r.expired.gcCycles) }, "%.0f")
 	row("rows returned by latest-50 queries", func(r *result) float64 { return float64(r.latestRows) }, "%.0f")
 	row("live cells returned by expiry queries", func(r *result) float64 { return float64(r.expiredCells) }, "%.0f")
 }
