@@ -173,11 +173,15 @@ func (it *RowIterator) open(tableID uint32) {
 	}
 
 	// olderDataOverlaps reports whether any source other than skip may hold
-	// a cell written at or before maxTimestamp with a clustering key in
-	// [minCK, maxCK] (everywhere, if wholeRange): only such data can be
-	// shadowed by expired cells or old deletions, so when there is none,
+	// a live cell written at or before maxTimestamp with a clustering key
+	// in [minCK, maxCK] (everywhere, if wholeRange): only such a cell can
+	// be shadowed by expired cells or old deletions, so when there is none,
 	// fully expired SSTables and blocks can be skipped without changing
-	// the result.
+	// the result. Cells that are dead at now are dead whether or not
+	// something shadows them, so a candidate with nothing live, or whose
+	// overlapping blocks hold nothing live that old, does not count (the
+	// ±2 s jitter of time-series writes makes consecutive files overlap
+	// slightly, and the overlap is usually expired on both sides).
 	olderDataOverlaps := func(skip int, maxTimestamp int64, minCK, maxCK []byte, wholeRange bool) bool {
 		if memMinTimestamp <= maxTimestamp {
 			return true
@@ -187,17 +191,24 @@ func (it *RowIterator) open(tableID uint32) {
 				continue
 			}
 			in := &cands[i].info
-			if in.MinTimestamp > maxTimestamp {
+			if in.MinTimestamp > maxTimestamp || in.MaxLocalDeletionTime < it.now {
 				continue
 			}
-			if !wholeRange && (in.Cells == 0 || bytes.Compare(in.MaxClustering, minCK) < 0 || bytes.Compare(in.MinClustering, maxCK) > 0) {
-				// Its cells are out of range; only its deletions could
-				// matter, and those are merged from every candidate.
-				if in.Deletions.IsEmpty() {
-					continue
-				}
+			if !in.Deletions.IsEmpty() {
+				return true
 			}
-			return true
+			if in.Cells == 0 {
+				continue
+			}
+			lo, hi := minCK, maxCK
+			if wholeRange {
+				lo, hi = nil, nil
+			}
+			if cands[i].h.reader.AnyBlock(*in, lo, hi, func(b sstable.BlockMeta) bool {
+				return b.MinTimestamp <= maxTimestamp && b.MaxLocalDeletionTime >= it.now
+			}) {
+				return true
+			}
 		}
 		return false
 	}

@@ -95,3 +95,97 @@ func TestSliceOpensLaterSSTablesOnlyWhenReached(t *testing.T) {
 		})
 	}
 }
+
+// TestExpiredBlocksSkippedWhenOverlapIsDead writes one partition as two
+// SSTables whose edges overlap in clustering keys and write times, as
+// consecutive TimeWindow files do with jittered event times, with TTLs
+// that have passed for some cells. A fully expired block (or file) may be
+// skipped unread only when no live cell written at or before it overlaps
+// its clustering range elsewhere: a dead overlap on the other side does
+// not count, a live older cell (which the expired one shadows) does.
+func TestExpiredBlocksSkippedWhenOverlapIsDead(t *testing.T) {
+	const ttl = 60
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%03d", i) }
+	value := strings.Repeat("v", 4000) // 8 cells per 32 KiB block
+	type cell struct {
+		ck      int
+		tsSec   int64 // write time, seconds after the start
+		expires bool  // TTL'd (expired at the read) or plain
+	}
+	// file makes cells for keys [from, from+24): three blocks of eight.
+	file := func(from int, tsShift int64, expired func(ck int) bool) []cell {
+		var cs []cell
+		for i := from; i < from+24; i++ {
+			cs = append(cs, cell{ck: i, tsSec: int64(i) + tsShift, expires: expired(i)})
+		}
+		return cs
+	}
+	below := func(n int) func(int) bool { return func(ck int) bool { return ck < n } }
+	from := func(n int) func(int) bool { return func(ck int) bool { return ck >= n } }
+	// Every case: the older file holds k000..k023, the newer k020..k043,
+	// its first block k020..k027 expired and the rest live.
+	tests := []struct {
+		name                 string
+		older, newer         []cell
+		wantLive             int
+		wantBlocks, wantSkip int // blocks read and skipped
+		wantSSTablesRead     int
+	}{
+		{
+			// The newer file's times start 3 s before the older file's
+			// end (jitter), so the files overlap in keys and times, but
+			// everything in the overlap is expired on both sides: the
+			// older file is skipped whole, and the newer file's first
+			// block too.
+			name:  "dead overlap on both sides",
+			older: file(0, 0, from(0)), newer: file(20, -3, below(28)),
+			wantLive: 16, wantBlocks: 2, wantSkip: 1, wantSSTablesRead: 1,
+		},
+		{
+			// As above, but the older file's first two blocks are live:
+			// the file is read, its expired last block and the newer
+			// file's expired first block are not.
+			name:  "dead overlap, live cells elsewhere in both files",
+			older: file(0, 0, from(16)), newer: file(20, -3, below(28)),
+			wantLive: 32, wantBlocks: 4, wantSkip: 2, wantSSTablesRead: 2,
+		},
+		{
+			// The older file's k020..k023 are live and older than the
+			// newer file's expired k020..k023, which shadow them: the
+			// expired block must be read.
+			name:  "live older cells under the expired overlap",
+			older: file(0, 0, from(100)), newer: file(20, 100, below(28)),
+			wantLive: 20 + 16, wantBlocks: 6, wantSkip: 0, wantSSTablesRead: 2,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Unix(1_800_000_000, 0)
+			clock := &fakeClock{now: start}
+			db := openTestDB(t, clock, TableDef{Name: "t"})
+			for _, cs := range [][]cell{tc.older, tc.newer} {
+				apply(t, db, func(b *Batch) {
+					for _, c := range cs {
+						ts := start.Add(time.Duration(c.tsSec) * time.Second).UnixMicro()
+						if c.expires {
+							b.PutTTL("t", []byte("p"), key(c.ck), []byte("c"), []byte(value), ts, ttl)
+						} else {
+							b.Put("t", []byte("p"), key(c.ck), []byte("c"), []byte(value), ts)
+						}
+					}
+				})
+				if err := db.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clock.Advance(time.Hour) // every TTL has passed
+			rows, stats := readAll(t, db, SliceQuery{Table: "t", Partition: []byte("p")})
+			if len(rows) != tc.wantLive {
+				t.Errorf("got %d live rows, want %d:\n%s", len(rows), tc.wantLive, rowsString(rows))
+			}
+			if stats.BlocksRead != tc.wantBlocks || stats.BlocksSkipped != tc.wantSkip || stats.SSTablesRead != tc.wantSSTablesRead {
+				t.Errorf("got %s, %d blocks skipped; want %d blocks read, %d skipped, %d SSTables", stats, stats.BlocksSkipped, tc.wantBlocks, tc.wantSkip, tc.wantSSTablesRead)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package sstable
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 
@@ -60,6 +61,34 @@ func (r *Reader) NewPartitionIter(p PartitionInfo, o IterOptions) *PartitionIter
 		it.done = true
 	}
 	return it
+}
+
+// AnyBlock reports whether pred holds for a block of partition p (as
+// returned by Partition) whose clustering range intersects [minCK, maxCK];
+// a nil bound is open. It reads only the in-memory block index, so a read
+// can ask what another file holds before deciding to skip a block.
+func (r *Reader) AnyBlock(p PartitionInfo, minCK, maxCK []byte, pred func(BlockMeta) bool) bool {
+	lo, hi := p.firstBlock, p.firstBlock+p.numBlocks
+	if lo < 0 || lo > hi || hi > r.blocks.len() {
+		return true // not this file's partition: claim the worst
+	}
+	i := lo
+	if minCK != nil {
+		i = lo + sort.Search(hi-lo, func(j int) bool {
+			h := r.blocks.handle(lo + j)
+			return bytes.Compare(h.meta.MaxClustering, minCK) >= 0
+		})
+	}
+	for ; i < hi; i++ {
+		h := r.blocks.handle(i)
+		if maxCK != nil && bytes.Compare(h.meta.MinClustering, maxCK) > 0 {
+			return false
+		}
+		if pred(h.meta) {
+			return true
+		}
+	}
+	return false
 }
 
 // seek positions bi at the first block to consider.
