@@ -351,7 +351,7 @@ func (db *DB) mergeInputs(c *compaction, w *sstable.Writer) (compactionStats, er
 		}
 
 		cells = cells[:0]
-		merge := newMergingIter(sources, false)
+		merge := newMergingIter(sources, nil, false)
 		for merge.Next() {
 			cell := merge.Cell()
 			if shadowing.DeletionFor(cell.Clustering).Deletes(cell.Timestamp) {

@@ -1,6 +1,9 @@
 package storage
 
 import (
+	"bytes"
+	"sort"
+
 	"github.com/eventide/eventide/storage/internal/base"
 )
 
@@ -12,19 +15,34 @@ type cellSource interface {
 	Err() error
 }
 
+// lazySource is a source whose cells are known to start at a clustering
+// key: first is its smallest key, or its largest when iterating in
+// reverse.
+type lazySource struct {
+	src   cellSource
+	first []byte
+}
+
 // mergingIter merges cell sources that are each sorted in the same
 // direction and yields, for every (clustering, column), the Reconcile of
 // all its versions. Sources are few (memtables plus the SSTables that hold
 // the partition), so a small binary heap keeps each step O(log n).
+//
+// Lazy sources are positioned only when the merge reaches their first key:
+// positioning an SSTable source loads (and, uncached, decompresses) a
+// block, and a slice with a limit often ends before it gets to the later
+// SSTables of a partition (TimeWindow files hold consecutive stretches of
+// time, so their clustering ranges barely overlap).
 type mergingIter struct {
 	reverse bool
 	heap    []cellSource
+	lazy    []lazySource // in iteration order of first
 	cell    base.Cell
 	err     error
 }
 
-func newMergingIter(sources []cellSource, reverse bool) *mergingIter {
-	m := &mergingIter{reverse: reverse, heap: make([]cellSource, 0, len(sources))}
+func newMergingIter(sources []cellSource, lazy []lazySource, reverse bool) *mergingIter {
+	m := &mergingIter{reverse: reverse, heap: make([]cellSource, 0, len(sources)+len(lazy)), lazy: lazy}
 	for _, s := range sources {
 		if s.Next() {
 			m.heap = append(m.heap, s)
@@ -35,8 +53,41 @@ func newMergingIter(sources []cellSource, reverse bool) *mergingIter {
 	for i := len(m.heap)/2 - 1; i >= 0; i-- {
 		m.down(i)
 	}
+	sort.SliceStable(m.lazy, func(i, j int) bool { return m.keyBefore(m.lazy[i].first, m.lazy[j].first) })
 	return m
 }
+
+// keyBefore reports whether clustering key a comes strictly before b in
+// iteration order.
+func (m *mergingIter) keyBefore(a, b []byte) bool {
+	if m.reverse {
+		return bytes.Compare(a, b) > 0
+	}
+	return bytes.Compare(a, b) < 0
+}
+
+// activate positions every lazy source whose first key is at or before the
+// heap's top, so that the top is the next cell of all sources; with an
+// empty heap it positions the next lazy source, until one yields a cell.
+func (m *mergingIter) activate() {
+	for len(m.lazy) > 0 && m.err == nil {
+		if len(m.heap) > 0 && m.keyBefore(m.heap[0].Cell().Clustering, m.lazy[0].first) {
+			return
+		}
+		s := m.lazy[0].src
+		m.lazy[0] = lazySource{}
+		m.lazy = m.lazy[1:]
+		if s.Next() {
+			m.heap = append(m.heap, s)
+			m.up(len(m.heap) - 1)
+		} else if err := s.Err(); err != nil {
+			m.err = err
+		}
+	}
+}
+
+// unopened is the number of lazy sources never positioned.
+func (m *mergingIter) unopened() int { return len(m.lazy) }
 
 func (m *mergingIter) less(a, b cellSource) bool {
 	ca, cb := a.Cell(), b.Cell()
@@ -45,6 +96,17 @@ func (m *mergingIter) less(a, b cellSource) bool {
 		return c > 0
 	}
 	return c < 0
+}
+
+func (m *mergingIter) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !m.less(m.heap[i], m.heap[parent]) {
+			return
+		}
+		m.heap[i], m.heap[parent] = m.heap[parent], m.heap[i]
+		i = parent
+	}
 }
 
 func (m *mergingIter) down(i int) {
@@ -88,6 +150,7 @@ func (m *mergingIter) advanceTop() {
 // one. Cell then holds its reconciled version, which aliases source
 // buffers that stay valid (blocks and memtable cells are immutable).
 func (m *mergingIter) Next() bool {
+	m.activate()
 	if len(m.heap) == 0 || m.err != nil {
 		return false
 	}

@@ -66,7 +66,8 @@ type ReadStats struct {
 	MemtablesRead     int
 	SSTablesRead      int
 	// SSTablesSkipped were skipped unopened: bloom filter, partition
-	// absent, clustering range or expiry.
+	// absent, clustering range or expiry, or the slice ended before
+	// reaching their first clustering key.
 	SSTablesSkipped int
 	BlocksRead      int
 	BlocksSkipped   int
@@ -143,6 +144,7 @@ type candidate struct {
 func (it *RowIterator) open(tableID uint32) {
 	q := &it.q
 	var sources []cellSource
+	var lazy []lazySource
 	memMinTimestamp := int64(1<<63 - 1)
 	for _, mem := range it.v.memtables() {
 		if !mem.HasPartition(tableID, q.Partition) {
@@ -171,11 +173,15 @@ func (it *RowIterator) open(tableID uint32) {
 	}
 
 	// olderDataOverlaps reports whether any source other than skip may hold
-	// a cell written at or before maxTimestamp with a clustering key in
-	// [minCK, maxCK] (everywhere, if wholeRange): only such data can be
-	// shadowed by expired cells or old deletions, so when there is none,
+	// a live cell written at or before maxTimestamp with a clustering key
+	// in [minCK, maxCK] (everywhere, if wholeRange): only such a cell can
+	// be shadowed by expired cells or old deletions, so when there is none,
 	// fully expired SSTables and blocks can be skipped without changing
-	// the result.
+	// the result. Cells that are dead at now are dead whether or not
+	// something shadows them, so a candidate with nothing live, or whose
+	// overlapping blocks hold nothing live that old, does not count (the
+	// ±2 s jitter of time-series writes makes consecutive files overlap
+	// slightly, and the overlap is usually expired on both sides).
 	olderDataOverlaps := func(skip int, maxTimestamp int64, minCK, maxCK []byte, wholeRange bool) bool {
 		if memMinTimestamp <= maxTimestamp {
 			return true
@@ -185,17 +191,24 @@ func (it *RowIterator) open(tableID uint32) {
 				continue
 			}
 			in := &cands[i].info
-			if in.MinTimestamp > maxTimestamp {
+			if in.MinTimestamp > maxTimestamp || in.MaxLocalDeletionTime < it.now {
 				continue
 			}
-			if !wholeRange && (in.Cells == 0 || bytes.Compare(in.MaxClustering, minCK) < 0 || bytes.Compare(in.MinClustering, maxCK) > 0) {
-				// Its cells are out of range; only its deletions could
-				// matter, and those are merged from every candidate.
-				if in.Deletions.IsEmpty() {
-					continue
-				}
+			if !in.Deletions.IsEmpty() {
+				return true
 			}
-			return true
+			if in.Cells == 0 {
+				continue
+			}
+			lo, hi := minCK, maxCK
+			if wholeRange {
+				lo, hi = nil, nil
+			}
+			if cands[i].h.reader.AnyBlock(*in, lo, hi, func(b sstable.BlockMeta) bool {
+				return b.MinTimestamp <= maxTimestamp && b.MaxLocalDeletionTime >= it.now
+			}) {
+				return true
+			}
 		}
 		return false
 	}
@@ -225,12 +238,16 @@ func (it *RowIterator) open(tableID uint32) {
 			},
 		})
 		it.sstIters = append(it.sstIters, pi)
-		sources = append(sources, pi)
+		first := c.info.MinClustering
+		if q.Reverse {
+			first = c.info.MaxClustering
+		}
+		lazy = append(lazy, lazySource{src: pi, first: first})
 	}
 	sort.Slice(it.deletion.Ranges, func(i, j int) bool {
 		return startsBefore(it.deletion.Ranges[i].Start, it.deletion.Ranges[j].Start)
 	})
-	it.merge = newMergingIter(sources, q.Reverse)
+	it.merge = newMergingIter(sources, lazy, q.Reverse)
 }
 
 // overlaps reports whether the clustering range [minCK, maxCK] intersects
@@ -363,6 +380,10 @@ func (it *RowIterator) finish() {
 		return
 	}
 	it.done = true
+	// SSTables the merge never positioned were not read after all.
+	unopened := it.merge.unopened()
+	it.stats.SSTablesRead -= unopened
+	it.stats.SSTablesSkipped += unopened
 	for _, s := range it.sstIters {
 		it.stats.BlocksRead += s.BlocksRead()
 		it.stats.BlocksSkipped += s.BlocksSkipped()
@@ -372,7 +393,8 @@ func (it *RowIterator) finish() {
 	it.db.metrics.read(&it.stats)
 }
 
-// Row returns the current row; it is valid until the next call to Next.
+// Row returns the current row; it is valid until the next call to Next or
+// Close (which lets the row's blocks be reused).
 func (it *RowIterator) Row() *Row { return &it.row }
 
 // Err returns the error that ended the iteration, if any.

@@ -15,10 +15,14 @@ type eventideEngine struct {
 	dir   string
 	db    *storage.DB
 	batch storage.Batch
+	last  storage.ReadStats
 }
 
-func openEventide(dir string, clock *benchClock, autoCompact bool) (engine, error) {
+func openEventide(dir string, clock *benchClock, autoCompact bool, cacheBytes int64) (engine, error) {
 	opts := storage.DefaultOptions()
+	if cacheBytes > 0 {
+		opts.BlockCacheSize = cacheBytes
+	}
 	opts.Clock = clock
 	opts.DisableAutoCompaction = !autoCompact
 	db, err := storage.Open(dir, opts)
@@ -86,8 +90,12 @@ func (e *eventideEngine) slice(q storage.SliceQuery) (int, error) {
 	for it.Next() {
 		n += len(it.Row().Cells)
 	}
-	return n, it.Close()
+	err = it.Close()
+	e.last = it.Stats()
+	return n, err
 }
+
+func (e *eventideEngine) lastTrace() string { return e.last.String() }
 
 func (e *eventideEngine) diskBytes() (int64, error) { return dirSize(e.dir) }
 

@@ -17,6 +17,14 @@
 //     p50/p99 latency.
 //
 // Run from this directory: go run . -events 2000000
+//
+// To study the read phases: -dir D -reuse keeps the stores of an earlier
+// run with the same workload flags and reruns only the reads;
+// -readprofile P writes a CPU profile of each read phase alone
+// (P-<engine>-<phase>.pprof); -slowest N prints the N slowest queries of
+// each read phase with the engine's trace of each. Every run splits each
+// read phase's latencies into cold queries (the first of a partition in
+// that phase, which find none of its blocks cached) and warm ones.
 package main
 
 import (
@@ -25,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"sort"
 	"syscall"
@@ -35,6 +44,10 @@ type config struct {
 	events, types, hours, batch, queries int
 	dir                                  string
 	seed                                 uint64
+	reuse                                bool
+	readProfile                          string
+	slowest                              int
+	eventideCacheMiB                     int64
 }
 
 // engine is what each store under test implements.
@@ -53,6 +66,12 @@ type engine interface {
 	close() error
 }
 
+// tracer is implemented by engines that can say what their last read
+// touched (blocks, cache hits, SSTables), for the -slowest report.
+type tracer interface {
+	lastTrace() string
+}
+
 func main() {
 	var cfg config
 	flag.IntVar(&cfg.events, "events", 2_000_000, "events to ingest")
@@ -64,7 +83,14 @@ func main() {
 	flag.Uint64Var(&cfg.seed, "seed", 1, "workload seed")
 	only := flag.String("engines", "eventide,pebble", "engines to run, comma-separated")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.BoolVar(&cfg.reuse, "reuse", false, "with -dir: reuse the stores an earlier run with the same workload flags left there, and run only the read phases")
+	flag.StringVar(&cfg.readProfile, "readprofile", "", "write a CPU profile of each read phase alone to PREFIX-<engine>-<phase>.pprof")
+	flag.IntVar(&cfg.slowest, "slowest", 0, "print the N slowest queries of each read phase, with the engine's trace")
+	flag.Int64Var(&cfg.eventideCacheMiB, "eventide-cache", 0, "Eventide's block cache in MiB (0: storage.DefaultOptions)")
 	flag.Parse()
+	if cfg.reuse && cfg.dir == "" {
+		fatal(fmt.Errorf("-reuse needs -dir"))
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -95,19 +121,125 @@ func main() {
 }
 
 type result struct {
+	built                    bool // false when -reuse found the stores ready
 	ingestSeconds            float64
 	eventsPerSecond          float64
 	peakRSSBytes             int64
 	bytesPerEvent            float64
-	latestP50, latestP99     time.Duration
-	expiredP50, expiredP99   time.Duration
+	latest, expired          phaseResult
 	latestRows, expiredCells int
 }
 
-func open(name, dir string, clock *benchClock, autoCompact bool) (engine, error) {
+// phaseResult is one read phase's latencies, overall and split by whether
+// the query was the first of its partition in the phase.
+type phaseResult struct {
+	p50, p99         time.Duration
+	coldP50, coldP99 time.Duration
+	warmP50, warmP99 time.Duration
+	cold, warm       int
+	// allocBytes and gcCycles are the Go heap bytes allocated and the GC
+	// cycles started during the phase (process-wide).
+	allocBytes, gcCycles uint64
+}
+
+// gcCounters reads the heap bytes allocated and GC cycles so far.
+func gcCounters() (allocBytes, cycles uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
+}
+
+// query is one measured read.
+type query struct {
+	took      time.Duration
+	partition string
+	cold      bool
+	trace     string
+}
+
+// readyMarker is created in a store's directory once it is fully built,
+// so -reuse never reads a half-built store.
+const readyMarker = "peers-ready"
+
+func storeReady(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, readyMarker))
+	return err == nil
+}
+
+func markReady(dir string) error {
+	return os.WriteFile(filepath.Join(dir, readyMarker), nil, 0o644)
+}
+
+// readPhase runs cfg.queries reads of random partitions through read and
+// measures each, with the CPU profile -readprofile asks for.
+func readPhase(cfg config, e engine, gen *generator, phase string, read func(partition string) (int, error)) (phaseResult, int, error) {
+	if cfg.readProfile != "" {
+		f, err := os.Create(fmt.Sprintf("%s-%s-%s.pprof", cfg.readProfile, e.name(), phase))
+		if err != nil {
+			return phaseResult{}, 0, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return phaseResult{}, 0, fmt.Errorf("cannot profile %s (is -cpuprofile also set?): %w", phase, err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	seen := map[string]bool{}
+	qs := make([]query, 0, cfg.queries)
+	total := 0
+	tr, _ := e.(tracer)
+	alloc0, gc0 := gcCounters()
+	for q := 0; q < cfg.queries; q++ {
+		p := gen.randomPartition()
+		t0 := time.Now()
+		n, err := read(p)
+		if err != nil {
+			return phaseResult{}, 0, err
+		}
+		took := time.Since(t0)
+		total += n
+		qq := query{took: took, partition: p, cold: !seen[p]}
+		seen[p] = true
+		if cfg.slowest > 0 && tr != nil {
+			qq.trace = tr.lastTrace()
+		}
+		qs = append(qs, qq)
+	}
+	alloc1, gc1 := gcCounters()
+	var all, cold, warm []time.Duration
+	for _, q := range qs {
+		all = append(all, q.took)
+		if q.cold {
+			cold = append(cold, q.took)
+		} else {
+			warm = append(warm, q.took)
+		}
+	}
+	r := phaseResult{
+		p50: percentile(all, 50), p99: percentile(all, 99),
+		coldP50: percentile(cold, 50), coldP99: percentile(cold, 99),
+		warmP50: percentile(warm, 50), warmP99: percentile(warm, 99),
+		cold: len(cold), warm: len(warm),
+		allocBytes: alloc1 - alloc0, gcCycles: gc1 - gc0,
+	}
+	if cfg.slowest > 0 {
+		sort.Slice(qs, func(i, j int) bool { return qs[i].took > qs[j].took })
+		fmt.Fprintf(os.Stderr, "%s %s: %d slowest of %d queries (%d cold)\n", e.name(), phase, min(cfg.slowest, len(qs)), len(qs), len(cold))
+		for _, q := range qs[:min(cfg.slowest, len(qs))] {
+			kind := "warm"
+			if q.cold {
+				kind = "cold"
+			}
+			fmt.Fprintf(os.Stderr, "  %8.1f µs %s %s %s\n", float64(q.took.Nanoseconds())/1e3, kind, q.partition, q.trace)
+		}
+	}
+	return r, total, nil
+}
+
+func open(name, dir string, cfg config, clock *benchClock, autoCompact bool) (engine, error) {
 	switch name {
 	case "eventide":
-		return openEventide(dir, clock, autoCompact)
+		return openEventide(dir, clock, autoCompact, cfg.eventideCacheMiB<<20)
 	case "pebble":
 		return openPebble(dir, autoCompact)
 	}
@@ -121,10 +253,61 @@ func runEngine(name string, cfg config) (*result, error) {
 
 	// Phase 1 and 2: ingest, flush, full compaction, size, latest-50.
 	dir := filepath.Join(cfg.dir, name)
-	e, err := open(name, dir, clock, true)
+	var e engine
+	var err error
+	if cfg.reuse && storeReady(dir) {
+		fmt.Fprintf(os.Stderr, "%s: reusing %s\n", name, dir)
+		// Where ingest left the clock: the last batch's first event.
+		clock.set(gen.batch((cfg.events - 1) / cfg.batch)[0].time)
+		if e, err = open(name, dir, cfg, clock, true); err != nil {
+			return nil, err
+		}
+	} else {
+		if e, err = buildLatest(name, dir, cfg, gen, clock, r); err != nil {
+			return nil, err
+		}
+	}
+	if r.latest, r.latestRows, err = readPhase(cfg, e, gen, "latest", func(p string) (int, error) { return e.latest(p, 50) }); err != nil {
+		return nil, err
+	}
+	if err := e.close(); err != nil {
+		return nil, err
+	}
+
+	// Phase 4: the oldest 90% of each partition expires. Both engines
+	// ingest normally (compacting as they like); then the store is
+	// reopened with compactions off, time passes the TTLs (Pebble: the
+	// same cells are point-deleted), memtables are flushed, and reads run
+	// before any compaction could clean up.
+	dir = filepath.Join(cfg.dir, name+"-expiry")
+	gen = newGenerator(cfg)
+	checkAt := gen.end().Add(time.Hour)
+	if cfg.reuse && storeReady(dir) {
+		fmt.Fprintf(os.Stderr, "%s: reusing %s\n", name, dir)
+		if e, err = open(name, dir, cfg, clock, false); err != nil {
+			return nil, err
+		}
+	} else if e, err = buildExpiry(name, dir, cfg, gen, clock, checkAt); err != nil {
+		return nil, err
+	}
+	clock.set(checkAt)
+	if r.expired, r.expiredCells, err = readPhase(cfg, e, gen, "expired", e.all); err != nil {
+		return nil, err
+	}
+	return r, e.close()
+}
+
+// buildLatest ingests the workload into a new store, flushes and fully
+// compacts it, and returns it open.
+func buildLatest(name, dir string, cfg config, gen *generator, clock *benchClock, r *result) (engine, error) {
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	e, err := open(name, dir, cfg, clock, true)
 	if err != nil {
 		return nil, err
 	}
+	r.built = true
 	progress := newProgress(name+" ingest", cfg.events)
 	start := time.Now()
 	for b := 0; b*cfg.batch < cfg.events; b++ {
@@ -148,34 +331,20 @@ func runEngine(name string, cfg config) (*result, error) {
 		return nil, err
 	}
 	r.bytesPerEvent = float64(size) / float64(cfg.events)
-	var lat []time.Duration
-	for q := 0; q < cfg.queries; q++ {
-		p := gen.randomPartition()
-		t0 := time.Now()
-		n, err := e.latest(p, 50)
-		if err != nil {
-			return nil, err
-		}
-		lat = append(lat, time.Since(t0))
-		r.latestRows += n
-	}
-	r.latestP50, r.latestP99 = percentile(lat, 50), percentile(lat, 99)
-	if err := e.close(); err != nil {
+	return e, markReady(dir)
+}
+
+// buildExpiry builds the expiry phase's store and returns it reopened
+// with compactions off, its doomed cells expired or deleted as of checkAt
+// and its memtables flushed.
+func buildExpiry(name, dir string, cfg config, gen *generator, clock *benchClock, checkAt time.Time) (engine, error) {
+	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
-
-	// Phase 4: the oldest 90% of each partition expires. Both engines
-	// ingest normally (compacting as they like); then the store is
-	// reopened with compactions off, time passes the TTLs (Pebble: the
-	// same cells are point-deleted), memtables are flushed, and reads run
-	// before any compaction could clean up.
-	dir = filepath.Join(cfg.dir, name+"-expiry")
-	e, err = open(name, dir, clock, true)
+	e, err := open(name, dir, cfg, clock, true)
 	if err != nil {
 		return nil, err
 	}
-	gen = newGenerator(cfg)
-	checkAt := gen.end().Add(time.Hour)
 	ttlsFor := func(evs []event) (ttls []int32, doomed []event) {
 		ttls = make([]int32, len(evs))
 		for i, ev := range evs {
@@ -192,7 +361,7 @@ func runEngine(name string, cfg config) (*result, error) {
 		}
 		return ttls, doomed
 	}
-	progress = newProgress(name+" expiry ingest", cfg.events)
+	progress := newProgress(name+" expiry ingest", cfg.events)
 	for b := 0; b*cfg.batch < cfg.events; b++ {
 		evs := gen.batch(b)
 		clock.set(evs[0].time)
@@ -206,7 +375,7 @@ func runEngine(name string, cfg config) (*result, error) {
 	if err := e.close(); err != nil {
 		return nil, err
 	}
-	if e, err = open(name, dir, clock, false); err != nil {
+	if e, err = open(name, dir, cfg, clock, false); err != nil {
 		return nil, err
 	}
 	for b := 0; b*cfg.batch < cfg.events; b++ {
@@ -218,20 +387,7 @@ func runEngine(name string, cfg config) (*result, error) {
 	if err := e.flush(); err != nil {
 		return nil, err
 	}
-	clock.set(checkAt)
-	lat = lat[:0]
-	for q := 0; q < cfg.queries; q++ {
-		p := gen.randomPartition()
-		t0 := time.Now()
-		n, err := e.all(p)
-		if err != nil {
-			return nil, err
-		}
-		lat = append(lat, time.Since(t0))
-		r.expiredCells += n
-	}
-	r.expiredP50, r.expiredP99 = percentile(lat, 50), percentile(lat, 99)
-	return r, e.close()
+	return e, markReady(dir)
 }
 
 func percentile(d []time.Duration, p int) time.Duration {
@@ -274,15 +430,31 @@ func printResults(cfg config, rs map[string]*result) {
 		}
 		fmt.Printf("| %s | %s | %s | %s |\n", name, ev, pv, ratio)
 	}
-	row("ingest events/s", func(r *result) float64 { return r.eventsPerSecond }, "%.0f")
-	// Peak RSS is per process and only grows: it is the engine's own only
-	// for the engine that runs first (eventide, by default).
-	row("peak RSS after ingest (MiB; process-wide, so only the first engine's is its own)", func(r *result) float64 { return float64(r.peakRSSBytes) / (1 << 20) }, "%.1f")
-	row("on-disk bytes/event after flush+compaction", func(r *result) float64 { return r.bytesPerEvent }, "%.1f")
-	row("latest-50 p50 (µs)", func(r *result) float64 { return float64(r.latestP50.Microseconds()) }, "%.0f")
-	row("latest-50 p99 (µs)", func(r *result) float64 { return float64(r.latestP99.Microseconds()) }, "%.0f")
-	row("90%-expired partition, read all live: p50 (µs)", func(r *result) float64 { return float64(r.expiredP50.Microseconds()) }, "%.0f")
-	row("90%-expired partition, read all live: p99 (µs)", func(r *result) float64 { return float64(r.expiredP99.Microseconds()) }, "%.0f")
+	us := func(d time.Duration) float64 { return float64(d.Microseconds()) }
+	if (e == nil || e.built) && (p == nil || p.built) {
+		row("ingest events/s", func(r *result) float64 { return r.eventsPerSecond }, "%.0f")
+		// Peak RSS is per process and only grows: it is the engine's own only
+		// for the engine that runs first (eventide, by default).
+		row("peak RSS after ingest (MiB; process-wide, so only the first engine's is its own)", func(r *result) float64 { return float64(r.peakRSSBytes) / (1 << 20) }, "%.1f")
+		row("on-disk bytes/event after flush+compaction", func(r *result) float64 { return r.bytesPerEvent }, "%.1f")
+	}
+	row("latest-50 p50 (µs)", func(r *result) float64 { return us(r.latest.p50) }, "%.0f")
+	row("latest-50 p99 (µs)", func(r *result) float64 { return us(r.latest.p99) }, "%.0f")
+	row("90%-expired partition, read all live: p50 (µs)", func(r *result) float64 { return us(r.expired.p50) }, "%.0f")
+	row("90%-expired partition, read all live: p99 (µs)", func(r *result) float64 { return us(r.expired.p99) }, "%.0f")
+	row("latest-50 cold (first query of a partition) p50 (µs)", func(r *result) float64 { return us(r.latest.coldP50) }, "%.0f")
+	row("latest-50 cold p99 (µs)", func(r *result) float64 { return us(r.latest.coldP99) }, "%.0f")
+	row("latest-50 warm (partition queried before) p50 (µs)", func(r *result) float64 { return us(r.latest.warmP50) }, "%.0f")
+	row("latest-50 warm p99 (µs)", func(r *result) float64 { return us(r.latest.warmP99) }, "%.0f")
+	row("90%-expired cold p50 (µs)", func(r *result) float64 { return us(r.expired.coldP50) }, "%.0f")
+	row("90%-expired cold p99 (µs)", func(r *result) float64 { return us(r.expired.coldP99) }, "%.0f")
+	row("90%-expired warm p50 (µs)", func(r *result) float64 { return us(r.expired.warmP50) }, "%.0f")
+	row("90%-expired warm p99 (µs)", func(r *result) float64 { return us(r.expired.warmP99) }, "%.0f")
+	row("cold queries per read phase", func(r *result) float64 { return float64(r.latest.cold) }, "%.0f")
+	row("latest-50: Go heap bytes allocated per query", func(r *result) float64 { return float64(r.latest.allocBytes) / float64(cfg.queries) }, "%.0f")
+	row("latest-50: GC cycles during the phase", func(r *result) float64 { return float64(r.latest.gcCycles) }, "%.0f")
+	row("90%-expired: Go heap bytes allocated per query", func(r *result) float64 { return float64(r.expired.allocBytes) / float64(cfg.queries) }, "%.0f")
+	row("90%-expired: GC cycles during the phase", func(r *result) float64 { return float64(r.expired.gcCycles) }, "%.0f")
 	row("rows returned by latest-50 queries", func(r *result) float64 { return float64(r.latestRows) }, "%.0f")
 	row("live cells returned by expiry queries", func(r *result) float64 { return float64(r.expiredCells) }, "%.0f")
 }

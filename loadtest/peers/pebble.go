@@ -14,8 +14,9 @@ import (
 // order-preserving TimeUUID (ascending), value = the JSON, with zstd and
 // one synced commit per batch.
 type pebbleEngine struct {
-	dir string
-	db  *pebble.DB
+	dir  string
+	db   *pebble.DB
+	last pebble.IteratorStats
 }
 
 func openPebble(dir string, autoCompact bool) (engine, error) {
@@ -86,6 +87,7 @@ func (p *pebbleEngine) latest(partition string, n int) (int, error) {
 		_ = bytes.Clone(it.Value())
 		count++
 	}
+	p.last = it.Stats()
 	return count, it.Close()
 }
 
@@ -100,7 +102,14 @@ func (p *pebbleEngine) all(partition string) (int, error) {
 		_ = it.Value()
 		count++
 	}
+	p.last = it.Stats()
 	return count, it.Close()
+}
+
+func (p *pebbleEngine) lastTrace() string {
+	s := &p.last.InternalStats
+	return fmt.Sprintf("block bytes %d (%d cached), block read %s, %d points",
+		s.BlockBytes, s.BlockBytesInCache, s.BlockReadDuration, s.PointCount)
 }
 
 func (p *pebbleEngine) diskBytes() (int64, error) { return dirSize(p.dir) }

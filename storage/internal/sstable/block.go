@@ -522,6 +522,9 @@ type block struct {
 	// must then live as long as the block. A block of shaped values
 	// copies what it keeps, so its decompressed buffer can be reused.
 	aliasesRaw bool
+	// vals is the buffer a block of shaped values holds its values in
+	// (all of its capacity), nil in other blocks.
+	vals []byte
 }
 
 const cellStructSize = int64(unsafe.Sizeof(base.Cell{}))
@@ -529,8 +532,15 @@ const cellStructSize = int64(unsafe.Sizeof(base.Cell{}))
 // decodeBlock decodes the decompressed bytes of a data block of a file of
 // the given format version, verifying that its cells are strictly
 // ascending by (clustering, column) and that every field is well formed.
-// The cells alias raw, which must not change afterwards.
+// The cells alias raw, which must not change afterwards (unless the block
+// says otherwise: see block.aliasesRaw).
 func decodeBlock(raw []byte, version uint32) (*block, []byte, error) {
+	return decodeBlockInto(raw, version, nil, nil)
+}
+
+// decodeBlockInto is decodeBlock decoding the cells into cells' array and
+// shaped values into vals' array when they are large enough.
+func decodeBlockInto(raw []byte, version uint32, cells []base.Cell, valsDst []byte) (*block, []byte, error) {
 	c := cursor{b: raw}
 	n := c.length("block cell count", 1)
 	rows := c.length("block row count", 1)
@@ -600,16 +610,18 @@ func decodeBlock(raw []byte, version uint32) (*block, []byte, error) {
 	var shapedLens []uint32
 	blockBytes := int64(len(raw))
 	aliasesRaw := true
+	var valsBuf []byte
 	if enc&encValuesShaped != 0 {
 		if nlens == 0 {
 			return nil, nil, base.CorruptionErrorf("cannot decode block: shaped values but no cell has a value")
 		}
 		var vals []byte
-		vals, shapedLens, err = decodeShapedValues(lenRaw, valSec.b, nlens, max(maxShapedExpansion*len(raw), maxBlockKeyBytes))
+		vals, shapedLens, err = decodeShapedValues(lenRaw, valSec.b, nlens, max(maxShapedExpansion*len(raw), maxBlockKeyBytes), valsDst)
 		if err != nil {
 			return nil, nil, err
 		}
 		valSec = cursor{b: vals}
+		valsBuf = vals[:cap(vals)]
 		// Values come from their own buffer; copy the column names too,
 		// and nothing refers to raw any more.
 		names := 0
@@ -631,8 +643,13 @@ func decodeBlock(raw []byte, version uint32) (*block, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	cells := make([]base.Cell, n)
-	blk := &block{cells: cells, aliasesRaw: aliasesRaw}
+	if cap(cells) >= n {
+		cells = cells[:n]
+		clear(cells) // fields a cell does not set stay zero
+	} else {
+		cells = make([]base.Cell, n)
+	}
+	blk := &block{cells: cells, aliasesRaw: aliasesRaw, vals: valsBuf}
 	var (
 		ck      []byte
 		resid   = baseTS

@@ -208,10 +208,10 @@ func TestShapedValuesLimits(t *testing.T) {
 	sec = appendUintColumn(sec, make([]uint64, 2000))
 	sec = appendBytes(sec, nil)
 	sec = appendUintColumn(sec, make([]uint64, 2000))
-	if _, _, err := decodeShapedValues(sec, nil, 2000, 1<<20); err == nil {
+	if _, _, err := decodeShapedValues(sec, nil, 2000, 1<<20, nil); err == nil {
 		t.Fatal("a block expanding past the limit decoded")
 	}
-	if vals, lens, err := decodeShapedValues(sec, nil, 2000, 4<<20); err != nil || len(vals) != 2000*1000 || lens[0] != 1000 {
+	if vals, lens, err := decodeShapedValues(sec, nil, 2000, 4<<20, nil); err != nil || len(vals) != 2000*1000 || lens[0] != 1000 {
 		t.Fatalf("within the limit: %d bytes, err %v", len(vals), err)
 	}
 	// An empty value is refused (empty values have their own flag).
@@ -220,7 +220,7 @@ func TestShapedValuesLimits(t *testing.T) {
 	sec = appendUintColumn(sec, []uint64{0})
 	sec = appendBytes(sec, nil)
 	sec = appendUintColumn(sec, []uint64{0})
-	if _, _, err := decodeShapedValues(sec, nil, 1, 1<<20); err == nil {
+	if _, _, err := decodeShapedValues(sec, nil, 1, 1<<20, nil); err == nil {
 		t.Fatal("an empty value decoded")
 	}
 }

@@ -12,10 +12,13 @@ import (
 //
 // Blocks are keyed by (file number, block offset): a file number must
 // never name different contents while the cache lives. Cached blocks are
-// immutable, so an evicted block stays valid for the iterators using it.
+// immutable and counted: the cache holds one reference and every iterator
+// using a block another, so an evicted block stays valid for the
+// iterators using it and is recycled when the last one lets go.
 type Cache struct {
 	shards []cacheShard
 	dec    decompressor
+	blocks blockPool
 	hits   atomic.Int64
 	misses atomic.Int64
 }
@@ -40,7 +43,7 @@ type cacheKey struct{ fileNum, offset uint64 }
 
 type cacheEntry struct {
 	key        cacheKey
-	blk        *block
+	blk        *loadedBlock
 	prev, next *cacheEntry // LRU list, most recent after the sentinel
 }
 
@@ -79,7 +82,8 @@ func (c *Cache) shard(k cacheKey) *cacheShard {
 	return &c.shards[h%uint64(len(c.shards))]
 }
 
-func (c *Cache) get(fileNum, offset uint64) *block {
+// get returns the cached block with a reference for the caller, or nil.
+func (c *Cache) get(fileNum, offset uint64) *loadedBlock {
 	if c == nil {
 		return nil
 	}
@@ -90,6 +94,7 @@ func (c *Cache) get(fileNum, offset uint64) *block {
 	if e != nil {
 		s.unlink(e)
 		s.pushFront(e)
+		e.blk.ref() // under the lock, so eviction cannot release it first
 	}
 	s.mu.Unlock()
 	if e == nil {
@@ -100,7 +105,9 @@ func (c *Cache) get(fileNum, offset uint64) *block {
 	return e.blk
 }
 
-func (c *Cache) add(fileNum, offset uint64, b *block) {
+// add caches b, which the caller holds a reference to, taking a reference
+// of the cache's own.
+func (c *Cache) add(fileNum, offset uint64, b *loadedBlock) {
 	if c == nil {
 		return
 	}
@@ -115,6 +122,7 @@ func (c *Cache) add(fileNum, offset uint64, b *block) {
 		// Another reader loaded it concurrently; keep the first.
 		return
 	}
+	b.ref()
 	e := &cacheEntry{key: k, blk: b}
 	s.entries[k] = e
 	s.pushFront(e)
@@ -124,6 +132,7 @@ func (c *Cache) add(fileNum, offset uint64, b *block) {
 		s.unlink(old)
 		delete(s.entries, old.key)
 		s.size -= old.blk.size
+		old.blk.release()
 	}
 }
 

@@ -199,23 +199,6 @@ type decompressor struct {
 	once sync.Once
 	zstd *zstd.Decoder
 	err  error
-	// bufs recycles the decompressed bytes of blocks that do not keep
-	// them (see block.aliasesRaw): a cache miss then allocates only what
-	// the decoded block holds.
-	bufs sync.Pool
-}
-
-// buffer returns an empty buffer for n decompressed bytes.
-func (d *decompressor) buffer(n uint64) []byte {
-	if b, ok := d.bufs.Get().(*[]byte); ok && uint64(cap(*b)) >= n {
-		return (*b)[:0]
-	}
-	return make([]byte, 0, n)
-}
-
-// recycle takes back a buffer from buffer that nothing refers to any more.
-func (d *decompressor) recycle(b []byte) {
-	d.bufs.Put(&b)
 }
 
 func (d *decompressor) zstdDecoder() (*zstd.Decoder, error) {

@@ -33,5 +33,9 @@
 // demand, so memory stays proportional to the on-disk index size. A data
 // block is decoded once into a slice of base.Cell aliasing the block's
 // bytes and shared through the Cache, so iteration allocates nothing per
-// cell.
+// cell. Blocks are reference-counted: a PartitionIter holds every block it
+// loaded until Close (so the cells it returned are valid until then), the
+// cache holds one reference, and the buffers of a block nobody references
+// any more are reused for the next block read instead of being left to
+// the garbage collector.
 package sstable

@@ -1,6 +1,7 @@
 package sstable
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 
@@ -30,31 +31,64 @@ type IterOptions struct {
 //	for it.Next() { use(it.Cell()) }
 //	if err := it.Err(); err != nil { ... }
 type PartitionIter struct {
-	r       *Reader
-	o       IterOptions
-	lo, hi  int // the partition's block range
-	bi      int // next block to consider, or the current one while blk != nil
-	blk     *block
-	ci      int // next cell index in blk
+	r      *Reader
+	o      IterOptions
+	lo, hi int // the partition's block range
+	bi     int // next block to consider, or the current one while blk != nil
+	blk    *loadedBlock
+	ci     int // next cell index in blk
+	// held are the blocks loaded so far, released by Close: cells handed
+	// out alias them and may outlive the iterator's move to another
+	// block (a merge keeps the previous cell while it looks ahead).
+	held    []*loadedBlock
+	heldBuf [4]*loadedBlock // held's first array: most reads load few blocks
 	cell    base.Cell
 	started bool
 	done    bool
 	err     error
 	read    int
 	skipped int
-	scratch []byte
 }
 
 // NewPartitionIter returns an iterator over partition p of this reader
 // (as returned by Partition or a Scanner).
 func (r *Reader) NewPartitionIter(p PartitionInfo, o IterOptions) *PartitionIter {
 	it := &PartitionIter{r: r, o: o, lo: p.firstBlock, hi: p.firstBlock + p.numBlocks}
+	it.held = it.heldBuf[:0]
 	if it.lo < 0 || it.lo > it.hi || it.hi > r.blocks.len() {
 		it.err = fmt.Errorf("cannot iterate partition %x of sstable %s: block range [%d, %d) outside [0, %d) (PartitionInfo from another file?)",
 			p.Key, r.path, it.lo, it.hi, r.blocks.len())
 		it.done = true
 	}
 	return it
+}
+
+// AnyBlock reports whether pred holds for a block of partition p (as
+// returned by Partition) whose clustering range intersects [minCK, maxCK];
+// a nil bound is open. It reads only the in-memory block index, so a read
+// can ask what another file holds before deciding to skip a block.
+func (r *Reader) AnyBlock(p PartitionInfo, minCK, maxCK []byte, pred func(BlockMeta) bool) bool {
+	lo, hi := p.firstBlock, p.firstBlock+p.numBlocks
+	if lo < 0 || lo > hi || hi > r.blocks.len() {
+		return true // not this file's partition: claim the worst
+	}
+	i := lo
+	if minCK != nil {
+		i = lo + sort.Search(hi-lo, func(j int) bool {
+			h := r.blocks.handle(lo + j)
+			return bytes.Compare(h.meta.MaxClustering, minCK) >= 0
+		})
+	}
+	for ; i < hi; i++ {
+		h := r.blocks.handle(i)
+		if maxCK != nil && bytes.Compare(h.meta.MinClustering, maxCK) > 0 {
+			return false
+		}
+		if pred(h.meta) {
+			return true
+		}
+	}
+	return false
 }
 
 // seek positions bi at the first block to consider.
@@ -134,12 +168,13 @@ func (it *PartitionIter) loadNext() bool {
 			it.step()
 			continue
 		}
-		b, err := it.r.loadBlock(it.bi, viaCache, &it.scratch)
+		b, err := it.r.loadBlock(it.bi, viaCache)
 		if err != nil {
 			it.err = err
 			return false
 		}
 		it.read++
+		it.held = append(it.held, b)
 		it.blk = b
 		cells := b.cells
 		if it.o.Reverse {
@@ -167,8 +202,9 @@ func (it *PartitionIter) finish() {
 	it.blk = nil
 }
 
-// Cell returns the current cell. It and its slices are valid until the
-// next call to Next and must not be modified.
+// Cell returns the current cell, valid until the next call to Next; its
+// slices (the bytes it aliases) stay valid until Close. Neither may be
+// modified.
 func (it *PartitionIter) Cell() *base.Cell { return &it.cell }
 
 // Err returns the error that ended the iteration, if any.
@@ -181,11 +217,16 @@ func (it *PartitionIter) BlocksRead() int { return it.read }
 // BlocksSkipped is the number of blocks SkipBlock turned away.
 func (it *PartitionIter) BlocksSkipped() int { return it.skipped }
 
-// Close releases the iterator's blocks.
+// Close releases the iterator's blocks: cells it returned are invalid
+// afterwards.
 func (it *PartitionIter) Close() {
 	it.done = true
 	it.blk = nil
-	it.scratch = nil
+	for i, b := range it.held {
+		b.release()
+		it.held[i] = nil
+	}
+	it.held = it.held[:0]
 }
 
 // Scanner reads a whole SSTable in order, partition by partition, for
@@ -198,16 +239,18 @@ func (it *PartitionIter) Close() {
 //	}
 //	if err := s.Err(); err != nil { ... }
 type Scanner struct {
-	r       *Reader
-	w       partitionWalker
-	info    PartitionInfo
-	has     bool
-	bi, hi  int
-	blk     *block
-	ci      int
-	cell    base.Cell
-	err     error
-	scratch []byte
+	r      *Reader
+	w      partitionWalker
+	info   PartitionInfo
+	has    bool
+	bi, hi int
+	// blk is never released: the Scanner has no Close, and compaction's
+	// merge keeps cells across NextCell calls. Its blocks are simply
+	// not recycled.
+	blk  *loadedBlock
+	ci   int
+	cell base.Cell
+	err  error
 }
 
 // NewScanner returns a scanner positioned before the first partition.
@@ -256,7 +299,7 @@ func (s *Scanner) NextCell() bool {
 			s.blk = nil
 			return false
 		}
-		b, err := s.r.loadBlock(s.bi, cacheIfPresent, &s.scratch)
+		b, err := s.r.loadBlock(s.bi, cacheIfPresent)
 		if err != nil {
 			s.err = err
 			s.has = false

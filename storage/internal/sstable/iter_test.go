@@ -270,6 +270,26 @@ func TestCache(t *testing.T) {
 			t.Fatal(d)
 		}
 	})
+	t.Run("blocks outlive the buffers they were read into", func(t *testing.T) {
+		// Cells alias their block, and a block stored uncompressed
+		// aliases the buffer its frame was read into: reading more
+		// blocks must never reuse that buffer.
+		for _, comp := range allCompressions {
+			f, _ := writeTable(t, parts, WriterOptions{Compression: comp})
+			for _, cache := range []*Cache{nil, NewCache(64 << 20)} {
+				r := openTable(t, f, cache)
+				info, _ := r.Partition(parts[0].key)
+				var got []base.Cell
+				it := r.NewPartitionIter(info, IterOptions{})
+				for it.Next() {
+					got = append(got, *it.Cell()) // not cloned
+				}
+				if d := diffCells(got, parts[0].cells); d != "" || it.Err() != nil {
+					t.Errorf("%v, cache %v: %s %v", comp, cache != nil, d, it.Err())
+				}
+			}
+		}
+	})
 	t.Run("concurrent readers", func(t *testing.T) {
 		c := NewCache(128 << 10)
 		r := openTable(t, f, c)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/eventide/eventide/storage/internal/base"
 	"github.com/eventide/eventide/storage/vfs"
@@ -26,6 +27,15 @@ type Reader struct {
 	blocks     blockIndex
 	partitions partitionIndex
 	bloom      bloomFilter
+
+	// frames recycles the buffers compressed blocks are read into: a
+	// block keeps only its decompressed bytes, and an iterator lives for
+	// one query, so without the pool every uncached block read would
+	// leave its compressed frame (~8 KiB) to the garbage collector.
+	frames sync.Pool // of *[]byte
+	// recycled holds released blocks for reuse: the cache's pool, shared
+	// by the store's readers, or the reader's own without a cache.
+	recycled *blockPool
 }
 
 // Open reads the SSTable in f. path names the file in errors; fileNum
@@ -41,9 +51,9 @@ func Open(f vfs.File, path string, fileNum uint64, cache *Cache) (*Reader, error
 	}
 	r := &Reader{f: f, path: path, fileNum: fileNum, cache: cache}
 	if cache != nil {
-		r.dec = &cache.dec
+		r.dec, r.recycled = &cache.dec, &cache.blocks
 	} else {
-		r.dec, r.ownDec = &decompressor{}, true
+		r.dec, r.ownDec, r.recycled = &decompressor{}, true, &blockPool{}
 	}
 	if err := r.load(uint64(st.Size())); err != nil {
 		if r.ownDec {
@@ -234,8 +244,9 @@ const (
 )
 
 // loadBlock returns data block i decoded, checking it against its index
-// entry. scratch is a reusable buffer for the compressed bytes.
-func (r *Reader) loadBlock(i int, src blockSource, scratch *[]byte) (*block, error) {
+// entry, with a reference the caller must release once it no longer uses
+// the block's cells.
+func (r *Reader) loadBlock(i int, src blockSource) (*loadedBlock, error) {
 	off := r.blocks.fileOffs[i]
 	if src != fromDisk {
 		if b := r.cache.get(r.fileNum, off); b != nil {
@@ -244,32 +255,43 @@ func (r *Reader) loadBlock(i int, src blockSource, scratch *[]byte) (*block, err
 	}
 	h := r.blocks.handle(i)
 	n := int(h.frameLen())
-	var frame []byte
-	if cap(*scratch) >= n {
-		frame = (*scratch)[:n]
-	} else {
-		frame = make([]byte, n)
+	bufp, _ := r.frames.Get().(*[]byte)
+	if bufp == nil {
+		bufp = new([]byte)
 	}
+	if cap(*bufp) < n {
+		*bufp = make([]byte, n)
+	}
+	frame := (*bufp)[:n]
 	if err := r.readAt(frame, off); err != nil {
+		r.frames.Put(bufp)
 		return nil, err
 	}
-	buf := r.dec.buffer(h.rawLen)
-	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen, buf)
+	lb := r.recycled.get()
+	var cells []base.Cell
+	if lb.block != nil {
+		cells = lb.block.cells
+	}
+	// Buffers are allocated a little larger than needed so that a
+	// recycled one fits the next block, whose size differs by a few
+	// bytes or cells.
+	if uint64(cap(lb.raw)) < h.rawLen {
+		lb.raw = make([]byte, 0, roundUp(int(h.rawLen), recycleRawStep))
+	}
+	if cap(cells) < h.meta.Cells {
+		cells = make([]base.Cell, 0, roundUp(h.meta.Cells, recycleCellsStep))
+	}
+	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen, lb.raw)
+	// A block stored uncompressed aliases its frame, which then belongs
+	// to the block.
+	aliasesFrame := err == nil && len(raw) > 0 && &raw[0] == &frame[0]
+	if !aliasesFrame {
+		r.frames.Put(bufp)
+	}
 	if err != nil {
-		r.dec.recycle(buf)
 		return nil, r.wrapAt(off, fmt.Sprintf("data block %d", i), err)
 	}
-	if len(raw) > 0 && &raw[0] == &frame[0] {
-		// Stored uncompressed: the block aliases the frame, so the
-		// frame cannot be reused.
-		*scratch = nil
-	} else {
-		*scratch = frame
-	}
-	b, tail, err := decodeBlock(raw, r.props.FormatVersion)
-	if (err != nil || !b.aliasesRaw) && cap(buf) > 0 && len(raw) > 0 && &raw[:1][0] == &buf[:1][0] {
-		r.dec.recycle(buf)
-	}
+	b, tail, err := decodeBlockInto(raw, r.props.FormatVersion, cells, lb.vals)
 	if err == nil && len(tail) != 0 {
 		err = base.CorruptionErrorf("cannot decode block: got %d trailing bytes", len(tail))
 	}
@@ -279,10 +301,33 @@ func (r *Reader) loadBlock(i int, src blockSource, scratch *[]byte) (*block, err
 	if err != nil {
 		return nil, r.wrapAt(off, fmt.Sprintf("data block %d", i), err)
 	}
-	if src == viaCache {
-		r.cache.add(r.fileNum, off, b)
+	switch {
+	case aliasesFrame:
+		lb.raw = nil
+	case cap(lb.raw) > 0 && &raw[:1][0] == &lb.raw[:1][0]:
+		// Decompressed into the buffer: keep all of its capacity (the
+		// decompressor sees only rawLen of it).
+		lb.raw = lb.raw[:len(raw)]
+	default:
+		lb.raw = raw
 	}
-	return b, nil
+	lb.block = b
+	if b.vals != nil {
+		lb.vals = b.vals
+	}
+	switch {
+	case lb.raw == nil:
+	case b.aliasesRaw:
+		b.size += int64(cap(lb.raw) - len(raw))
+	default:
+		// Not needed by the cells, but kept for the next block read.
+		b.size += int64(cap(lb.raw))
+	}
+	b.size += int64(cap(b.cells)-len(b.cells)) * cellStructSize
+	if src == viaCache {
+		r.cache.add(r.fileNum, off, lb)
+	}
+	return lb, nil
 }
 
 // checkBlockMeta compares what a block holds with what its index entry
@@ -303,7 +348,6 @@ func checkBlockMeta(got, want *BlockMeta) error {
 // and across the blocks of each partition and match the indexes. It
 // returns the first problem found.
 func (r *Reader) Check() error {
-	var scratch []byte
 	w := r.partitions.walker()
 	for {
 		e, ok, err := w.next()
@@ -316,7 +360,7 @@ func (r *Reader) Check() error {
 		var last *base.Cell
 		var minTS, maxTS int64
 		for i := e.info.firstBlock; i < e.info.firstBlock+e.info.numBlocks; i++ {
-			b, err := r.loadBlock(i, fromDisk, &scratch)
+			b, err := r.loadBlock(i, fromDisk)
 			if err != nil {
 				return err
 			}

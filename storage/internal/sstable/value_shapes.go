@@ -315,9 +315,10 @@ type shapeColumn struct {
 }
 
 // decodeShapedValues reconstructs the n values of a block from its shapes
-// and values sections. It returns them concatenated, with their lengths.
-// limit bounds the reconstructed bytes.
-func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int) ([]byte, []uint32, error) {
+// and values sections. It returns them concatenated, in dst's array if it
+// is large enough, with their lengths. limit bounds the reconstructed
+// bytes.
+func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) ([]byte, []uint32, error) {
 	c := cursor{b: shapesSec}
 	nshapes := c.length("value shape count", 1)
 	if c.err != nil {
@@ -409,7 +410,13 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int) ([]byte, []ui
 		}
 		holeStart[s+1] = len(holeAt)
 	}
-	out := make([]byte, total)
+	out := dst[:0]
+	if uint64(cap(out)) < total {
+		// A little larger than needed, so that a recycled buffer
+		// (loadedBlock.vals) fits the next block.
+		out = make([]byte, 0, roundUp(int(total), recycleRawStep))
+	}
+	out = out[:total]
 	lens := make([]uint32, n)
 	o := 0
 	for i := 0; i < n; i++ {

@@ -1,0 +1,127 @@
+package sstable
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+
+	"github.com/eventide/eventide/storage/internal/base"
+)
+
+// TestRecycledBlocksNeverReuseHeldBuffers keeps cells of an open iterator
+// (uncloned) while other iterators evict and recycle many blocks through a
+// small cache, then checks the held cells are intact: a block must not be
+// recycled while an iterator or the cache still references it.
+func TestRecycledBlocksNeverReuseHeldBuffers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	var parts []testPartition
+	for i := 0; i < 6; i++ {
+		parts = append(parts, eventPartition(rng, fmt.Appendf(nil, "p%d", i), 1500))
+	}
+	for _, comp := range allCompressions {
+		for _, cacheBytes := range []int64{0, 96 << 10, 64 << 20} {
+			t.Run(fmt.Sprintf("%v/cache-%d", comp, cacheBytes), func(t *testing.T) {
+				f, _ := writeTable(t, parts, WriterOptions{Compression: comp})
+				var cache *Cache
+				if cacheBytes > 0 {
+					cache = NewCache(cacheBytes)
+				}
+				r := openTable(t, f, cache)
+				info := func(p int) PartitionInfo {
+					i, ok := r.Partition(parts[p].key)
+					if !ok {
+						t.Fatalf("partition %d missing", p)
+					}
+					return i
+				}
+				// The held iterator reads partition 0 halfway, twice over
+				// (the second pass hits the cache when there is one).
+				var held []*PartitionIter
+				var got [][]base.Cell
+				for pass := 0; pass < 2; pass++ {
+					it := r.NewPartitionIter(info(0), IterOptions{})
+					var cells []base.Cell
+					for len(cells) < 750 && it.Next() {
+						cells = append(cells, *it.Cell()) // not cloned
+					}
+					held, got = append(held, it), append(got, cells)
+				}
+				// Others read everything else, several times, and close.
+				for round := 0; round < 3; round++ {
+					for p := 1; p < len(parts); p++ {
+						it := r.NewPartitionIter(info(p), IterOptions{Reverse: round%2 == 1})
+						for it.Next() {
+						}
+						if it.Err() != nil {
+							t.Fatal(it.Err())
+						}
+						it.Close()
+					}
+				}
+				for i, cells := range got {
+					if d := diffCells(cells, parts[0].cells[:750]); d != "" {
+						t.Fatalf("held iterator %d: %s", i, d)
+					}
+					held[i].Close()
+				}
+				// Closing twice must not release twice.
+				held[0].Close()
+				it := r.NewPartitionIter(info(0), IterOptions{})
+				if d := diffCells(collect(t, it), parts[0].cells); d != "" {
+					t.Fatalf("after recycling: %s", d)
+				}
+				it.Close()
+			})
+		}
+	}
+}
+
+// TestUncachedReadsRecycleBlocks checks that, with blocks released by
+// their iterators, a stream of cache misses reuses the buffers of evicted
+// blocks instead of allocating a new block's worth of memory each time.
+func TestUncachedReadsRecycleBlocks(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector drops pooled items at random")
+	}
+	rng := rand.New(rand.NewPCG(8, 8))
+	var parts []testPartition
+	for i := 0; i < 40; i++ {
+		parts = append(parts, eventPartition(rng, fmt.Appendf(nil, "p%02d", i), 300))
+	}
+	f, props := writeTable(t, parts, WriterOptions{Compression: CompressionZstd})
+	// Room for a few blocks only: nearly every read misses.
+	cache := NewCache(4 * (props.DataBytes / props.DataBlocks) * 3)
+	r := openTable(t, f, cache)
+	read := func(p int) {
+		info, _ := r.Partition(parts[p].key)
+		it := r.NewPartitionIter(info, IterOptions{})
+		for n := 0; n < 50 && it.Next(); n++ {
+		}
+		if it.Err() != nil {
+			t.Fatal(it.Err())
+		}
+		it.Close()
+	}
+	for p := range parts {
+		read(p)
+	}
+	const reads = 400
+	misses := cache.Metrics().Misses
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 0; i < reads; i++ {
+		read((i * 7) % len(parts))
+	}
+	runtime.ReadMemStats(&after)
+	missed := cache.Metrics().Misses - misses
+	if missed < reads/2 {
+		t.Fatalf("only %d of %d reads missed the cache; the test needs misses", missed, reads)
+	}
+	perMiss := float64(after.TotalAlloc-before.TotalAlloc) / float64(missed)
+	rawPerBlock := float64(props.DataBytes) / float64(props.DataBlocks) // compressed: well below a block's decoded size
+	if perMiss > rawPerBlock {
+		t.Errorf("an uncached read allocates %.0f bytes, want less than one compressed block (%.0f): buffers are not recycled", perMiss, rawPerBlock)
+	}
+	t.Logf("%d misses, %.0f bytes allocated per miss", missed, perMiss)
+}

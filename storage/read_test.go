@@ -1,0 +1,191 @@
+package storage
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSliceOpensLaterSSTablesOnlyWhenReached writes one partition as two
+// SSTables, the way TimeWindow leaves an hour that straddles two files,
+// and checks that a slice positions (and so reads a block of) the second
+// file only when its rows can be among those returned.
+func TestSliceOpensLaterSSTablesOnlyWhenReached(t *testing.T) {
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%03d", i) }
+	tests := []struct {
+		name             string
+		first, second    [2]int // clustering key ranges [lo, hi] of the two files
+		q                SliceQuery
+		wantRows         string
+		wantRead, wantSk int // SSTables read and skipped
+	}{
+		{
+			name:  "limit met by the first file",
+			first: [2]int{0, 9}, second: [2]int{10, 19},
+			q:        SliceQuery{Limit: 3},
+			wantRows: "k000 k001 k002", wantRead: 1, wantSk: 1,
+		},
+		{
+			name:  "limit met by the file written second",
+			first: [2]int{10, 19}, second: [2]int{0, 9},
+			q:        SliceQuery{Limit: 3},
+			wantRows: "k000 k001 k002", wantRead: 1, wantSk: 1,
+		},
+		{
+			name:  "reverse, limit met by the last file",
+			first: [2]int{0, 9}, second: [2]int{10, 19},
+			q:        SliceQuery{Limit: 2, Reverse: true},
+			wantRows: "k019 k018", wantRead: 1, wantSk: 1,
+		},
+		{
+			name:  "limit crosses into the second file",
+			first: [2]int{0, 9}, second: [2]int{10, 19},
+			q:        SliceQuery{Limit: 11},
+			wantRows: "k000 k001 k002 k003 k004 k005 k006 k007 k008 k009 k010", wantRead: 2,
+		},
+		{
+			// The limit is met at k009, but the merge must look at the
+			// next row to know k009 ended: that row is k010.
+			name:  "lookahead reaches the second file",
+			first: [2]int{0, 9}, second: [2]int{10, 19},
+			q:        SliceQuery{Limit: 10},
+			wantRows: "k000 k001 k002 k003 k004 k005 k006 k007 k008 k009", wantRead: 2,
+		},
+		{
+			name:  "overlapping files are both read",
+			first: [2]int{0, 9}, second: [2]int{1, 19},
+			q:        SliceQuery{Limit: 2},
+			wantRows: "k000 k001", wantRead: 2,
+		},
+		{
+			name:  "bounds start inside the second file",
+			first: [2]int{0, 9}, second: [2]int{10, 19},
+			q:        SliceQuery{Start: Bound{Key: key(12), Inclusive: true}, Limit: 2},
+			wantRows: "k012 k013", wantRead: 1, wantSk: 1,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+			db := openTestDB(t, clock, TableDef{Name: "t"})
+			for _, r := range [][2]int{tc.first, tc.second} {
+				apply(t, db, func(b *Batch) {
+					for i := r[0]; i <= r[1]; i++ {
+						b.Put("t", []byte("p"), key(i), []byte("c"), []byte("v"), int64(100+i))
+					}
+				})
+				if err := db.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			q := tc.q
+			q.Table, q.Partition = "t", []byte("p")
+			rows, stats := readAll(t, db, q)
+			var got []string
+			for _, r := range rows {
+				got = append(got, string(r.Clustering))
+			}
+			if g := strings.Join(got, " "); g != tc.wantRows {
+				t.Errorf("rows: got %q, want %q", g, tc.wantRows)
+			}
+			if stats.SSTablesRead != tc.wantRead || stats.SSTablesSkipped != tc.wantSk || stats.BlocksRead != tc.wantRead {
+				t.Errorf("got %s, %d SSTables skipped; want %d read (one block each), %d skipped", stats, stats.SSTablesSkipped, tc.wantRead, tc.wantSk)
+			}
+		})
+	}
+}
+
+// TestExpiredBlocksSkippedWhenOverlapIsDead writes one partition as two
+// SSTables whose edges overlap in clustering keys and write times, as
+// consecutive TimeWindow files do with jittered event times, with TTLs
+// that have passed for some cells. A fully expired block (or file) may be
+// skipped unread only when no live cell written at or before it overlaps
+// its clustering range elsewhere: a dead overlap on the other side does
+// not count, a live older cell (which the expired one shadows) does.
+func TestExpiredBlocksSkippedWhenOverlapIsDead(t *testing.T) {
+	const ttl = 60
+	key := func(i int) []byte { return fmt.Appendf(nil, "k%03d", i) }
+	value := strings.Repeat("v", 4000) // 8 cells per 32 KiB block
+	type cell struct {
+		ck      int
+		tsSec   int64 // write time, seconds after the start
+		expires bool  // TTL'd (expired at the read) or plain
+	}
+	// file makes cells for keys [from, from+24): three blocks of eight.
+	file := func(from int, tsShift int64, expired func(ck int) bool) []cell {
+		var cs []cell
+		for i := from; i < from+24; i++ {
+			cs = append(cs, cell{ck: i, tsSec: int64(i) + tsShift, expires: expired(i)})
+		}
+		return cs
+	}
+	below := func(n int) func(int) bool { return func(ck int) bool { return ck < n } }
+	from := func(n int) func(int) bool { return func(ck int) bool { return ck >= n } }
+	// Every case: the older file holds k000..k023, the newer k020..k043,
+	// its first block k020..k027 expired and the rest live.
+	tests := []struct {
+		name                 string
+		older, newer         []cell
+		wantLive             int
+		wantBlocks, wantSkip int // blocks read and skipped
+		wantSSTablesRead     int
+	}{
+		{
+			// The newer file's times start 3 s before the older file's
+			// end (jitter), so the files overlap in keys and times, but
+			// everything in the overlap is expired on both sides: the
+			// older file is skipped whole, and the newer file's first
+			// block too.
+			name:  "dead overlap on both sides",
+			older: file(0, 0, from(0)), newer: file(20, -3, below(28)),
+			wantLive: 16, wantBlocks: 2, wantSkip: 1, wantSSTablesRead: 1,
+		},
+		{
+			// As above, but the older file's first two blocks are live:
+			// the file is read, its expired last block and the newer
+			// file's expired first block are not.
+			name:  "dead overlap, live cells elsewhere in both files",
+			older: file(0, 0, from(16)), newer: file(20, -3, below(28)),
+			wantLive: 32, wantBlocks: 4, wantSkip: 2, wantSSTablesRead: 2,
+		},
+		{
+			// The older file's k020..k023 are live and older than the
+			// newer file's expired k020..k023, which shadow them: the
+			// expired block must be read.
+			name:  "live older cells under the expired overlap",
+			older: file(0, 0, from(100)), newer: file(20, 100, below(28)),
+			wantLive: 20 + 16, wantBlocks: 6, wantSkip: 0, wantSSTablesRead: 2,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Unix(1_800_000_000, 0)
+			clock := &fakeClock{now: start}
+			db := openTestDB(t, clock, TableDef{Name: "t"})
+			for _, cs := range [][]cell{tc.older, tc.newer} {
+				apply(t, db, func(b *Batch) {
+					for _, c := range cs {
+						ts := start.Add(time.Duration(c.tsSec) * time.Second).UnixMicro()
+						if c.expires {
+							b.PutTTL("t", []byte("p"), key(c.ck), []byte("c"), []byte(value), ts, ttl)
+						} else {
+							b.Put("t", []byte("p"), key(c.ck), []byte("c"), []byte(value), ts)
+						}
+					}
+				})
+				if err := db.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clock.Advance(time.Hour) // every TTL has passed
+			rows, stats := readAll(t, db, SliceQuery{Table: "t", Partition: []byte("p")})
+			if len(rows) != tc.wantLive {
+				t.Errorf("got %d live rows, want %d:\n%s", len(rows), tc.wantLive, rowsString(rows))
+			}
+			if stats.BlocksRead != tc.wantBlocks || stats.BlocksSkipped != tc.wantSkip || stats.SSTablesRead != tc.wantSSTablesRead {
+				t.Errorf("got %s, %d blocks skipped; want %d blocks read, %d skipped, %d SSTables", stats, stats.BlocksSkipped, tc.wantBlocks, tc.wantSkip, tc.wantSSTablesRead)
+			}
+		})
+	}
+}
