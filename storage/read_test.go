@@ -106,13 +106,14 @@ func TestSliceOpensLaterSSTablesOnlyWhenReached(t *testing.T) {
 func TestExpiredBlocksSkippedWhenOverlapIsDead(t *testing.T) {
 	const ttl = 60
 	key := func(i int) []byte { return fmt.Appendf(nil, "k%03d", i) }
-	value := strings.Repeat("v", 4000) // 8 cells per 32 KiB block
+	// 8 cells per 32 KiB block, 4 in a partition's first block (half size).
+	value := strings.Repeat("v", 4000)
 	type cell struct {
 		ck      int
 		tsSec   int64 // write time, seconds after the start
 		expires bool  // TTL'd (expired at the read) or plain
 	}
-	// file makes cells for keys [from, from+24): three blocks of eight.
+	// file makes cells for keys [from, from+24): blocks of 4, 8, 8 and 4.
 	file := func(from int, tsShift int64, expired func(ck int) bool) []cell {
 		var cs []cell
 		for i := from; i < from+24; i++ {
@@ -123,7 +124,7 @@ func TestExpiredBlocksSkippedWhenOverlapIsDead(t *testing.T) {
 	below := func(n int) func(int) bool { return func(ck int) bool { return ck < n } }
 	from := func(n int) func(int) bool { return func(ck int) bool { return ck >= n } }
 	// Every case: the older file holds k000..k023, the newer k020..k043,
-	// its first block k020..k027 expired and the rest live.
+	// its first block k020..k023 expired and the rest live.
 	tests := []struct {
 		name                 string
 		older, newer         []cell
@@ -138,24 +139,24 @@ func TestExpiredBlocksSkippedWhenOverlapIsDead(t *testing.T) {
 			// older file is skipped whole, and the newer file's first
 			// block too.
 			name:  "dead overlap on both sides",
-			older: file(0, 0, from(0)), newer: file(20, -3, below(28)),
-			wantLive: 16, wantBlocks: 2, wantSkip: 1, wantSSTablesRead: 1,
+			older: file(0, 0, from(0)), newer: file(20, -3, below(24)),
+			wantLive: 20, wantBlocks: 3, wantSkip: 1, wantSSTablesRead: 1,
 		},
 		{
 			// As above, but the older file's first two blocks are live:
-			// the file is read, its expired last block and the newer
-			// file's expired first block are not.
+			// the file is read, its expired last two blocks and the
+			// newer file's expired first block are not.
 			name:  "dead overlap, live cells elsewhere in both files",
-			older: file(0, 0, from(16)), newer: file(20, -3, below(28)),
-			wantLive: 32, wantBlocks: 4, wantSkip: 2, wantSSTablesRead: 2,
+			older: file(0, 0, from(12)), newer: file(20, -3, below(24)),
+			wantLive: 32, wantBlocks: 5, wantSkip: 3, wantSSTablesRead: 2,
 		},
 		{
 			// The older file's k020..k023 are live and older than the
 			// newer file's expired k020..k023, which shadow them: the
 			// expired block must be read.
 			name:  "live older cells under the expired overlap",
-			older: file(0, 0, from(100)), newer: file(20, 100, below(28)),
-			wantLive: 20 + 16, wantBlocks: 6, wantSkip: 0, wantSSTablesRead: 2,
+			older: file(0, 0, from(100)), newer: file(20, 100, below(24)),
+			wantLive: 20 + 20, wantBlocks: 8, wantSkip: 0, wantSSTablesRead: 2,
 		},
 	}
 	for _, tc := range tests {

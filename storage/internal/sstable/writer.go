@@ -190,6 +190,11 @@ const (
 	// enough that reading the newest 50 events of a partition decodes one
 	// block.
 	defaultBlockSize = 32 << 10
+	// headBlockDivisor shrinks the first block of every partition: with
+	// the newest rows first (a DESC TimeUUID clustering), that block is
+	// the one every "latest N" query decodes on a cache miss, and halving
+	// it halves that cost for about 1% more bytes on the issue 2 workload.
+	headBlockDivisor = 2
 	// writeBufferSize batches the writes of small blocks into fewer
 	// system calls.
 	writeBufferSize = 256 << 10
@@ -201,9 +206,10 @@ type WriterOptions struct {
 	// engine's default is CompressionZstd (see DefaultWriterOptions).
 	Compression Compression
 	// BlockSize is the target uncompressed size of a data block; 0 means
-	// 32 KiB. A block is closed before a cell would push it past the
-	// target, so only a single cell larger than the target makes a
-	// larger block.
+	// 32 KiB. A partition's first block targets half of it (see
+	// headBlockDivisor). A block is closed before a cell would push it
+	// past the target, so only a single cell larger than the target makes
+	// a larger block.
 	BlockSize int
 	// BloomBitsPerKey sizes the bloom filter; 0 means 10 (about 1%
 	// false positives). At most 64.
@@ -355,7 +361,11 @@ func (w *Writer) Add(c *base.Cell) error {
 		return fmt.Errorf("cannot add cell %x/%q: got %d bytes of key and value, want at most %d", c.Clustering, c.Column, n, maxBlockRawLen/4)
 	}
 	sameRow := w.haveCell && bytes.Equal(w.lastCK, c.Clustering)
-	if !w.blk.empty() && (w.blk.size()+cellSize(c, !sameRow) > w.opts.BlockSize ||
+	target := w.opts.BlockSize
+	if w.cur.numBlocks == 0 {
+		target /= headBlockDivisor
+	}
+	if !w.blk.empty() && (w.blk.size()+cellSize(c, !sameRow) > target ||
 		(!sameRow && w.blk.keyBytes+len(c.Clustering) > maxBlockKeyBytes)) {
 		if err := w.flushBlock(); err != nil {
 			return err
