@@ -84,7 +84,7 @@ func main() {
 	only := flag.String("engines", "eventide,pebble", "engines to run, comma-separated")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&cfg.reuse, "reuse", false, "with -dir: reuse the stores an earlier run with the same workload flags left there, and run only the read phases")
-	flag.StringVar(&cfg.readProfile, "readprofile", "", "write a CPU profile of each read phase alone to PREFIX-<engine>-<phase>.pprof")
+	flag.StringVar(&cfg.readProfile, "readprofile", "", "write a CPU profile of each read phase alone to PREFIX-<engine>-<phase>.pprof, and allocation profiles before and after it to PREFIX-<engine>-<phase>-allocs-{before,after}.pprof")
 	flag.IntVar(&cfg.slowest, "slowest", 0, "print the N slowest queries of each read phase, with the engine's trace")
 	flag.Int64Var(&cfg.eventideCacheMiB, "eventide-cache", 0, "Eventide's block cache in MiB (0: storage.DefaultOptions)")
 	flag.Parse()
@@ -151,6 +151,8 @@ func gcCounters() (allocBytes, cycles uint64) {
 
 // query is one measured read.
 type query struct {
+	index     int    // position in the phase
+	gcs       uint32 // GC cycles completed while it ran
 	took      time.Duration
 	partition string
 	cold      bool
@@ -183,6 +185,16 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 			return phaseResult{}, 0, fmt.Errorf("cannot profile %s (is -cpuprofile also set?): %w", phase, err)
 		}
 		defer pprof.StopCPUProfile()
+		// Allocations of the phase alone: go tool pprof -sample_index
+		// alloc_space -base PREFIX-...-allocs-before.pprof ...-after.pprof
+		writeAllocs := func(when string) {
+			if f, err := os.Create(fmt.Sprintf("%s-%s-%s-allocs-%s.pprof", cfg.readProfile, e.name(), phase, when)); err == nil {
+				pprof.Lookup("allocs").WriteTo(f, 0)
+				f.Close()
+			}
+		}
+		writeAllocs("before")
+		defer writeAllocs("after")
 	}
 	seen := map[string]bool{}
 	qs := make([]query, 0, cfg.queries)
@@ -191,14 +203,16 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 	alloc0, gc0 := gcCounters()
 	for q := 0; q < cfg.queries; q++ {
 		p := gen.randomPartition()
+		_, gcBefore := gcCounters()
 		t0 := time.Now()
 		n, err := read(p)
 		if err != nil {
 			return phaseResult{}, 0, err
 		}
 		took := time.Since(t0)
+		_, gcAfter := gcCounters()
 		total += n
-		qq := query{took: took, partition: p, cold: !seen[p]}
+		qq := query{index: q, gcs: uint32(gcAfter - gcBefore), took: took, partition: p, cold: !seen[p]}
 		seen[p] = true
 		if cfg.slowest > 0 && tr != nil {
 			qq.trace = tr.lastTrace()
@@ -230,7 +244,7 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 			if q.cold {
 				kind = "cold"
 			}
-			fmt.Fprintf(os.Stderr, "  %8.1f µs %s %s %s\n", float64(q.took.Nanoseconds())/1e3, kind, q.partition, q.trace)
+			fmt.Fprintf(os.Stderr, "  %8.1f µs %s #%d (%d GCs ended during it) %s %s\n", float64(q.took.Nanoseconds())/1e3, kind, q.index, q.gcs, q.partition, q.trace)
 		}
 	}
 	return r, total, nil

@@ -20,7 +20,8 @@ import (
 type loadedBlock struct {
 	*block
 	// raw holds the decompressed bytes the cells alias, when the block
-	// owns them (nil when it aliases a frame stored uncompressed).
+	// owns them (nil when it aliases a frame stored uncompressed, or holds
+	// shaped values, which it keeps in vals).
 	raw []byte
 	// vals holds the values of a block of shaped values (block.vals), for
 	// reuse like raw.
@@ -43,17 +44,36 @@ func (b *loadedBlock) release() {
 	}
 }
 
-// blockPool recycles the buffers of released blocks. A nil pool recycles
-// nothing.
+// blockPool recycles the buffers of released blocks, and decompression
+// buffers that no block keeps. A nil pool recycles nothing.
 type blockPool struct {
-	p sync.Pool // of *loadedBlock with refs 0
+	p    sync.Pool // of *loadedBlock with refs 0
+	raws sync.Pool // of *[]byte
 }
 
 func (p *blockPool) put(b *loadedBlock) {
-	if p == nil || b.raw == nil || b.block == nil {
+	if p == nil || b.block == nil {
 		return
 	}
 	p.p.Put(b)
+}
+
+// rawBuffer returns an empty buffer for at least n decompressed bytes.
+func (p *blockPool) rawBuffer(n int) []byte {
+	if p != nil {
+		if b, ok := p.raws.Get().(*[]byte); ok && cap(*b) >= n {
+			return (*b)[:0]
+		}
+	}
+	return make([]byte, 0, max(roundUp(n, recycleRawStep), recycleRawMin))
+}
+
+// putRaw takes back a buffer from rawBuffer that nothing refers to.
+func (p *blockPool) putRaw(b []byte) {
+	if p == nil || cap(b) == 0 {
+		return
+	}
+	p.raws.Put(&b)
 }
 
 // get returns a block with one reference whose raw and cells buffers, if
@@ -76,6 +96,11 @@ func (p *blockPool) get() *loadedBlock {
 const (
 	recycleRawStep   = 4 << 10
 	recycleCellsStep = 32
+	// recycleRawMin sizes pooled decompression buffers for any block the
+	// default options write (a partition's half-size first block as
+	// well as the others), so that a buffer from the pool fits the next
+	// read whichever kind it is.
+	recycleRawMin = defaultBlockSize + 4<<10
 )
 
 func roundUp(n, step int) int { return (n + step - 1) / step * step }

@@ -275,13 +275,14 @@ func (r *Reader) loadBlock(i int, src blockSource) (*loadedBlock, error) {
 	// Buffers are allocated a little larger than needed so that a
 	// recycled one fits the next block, whose size differs by a few
 	// bytes or cells.
-	if uint64(cap(lb.raw)) < h.rawLen {
-		lb.raw = make([]byte, 0, roundUp(int(h.rawLen), recycleRawStep))
+	dst := lb.raw
+	if uint64(cap(dst)) < h.rawLen {
+		dst = r.recycled.rawBuffer(int(h.rawLen))
 	}
 	if cap(cells) < h.meta.Cells {
 		cells = make([]base.Cell, 0, roundUp(h.meta.Cells, recycleCellsStep))
 	}
-	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen, lb.raw)
+	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen, dst)
 	// A block stored uncompressed aliases its frame, which then belongs
 	// to the block.
 	aliasesFrame := err == nil && len(raw) > 0 && &raw[0] == &frame[0]
@@ -301,28 +302,24 @@ func (r *Reader) loadBlock(i int, src blockSource) (*loadedBlock, error) {
 	if err != nil {
 		return nil, r.wrapAt(off, fmt.Sprintf("data block %d", i), err)
 	}
+	inDst := cap(dst) > 0 && len(raw) > 0 && &raw[:1][0] == &dst[:1][0]
 	switch {
-	case aliasesFrame:
+	case aliasesFrame || !b.aliasesRaw:
+		// The block keeps nothing of dst (a block of shaped values
+		// copies what it keeps): the next read can decompress into it
+		// at once instead of it waiting for this block's release.
 		lb.raw = nil
-	case cap(lb.raw) > 0 && &raw[:1][0] == &lb.raw[:1][0]:
+		r.recycled.putRaw(dst)
+	case inDst:
 		// Decompressed into the buffer: keep all of its capacity (the
 		// decompressor sees only rawLen of it).
-		lb.raw = lb.raw[:len(raw)]
+		lb.raw = dst[:len(raw)]
+		b.size += int64(cap(dst) - len(raw))
 	default:
 		lb.raw = raw
 	}
 	lb.block = b
-	if b.vals != nil {
-		lb.vals = b.vals
-	}
-	switch {
-	case lb.raw == nil:
-	case b.aliasesRaw:
-		b.size += int64(cap(lb.raw) - len(raw))
-	default:
-		// Not needed by the cells, but kept for the next block read.
-		b.size += int64(cap(lb.raw))
-	}
+	lb.vals = b.vals
 	b.size += int64(cap(b.cells)-len(b.cells)) * cellStructSize
 	if src == viaCache {
 		r.cache.add(r.fileNum, off, lb)
