@@ -306,6 +306,7 @@ func uintColumn(c *cursor, n int, what string) planes {
 // shapeColumn is one hole column being read back.
 type shapeColumn struct {
 	prefix []byte
+	lead   []byte // the shape's bytes before this hole, then prefix
 	lens   planes
 	data   []byte
 	// off is how much of data was used. An offset, not a reslice of
@@ -398,17 +399,30 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) (
 	if total > uint64(limit) {
 		return nil, nil, base.CorruptionErrorf("cannot decode values: they expand to %d bytes, more than %d", total, limit)
 	}
-	// holeAt[holeStart[s]:holeStart[s+1]] are the offsets of shape s's
-	// holes, so filling a value is copies between known offsets.
-	holeStart := make([]int, nshapes+1)
-	holeAt := make([]int, 0, ncols)
+	// Each column's lead is the part of its shape before its hole
+	// followed by the column's prefix, and each shape's tail what follows
+	// its last hole: filling a value is then two copies per hole and one
+	// at the end.
+	leadBytes := 0
+	for k := range cols {
+		leadBytes += len(cols[k].prefix)
+	}
+	for _, shape := range shapes {
+		leadBytes += len(shape)
+	}
+	leads := make([]byte, 0, leadBytes)
+	tails := make([][]byte, nshapes)
 	for s, shape := range shapes {
-		for i, b := range shape {
-			if b == holeByte {
-				holeAt = append(holeAt, i)
-			}
+		from := 0
+		for k := colBase[s]; k < colBase[s+1]; k++ {
+			h := from + bytes.IndexByte(shape[from:], holeByte)
+			start := len(leads)
+			leads = append(leads, shape[from:h]...)
+			leads = append(leads, cols[k].prefix...)
+			cols[k].lead = leads[start:len(leads):len(leads)]
+			from = h + 1
 		}
-		holeStart[s+1] = len(holeAt)
+		tails[s] = shape[from:]
 	}
 	out := dst[:0]
 	if uint64(cap(out)) < total {
@@ -422,20 +436,14 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) (
 	for i := 0; i < n; i++ {
 		s := int(idx.next())
 		start := o
-		shape := shapes[s]
-		from := 0
-		k := colBase[s]
-		for _, h := range holeAt[holeStart[s]:holeStart[s+1]] {
-			o += copy(out[o:], shape[from:h])
-			from = h + 1
+		for k := colBase[s]; k < colBase[s+1]; k++ {
 			col := &cols[k]
-			k++
-			o += copy(out[o:], col.prefix)
+			o += copy(out[o:], col.lead)
 			l := int(col.lens.next())
 			o += copy(out[o:], col.data[col.off:col.off+l])
 			col.off += l
 		}
-		o += copy(out[o:], shape[from:])
+		o += copy(out[o:], tails[s])
 		if o == start {
 			return nil, nil, base.CorruptionErrorf("cannot decode value %d: it is empty", i)
 		}
