@@ -48,6 +48,7 @@ type config struct {
 	readProfile                          string
 	slowest                              int
 	eventideCacheMiB                     int64
+	pebbleCacheMiB                       int64
 }
 
 // engine is what each store under test implements.
@@ -87,6 +88,7 @@ func main() {
 	flag.StringVar(&cfg.readProfile, "readprofile", "", "write a CPU profile of each read phase alone to PREFIX-<engine>-<phase>.pprof, and allocation profiles before and after it to PREFIX-<engine>-<phase>-allocs-{before,after}.pprof")
 	flag.IntVar(&cfg.slowest, "slowest", 0, "print the N slowest queries of each read phase, with the engine's trace")
 	flag.Int64Var(&cfg.eventideCacheMiB, "eventide-cache", 0, "Eventide's block cache in MiB (0: storage.DefaultOptions)")
+	flag.Int64Var(&cfg.pebbleCacheMiB, "pebble-cache", 0, "Pebble's block cache in MiB (0: Pebble's default, 8 MiB)")
 	flag.Parse()
 	if cfg.reuse && cfg.dir == "" {
 		fatal(fmt.Errorf("-reuse needs -dir"))
@@ -255,7 +257,7 @@ func open(name, dir string, cfg config, clock *benchClock, autoCompact bool) (en
 	case "eventide":
 		return openEventide(dir, clock, autoCompact, cfg.eventideCacheMiB<<20)
 	case "pebble":
-		return openPebble(dir, autoCompact)
+		return openPebble(dir, autoCompact, cfg.pebbleCacheMiB<<20)
 	}
 	return nil, fmt.Errorf("unknown engine %q (use eventide or pebble)", name)
 }

@@ -19,8 +19,8 @@ type pebbleEngine struct {
 	last pebble.IteratorStats
 }
 
-func openPebble(dir string, autoCompact bool) (engine, error) {
-	opts := &pebble.Options{DisableAutomaticCompactions: !autoCompact, Logger: quietLogger{}}
+func openPebble(dir string, autoCompact bool, cacheBytes int64) (engine, error) {
+	opts := &pebble.Options{DisableAutomaticCompactions: !autoCompact, Logger: quietLogger{}, CacheSize: cacheBytes}
 	opts.EnsureDefaults()
 	opts.ApplyCompressionSettings(func() pebble.DBCompressionSettings {
 		return pebble.UniformDBCompressionSettings(sstable.ZstdCompression)
