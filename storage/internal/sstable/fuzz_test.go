@@ -48,17 +48,7 @@ func fuzzSeeds(tb testing.TB) fuzzSeedSet {
 	for _, comp := range allCompressions {
 		f, _ := writeTable(tb, parts, WriterOptions{Compression: comp, BlockSize: 200})
 		r := openTable(tb, f, nil)
-		for i := 0; i < r.blocks.len() && i < 4; i++ {
-			h := r.blocks.handle(i)
-			frame := f.data[r.blocks.fileOffs[i] : r.blocks.fileOffs[i]+h.frameLen()]
-			raw, err := r.dec.decodeBlockFrame(frame, h.rawLen, nil)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			s.blocks = append(s.blocks, bytes.Clone(raw))
-			s.frames = append(s.frames, bytes.Clone(frame))
-			s.rawLens = append(s.rawLens, h.rawLen)
-		}
+		s.addBlocks(tb, f, r, 4)
 		s.blockIndex = append(s.blockIndex, bytes.Clone(r.blocks.raw))
 		s.dataLens = append(s.dataLens, uint64(r.props.DataBytes))
 		s.partIndex = append(s.partIndex, bytes.Clone(r.partitions.raw))
@@ -75,7 +65,15 @@ func fuzzSeeds(tb testing.TB) fuzzSeedSet {
 	events := []testPartition{descendingEvents(rng, []byte("events"), 12)}
 	f, _ := writeTable(tb, events, WriterOptions{Compression: CompressionZstd, BlockSize: 1200})
 	r := openTable(tb, f, nil)
-	for i := 0; i < r.blocks.len() && i < 2; i++ {
+	s.addBlocks(tb, f, r, 2)
+	r.Close()
+	return s
+}
+
+// addBlocks adds the first n data blocks of r (reading f) as seeds, framed
+// and decompressed.
+func (s *fuzzSeedSet) addBlocks(tb testing.TB, f *memFile, r *Reader, n int) {
+	for i := 0; i < r.blocks.len() && i < n; i++ {
 		h := r.blocks.handle(i)
 		frame := f.data[r.blocks.fileOffs[i] : r.blocks.fileOffs[i]+h.frameLen()]
 		raw, err := r.dec.decodeBlockFrame(frame, h.rawLen, nil)
@@ -86,8 +84,6 @@ func fuzzSeeds(tb testing.TB) fuzzSeedSet {
 		s.frames = append(s.frames, bytes.Clone(frame))
 		s.rawLens = append(s.rawLens, h.rawLen)
 	}
-	r.Close()
-	return s
 }
 
 // requireCorruption fails unless err is nil or wraps base.ErrCorruption.
