@@ -18,12 +18,18 @@ import (
 // varints next to small varints), and the per-cell predictions below make
 // most fields vanish before compression:
 //   - a row's clustering key is stored once, as a shared prefix length with
-//     the previous row's key plus the differing suffix;
+//     the previous row's key plus the differing suffix, or, when every key
+//     of the block has the same length (8 bytes or more), as big-endian
+//     deltas of the leading 8 bytes and the rest transposed (rowKeysFixed);
 //   - column names live once in a sorted per-block dictionary; a cell
 //     stores its index (and nothing when the block has one column);
-//   - a timestamp is a zigzag delta from the previous cell's, or nothing
-//     when equal (the columns of one row); deltas and value lengths are
-//     stored as byte planes (see appendPlanes);
+//   - a timestamp is a zigzag delta from the previous cell's residual, or
+//     nothing when equal (the columns of one row), where the residual is
+//     the timestamp itself or, when that is smaller, the timestamp less
+//     the one the row's TimeUUID clustering key predicts; deltas and
+//     value lengths are stored as byte planes (see appendPlanes);
+//   - in zstd files, JSON values are split into shapes and hole columns
+//     (value_shapes.go);
 //   - a TTL is stored only when it differs from the block's default for
 //     the kind (the first expiring cell's TTL; 0 for other kinds);
 //   - a local deletion time is stored only when it differs from its

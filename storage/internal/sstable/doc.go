@@ -26,14 +26,15 @@
 //   - A Reader is immutable after Open and safe for concurrent use;
 //     iterators and scanners are not (one goroutine each).
 //   - The format version is recorded in the footer; a version number is
-//     never reused for a different layout.
+//     never reused for a different layout. The writer writes version 2;
+//     the reader reads versions 1 and 2.
 //
 // Reading: Open keeps the (decompressed) partition and block indexes in
 // memory as compact byte slices plus offset tables, and decodes entries on
 // demand, so memory stays proportional to the on-disk index size. A data
 // block is decoded once into a slice of base.Cell aliasing the block's
-// bytes and shared through the Cache, so iteration allocates nothing per
-// cell. Blocks are reference-counted: a PartitionIter holds every block it
+// bytes (or, for shaped values, a buffer the values are rebuilt into) and
+// shared through the Cache, so iteration allocates nothing per cell. Blocks are reference-counted: a PartitionIter holds every block it
 // loaded until Close (so the cells it returned are valid until then), the
 // cache holds one reference, and the buffers of a block nobody references
 // any more are reused for the next block read instead of being left to
