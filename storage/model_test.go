@@ -245,7 +245,23 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	const partitions, clusterings = 6, 40
 	columns := [][]byte{[]byte("a"), []byte("b"), []byte("c")}
 	pk := func() []byte { return []byte(fmt.Sprintf("p%d", rng.IntN(partitions))) }
-	ck := func() []byte { return binary.BigEndian.AppendUint16(nil, uint16(1+rng.IntN(clusterings))) }
+	// Clustering keys are TimeUUID-shaped, 10 bytes: the big-endian
+	// version-1 timestamp of "ordinal" seconds after the Unix epoch, then
+	// two bytes derived from the ordinal. Blocks then use the fixed-width
+	// key encoding and weigh the TimeUUID timestamp predictor.
+	ck := func() []byte {
+		o := uint64(1 + rng.IntN(clusterings))
+		k := binary.BigEndian.AppendUint64(nil, 1<<60|(122_192_928_000_000_000+o*10_000_000))
+		return binary.BigEndian.AppendUint16(k, uint16(o*7919))
+	}
+	// Half the values are small JSON objects, which zstd tables store as
+	// shaped values.
+	value := func(prefix string) []byte {
+		if rng.IntN(2) == 0 {
+			return fmt.Appendf(nil, `{"n":%d,"s":"%s%d"}`, rng.IntN(1000), prefix, rng.IntN(50))
+		}
+		return fmt.Appendf(nil, "%s%d", prefix, rng.IntN(1000))
+	}
 	bound := func() Bound {
 		if rng.IntN(5) == 0 {
 			return Bound{}
@@ -290,9 +306,9 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			table := regular[rng.IntN(len(regular))]
 			switch r := rng.IntN(100); {
 			case r < 50:
-				b.Put(table, pk(), ck(), columns[rng.IntN(3)], []byte(fmt.Sprintf("v%d", rng.IntN(1000))), ts())
+				b.Put(table, pk(), ck(), columns[rng.IntN(3)], value("v"), ts())
 			case r < 62:
-				b.PutTTL(table, pk(), ck(), columns[rng.IntN(3)], []byte(fmt.Sprintf("t%d", rng.IntN(1000))), ts(), int32(1+rng.IntN(60)))
+				b.PutTTL(table, pk(), ck(), columns[rng.IntN(3)], value("t"), ts(), int32(1+rng.IntN(60)))
 			case r < 70:
 				b.DeleteCell(table, pk(), ck(), columns[rng.IntN(3)], ts())
 			case r < 76:
