@@ -166,7 +166,7 @@ func TestBlockEncodings(t *testing.T) {
 			if err != nil || len(tail) != 0 {
 				t.Fatalf("decodeBlock: %v (%d trailing bytes)", err, len(tail))
 			}
-			if d := diffCells(blk.cells, tc.cells); d != "" {
+			if d := diffCells(blk.allCells(), tc.cells); d != "" {
 				t.Fatal(d)
 			}
 			if err := checkBlockMeta(&blk.meta, &meta); err != nil {

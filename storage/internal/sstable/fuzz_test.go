@@ -109,19 +109,20 @@ func FuzzDecodeBlock(f *testing.F) {
 			// shaped values, to the same cells.
 			for _, shape := range []bool{false, true} {
 				b := blockBuilder{shapeValues: shape}
-				for i := range blk.cells {
-					c := &blk.cells[i]
-					if i > 0 && base.CompareCellKeys(blk.cells[i-1].Clustering, blk.cells[i-1].Column, c.Clustering, c.Column) >= 0 {
+				cells := blk.allCells()
+				for i := range cells {
+					c := &cells[i]
+					if i > 0 && base.CompareCellKeys(cells[i-1].Clustering, cells[i-1].Column, c.Clustering, c.Column) >= 0 {
 						t.Fatalf("decoded cells %d and %d out of order", i-1, i)
 					}
-					b.add(c, i > 0 && bytes.Equal(blk.cells[i-1].Clustering, c.Clustering))
+					b.add(c, i > 0 && bytes.Equal(cells[i-1].Clustering, c.Clustering))
 				}
 				again, meta, _ := b.finish(nil)
 				blk2, _, err := decodeBlock(again, formatVersion2)
 				if err != nil {
 					t.Fatalf("re-encoded block (version %d, shaped %v) does not decode: %v", version, shape, err)
 				}
-				if d := diffCells(blk2.cells, blk.cells); d != "" {
+				if d := diffCells(blk2.allCells(), cells); d != "" {
 					t.Fatalf("re-encoded block (version %d, shaped %v) differs: %s", version, shape, d)
 				}
 				if err := checkBlockMeta(&blk.meta, &meta); err != nil {

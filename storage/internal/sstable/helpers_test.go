@@ -360,3 +360,12 @@ func diffCells(got, want []base.Cell) string {
 	}
 	return ""
 }
+
+// allCells returns every cell of b.
+func (b *block) allCells() []base.Cell {
+	out := make([]base.Cell, b.len())
+	for i := range out {
+		b.cell(i, &out[i])
+	}
+	return out
+}

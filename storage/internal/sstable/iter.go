@@ -129,25 +129,23 @@ func (it *PartitionIter) Next() bool {
 				it.blk, it.bi = nil, it.bi-1
 				continue
 			}
-			c := &it.blk.cells[it.ci]
-			if !base.AfterStart(c.Clustering, it.o.Start) {
+			if !base.AfterStart(it.blk.clustering(it.ci), it.o.Start) {
 				it.finish()
 				return false
 			}
-			it.cell = *c
+			it.blk.cell(it.ci, &it.cell)
 			it.ci--
 			return true
 		}
-		if it.ci >= len(it.blk.cells) {
+		if it.ci >= it.blk.len() {
 			it.blk, it.bi = nil, it.bi+1
 			continue
 		}
-		c := &it.blk.cells[it.ci]
-		if !base.BeforeEnd(c.Clustering, it.o.End) {
+		if !base.BeforeEnd(it.blk.clustering(it.ci), it.o.End) {
 			it.finish()
 			return false
 		}
-		it.cell = *c
+		it.blk.cell(it.ci, &it.cell)
 		it.ci++
 		return true
 	}
@@ -176,13 +174,13 @@ func (it *PartitionIter) loadNext() bool {
 		it.read++
 		it.held = append(it.held, b)
 		it.blk = b
-		cells := b.cells
+		blk := b.block
 		if it.o.Reverse {
 			// The last cell at or before End.
-			it.ci = sort.Search(len(cells), func(i int) bool { return !base.BeforeEnd(cells[i].Clustering, it.o.End) }) - 1
+			it.ci = sort.Search(blk.len(), func(i int) bool { return !base.BeforeEnd(blk.clustering(i), it.o.End) }) - 1
 		} else {
 			// The first cell at or after Start.
-			it.ci = sort.Search(len(cells), func(i int) bool { return base.AfterStart(cells[i].Clustering, it.o.Start) })
+			it.ci = sort.Search(blk.len(), func(i int) bool { return base.AfterStart(blk.clustering(i), it.o.Start) })
 		}
 		return true
 	}
@@ -290,8 +288,8 @@ func (s *Scanner) NextCell() bool {
 		return false
 	}
 	for {
-		if s.blk != nil && s.ci < len(s.blk.cells) {
-			s.cell = s.blk.cells[s.ci]
+		if s.blk != nil && s.ci < s.blk.len() {
+			s.blk.cell(s.ci, &s.cell)
 			s.ci++
 			return true
 		}

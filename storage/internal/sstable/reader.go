@@ -268,7 +268,7 @@ func (r *Reader) loadBlock(i int, src blockSource) (*loadedBlock, error) {
 		return nil, err
 	}
 	lb := r.recycled.get()
-	var cells []base.Cell
+	var cells []packedCell
 	if lb.block != nil {
 		cells = lb.block.cells
 	}
@@ -280,7 +280,7 @@ func (r *Reader) loadBlock(i int, src blockSource) (*loadedBlock, error) {
 		dst = r.recycled.rawBuffer(int(h.rawLen))
 	}
 	if cap(cells) < h.meta.Cells {
-		cells = make([]base.Cell, 0, roundUp(h.meta.Cells, recycleCellsStep))
+		cells = make([]packedCell, 0, roundUp(h.meta.Cells, recycleCellsStep))
 	}
 	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen, dst)
 	// A block stored uncompressed aliases its frame, which then belongs
@@ -354,19 +354,22 @@ func (r *Reader) Check() error {
 		if !ok {
 			return nil
 		}
-		var last *base.Cell
+		var last base.Cell
+		haveLast := false
 		var minTS, maxTS int64
 		for i := e.info.firstBlock; i < e.info.firstBlock+e.info.numBlocks; i++ {
 			b, err := r.loadBlock(i, fromDisk)
 			if err != nil {
 				return err
 			}
-			first := &b.cells[0]
-			if last != nil && base.CompareCellKeys(last.Clustering, last.Column, first.Clustering, first.Column) >= 0 {
+			var first base.Cell
+			b.cell(0, &first)
+			if haveLast && base.CompareCellKeys(last.Clustering, last.Column, first.Clustering, first.Column) >= 0 {
 				return r.corruptf(r.blocks.fileOffs[i], "data block %d of partition %x: first cell %x/%q does not sort after the previous block's last %x/%q",
 					i, w.key, first.Clustering, first.Column, last.Clustering, last.Column)
 			}
-			last = &b.cells[len(b.cells)-1]
+			b.cell(b.len()-1, &last)
+			haveLast = true
 			if i == e.info.firstBlock {
 				minTS, maxTS = b.meta.MinTimestamp, b.meta.MaxTimestamp
 			}
