@@ -32,9 +32,11 @@
 // Reading: Open keeps the (decompressed) partition and block indexes in
 // memory as compact byte slices plus offset tables, and decodes entries on
 // demand, so memory stays proportional to the on-disk index size. A data
-// block is decoded once into a slice of base.Cell aliasing the block's
-// bytes (or, for shaped values, a buffer the values are rebuilt into) and
-// shared through the Cache, so iteration allocates nothing per cell. Blocks are reference-counted: a PartitionIter holds every block it
+// block is decoded once into packed cells (offsets, no pointers, so the
+// garbage collector does not scan cached blocks) over its expanded keys
+// and its bytes (or, for shaped values, a buffer the values are rebuilt
+// into), and shared through the Cache; iterators hand out base.Cells whose
+// slices alias the block, so iteration allocates nothing per cell. Blocks are reference-counted: a PartitionIter holds every block it
 // loaded until Close (so the cells it returned are valid until then), the
 // cache holds one reference, and the buffers of a block nobody references
 // any more are reused for the next block read instead of being left to
