@@ -144,7 +144,7 @@ type shapeEncoder struct {
 	valShape  []uint64       // shape number of each value
 	valHoles  []int          // first span of each value in spans
 	spans     [][2]int32     // hole spans, absolute offsets into the values
-	colStart  []int          // first entry of each column in colEntries
+	colStart  []int          // first entry of each column in colEnt
 	colFill   []int          // scratch: entries placed per column
 	colEnt    []int32        // span numbers, column by column
 	lens      []uint64       // scratch: one column's suffix lengths
