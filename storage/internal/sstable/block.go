@@ -536,11 +536,9 @@ type block struct {
 	size  int64 // bytes held, for the cache's accounting
 	// aliasesRaw: the block points into the decompressed bytes, which
 	// must then live as long as the block. A block of shaped values
-	// copies what it keeps, so its decompressed buffer can be reused.
+	// copies what it keeps (data is then its own buffer, reusable for the
+	// next block's values), so its decompressed buffer can be reused.
 	aliasesRaw bool
-	// vals is the buffer a block of shaped values holds its values in
-	// (all of its capacity, for reuse), nil in other blocks.
-	vals []byte
 }
 
 // packedCell is a decoded cell as a block keeps it (see block).
@@ -660,7 +658,6 @@ func decodeBlockInto(raw []byte, version uint32, cells []packedCell, valsDst []b
 	var shapedLens []uint32
 	blockBytes := int64(len(raw))
 	aliasesRaw := true
-	var valsBuf []byte
 	if enc&encValuesShaped != 0 {
 		if nlens == 0 {
 			return nil, nil, base.CorruptionErrorf("cannot decode block: shaped values but no cell has a value")
@@ -672,7 +669,6 @@ func decodeBlockInto(raw []byte, version uint32, cells []packedCell, valsDst []b
 		}
 		valSec = cursor{b: vals}
 		data, voff = vals, 0
-		valsBuf = vals[:cap(vals)]
 		// Values come from their own buffer; copy the column names too,
 		// and nothing refers to raw any more.
 		names := 0
@@ -699,7 +695,7 @@ func decodeBlockInto(raw []byte, version uint32, cells []packedCell, valsDst []b
 	} else {
 		cells = make([]packedCell, n)
 	}
-	blk := &block{cells: cells, cols: cols, aliasesRaw: aliasesRaw, vals: valsBuf}
+	blk := &block{cells: cells, cols: cols, aliasesRaw: aliasesRaw}
 	var (
 		ck      []byte
 		ckOff   int

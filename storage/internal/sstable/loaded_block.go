@@ -22,10 +22,7 @@ type loadedBlock struct {
 	// raw holds the decompressed bytes the cells alias, when the block
 	// owns them (nil when it aliases a frame stored uncompressed, or holds
 	// shaped values, which it keeps in vals).
-	raw []byte
-	// vals holds the values of a block of shaped values (block.vals), for
-	// reuse like raw.
-	vals []byte
+	raw  []byte
 	refs atomic.Int32
 	pool *blockPool
 }
@@ -76,8 +73,8 @@ func (p *blockPool) putRaw(b []byte) {
 	p.raws.Put(&b)
 }
 
-// get returns a block with one reference whose raw and cells buffers, if
-// any, are free for reuse.
+// get returns a block with one reference whose buffers (raw, and its
+// previous block's cells and shaped values), if any, are free for reuse.
 func (p *blockPool) get() *loadedBlock {
 	var b *loadedBlock
 	if p != nil {

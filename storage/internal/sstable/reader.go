@@ -269,8 +269,12 @@ func (r *Reader) loadBlock(i int, src blockSource) (*loadedBlock, error) {
 	}
 	lb := r.recycled.get()
 	var cells []packedCell
-	if lb.block != nil {
-		cells = lb.block.cells
+	var vals []byte
+	if old := lb.block; old != nil {
+		cells = old.cells
+		if !old.aliasesRaw {
+			vals = old.data // shaped values' own buffer
+		}
 	}
 	// Buffers are allocated a little larger than needed so that a
 	// recycled one fits the next block, whose size differs by a few
@@ -292,7 +296,7 @@ func (r *Reader) loadBlock(i int, src blockSource) (*loadedBlock, error) {
 	if err != nil {
 		return nil, r.wrapAt(off, fmt.Sprintf("data block %d", i), err)
 	}
-	b, tail, err := decodeBlockInto(raw, r.props.FormatVersion, cells, lb.vals)
+	b, tail, err := decodeBlockInto(raw, r.props.FormatVersion, cells, vals)
 	if err == nil && len(tail) != 0 {
 		err = base.CorruptionErrorf("cannot decode block: got %d trailing bytes", len(tail))
 	}
@@ -319,7 +323,6 @@ func (r *Reader) loadBlock(i int, src blockSource) (*loadedBlock, error) {
 		lb.raw = raw
 	}
 	lb.block = b
-	lb.vals = b.vals
 	b.size += int64(cap(b.cells)-len(b.cells)) * cellStructSize
 	if src == viaCache {
 		r.cache.add(r.fileNum, off, lb)

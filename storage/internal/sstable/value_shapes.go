@@ -3,6 +3,7 @@ package sstable
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 
 	"github.com/eventide/eventide/storage/internal/base"
 )
@@ -206,7 +207,7 @@ func (e *shapeEncoder) encode(vals []byte, lens []uint64, shapesDst, valuesDst [
 	if ncols > maxShapeColumns {
 		return shapesDst, valuesDst, colOffs, false
 	}
-	e.colStart = slicesResize(e.colStart, ncols+1)
+	e.colStart = slices.Grow(e.colStart[:0], ncols+1)[:ncols+1]
 	clear(e.colStart)
 	perShape := make([]int, len(e.holesOf))
 	for _, s := range e.valShape {
@@ -220,9 +221,9 @@ func (e *shapeEncoder) encode(vals []byte, lens []uint64, shapesDst, valuesDst [
 		}
 	}
 	e.colStart[ncols] = pos
-	e.colFill = slicesResize(e.colFill, ncols)
+	e.colFill = slices.Grow(e.colFill[:0], ncols)[:ncols]
 	copy(e.colFill, e.colStart[:ncols])
-	e.colEnt = slicesResize(e.colEnt, pos)
+	e.colEnt = slices.Grow(e.colEnt[:0], pos)[:pos]
 	for v, s := range e.valShape {
 		for j := 0; j < e.holesOf[s]; j++ {
 			c := colBase[s] + j
@@ -257,13 +258,6 @@ func (e *shapeEncoder) encode(vals []byte, lens []uint64, shapesDst, valuesDst [
 		shapesDst = appendUintColumn(shapesDst, e.lens)
 	}
 	return shapesDst, valuesDst, colOffs, true
-}
-
-func slicesResize[T any](s []T, n int) []T {
-	if cap(s) >= n {
-		return s[:n]
-	}
-	return make([]T, n)
 }
 
 // appendUintColumn appends vals as a uint column: width 0 and one uvarint
@@ -427,7 +421,7 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) (
 	out := dst[:0]
 	if uint64(cap(out)) < total {
 		// A little larger than needed, so that a recycled buffer
-		// (loadedBlock.vals) fits the next block.
+		// (a released block's data) fits the next block.
 		out = make([]byte, 0, roundUp(int(total), recycleRawStep))
 	}
 	out = out[:total]
