@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -104,6 +106,11 @@ func (e *eventideEngine) close() error { return e.db.Close() }
 func dirSize(dir string) (int64, error) {
 	var total int64
 	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			// Removed since the directory was listed: an obsolete file a
+			// background compaction just deleted, which no longer counts.
+			return nil
+		}
 		if err != nil {
 			return err
 		}

@@ -120,6 +120,26 @@ func main() {
 		results[name] = r
 	}
 	printResults(cfg, results)
+	if err := compareRows(results); err != nil {
+		fatal(err)
+	}
+}
+
+// compareRows checks that every engine returned the same rows: both read
+// the same partitions in the same order, so a different count means one
+// engine returned wrong data and its latencies mean nothing.
+func compareRows(rs map[string]*result) error {
+	e, p := rs["eventide"], rs["pebble"]
+	if e == nil || p == nil {
+		return nil
+	}
+	if e.latestRows != p.latestRows {
+		return fmt.Errorf("engines disagree: latest-50 queries returned %d rows from eventide and %d from pebble", e.latestRows, p.latestRows)
+	}
+	if e.expiredCells != p.expiredCells {
+		return fmt.Errorf("engines disagree: expiry queries returned %d live cells from eventide and %d from pebble", e.expiredCells, p.expiredCells)
+	}
+	return nil
 }
 
 type result struct {
