@@ -3,6 +3,7 @@ package reader
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -145,12 +146,17 @@ func ids(events []schema.Event) []uuid.UUID {
 	return out
 }
 
+var eventsSeed = flag.Uint64("events.seed", 0, "seed of TestEventsAgainstBruteForce (0 = random); the clock is fixed, so a seed replays a run")
+
 // TestEventsAgainstBruteForce runs random multi-bucket queries, unpaged and
 // paged with random page sizes, and compares them with a brute-force scan
 // of the model.
 func TestEventsAgainstBruteForce(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := *eventsSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -events.seed %d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	f := newEventsFixture(t, rng, 6000)
 	r := f.reader(t, Options{})
