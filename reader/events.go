@@ -9,6 +9,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 	"github.com/google/uuid"
 )
@@ -180,7 +181,7 @@ func (r *Reader) walkEvents(qs *queryState, q EventQuery, settings schema.TypeSe
 			if arena == nil {
 				arena = make([]byte, 0, 64<<10)
 			}
-			e, arena, err = schema.DecodeEventOfType(q.Type, row, arena)
+			e, arena, err = catalog.DecodeEventOfType(q.Type, row, arena)
 			if err != nil {
 				decodeErr = err
 				return false

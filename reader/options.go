@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -49,7 +50,7 @@ type Options struct {
 	Types *schema.EventTypes
 	// Catalog resolves the tables of generic slices; nil serves only the
 	// built-in tables.
-	Catalog    *schema.Catalog
+	Catalog    *catalog.Catalog
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	// Now is the clock of TTL clamps and default windows.

@@ -1,12 +1,9 @@
 package schema
 
 import (
-	"encoding/binary"
-	"fmt"
 	"time"
 
 	"github.com/eventide/eventide/bucket"
-	"github.com/eventide/eventide/storage"
 	"github.com/google/uuid"
 )
 
@@ -28,6 +25,10 @@ const (
 	// wins whatever the wall clock does.
 	CheckpointsTable = "_checkpoints"
 )
+
+// BuiltinTables lists the names of the built-in tables; user tables
+// cannot take them. The catalog package creates them in a store.
+var BuiltinTables = []string{EventsTable, CountsTable, CheckpointsTable}
 
 // Event column names.
 const (
@@ -75,93 +76,6 @@ func eventKey(dst []byte, id uuid.UUID) []byte {
 	return dst
 }
 
-// PutEvent adds the cells of e to b: they expire after ttlSeconds (0: never),
-// written at timestampMicros. The partition is
-// bucket.PartitionKeyFor(e.ID, e.Type, subPartitions).
-func PutEvent(b *storage.Batch, e *Event, subPartitions int, ttlSeconds int32, timestampMicros int64) error {
-	pk, err := bucket.PartitionKeyFor(e.ID, e.Type, subPartitions)
-	if err != nil {
-		return fmt.Errorf("cannot store event %s: %w", e.ID, err)
-	}
-	partition := []byte(pk.String())
-	ck := eventKey(make([]byte, 0, 16), e.ID)
-	put := func(column string, t bucket.ColumnType, v any) error {
-		value, err := AppendValue(nil, t, v)
-		if err != nil {
-			return fmt.Errorf("cannot store event %s column %s: %w", e.ID, column, err)
-		}
-		b.PutTTL(EventsTable, partition, ck, []byte(column), value, timestampMicros, ttlSeconds)
-		return nil
-	}
-	if err := put(ColumnData, bucket.TypeBlob, e.Data); err != nil {
-		return err
-	}
-	if e.User != "" {
-		if err := put(ColumnUser, bucket.TypeText, e.User); err != nil {
-			return err
-		}
-	}
-	if e.Author != "" {
-		if err := put(ColumnAuthor, bucket.TypeText, e.Author); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// DecodeEvent decodes a row of EventsTable read from partition.
-func DecodeEvent(partition []byte, row *storage.Row) (Event, error) {
-	pk, err := bucket.ParsePartitionKey(string(partition))
-	if err != nil {
-		return Event{}, fmt.Errorf("decode event: %w", err)
-	}
-	e, _, err := DecodeEventOfType(pk.EventType(), row, nil)
-	return e, err
-}
-
-// DecodeEventOfType decodes a row of EventsTable of a known event type
-// (the reader knows it from the partition it sliced). The event's data is
-// appended to arena and Data aliases it; the grown arena is returned, so a
-// page of events shares a few allocations. Pass nil for a fresh copy.
-func DecodeEventOfType(eventType string, row *storage.Row, arena []byte) (Event, []byte, error) {
-	if len(row.Clustering) != 16 {
-		return Event{}, arena, fmt.Errorf("decode event: %w: clustering key has %d bytes, want 16", bucket.ErrCorruptKey, len(row.Clustering))
-	}
-	var key [16]byte
-	for i, b := range row.Clustering {
-		key[i] = ^b // event_id is DESC: stored complemented
-	}
-	id, _, err := bucket.DecodeTimeUUID(key[:])
-	if err != nil {
-		return Event{}, arena, fmt.Errorf("decode event: %w", err)
-	}
-	e := Event{ID: id, Type: eventType}
-	for i := range row.Cells {
-		c := &row.Cells[i]
-		switch string(c.Column) {
-		case ColumnData:
-			if len(c.Value) == 0 || bucket.ColumnType(c.Value[0]) != bucket.TypeBlob {
-				return Event{}, arena, fmt.Errorf("decode event %s column data: %w: not a blob", e.ID, ErrCorruptValue)
-			}
-			start := len(arena)
-			arena = append(arena, c.Value[1:]...)
-			e.Data = arena[start:len(arena):len(arena)]
-		case ColumnUser, ColumnAuthor:
-			v, err := DecodeValue(c.Value)
-			s, ok := v.(string)
-			if err != nil || !ok {
-				return Event{}, arena, fmt.Errorf("decode event %s column %s: %w: not text", e.ID, c.Column, ErrCorruptValue)
-			}
-			if string(c.Column) == ColumnUser {
-				e.User = s
-			} else {
-				e.Author = s
-			}
-		}
-	}
-	return e, arena, nil
-}
-
 // CountsPartition returns the CountsTable partition holding minute.
 func CountsPartition(eventType string, minute time.Time) ([]byte, error) {
 	pk, err := bucket.NewPartitionKey(minute, eventType)
@@ -169,63 +83,4 @@ func CountsPartition(eventType string, minute time.Time) ([]byte, error) {
 		return nil, err
 	}
 	return []byte(pk.String()), nil
-}
-
-// AddCount adds delta to the count of eventType in the minute holding t.
-func AddCount(b *storage.Batch, eventType string, t time.Time, delta int64) error {
-	minute := t.UTC().Truncate(time.Minute)
-	partition, err := CountsPartition(eventType, minute)
-	if err != nil {
-		return fmt.Errorf("cannot count event: %w", err)
-	}
-	ck, err := CountsClustering.Encode(nil, minute)
-	if err != nil {
-		return fmt.Errorf("cannot count event: %w", err)
-	}
-	b.AddCounter(CountsTable, partition, ck, []byte(ColumnCount), delta)
-	return nil
-}
-
-// DecodeCount decodes a row of CountsTable.
-func DecodeCount(row *storage.Row) (minute time.Time, count int64, err error) {
-	vals, err := CountsClustering.Decode(row.Clustering)
-	if err != nil {
-		return time.Time{}, 0, fmt.Errorf("decode count: %w", err)
-	}
-	for _, c := range row.Cells {
-		if string(c.Column) == ColumnCount {
-			count += c.CounterValue
-		}
-	}
-	return vals[0].(time.Time), count, nil
-}
-
-// PutCheckpoint records in b that consumer has applied every message up to
-// stream sequence seq.
-func PutCheckpoint(b *storage.Batch, consumer string, seq uint64) {
-	b.Put(CheckpointsTable, []byte(consumer), nil, []byte(ColumnSeq), binary.BigEndian.AppendUint64(nil, seq), int64(seq))
-}
-
-// ReadCheckpoint returns the last sequence recorded for consumer, 0 if none.
-func ReadCheckpoint(db *storage.DB, consumer string) (uint64, error) {
-	it, err := db.Slice(storage.SliceQuery{Table: CheckpointsTable, Partition: []byte(consumer), Limit: 1})
-	if err != nil {
-		return 0, fmt.Errorf("read checkpoint of %s: %w", consumer, err)
-	}
-	defer it.Close()
-	var seq uint64
-	for it.Next() {
-		for _, c := range it.Row().Cells {
-			if string(c.Column) == ColumnSeq {
-				if len(c.Value) != 8 {
-					return 0, fmt.Errorf("read checkpoint of %s: %w: value has %d bytes, want 8", consumer, storage.ErrCorruption, len(c.Value))
-				}
-				seq = binary.BigEndian.Uint64(c.Value)
-			}
-		}
-	}
-	if err := it.Err(); err != nil {
-		return 0, fmt.Errorf("read checkpoint of %s: %w", consumer, err)
-	}
-	return seq, nil
 }

@@ -17,7 +17,7 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/cmd/internal/server"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
@@ -108,7 +108,7 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 		return n, fmt.Errorf("cannot open storage in %s: %w", storageDir, err)
 	}
 	n.storageOpen.Store(true)
-	if err := schema.EnsureBuiltinTables(n.db); err != nil {
+	if err := catalog.EnsureBuiltinTables(n.db); err != nil {
 		return n, err
 	}
 
