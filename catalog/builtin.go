@@ -15,6 +15,8 @@ func BuiltinTableDefs() []storage.TableDef {
 		{Name: schema.EventsTable, Compaction: storage.TimeWindow, WindowSeconds: 3600},
 		{Name: schema.CountsTable, Compaction: storage.SizeTiered, Counters: true},
 		{Name: schema.CheckpointsTable, Compaction: storage.SizeTiered},
+		// A few rows, written once per settings change.
+		{Name: schema.EventTypesTable, Compaction: storage.SizeTiered},
 	}
 }
 

@@ -9,6 +9,10 @@
 //     writers and decoders of events (PutEvent, DecodeEvent), per-minute
 //     counts (AddCount, DecodeCount) and consumer checkpoints
 //     (PutCheckpoint, ReadCheckpoint);
+//   - the history of the event type settings (RecordEventTypes,
+//     LoadEventTypes): each version of --types with the first hour bucket
+//     it applies to, so every hour is written and read with one
+//     sub-partition count and one TTL whatever the flag says today;
 //   - a schema.Table's writes into a storage.Batch (Insert, Update,
 //     DeleteRow, DeletePartition) and the decoding of a storage.Row
 //     (DecodeRow).
@@ -27,4 +31,7 @@
 //     this package writes and reads exactly them.
 //   - A definition change is compatible or refused: keys never change,
 //     columns are only added, never dropped or retyped.
+//   - An event type settings version only ever starts at an hour no event
+//     can have been stored in yet, and a version is never removed, so an
+//     hour's settings never change once it may hold data.
 package catalog

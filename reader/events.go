@@ -86,9 +86,9 @@ func (r *Reader) Events(ctx context.Context, q EventQuery) (page *EventPage, err
 	if !from.Before(to) {
 		return nil, fmt.Errorf("%w: from %s is not before to %s; the window is [from, to)", ErrInvalidQuery, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
 	}
-	settings := r.opts.Types.Settings(q.Type)
-	// The TTL clamp: nothing older than now - TTL can be live.
-	if floor := r.opts.Now().Add(-time.Duration(r.opts.Types.TTLSeconds(q.Type)) * time.Second).UTC().Truncate(time.Millisecond); from.Before(floor) {
+	// The TTL clamp: nothing older than now - TTL can be live (each hour
+	// with the TTL it was written with).
+	if floor := r.opts.Types.LiveFrom(q.Type, r.opts.Now()).UTC().Truncate(time.Millisecond); from.Before(floor) {
 		from = floor
 	}
 	if n := bucket.CountBuckets(from, to); n > int64(r.opts.MaxBuckets) {
@@ -112,7 +112,7 @@ func (r *Reader) Events(ctx context.Context, q EventQuery) (page *EventPage, err
 	page = &EventPage{Events: make([]schema.Event, 0, min(limit+1, 4096))}
 	qs := &queryState{ctx: ctx}
 	if from.Before(to) {
-		if err := r.walkEvents(qs, q, settings, from, to, after, limit, page); err != nil {
+		if err := r.walkEvents(qs, q, from, to, after, limit, page); err != nil {
 			return nil, err
 		}
 	}
@@ -123,7 +123,7 @@ func (r *Reader) Events(ctx context.Context, q EventQuery) (page *EventPage, err
 	return page, nil
 }
 
-func (r *Reader) walkEvents(qs *queryState, q EventQuery, settings schema.TypeSettings, from, to time.Time, after *uuid.UUID, limit int, page *EventPage) error {
+func (r *Reader) walkEvents(qs *queryState, q EventQuery, from, to time.Time, after *uuid.UUID, limit int, page *EventPage) error {
 	lower, err := bucket.MinTimeUUID(from)
 	if err != nil {
 		return fmt.Errorf("%w: parameter from: %w", ErrInvalidQuery, err)
@@ -159,7 +159,8 @@ func (r *Reader) walkEvents(qs *queryState, q EventQuery, settings schema.TypeSe
 		if after != nil && (reverse && hour.Before(resumeHour) || !reverse && hour.After(resumeHour)) {
 			continue // before the page we resume from
 		}
-		keys, err := bucket.PartitionsFor(hour, q.Type, settings.SubPartitions)
+		// Each hour with the sub-partitions it was written with.
+		keys, err := bucket.PartitionsFor(hour, q.Type, r.opts.Types.SettingsAt(q.Type, hour).SubPartitions)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidQuery, err)
 		}

@@ -46,7 +46,8 @@ type Options struct {
 	// MaxCountBuckets bounds the hour buckets one count query may touch.
 	MaxCountBuckets int
 	// Types holds the event types' TTLs and sub-partitions; it must be the
-	// writer's.
+	// writer's, with the history catalog.RecordEventTypes returns, so each
+	// hour bucket is read with the settings it was written with.
 	Types *schema.EventTypes
 	// Catalog resolves the tables of generic slices; nil serves only the
 	// built-in tables.

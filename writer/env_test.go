@@ -309,7 +309,7 @@ func readEvents(t testing.TB, db *storage.DB, types *schema.EventTypes, typeName
 	var out []storedEvent
 	for _, hour := range bucket.BucketsCoveringAscending(from, to.Add(time.Nanosecond)) {
 		for _, typ := range typeNames {
-			keys, err := bucket.PartitionsFor(hour, typ, types.Settings(typ).SubPartitions)
+			keys, err := bucket.PartitionsFor(hour, typ, types.SettingsAt(typ, hour).SubPartitions)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -24,11 +24,18 @@ const (
 	// the sequence itself as their timestamp, so a higher sequence always
 	// wins whatever the wall clock does.
 	CheckpointsTable = "_checkpoints"
+	// EventTypesTable holds the history of the event type settings
+	// (EventTypes): partition "versions", clustering first_hour bigint ASC
+	// (the unix second of the first hour bucket a version applies to, or
+	// the smallest int64 for "every hour before the next version"), column
+	// settings (text) holding the version as EventTypes.String writes it.
+	// Written by catalog.RecordEventTypes only; never expires.
+	EventTypesTable = "_event_types"
 )
 
 // BuiltinTables lists the names of the built-in tables; user tables
 // cannot take them. The catalog package creates them in a store.
-var BuiltinTables = []string{EventsTable, CountsTable, CheckpointsTable}
+var BuiltinTables = []string{EventsTable, CountsTable, CheckpointsTable, EventTypesTable}
 
 // Event column names.
 const (
@@ -37,10 +44,15 @@ const (
 	ColumnAuthor = "author"
 	ColumnCount  = "count"
 	ColumnSeq    = "last_seq"
+	// ColumnSettings is the settings column of EventTypesTable.
+	ColumnSettings = "settings"
 )
 
 // EventsClustering is the clustering layout of EventsTable: newest first.
 var EventsClustering = bucket.ClusteringLayout{{Name: "event_id", Type: bucket.TypeTimeUUID, Order: bucket.Desc}}
+
+// EventTypesClustering is the clustering layout of EventTypesTable.
+var EventTypesClustering = bucket.ClusteringLayout{{Name: "first_hour", Type: bucket.TypeBigint, Order: bucket.Asc}}
 
 // CountsClustering is the clustering layout of CountsTable.
 var CountsClustering = bucket.ClusteringLayout{{Name: "minute", Type: bucket.TypeTimestamp, Order: bucket.Asc}}
