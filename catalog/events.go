@@ -7,6 +7,7 @@ import (
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/storage"
+	"github.com/google/uuid"
 )
 
 // PutEvent adds the cells of e to b: they expire after ttlSeconds (0: never),
@@ -18,7 +19,10 @@ func PutEvent(b *storage.Batch, e *schema.Event, subPartitions int, ttlSeconds i
 		return fmt.Errorf("cannot store event %s: %w", e.ID, err)
 	}
 	partition := []byte(pk.String())
-	ck := schema.EventClusteringKey(e.ID)
+	ck, err := schema.AppendEventKey(make([]byte, 0, 16), e.ID)
+	if err != nil {
+		return fmt.Errorf("cannot store event %s: %w", e.ID, err)
+	}
 	put := func(column string, t bucket.ColumnType, v any) error {
 		value, err := schema.AppendValue(nil, t, v)
 		if err != nil {
@@ -58,14 +62,7 @@ func DecodeEvent(partition []byte, row *storage.Row) (schema.Event, error) {
 // appended to arena and Data aliases it; the grown arena is returned, so a
 // page of events shares a few allocations. Pass nil for a fresh copy.
 func DecodeEventOfType(eventType string, row *storage.Row, arena []byte) (schema.Event, []byte, error) {
-	if len(row.Clustering) != 16 {
-		return schema.Event{}, arena, fmt.Errorf("decode event: %w: clustering key has %d bytes, want 16", bucket.ErrCorruptKey, len(row.Clustering))
-	}
-	var key [16]byte
-	for i, b := range row.Clustering {
-		key[i] = ^b // event_id is DESC: stored complemented
-	}
-	id, _, err := bucket.DecodeTimeUUID(key[:])
+	id, err := schema.DecodeEventKey(row.Clustering)
 	if err != nil {
 		return schema.Event{}, arena, fmt.Errorf("decode event: %w", err)
 	}
@@ -123,4 +120,20 @@ func DecodeCount(row *storage.Row) (minute time.Time, count int64, err error) {
 		}
 	}
 	return vals[0].(time.Time), count, nil
+}
+
+// EventKeyRange returns the storage slice of schema.EventsTable over the
+// event ids from oldest to newest (each bound inclusive or not), walked
+// oldest first when ascending: its bounds in storage (byte) order and
+// whether the storage walk is reverse. Together with
+// schema.EventsClustering it is the one place that maps event time order
+// onto key order (event_id is DESC: newest first in storage). The ids must
+// be version 1 UUIDs.
+func EventKeyRange(oldest uuid.UUID, oldestInclusive bool, newest uuid.UUID, newestInclusive bool, ascending bool) (start, end storage.Bound, reverse bool) {
+	lo := storage.Bound{Key: schema.EventClusteringKey(oldest), Inclusive: oldestInclusive}
+	hi := storage.Bound{Key: schema.EventClusteringKey(newest), Inclusive: newestInclusive}
+	if schema.EventsClustering[0].Order == bucket.Desc {
+		return hi, lo, ascending
+	}
+	return lo, hi, !ascending
 }

@@ -132,22 +132,23 @@ func (r *Reader) walkEvents(qs *queryState, q EventQuery, from, to time.Time, af
 	if err != nil {
 		return fmt.Errorf("%w: parameter to: %w", ErrInvalidQuery, err)
 	}
-	// Clustering keys are DESC: the storage (byte) order is newest first.
-	start := storage.Bound{Key: schema.EventClusteringKey(upper), Inclusive: false}
-	end := storage.Bound{Key: schema.EventClusteringKey(lower), Inclusive: true}
-	reverse := q.Order == Asc
+	// Ids in [lower, upper), resuming strictly after the last id returned
+	// in the query's order.
+	asc := q.Order == Asc
+	oldest, oldestInclusive, newest := lower, true, upper
 	var resumeHour time.Time
 	if after != nil {
 		t, _ := bucket.TimeOf(*after)
 		resumeHour = bucket.HourOf(t)
-		if reverse {
-			end = storage.Bound{Key: schema.EventClusteringKey(*after), Inclusive: false}
+		if asc {
+			oldest, oldestInclusive = *after, false
 		} else {
-			start = storage.Bound{Key: schema.EventClusteringKey(*after), Inclusive: false}
+			newest = *after
 		}
 	}
+	start, end, reverse := catalog.EventKeyRange(oldest, oldestInclusive, newest, false, asc)
 	var hours []time.Time
-	if reverse {
+	if asc {
 		hours = bucket.BucketsCoveringAscending(from, to)
 	} else {
 		hours = bucket.BucketsCovering(from, to)
@@ -156,7 +157,7 @@ func (r *Reader) walkEvents(qs *queryState, q EventQuery, from, to time.Time, af
 	more := false
 	var arena []byte // the page's event data, shared to save allocations
 	for _, hour := range hours {
-		if after != nil && (reverse && hour.Before(resumeHour) || !reverse && hour.After(resumeHour)) {
+		if after != nil && (asc && hour.Before(resumeHour) || !asc && hour.After(resumeHour)) {
 			continue // before the page we resume from
 		}
 		// Each hour with the sub-partitions it was written with.

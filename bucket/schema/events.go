@@ -74,18 +74,30 @@ func (e *Event) Time() time.Time {
 }
 
 // EventClusteringKey returns the clustering key of the event with id, as
-// EventsClustering encodes it.
-func EventClusteringKey(id uuid.UUID) []byte { return eventKey(nil, id) }
-
-// eventKey appends the DESC encoding of id: the complement of
-// bucket.EncodeTimeUUID, as EventsClustering.Encode writes it.
-func eventKey(dst []byte, id uuid.UUID) []byte {
-	start := len(dst)
-	dst = bucket.EncodeTimeUUID(dst, id)
-	for i := start; i < len(dst); i++ {
-		dst[i] = ^dst[i]
+// AppendEventKey writes it. id must be a version 1 UUID (MinTimeUUID
+// bounds and page tokens are checked before they get here); anything else
+// is a bug.
+func EventClusteringKey(id uuid.UUID) []byte {
+	key, err := AppendEventKey(make([]byte, 0, 16), id)
+	if err != nil {
+		panic("BUG: event key of a UUID that is not an event id: " + err.Error())
 	}
-	return dst
+	return key
+}
+
+// AppendEventKey appends the clustering key of the event with id to dst:
+// EventsClustering's encoding, the one place that knows event keys are
+// stored newest first. It fails, leaving dst unchanged, when id is not a
+// version 1 UUID.
+func AppendEventKey(dst []byte, id uuid.UUID) ([]byte, error) {
+	return EventsClustering.AppendTimeUUIDKey(dst, id)
+}
+
+// DecodeEventKey decodes a clustering key of EventsTable into the event id.
+// Anything but what AppendEventKey writes is an error wrapping
+// bucket.ErrCorruptKey.
+func DecodeEventKey(key []byte) (uuid.UUID, error) {
+	return EventsClustering.DecodeTimeUUIDKey(key)
 }
 
 // CountsPartition returns the CountsTable partition holding minute.
