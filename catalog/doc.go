@@ -10,9 +10,10 @@
 //     counts (AddCount, DecodeCount) and consumer checkpoints
 //     (PutCheckpoint, ReadCheckpoint);
 //   - the history of the event type settings (RecordEventTypes,
-//     LoadEventTypes): each version of --types with the first hour bucket
-//     it applies to, so every hour is written and read with one
-//     sub-partition count and one TTL whatever the flag says today;
+//     LoadEventTypes, CheckEventTypes): each version of --types with the
+//     first hour bucket it applies to, so every hour is written and read
+//     with one sub-partition count and one TTL whatever the flag says
+//     today;
 //   - a schema.Table's writes into a storage.Batch (Insert, Update,
 //     DeleteRow, DeletePartition) and the decoding of a storage.Row
 //     (DecodeRow).

@@ -1,8 +1,10 @@
 package catalog
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/eventide/eventide/bucket"
@@ -22,6 +24,44 @@ var eventTypesPartition = []byte("versions")
 
 // everyHour is the first_hour of a version with no start.
 const everyHour = math.MinInt64
+
+// ErrEventTypesNotRecorded is returned by CheckEventTypes when a store
+// holds a settings history and the settings given are not that history.
+var ErrEventTypesNotRecorded = errors.New("event type settings are not the store's recorded history")
+
+// CheckEventTypes returns an error wrapping ErrEventTypesNotRecorded when
+// db holds a settings history and types is not exactly it (every version
+// and its first hour): events stored with other settings would land where
+// readers of the recorded history do not look. A store with no history
+// accepts any settings.
+func CheckEventTypes(db *storage.DB, types *schema.EventTypes) error {
+	recorded, err := LoadEventTypes(db)
+	if err != nil || recorded == nil {
+		return err
+	}
+	if types == nil {
+		types = &schema.EventTypes{}
+	}
+	for r, g := recorded, types; r != nil || g != nil; r, g = r.Previous, g.Previous {
+		if r == nil || g == nil || r.String() != g.String() || !r.Since.Equal(g.Since) {
+			return fmt.Errorf("%w: the store has %s, given %s; pass what catalog.RecordEventTypes returns",
+				ErrEventTypesNotRecorded, describeHistory(recorded), describeHistory(types))
+		}
+	}
+	return nil
+}
+
+func describeHistory(v *schema.EventTypes) string {
+	var parts []string
+	for ; v != nil; v = v.Previous {
+		since := "every hour"
+		if !v.Since.IsZero() {
+			since = "from " + v.Since.Format(time.RFC3339)
+		}
+		parts = append(parts, fmt.Sprintf("%q %s", v.String(), since))
+	}
+	return strings.Join(parts, ", after ")
+}
 
 // LoadEventTypes returns the settings history recorded in db: the newest
 // version, with the older ones chained through Previous; nil when none is
@@ -60,7 +100,7 @@ func LoadEventTypes(db *storage.DB) (*schema.EventTypes, error) {
 // RecordEventTypes makes current the event type settings of db and
 // returns the history the writer and the reader must both be given
 // (writer.Config.Types, reader.Options.Types): current, with Since and
-// Previous set.
+// Previous set; recorded says whether a version was written.
 //
 // When current differs from the newest recorded version, it is recorded as
 // a new version from the first hour bucket no event can have been stored
@@ -72,22 +112,22 @@ func LoadEventTypes(db *storage.DB) (*schema.EventTypes, error) {
 // in a store applies to every hour. Recording the same settings again adds
 // nothing. This assumes the previous process's clock was not ahead of now
 // and its max skew not larger.
-func RecordEventTypes(db *storage.DB, current *schema.EventTypes, now time.Time, maxSkew time.Duration) (*schema.EventTypes, error) {
+func RecordEventTypes(db *storage.DB, current *schema.EventTypes, now time.Time, maxSkew time.Duration) (history *schema.EventTypes, recorded bool, err error) {
 	if current == nil {
 		current = &schema.EventTypes{}
 	}
 	if err := EnsureBuiltinTables(db); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	head, err := LoadEventTypes(db)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	out := *current
 	out.Since, out.Previous = time.Time{}, nil
 	if head != nil && head.String() == current.String() {
 		out.Since, out.Previous = head.Since, head.Previous
-		return &out, nil
+		return &out, false, nil
 	}
 	if head != nil {
 		out.Since = bucket.HourOf(now.Add(max(maxSkew, 0))).Add(time.Hour)
@@ -99,14 +139,14 @@ func RecordEventTypes(db *storage.DB, current *schema.EventTypes, now time.Time,
 	}
 	key, value, err := encodeEventTypesVersion(&out)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var b storage.Batch
 	b.Put(schema.EventTypesTable, eventTypesPartition, key, []byte(schema.ColumnSettings), value, db.NowMicros())
 	if err := db.Apply(&b); err != nil {
-		return nil, fmt.Errorf("cannot record event type settings %q: %w", out.String(), err)
+		return nil, false, fmt.Errorf("cannot record event type settings %q: %w", out.String(), err)
 	}
-	return &out, nil
+	return &out, true, nil
 }
 
 // encodeEventTypesVersion returns the clustering key and the settings

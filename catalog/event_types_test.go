@@ -71,9 +71,13 @@ func TestRecordEventTypes(t *testing.T) {
 		{"*:ttl=24h,click:ttl=1h:sub=6", "14:00", []string{"*,click:sub=4@always", "*,click@12:00", "*,click:ttl=1h0m0s:sub=6@14:00", "*:ttl=24h0m0s,click:ttl=1h0m0s:sub=6@15:00"}, "15:00"},
 	}
 	for i, st := range steps {
-		head, err := RecordEventTypes(db, mustParse(t, st.spec), at(st.now), 5*time.Minute)
+		before := len(versions(t, db))
+		head, recorded, err := RecordEventTypes(db, mustParse(t, st.spec), at(st.now), 5*time.Minute)
 		if err != nil {
 			t.Fatalf("step %d: %v", i, err)
+		}
+		if same := i > 0 && st.spec == steps[i-1].spec; recorded == same {
+			t.Errorf("step %d: recorded = %v, want %v (versions %d before)", i, recorded, !same, before)
 		}
 		if got := versions(t, db); !equalStrings(got, st.want) {
 			t.Fatalf("step %d (%s at %s): versions %q, want %q", i, st.spec, st.now, got, st.want)
@@ -107,7 +111,7 @@ func TestRecordEventTypes(t *testing.T) {
 	// AllowOnlyListed is the current process's rule, kept in the result.
 	cur := mustParse(t, "*:ttl=24h,click:ttl=1h:sub=6")
 	cur.AllowOnlyListed = true
-	head, err := RecordEventTypes(db, cur, at("16:00"), 5*time.Minute)
+	head, _, err := RecordEventTypes(db, cur, at("16:00"), 5*time.Minute)
 	if err != nil || !head.AllowOnlyListed || head.Allowed("view") {
 		t.Fatalf("AllowOnlyListed lost: %+v %v", head, err)
 	}

@@ -24,7 +24,7 @@ func TestTTLChangeKeepsLiveHoursReadable(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := catalog.RecordEventTypes(db, types, clock.Now(), 5*time.Minute)
+		h, _, err := catalog.RecordEventTypes(db, types, clock.Now(), 5*time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package writer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -79,7 +80,7 @@ func testSettingsChange(t *testing.T, before, after string) {
 	}
 
 	// First run: events of hours h0-1 and h0.
-	first, err := catalog.RecordEventTypes(db, parse(before), t0, DefaultMaxSkew)
+	first, _, err := catalog.RecordEventTypes(db, parse(before), t0, DefaultMaxSkew)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func testSettingsChange(t *testing.T, before, after string) {
 
 	// Restart mid-hour with the new setting: it takes effect from the hour
 	// after the one holding restart + max skew.
-	history, err := catalog.RecordEventTypes(db, parse(after), restart, DefaultMaxSkew)
+	history, _, err := catalog.RecordEventTypes(db, parse(after), restart, DefaultMaxSkew)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,11 +131,11 @@ func testSettingsChange(t *testing.T, before, after string) {
 	}
 
 	// A restart with the same settings adds no version.
-	again, err := catalog.RecordEventTypes(db, parse(after), later, DefaultMaxSkew)
+	again, recorded, err := catalog.RecordEventTypes(db, parse(after), later, DefaultMaxSkew)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !again.Since.Equal(history.Since) {
+	if recorded || !again.Since.Equal(history.Since) {
 		t.Errorf("same settings again: from %s, want unchanged %s", again.Since, history.Since)
 	}
 	if n := countVersions(t, db); n != 2 {
@@ -177,4 +178,39 @@ func countVersions(t *testing.T, db *storage.DB) int {
 		n++
 	}
 	return n
+}
+
+// TestNewRefusesUnrecordedSettings: once a store records a settings
+// history, a writer given other settings (the bare flag, say) would put
+// hours where the readers of that history do not look; New refuses it.
+func TestNewRefusesUnrecordedSettings(t *testing.T) {
+	s := startNATS(t, t.TempDir(), -1)
+	nc := connect(t, s.ClientURL())
+	db := openDB(t, t.TempDir())
+	now := time.Now()
+	parse := func(spec string) *schema.EventTypes {
+		types, err := schema.ParseEventTypes(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return types
+	}
+	// Nothing recorded: any settings.
+	newWriter(t, nc, db, Config{Types: parse("hot:sub=2")})
+	if _, _, err := catalog.RecordEventTypes(db, parse("hot:sub=4"), now, DefaultMaxSkew); err != nil {
+		t.Fatal(err)
+	}
+	// One version for every hour: the same flag is that history.
+	newWriter(t, nc, db, Config{Types: parse("hot:sub=4")})
+	history, _, err := catalog.RecordEventTypes(db, parse("hot:sub=0"), now, DefaultMaxSkew)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newWriter(t, nc, db, Config{Types: history})
+	for _, types := range []*schema.EventTypes{parse("hot:sub=0"), parse("hot:sub=4"), nil} {
+		_, err := New(context.Background(), nc, db, Config{Types: types, Logger: testLogger()})
+		if !errors.Is(err, catalog.ErrEventTypesNotRecorded) {
+			t.Errorf("New with %v: error %v, want ErrEventTypesNotRecorded", types, err)
+		}
+	}
 }

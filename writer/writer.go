@@ -109,6 +109,9 @@ func New(ctx context.Context, nc *nats.Conn, db *storage.DB, cfg Config) (*Write
 	if err := catalog.EnsureBuiltinTables(db); err != nil {
 		return nil, fmt.Errorf("writer: %w", err)
 	}
+	if err := catalog.CheckEventTypes(db, cfg.Types); err != nil {
+		return nil, fmt.Errorf("writer: %w", err)
+	}
 	ckpt, err := readCheckpoint(db, cfg.Consumer)
 	if err != nil {
 		return nil, fmt.Errorf("writer: %w", err)

@@ -117,11 +117,11 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 	if skew <= 0 {
 		skew = writer.DefaultMaxSkew
 	}
-	types, err := catalog.RecordEventTypes(n.db, cfg.Writer.Types, time.Now(), skew)
+	types, changed, err := catalog.RecordEventTypes(n.db, cfg.Writer.Types, time.Now(), skew)
 	if err != nil {
 		return n, err
 	}
-	if types.Since.After(time.Now()) {
+	if changed && types.Previous != nil {
 		logger.Info("event type settings changed; they apply from the hour bucket shown on, earlier hours keep the settings they were written with",
 			"from", types.Since.Format(time.RFC3339), "settings", types.String(), "previous", types.Previous.String())
 	}
