@@ -103,7 +103,8 @@ func (c *EventTypes) LiveFrom(eventType string, now time.Time) time.Time {
 	}
 }
 
-// Settings returns the effective settings of eventType.
+// Settings returns the effective settings of eventType in version c,
+// whatever hours it applies to; the settings of an hour are SettingsAt's.
 func (c *EventTypes) Settings(eventType string) TypeSettings {
 	var s TypeSettings
 	if c != nil {
@@ -121,7 +122,8 @@ func (c *EventTypes) Settings(eventType string) TypeSettings {
 	return s
 }
 
-// TTLSeconds returns the TTL of eventType in whole seconds, rounded up.
+// TTLSeconds returns the TTL of eventType in version c in whole seconds,
+// rounded up; the TTL of an hour is TTLSecondsAt's.
 func (c *EventTypes) TTLSeconds(eventType string) int64 {
 	ttl := c.Settings(eventType).TTL
 	return int64((ttl + time.Second - 1) / time.Second)
