@@ -146,6 +146,56 @@ func (l ClusteringLayout) Decode(src []byte) ([]any, error) {
 	return values, nil
 }
 
+// AppendTimeUUIDKey appends the key of a layout of one timeuuid column,
+// exactly what Encode(dst, u) appends, without boxing u: the fast path of
+// tables keyed by an event id. It fails like Encode, and with
+// ErrInvalidLayout when l is not one timeuuid column.
+func (l ClusteringLayout) AppendTimeUUIDKey(dst []byte, u uuid.UUID) ([]byte, error) {
+	if err := l.checkTimeUUIDKey(); err != nil {
+		return dst, err
+	}
+	if u.Version() != timeUUIDVersion {
+		return dst, fmt.Errorf("cannot encode clustering column 0 %s (%s %s): %w: %s is a version %d UUID, want version 1",
+			quote(l[0].Name), l[0].Type, l[0].Order, ErrInvalidClusteringValue, u, u.Version())
+	}
+	start := len(dst)
+	dst = EncodeTimeUUID(dst, u)
+	if l[0].Order == Desc {
+		complement(dst[start:])
+	}
+	return dst, nil
+}
+
+// DecodeTimeUUIDKey decodes a key of a layout of one timeuuid column,
+// accepting and rejecting exactly what Decode does, without allocating.
+func (l ClusteringLayout) DecodeTimeUUIDKey(src []byte) (uuid.UUID, error) {
+	if err := l.checkTimeUUIDKey(); err != nil {
+		return uuid.UUID{}, err
+	}
+	if len(src) != encodedTimeUUIDLen {
+		return uuid.UUID{}, fmt.Errorf("cannot decode clustering column 0 %s (%s %s): %w: key has %d bytes, want %d",
+			quote(l[0].Name), l[0].Type, l[0].Order, ErrCorruptKey, len(src), encodedTimeUUIDLen)
+	}
+	var b [encodedTimeUUIDLen]byte
+	copy(b[:], src)
+	if l[0].Order == Desc {
+		complement(b[:])
+	}
+	u, _, _ := DecodeTimeUUID(b[:]) // cannot fail on 16 bytes
+	if u.Version() != timeUUIDVersion {
+		return uuid.UUID{}, fmt.Errorf("cannot decode clustering column 0 %s (%s %s): %w: timeuuid %s has version %d, want 1",
+			quote(l[0].Name), l[0].Type, l[0].Order, ErrCorruptKey, u, u.Version())
+	}
+	return u, nil
+}
+
+func (l ClusteringLayout) checkTimeUUIDKey() error {
+	if len(l) != 1 || l[0].Type != TypeTimeUUID {
+		return fmt.Errorf("%w: a timeuuid key needs a layout of one timeuuid column, have %v", ErrInvalidLayout, l)
+	}
+	return l[0].check()
+}
+
 // PrefixEnd returns the smallest byte string greater than every string that
 // starts with prefix, or nil when there is none (prefix empty or all 0xff), in
 // which case the range is unbounded above. A slice "clustering <= P" for an

@@ -466,3 +466,52 @@ func FuzzDecodeClustering(f *testing.F) {
 		}
 	})
 }
+
+// FuzzTimeUUIDKey checks the timeuuid fast path against the general one:
+// DecodeTimeUUIDKey accepts and rejects what Decode does and returns the
+// same id, and AppendTimeUUIDKey writes what Encode writes, in both orders.
+func FuzzTimeUUIDKey(f *testing.F) {
+	id := uuid.MustParse("13814000-1dd2-11b2-8080-808080808080")
+	f.Add(EncodeTimeUUID(nil, id))
+	f.Add(append(EncodeTimeUUID(nil, id), 0))
+	f.Add(EncodeTimeUUID(nil, uuid.MustParse("123e4567-e89b-42d3-a456-426614174000")))
+	f.Fuzz(func(t *testing.T, key []byte) {
+		for _, order := range []Order{Asc, Desc} {
+			l := ClusteringLayout{{Name: "id", Type: TypeTimeUUID, Order: order}}
+			u, err := l.DecodeTimeUUIDKey(key)
+			values, generalErr := l.Decode(key)
+			if (err == nil) != (generalErr == nil) {
+				t.Fatalf("%s key %x: DecodeTimeUUIDKey error %v, Decode error %v", order, key, err, generalErr)
+			}
+			if err != nil {
+				if !errors.Is(err, ErrCorruptKey) {
+					t.Fatalf("%s key %x: error %v does not wrap ErrCorruptKey", order, key, err)
+				}
+				continue
+			}
+			if values[0].(uuid.UUID) != u {
+				t.Fatalf("%s key %x: DecodeTimeUUIDKey %s, Decode %s", order, key, u, values[0])
+			}
+			fast, err := l.AppendTimeUUIDKey([]byte{7}, u)
+			general, generalErr := l.Encode([]byte{7}, u)
+			if err != nil || generalErr != nil || !bytes.Equal(fast, general) || !bytes.Equal(fast[1:], key) {
+				t.Fatalf("%s id %s: AppendTimeUUIDKey %x (%v), Encode %x (%v), key %x", order, u, fast, err, general, generalErr, key)
+			}
+		}
+	})
+}
+
+func TestTimeUUIDKeyErrors(t *testing.T) {
+	desc := ClusteringLayout{{Name: "id", Type: TypeTimeUUID, Order: Desc}}
+	if _, err := desc.AppendTimeUUIDKey(nil, uuid.MustParse("123e4567-e89b-42d3-a456-426614174000")); !errors.Is(err, ErrInvalidClusteringValue) {
+		t.Errorf("version 4 id: %v, want ErrInvalidClusteringValue", err)
+	}
+	for _, l := range []ClusteringLayout{nil, {{Name: "t", Type: TypeText}}, append(desc, desc[0])} {
+		if _, err := l.AppendTimeUUIDKey(nil, uuid.MustParse("13814000-1dd2-11b2-8080-808080808080")); !errors.Is(err, ErrInvalidLayout) {
+			t.Errorf("layout %v: AppendTimeUUIDKey error %v, want ErrInvalidLayout", l, err)
+		}
+		if _, err := l.DecodeTimeUUIDKey(make([]byte, 16)); !errors.Is(err, ErrInvalidLayout) {
+			t.Errorf("layout %v: DecodeTimeUUIDKey error %v, want ErrInvalidLayout", l, err)
+		}
+	}
+}

@@ -31,6 +31,10 @@
 //
 // # Invariants
 //
+//   - Nothing under bucket/ (this package and bucket/schema, tests
+//     included) imports the storage engine, directly or indirectly:
+//     TestNoStorageImports fails if it does. Code that reads or writes a
+//     store lives in package catalog.
 //   - For every encoder here, bytes.Compare(enc(a), enc(b)) equals the typed
 //     comparison of a and b, including its sign and its zero.
 //   - Encodings are prefix-free per component, so concatenated components

@@ -7,6 +7,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -85,7 +86,7 @@ func (r *Reader) CountsTrace(ctx context.Context, q CountQuery) (points []CountP
 		scan := partitionScan{r: r, query: qs, table: schema.CountsTable, partitions: [][]byte{partition},
 			start: storage.Bound{Key: lower, Inclusive: true}, end: storage.Bound{Key: upper, Inclusive: false}}
 		err = scan.run(func(_ []byte, row *storage.Row) bool {
-			minute, count, err := schema.DecodeCount(row)
+			minute, count, err := catalog.DecodeCount(row)
 			if err != nil {
 				decodeErr = err
 				return false

@@ -12,6 +12,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -26,11 +27,11 @@ func TestCountsAgainstBruteForce(t *testing.T) {
 	var b storage.Batch
 	for range 2000 {
 		at := now.Add(-time.Duration(rng.Int64N(int64(3 * time.Hour))))
-		if err := schema.AddCount(&b, "click", at, 1); err != nil {
+		if err := catalog.AddCount(&b, "click", at, 1); err != nil {
 			t.Fatal(err)
 		}
 		perMinute[at.Truncate(time.Minute)]++
-		if err := schema.AddCount(&b, "view", at, 5); err != nil { // another type must not leak in
+		if err := catalog.AddCount(&b, "view", at, 5); err != nil { // another type must not leak in
 			t.Fatal(err)
 		}
 	}
@@ -91,7 +92,7 @@ func TestCountsAgainstBruteForce(t *testing.T) {
 func TestSlicePagingAgainstBruteForce(t *testing.T) {
 	clock := &fixedClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
 	db := openStore(t, clock)
-	cat, err := schema.OpenCatalog(db)
+	cat, err := catalog.Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestSlicePagingAgainstBruteForce(t *testing.T) {
 				continue
 			}
 			rows = append(rows, key{day, seq})
-			if err := tbl.Insert(&b, schema.Values{"sensor": "s1", "day": day, "seq": seq, "v": float64(seq)}, schema.WriteOptions{TimestampMicros: 1}); err != nil {
+			if err := catalog.Insert(&b, &tbl, schema.Values{"sensor": "s1", "day": day, "seq": seq, "v": float64(seq)}, schema.WriteOptions{TimestampMicros: 1}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -182,7 +183,7 @@ func TestSlicePagingAgainstBruteForce(t *testing.T) {
 func TestSliceBadQueries(t *testing.T) {
 	clock := &fixedClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
 	db := openStore(t, clock)
-	cat, err := schema.OpenCatalog(db)
+	cat, err := catalog.Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}

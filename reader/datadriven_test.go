@@ -33,6 +33,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 	"github.com/google/uuid"
 )
@@ -53,7 +54,7 @@ type script struct {
 	t       *testing.T
 	clock   *fixedClock
 	db      *storage.DB
-	cat     *schema.Catalog
+	cat     *catalog.Catalog
 	r       *Reader
 	micros  int64
 	lastTok string
@@ -66,7 +67,7 @@ func runScript(t *testing.T, file string) {
 	}
 	clock := &fixedClock{now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
 	s := &script{t: t, clock: clock, db: openStore(t, clock)}
-	if s.cat, err = schema.OpenCatalog(s.db); err != nil {
+	if s.cat, err = catalog.Open(s.db); err != nil {
 		t.Fatal(err)
 	}
 	if s.r, err = New(s.db, Options{Catalog: s.cat, Now: clock.Now}); err != nil {
@@ -297,11 +298,11 @@ func (s *script) write(kind string, args []string) error {
 	var b storage.Batch
 	switch kind {
 	case "insert":
-		err = t.Insert(&b, row, o)
+		err = catalog.Insert(&b, t, row, o)
 	case "update":
-		err = t.Update(&b, row, o)
+		err = catalog.Update(&b, t, row, o)
 	case "delete":
-		err = t.DeleteRow(&b, row, o.TimestampMicros)
+		err = catalog.DeleteRow(&b, t, row, o.TimestampMicros)
 	}
 	if err != nil {
 		return err

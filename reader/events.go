@@ -9,6 +9,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 	"github.com/google/uuid"
 )
@@ -85,9 +86,9 @@ func (r *Reader) Events(ctx context.Context, q EventQuery) (page *EventPage, err
 	if !from.Before(to) {
 		return nil, fmt.Errorf("%w: from %s is not before to %s; the window is [from, to)", ErrInvalidQuery, from.Format(time.RFC3339Nano), to.Format(time.RFC3339Nano))
 	}
-	settings := r.opts.Types.Settings(q.Type)
-	// The TTL clamp: nothing older than now - TTL can be live.
-	if floor := r.opts.Now().Add(-time.Duration(r.opts.Types.TTLSeconds(q.Type)) * time.Second).UTC().Truncate(time.Millisecond); from.Before(floor) {
+	// The TTL clamp: nothing older than now - TTL can be live (each hour
+	// with the TTL it was written with).
+	if floor := r.opts.Types.LiveFrom(q.Type, r.opts.Now()).UTC().Truncate(time.Millisecond); from.Before(floor) {
 		from = floor
 	}
 	if n := bucket.CountBuckets(from, to); n > int64(r.opts.MaxBuckets) {
@@ -111,7 +112,7 @@ func (r *Reader) Events(ctx context.Context, q EventQuery) (page *EventPage, err
 	page = &EventPage{Events: make([]schema.Event, 0, min(limit+1, 4096))}
 	qs := &queryState{ctx: ctx}
 	if from.Before(to) {
-		if err := r.walkEvents(qs, q, settings, from, to, after, limit, page); err != nil {
+		if err := r.walkEvents(qs, q, from, to, after, limit, page); err != nil {
 			return nil, err
 		}
 	}
@@ -122,7 +123,7 @@ func (r *Reader) Events(ctx context.Context, q EventQuery) (page *EventPage, err
 	return page, nil
 }
 
-func (r *Reader) walkEvents(qs *queryState, q EventQuery, settings schema.TypeSettings, from, to time.Time, after *uuid.UUID, limit int, page *EventPage) error {
+func (r *Reader) walkEvents(qs *queryState, q EventQuery, from, to time.Time, after *uuid.UUID, limit int, page *EventPage) error {
 	lower, err := bucket.MinTimeUUID(from)
 	if err != nil {
 		return fmt.Errorf("%w: parameter from: %w", ErrInvalidQuery, err)
@@ -131,22 +132,23 @@ func (r *Reader) walkEvents(qs *queryState, q EventQuery, settings schema.TypeSe
 	if err != nil {
 		return fmt.Errorf("%w: parameter to: %w", ErrInvalidQuery, err)
 	}
-	// Clustering keys are DESC: the storage (byte) order is newest first.
-	start := storage.Bound{Key: schema.EventClusteringKey(upper), Inclusive: false}
-	end := storage.Bound{Key: schema.EventClusteringKey(lower), Inclusive: true}
-	reverse := q.Order == Asc
+	// Ids in [lower, upper), resuming strictly after the last id returned
+	// in the query's order.
+	asc := q.Order == Asc
+	oldest, oldestInclusive, newest := lower, true, upper
 	var resumeHour time.Time
 	if after != nil {
 		t, _ := bucket.TimeOf(*after)
 		resumeHour = bucket.HourOf(t)
-		if reverse {
-			end = storage.Bound{Key: schema.EventClusteringKey(*after), Inclusive: false}
+		if asc {
+			oldest, oldestInclusive = *after, false
 		} else {
-			start = storage.Bound{Key: schema.EventClusteringKey(*after), Inclusive: false}
+			newest = *after
 		}
 	}
+	start, end, reverse := catalog.EventKeyRange(oldest, oldestInclusive, newest, false, asc)
 	var hours []time.Time
-	if reverse {
+	if asc {
 		hours = bucket.BucketsCoveringAscending(from, to)
 	} else {
 		hours = bucket.BucketsCovering(from, to)
@@ -155,10 +157,11 @@ func (r *Reader) walkEvents(qs *queryState, q EventQuery, settings schema.TypeSe
 	more := false
 	var arena []byte // the page's event data, shared to save allocations
 	for _, hour := range hours {
-		if after != nil && (reverse && hour.Before(resumeHour) || !reverse && hour.After(resumeHour)) {
+		if after != nil && (asc && hour.Before(resumeHour) || !asc && hour.After(resumeHour)) {
 			continue // before the page we resume from
 		}
-		keys, err := bucket.PartitionsFor(hour, q.Type, settings.SubPartitions)
+		// Each hour with the sub-partitions it was written with.
+		keys, err := bucket.PartitionsFor(hour, q.Type, r.opts.Types.SettingsAt(q.Type, hour).SubPartitions)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidQuery, err)
 		}
@@ -180,7 +183,7 @@ func (r *Reader) walkEvents(qs *queryState, q EventQuery, settings schema.TypeSe
 			if arena == nil {
 				arena = make([]byte, 0, 64<<10)
 			}
-			e, arena, err = schema.DecodeEventOfType(q.Type, row, arena)
+			e, arena, err = catalog.DecodeEventOfType(q.Type, row, arena)
 			if err != nil {
 				decodeErr = err
 				return false

@@ -13,6 +13,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,7 +59,7 @@ func newEventsFixture(t testing.TB, rng *rand.Rand, n int) *eventsFixture {
 		if remaining <= 0 {
 			continue
 		}
-		if err := schema.PutEvent(&b, &e, f.types.Settings(typ).SubPartitions, int32(remaining), now.UnixMicro()); err != nil {
+		if err := catalog.PutEvent(&b, &e, f.types.Settings(typ).SubPartitions, int32(remaining), now.UnixMicro()); err != nil {
 			t.Fatal(err)
 		}
 		written[id] = e
@@ -214,7 +215,7 @@ func TestEventsStopAtLimit(t *testing.T) {
 		for i := range 10 {
 			at := clock.now.Add(-time.Duration(h)*time.Hour - time.Duration(i)*time.Minute)
 			id, _ := bucket.NewTimeUUID(at, [8]byte{byte(i)})
-			if err := schema.PutEvent(&b, &schema.Event{ID: id, Type: "click", Data: []byte(`{}`)}, 0, 0, clock.now.UnixMicro()); err != nil {
+			if err := catalog.PutEvent(&b, &schema.Event{ID: id, Type: "click", Data: []byte(`{}`)}, 0, 0, clock.now.UnixMicro()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -248,7 +249,7 @@ func TestEventsTTLClamp(t *testing.T) {
 	var b storage.Batch
 	for i := range 200 {
 		id, _ := bucket.NewTimeUUID(start.Add(-time.Duration(i)*time.Second), [8]byte{1})
-		if err := schema.PutEvent(&b, &schema.Event{ID: id, Type: "comment", Data: []byte(`{}`)}, 0, 3*3600, start.UnixMicro()); err != nil {
+		if err := catalog.PutEvent(&b, &schema.Event{ID: id, Type: "comment", Data: []byte(`{}`)}, 0, 3*3600, start.UnixMicro()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -39,7 +39,7 @@ func openStore(t testing.TB, clock *fixedClock) *storage.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if err := schema.EnsureBuiltinTables(db); err != nil {
+	if err := catalog.EnsureBuiltinTables(db); err != nil {
 		t.Fatal(err)
 	}
 	return db

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -45,11 +46,12 @@ type Options struct {
 	// MaxCountBuckets bounds the hour buckets one count query may touch.
 	MaxCountBuckets int
 	// Types holds the event types' TTLs and sub-partitions; it must be the
-	// writer's.
+	// writer's, with the history catalog.RecordEventTypes returns, so each
+	// hour bucket is read with the settings it was written with.
 	Types *schema.EventTypes
 	// Catalog resolves the tables of generic slices; nil serves only the
 	// built-in tables.
-	Catalog    *schema.Catalog
+	Catalog    *catalog.Catalog
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 	// Now is the clock of TTL clamps and default windows.

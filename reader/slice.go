@@ -8,6 +8,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 	"github.com/google/uuid"
 )
@@ -105,7 +106,7 @@ func (r *Reader) Slice(ctx context.Context, q SliceQuery) (page *SlicePage, err 
 			more = true
 			return false
 		}
-		decoded, err := t.DecodeRow(row)
+		decoded, err := catalog.DecodeRow(t, row)
 		if err != nil {
 			decodeErr = err
 			return false

@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -137,7 +137,7 @@ func (w *Writer) store(ctx context.Context, events []parsedEvent, letters []*nat
 	var keys []countKey
 	for i := range events {
 		ev := &events[i]
-		if err := schema.PutEvent(b, &ev.event, ev.subPartitions, ev.remainingTTLSeconds, writeMicros); err != nil {
+		if err := catalog.PutEvent(b, &ev.event, ev.subPartitions, ev.remainingTTLSeconds, writeMicros); err != nil {
 			return fmt.Errorf("BUG: writer: a validated event does not store: %w", err)
 		}
 		k := countKey{ev.event.Type, ev.event.Time().Truncate(time.Minute)}
@@ -151,11 +151,11 @@ func (w *Writer) store(ctx context.Context, events []parsedEvent, letters []*nat
 		counts[j]++
 	}
 	for j, k := range keys {
-		if err := schema.AddCount(b, k.eventType, k.minute, counts[j]); err != nil {
+		if err := catalog.AddCount(b, k.eventType, k.minute, counts[j]); err != nil {
 			return fmt.Errorf("BUG: writer: a validated event cannot be counted: %w", err)
 		}
 	}
-	schema.PutCheckpoint(b, w.ckpt.key, handled)
+	catalog.PutCheckpoint(b, w.ckpt.key, handled)
 	return w.apply(ctx, b)
 }
 

@@ -2,7 +2,7 @@ package writer
 
 // Checkpoint keys.
 //
-// schema.PutCheckpoint writes a consumer's checkpoint with the sequence as
+// catalog.PutCheckpoint writes a consumer's checkpoint with the sequence as
 // the cell timestamp, so a higher sequence always wins. That same rule
 // means a checkpoint can never go back down under its key: a lower
 // sequence loses, and a deletion would shadow every later checkpoint up to
@@ -14,7 +14,7 @@ package writer
 //	partition "<consumer>"         the checkpoint of epoch 0
 //	partition "<consumer>.<n>"     the checkpoint of epoch n >= 1
 //
-// The epoch row is itself written with schema.PutCheckpoint, so the
+// The epoch row is itself written with catalog.PutCheckpoint, so the
 // highest epoch wins. '.' cannot occur in a JetStream durable name, so no
 // consumer's own key collides with these. The epoch also enters the ids of
 // events sent without one, so the recreated stream's sequence n never
@@ -24,7 +24,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -45,12 +45,12 @@ type checkpoint struct {
 }
 
 func readCheckpoint(db *storage.DB, consumer string) (checkpoint, error) {
-	epoch, err := schema.ReadCheckpoint(db, epochKey(consumer))
+	epoch, err := catalog.ReadCheckpoint(db, epochKey(consumer))
 	if err != nil {
 		return checkpoint{}, fmt.Errorf("cannot read checkpoint epoch: %w", err)
 	}
 	key := checkpointKey(consumer, epoch)
-	seq, err := schema.ReadCheckpoint(db, key)
+	seq, err := catalog.ReadCheckpoint(db, key)
 	if err != nil {
 		return checkpoint{}, fmt.Errorf("cannot read checkpoint: %w", err)
 	}
@@ -62,7 +62,7 @@ func readCheckpoint(db *storage.DB, consumer string) (checkpoint, error) {
 func startNewEpoch(db *storage.DB, consumer string, cur checkpoint) (checkpoint, error) {
 	next := cur.epoch + 1
 	var b storage.Batch
-	schema.PutCheckpoint(&b, epochKey(consumer), next)
+	catalog.PutCheckpoint(&b, epochKey(consumer), next)
 	if err := db.Apply(&b); err != nil {
 		return checkpoint{}, fmt.Errorf("cannot start checkpoint epoch %d: %w", next, err)
 	}

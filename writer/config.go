@@ -57,7 +57,11 @@ type Config struct {
 	MaxSkew    time.Duration // how far ahead of now an event time may be, default 5m
 
 	// Types holds the per-type TTLs and sub-partitions; nil means the
-	// defaults (every type allowed, 7 days, not split).
+	// defaults (every type allowed, 7 days, not split). An event is stored
+	// with the settings of its hour bucket (Types.At): pass the history
+	// catalog.RecordEventTypes returns, the same the reader is given. New
+	// refuses settings that are not the store's recorded history
+	// (catalog.ErrEventTypesNotRecorded).
 	Types *schema.EventTypes
 
 	// ResetCheckpoint lets New start over from the beginning of the

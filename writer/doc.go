@@ -12,8 +12,8 @@
 //	err = w.Run(ctx) // until ctx is cancelled
 //
 // Each fetch of up to FetchBatch messages becomes one atomic storage.Batch
-// holding every valid event (schema.PutEvent), the per-minute counts
-// (schema.AddCount) and the checkpoint (schema.PutCheckpoint with the
+// holding every valid event (catalog.PutEvent), the per-minute counts
+// (catalog.AddCount) and the checkpoint (catalog.PutCheckpoint with the
 // highest stream sequence of the fetch). Rejected messages are published
 // to the dead-letter stream, with the reason in the Eventide-Error header,
 // before that batch is applied.

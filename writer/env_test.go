@@ -26,6 +26,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -308,7 +309,7 @@ func readEvents(t testing.TB, db *storage.DB, types *schema.EventTypes, typeName
 	var out []storedEvent
 	for _, hour := range bucket.BucketsCoveringAscending(from, to.Add(time.Nanosecond)) {
 		for _, typ := range typeNames {
-			keys, err := bucket.PartitionsFor(hour, typ, types.Settings(typ).SubPartitions)
+			keys, err := bucket.PartitionsFor(hour, typ, types.SettingsAt(typ, hour).SubPartitions)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -319,7 +320,7 @@ func readEvents(t testing.TB, db *storage.DB, types *schema.EventTypes, typeName
 					t.Fatal(err)
 				}
 				for it.Next() {
-					ev, err := schema.DecodeEvent(partition, it.Row())
+					ev, err := catalog.DecodeEvent(partition, it.Row())
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -355,7 +356,7 @@ func readCounts(t testing.TB, db *storage.DB, typeNames []string, from, to time.
 				t.Fatal(err)
 			}
 			for it.Next() {
-				minute, n, err := schema.DecodeCount(it.Row())
+				minute, n, err := catalog.DecodeCount(it.Row())
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -261,8 +261,10 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 		return p, reject(reasonInvalidTime, "time %s is outside the years 2000 to 2099", eventTime.UTC().Format(time.RFC3339Nano))
 	}
 
-	// TTL.
-	ttlSeconds := v.types.TTLSeconds(eventType)
+	// TTL and sub-partitions: the settings of the event's hour bucket, so
+	// that an hour is written with one setting whenever its events arrive.
+	settings := v.types.At(eventTime)
+	ttlSeconds := settings.TTLSeconds(eventType)
 	if raw := field(fields.ttl); raw != nil {
 		n, err := strconv.ParseInt(string(raw), 10, 64)
 		if err != nil || n <= 0 || n > math.MaxInt32 {
@@ -316,7 +318,7 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 	remaining := (expiresAt.Sub(now) + time.Second - 1) / time.Second
 	p.event = schema.Event{ID: eventID, Type: eventType, User: user, Author: author, Data: data}
 	p.remainingTTLSeconds = int32(min(int64(remaining), math.MaxInt32))
-	p.subPartitions = v.types.Settings(eventType).SubPartitions
+	p.subPartitions = settings.Settings(eventType).SubPartitions
 	return p, nil
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -106,7 +106,10 @@ func New(ctx context.Context, nc *nats.Conn, db *storage.DB, cfg Config) (*Write
 		return nil, fmt.Errorf("writer: %s retention needs NATS server 2.14 or later (consumer reset); the server is %s",
 			cfg.Retention, nc.ConnectedServerVersion())
 	}
-	if err := schema.EnsureBuiltinTables(db); err != nil {
+	if err := catalog.EnsureBuiltinTables(db); err != nil {
+		return nil, fmt.Errorf("writer: %w", err)
+	}
+	if err := catalog.CheckEventTypes(db, cfg.Types); err != nil {
 		return nil, fmt.Errorf("writer: %w", err)
 	}
 	ckpt, err := readCheckpoint(db, cfg.Consumer)

@@ -25,17 +25,86 @@ type TypeSettings struct {
 	SubPartitions int
 }
 
-// EventTypes holds the settings of every event type.
+// EventTypes holds the settings of every event type: the settings of one
+// version, and through Previous the versions before it.
+//
+// Settings apply per UTC hour bucket, by the hour of the event time, never
+// by when an event arrives: every hour is written and read with one
+// sub-partition count and one TTL, whatever the settings are today. A
+// changed setting therefore needs a history, which the catalog package
+// persists in the store (catalog.RecordEventTypes) and hands to the writer
+// and the reader as one *EventTypes whose Since and Previous are set. A
+// value from ParseEventTypes has no history: it applies to every hour.
 type EventTypes struct {
 	// Default applies to types not listed in Types.
 	Default TypeSettings
 	// Types lists types with their own settings.
 	Types map[string]TypeSettings
-	// AllowOnlyListed rejects events whose type is not in Types.
+	// AllowOnlyListed rejects events whose type is not in Types. It is a
+	// rule for accepting events, not a layout, so only the newest version's
+	// counts.
 	AllowOnlyListed bool
+
+	// Since is the first hour bucket (UTC, whole hour) these settings apply
+	// to; the zero time means every hour up to the next version.
+	Since time.Time
+	// Previous is the version in effect before Since, nil if none.
+	Previous *EventTypes
 }
 
-// Settings returns the effective settings of eventType.
+// At returns the version in effect for the hour bucket holding t.
+func (c *EventTypes) At(t time.Time) *EventTypes {
+	if c == nil {
+		return nil
+	}
+	hour := bucket.HourOf(t)
+	v := c
+	for v.Previous != nil && hour.Before(v.Since) {
+		v = v.Previous
+	}
+	return v
+}
+
+// SettingsAt returns the settings of eventType for the hour bucket holding
+// t: the writer stores an event, and the reader reads an hour, with them.
+func (c *EventTypes) SettingsAt(eventType string, t time.Time) TypeSettings {
+	return c.At(t).Settings(eventType)
+}
+
+// TTLSecondsAt returns the TTL of eventType for the hour bucket holding t,
+// in whole seconds, rounded up.
+func (c *EventTypes) TTLSecondsAt(eventType string, t time.Time) int64 {
+	return c.At(t).TTLSeconds(eventType)
+}
+
+// LiveFrom returns the earliest event time of eventType that may still be
+// live at now: the TTL clamp of a query. Each version's hours are live for
+// that version's TTL, so the bound is the earliest over the versions of
+// max(version start, now - its TTL), counting only versions with an hour
+// still live. A TTL change thus never hides data written under a longer
+// TTL before it: older hours are clamped by the TTL they were written
+// with.
+func (c *EventTypes) LiveFrom(eventType string, now time.Time) time.Time {
+	var from time.Time
+	found := false
+	var until time.Time // Since of the next newer version; zero for the newest
+	for v := c; ; v = v.Previous {
+		floor := now.Add(-time.Duration(v.TTLSeconds(eventType)) * time.Second)
+		if v != nil && floor.Before(v.Since) {
+			floor = v.Since
+		}
+		if (until.IsZero() || floor.Before(until)) && (!found || floor.Before(from)) {
+			from, found = floor, true
+		}
+		if v == nil || v.Previous == nil {
+			return from
+		}
+		until = v.Since
+	}
+}
+
+// Settings returns the effective settings of eventType in version c,
+// whatever hours it applies to; the settings of an hour are SettingsAt's.
 func (c *EventTypes) Settings(eventType string) TypeSettings {
 	var s TypeSettings
 	if c != nil {
@@ -53,7 +122,8 @@ func (c *EventTypes) Settings(eventType string) TypeSettings {
 	return s
 }
 
-// TTLSeconds returns the TTL of eventType in whole seconds, rounded up.
+// TTLSeconds returns the TTL of eventType in version c in whole seconds,
+// rounded up; the TTL of an hour is TTLSecondsAt's.
 func (c *EventTypes) TTLSeconds(eventType string) int64 {
 	ttl := c.Settings(eventType).TTL
 	return int64((ttl + time.Second - 1) / time.Second)

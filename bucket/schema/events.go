@@ -1,12 +1,9 @@
 package schema
 
 import (
-	"encoding/binary"
-	"fmt"
 	"time"
 
 	"github.com/eventide/eventide/bucket"
-	"github.com/eventide/eventide/storage"
 	"github.com/google/uuid"
 )
 
@@ -27,7 +24,18 @@ const (
 	// the sequence itself as their timestamp, so a higher sequence always
 	// wins whatever the wall clock does.
 	CheckpointsTable = "_checkpoints"
+	// EventTypesTable holds the history of the event type settings
+	// (EventTypes): partition "versions", clustering first_hour bigint ASC
+	// (the unix second of the first hour bucket a version applies to, or
+	// the smallest int64 for "every hour before the next version"), column
+	// settings (text) holding the version as EventTypes.String writes it.
+	// Written by catalog.RecordEventTypes only; never expires.
+	EventTypesTable = "_event_types"
 )
+
+// BuiltinTables lists the names of the built-in tables; user tables
+// cannot take them. The catalog package creates them in a store.
+var BuiltinTables = []string{EventsTable, CountsTable, CheckpointsTable, EventTypesTable}
 
 // Event column names.
 const (
@@ -36,10 +44,15 @@ const (
 	ColumnAuthor = "author"
 	ColumnCount  = "count"
 	ColumnSeq    = "last_seq"
+	// ColumnSettings is the settings column of EventTypesTable.
+	ColumnSettings = "settings"
 )
 
 // EventsClustering is the clustering layout of EventsTable: newest first.
 var EventsClustering = bucket.ClusteringLayout{{Name: "event_id", Type: bucket.TypeTimeUUID, Order: bucket.Desc}}
+
+// EventTypesClustering is the clustering layout of EventTypesTable.
+var EventTypesClustering = bucket.ClusteringLayout{{Name: "first_hour", Type: bucket.TypeBigint, Order: bucket.Asc}}
 
 // CountsClustering is the clustering layout of CountsTable.
 var CountsClustering = bucket.ClusteringLayout{{Name: "minute", Type: bucket.TypeTimestamp, Order: bucket.Asc}}
@@ -61,105 +74,30 @@ func (e *Event) Time() time.Time {
 }
 
 // EventClusteringKey returns the clustering key of the event with id, as
-// EventsClustering encodes it.
-func EventClusteringKey(id uuid.UUID) []byte { return eventKey(nil, id) }
-
-// eventKey appends the DESC encoding of id: the complement of
-// bucket.EncodeTimeUUID, as EventsClustering.Encode writes it.
-func eventKey(dst []byte, id uuid.UUID) []byte {
-	start := len(dst)
-	dst = bucket.EncodeTimeUUID(dst, id)
-	for i := start; i < len(dst); i++ {
-		dst[i] = ^dst[i]
+// AppendEventKey writes it. id must be a version 1 UUID (MinTimeUUID
+// bounds and page tokens are checked before they get here); anything else
+// is a bug.
+func EventClusteringKey(id uuid.UUID) []byte {
+	key, err := AppendEventKey(make([]byte, 0, 16), id)
+	if err != nil {
+		panic("BUG: event key of a UUID that is not an event id: " + err.Error())
 	}
-	return dst
+	return key
 }
 
-// PutEvent adds the cells of e to b: they expire after ttlSeconds (0: never),
-// written at timestampMicros. The partition is
-// bucket.PartitionKeyFor(e.ID, e.Type, subPartitions).
-func PutEvent(b *storage.Batch, e *Event, subPartitions int, ttlSeconds int32, timestampMicros int64) error {
-	pk, err := bucket.PartitionKeyFor(e.ID, e.Type, subPartitions)
-	if err != nil {
-		return fmt.Errorf("cannot store event %s: %w", e.ID, err)
-	}
-	partition := []byte(pk.String())
-	ck := eventKey(make([]byte, 0, 16), e.ID)
-	put := func(column string, t bucket.ColumnType, v any) error {
-		value, err := AppendValue(nil, t, v)
-		if err != nil {
-			return fmt.Errorf("cannot store event %s column %s: %w", e.ID, column, err)
-		}
-		b.PutTTL(EventsTable, partition, ck, []byte(column), value, timestampMicros, ttlSeconds)
-		return nil
-	}
-	if err := put(ColumnData, bucket.TypeBlob, e.Data); err != nil {
-		return err
-	}
-	if e.User != "" {
-		if err := put(ColumnUser, bucket.TypeText, e.User); err != nil {
-			return err
-		}
-	}
-	if e.Author != "" {
-		if err := put(ColumnAuthor, bucket.TypeText, e.Author); err != nil {
-			return err
-		}
-	}
-	return nil
+// AppendEventKey appends the clustering key of the event with id to dst:
+// EventsClustering's encoding, the one place that knows event keys are
+// stored newest first. It fails, leaving dst unchanged, when id is not a
+// version 1 UUID.
+func AppendEventKey(dst []byte, id uuid.UUID) ([]byte, error) {
+	return EventsClustering.AppendTimeUUIDKey(dst, id)
 }
 
-// DecodeEvent decodes a row of EventsTable read from partition.
-func DecodeEvent(partition []byte, row *storage.Row) (Event, error) {
-	pk, err := bucket.ParsePartitionKey(string(partition))
-	if err != nil {
-		return Event{}, fmt.Errorf("decode event: %w", err)
-	}
-	e, _, err := DecodeEventOfType(pk.EventType(), row, nil)
-	return e, err
-}
-
-// DecodeEventOfType decodes a row of EventsTable of a known event type
-// (the reader knows it from the partition it sliced). The event's data is
-// appended to arena and Data aliases it; the grown arena is returned, so a
-// page of events shares a few allocations. Pass nil for a fresh copy.
-func DecodeEventOfType(eventType string, row *storage.Row, arena []byte) (Event, []byte, error) {
-	if len(row.Clustering) != 16 {
-		return Event{}, arena, fmt.Errorf("decode event: %w: clustering key has %d bytes, want 16", bucket.ErrCorruptKey, len(row.Clustering))
-	}
-	var key [16]byte
-	for i, b := range row.Clustering {
-		key[i] = ^b // event_id is DESC: stored complemented
-	}
-	id, _, err := bucket.DecodeTimeUUID(key[:])
-	if err != nil {
-		return Event{}, arena, fmt.Errorf("decode event: %w", err)
-	}
-	e := Event{ID: id, Type: eventType}
-	for i := range row.Cells {
-		c := &row.Cells[i]
-		switch string(c.Column) {
-		case ColumnData:
-			if len(c.Value) == 0 || bucket.ColumnType(c.Value[0]) != bucket.TypeBlob {
-				return Event{}, arena, fmt.Errorf("decode event %s column data: %w: not a blob", e.ID, ErrCorruptValue)
-			}
-			start := len(arena)
-			arena = append(arena, c.Value[1:]...)
-			e.Data = arena[start:len(arena):len(arena)]
-		case ColumnUser, ColumnAuthor:
-			v, err := DecodeValue(c.Value)
-			s, ok := v.(string)
-			if err != nil || !ok {
-				return Event{}, arena, fmt.Errorf("decode event %s column %s: %w: not text", e.ID, c.Column, ErrCorruptValue)
-			}
-			if string(c.Column) == ColumnUser {
-				e.User = s
-			} else {
-				e.Author = s
-			}
-		}
-	}
-	return e, arena, nil
+// DecodeEventKey decodes a clustering key of EventsTable into the event id.
+// Anything but what AppendEventKey writes is an error wrapping
+// bucket.ErrCorruptKey.
+func DecodeEventKey(key []byte) (uuid.UUID, error) {
+	return EventsClustering.DecodeTimeUUIDKey(key)
 }
 
 // CountsPartition returns the CountsTable partition holding minute.
@@ -169,63 +107,4 @@ func CountsPartition(eventType string, minute time.Time) ([]byte, error) {
 		return nil, err
 	}
 	return []byte(pk.String()), nil
-}
-
-// AddCount adds delta to the count of eventType in the minute holding t.
-func AddCount(b *storage.Batch, eventType string, t time.Time, delta int64) error {
-	minute := t.UTC().Truncate(time.Minute)
-	partition, err := CountsPartition(eventType, minute)
-	if err != nil {
-		return fmt.Errorf("cannot count event: %w", err)
-	}
-	ck, err := CountsClustering.Encode(nil, minute)
-	if err != nil {
-		return fmt.Errorf("cannot count event: %w", err)
-	}
-	b.AddCounter(CountsTable, partition, ck, []byte(ColumnCount), delta)
-	return nil
-}
-
-// DecodeCount decodes a row of CountsTable.
-func DecodeCount(row *storage.Row) (minute time.Time, count int64, err error) {
-	vals, err := CountsClustering.Decode(row.Clustering)
-	if err != nil {
-		return time.Time{}, 0, fmt.Errorf("decode count: %w", err)
-	}
-	for _, c := range row.Cells {
-		if string(c.Column) == ColumnCount {
-			count += c.CounterValue
-		}
-	}
-	return vals[0].(time.Time), count, nil
-}
-
-// PutCheckpoint records in b that consumer has applied every message up to
-// stream sequence seq.
-func PutCheckpoint(b *storage.Batch, consumer string, seq uint64) {
-	b.Put(CheckpointsTable, []byte(consumer), nil, []byte(ColumnSeq), binary.BigEndian.AppendUint64(nil, seq), int64(seq))
-}
-
-// ReadCheckpoint returns the last sequence recorded for consumer, 0 if none.
-func ReadCheckpoint(db *storage.DB, consumer string) (uint64, error) {
-	it, err := db.Slice(storage.SliceQuery{Table: CheckpointsTable, Partition: []byte(consumer), Limit: 1})
-	if err != nil {
-		return 0, fmt.Errorf("read checkpoint of %s: %w", consumer, err)
-	}
-	defer it.Close()
-	var seq uint64
-	for it.Next() {
-		for _, c := range it.Row().Cells {
-			if string(c.Column) == ColumnSeq {
-				if len(c.Value) != 8 {
-					return 0, fmt.Errorf("read checkpoint of %s: %w: value has %d bytes, want 8", consumer, storage.ErrCorruption, len(c.Value))
-				}
-				seq = binary.BigEndian.Uint64(c.Value)
-			}
-		}
-	}
-	if err := it.Err(); err != nil {
-		return 0, fmt.Errorf("read checkpoint of %s: %w", consumer, err)
-	}
-	return seq, nil
 }

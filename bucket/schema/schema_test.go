@@ -11,18 +11,8 @@ import (
 	"time"
 
 	"github.com/eventide/eventide/bucket"
-	"github.com/eventide/eventide/storage"
 	"github.com/google/uuid"
 )
-
-func openDB(t *testing.T, dir string) *storage.DB {
-	t.Helper()
-	db, err := storage.Open(dir, storage.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
 
 func TestValueRoundTrip(t *testing.T) {
 	tu := uuid.MustParse("c232ab00-9414-11ec-b3c8-9f6bdeced846")
@@ -102,188 +92,6 @@ func FuzzDecodeValue(f *testing.F) {
 	})
 }
 
-var authors = Table{
-	Name:         "authors",
-	PartitionKey: []Column{{"name", bucket.TypeText}},
-	Clustering:   bucket.ClusteringLayout{{Name: "year", Type: bucket.TypeInt, Order: bucket.Desc}, {Name: "title", Type: bucket.TypeText}},
-	Columns:      []Column{{"pages", bucket.TypeInt}, {"published", bucket.TypeTimestamp}},
-}
-
-func TestInsertErrorsNameTableColumnTypeAndValue(t *testing.T) {
-	key := Values{"name": "Tom Clancy", "year": int32(1993), "title": "Without Remorse"}
-	with := func(k string, v any) Values {
-		row := Values{}
-		for kk, vv := range key {
-			row[kk] = vv
-		}
-		row[k] = v
-		return row
-	}
-	tests := []struct {
-		name string
-		row  Values
-		is   error
-		want []string
-	}{
-		{"wrong regular type", with("pages", "many"), ErrInvalidValue, []string{"table authors", "column pages", "want int", `string many`}},
-		{"wrong clustering type", with("year", "1993"), ErrInvalidValue, []string{"table authors", `"year"`, "int", "1993"}},
-		{"unknown column", with("isbn", "123"), ErrUnknownColumn, []string{"table authors", `"isbn"`, "pages, published"}},
-		{"missing clustering", Values{"name": "x", "year": int32(1)}, ErrMissingKey, []string{"table authors", "clustering column title"}},
-		{"missing partition", Values{"year": int32(1), "title": "t"}, ErrMissingKey, []string{"partition key column name"}},
-		{"empty partition", with("name", ""), ErrInvalidValue, []string{"partition key column name is empty"}},
-		{"bad utf8", with("title", "\xff"), ErrInvalidValue, []string{"not valid UTF-8"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var b storage.Batch
-			err := authors.Insert(&b, tt.row, WriteOptions{TimestampMicros: 1})
-			if !errors.Is(err, tt.is) {
-				t.Fatalf("got %v, want %v", err, tt.is)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not mention %q", err, w)
-				}
-			}
-			if b.Len() != 0 {
-				t.Errorf("a failed insert left %d mutations in the batch", b.Len())
-			}
-		})
-	}
-	// Nil fields are unset: no cell, no tombstone.
-	var b storage.Batch
-	if err := authors.Insert(&b, with("pages", nil), WriteOptions{TimestampMicros: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if b.Len() != 1 {
-		t.Fatalf("insert with only a nil column wrote %d cells, want 1 (the row marker)", b.Len())
-	}
-}
-
-// TestCatalogPersists checks schemas survive a reopen of the store, and
-// that adding a column is metadata only: old rows read unchanged.
-func TestCatalogPersists(t *testing.T) {
-	dir := t.TempDir()
-	db := openDB(t, dir)
-	cat, err := OpenCatalog(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.Create(authors); err != nil {
-		t.Fatal(err)
-	}
-	var b storage.Batch
-	if err := authors.Insert(&b, Values{"name": "Tom Clancy", "year": int32(1993), "title": "Without Remorse", "pages": int32(639)}, WriteOptions{TimestampMicros: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Apply(&b); err != nil {
-		t.Fatal(err)
-	}
-	if err := cat.AddColumn("authors", Column{"isbn", bucket.TypeText}); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openDB(t, dir)
-	defer db.Close()
-	cat, err = OpenCatalog(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tbl, err := cat.Table("authors")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := tbl.Column("isbn"); !ok || len(tbl.Columns) != 3 || tbl.Clustering[0].Order != bucket.Desc {
-		t.Fatalf("reloaded schema %+v", tbl)
-	}
-	partition, _ := tbl.EncodePartition("Tom Clancy")
-	it, err := db.Slice(storage.SliceQuery{Table: "authors", Partition: partition})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Close()
-	if !it.Next() {
-		t.Fatalf("row lost: %v", it.Err())
-	}
-	row, err := tbl.DecodeRow(it.Row())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if row.Get("pages") != int32(639) || row.Key[0] != int32(1993) || row.Key[1] != "Without Remorse" {
-		t.Fatalf("row %+v", row)
-	}
-	if _, err := cat.Table("nosuch"); !errors.Is(err, ErrUnknownTable) {
-		t.Fatalf("unknown table: %v", err)
-	}
-}
-
-func TestEventRoundTripAndCheckpoint(t *testing.T) {
-	db := openDB(t, t.TempDir())
-	defer db.Close()
-	if err := EnsureBuiltinTables(db); err != nil {
-		t.Fatal(err)
-	}
-	if err := EnsureBuiltinTables(db); err != nil {
-		t.Fatalf("second EnsureBuiltinTables: %v", err)
-	}
-	at := time.Date(2026, 11, 22, 10, 15, 0, 0, time.UTC)
-	id, _ := bucket.NewTimeUUID(at, [8]byte{1, 2, 3})
-	e := Event{ID: id, Type: "click", User: "u1", Data: []byte(`{"x":1}`)}
-	var b storage.Batch
-	if err := PutEvent(&b, &e, 4, 3600, 10); err != nil {
-		t.Fatal(err)
-	}
-	if err := AddCount(&b, "click", at.Add(30*time.Second), 2); err != nil {
-		t.Fatal(err)
-	}
-	PutCheckpoint(&b, "w", 41)
-	if err := db.Apply(&b); err != nil {
-		t.Fatal(err)
-	}
-	b.Reset()
-	PutCheckpoint(&b, "w", 42)
-	if err := db.Apply(&b); err != nil {
-		t.Fatal(err)
-	}
-	if seq, err := ReadCheckpoint(db, "w"); err != nil || seq != 42 {
-		t.Fatalf("checkpoint %d %v, want 42", seq, err)
-	}
-	if seq, err := ReadCheckpoint(db, "other"); err != nil || seq != 0 {
-		t.Fatalf("missing checkpoint %d %v, want 0", seq, err)
-	}
-	pk, _ := bucket.PartitionKeyFor(id, "click", 4)
-	it, err := db.Slice(storage.SliceQuery{Table: EventsTable, Partition: []byte(pk.String())})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !it.Next() {
-		t.Fatalf("event not found in %s: %v", pk, it.Err())
-	}
-	got, err := DecodeEvent([]byte(pk.String()), it.Row())
-	it.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.ID != id || got.Type != "click" || got.User != "u1" || got.Author != "" || string(got.Data) != `{"x":1}` || !got.Time().Equal(at) {
-		t.Fatalf("decoded %+v", got)
-	}
-	cp, _ := CountsPartition("click", at)
-	it, err = db.Slice(storage.SliceQuery{Table: CountsTable, Partition: cp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer it.Close()
-	if !it.Next() {
-		t.Fatal("count not found")
-	}
-	minute, n, err := DecodeCount(it.Row())
-	if err != nil || n != 2 || !minute.Equal(at) {
-		t.Fatalf("count %v %d %v", minute, n, err)
-	}
-}
-
 func TestParseEventTypes(t *testing.T) {
 	tests := []struct {
 		spec, want, err string
@@ -317,4 +125,104 @@ func TestParseEventTypes(t *testing.T) {
 	if none.TTLSeconds("x") != int64(DefaultEventTTL/time.Second) || !none.Allowed("x") {
 		t.Fatal("nil EventTypes must give defaults")
 	}
+}
+
+// history chains versions given newest first, each with its first hour.
+func history(t *testing.T, versions ...any) *EventTypes {
+	t.Helper()
+	var head, last *EventTypes
+	for i := 0; i < len(versions); i += 2 {
+		v, err := ParseEventTypes(versions[i].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v.Since = versions[i+1].(time.Time)
+		if head == nil {
+			head = v
+		} else {
+			last.Previous = v
+		}
+		last = v
+	}
+	return head
+}
+
+func TestEventTypesAt(t *testing.T) {
+	h := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	types := history(t, "click:sub=8", h.Add(2*time.Hour), "click:sub=4", h, "click:sub=0", time.Time{})
+	tests := []struct {
+		at   time.Time
+		want int
+	}{
+		{time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC), 0},
+		{h.Add(-time.Nanosecond), 0},
+		{h, 4},
+		{h.Add(119 * time.Minute), 4},
+		{h.Add(2 * time.Hour), 8},
+		{h.Add(2*time.Hour - time.Nanosecond).In(time.FixedZone("x", 3600)), 4},
+		{h.Add(1000 * time.Hour), 8},
+	}
+	for _, tt := range tests {
+		if got := types.SettingsAt("click", tt.at).SubPartitions; got != tt.want {
+			t.Errorf("SettingsAt(%s) = sub %d, want %d", tt.at, got, tt.want)
+		}
+	}
+	if got := types.SettingsAt("view", h).SubPartitions; got != 0 {
+		t.Errorf("unlisted type: sub %d, want 0", got)
+	}
+	var none *EventTypes
+	if none.At(h) != nil || none.SettingsAt("x", h).TTL != DefaultEventTTL {
+		t.Error("nil EventTypes must give the defaults at every hour")
+	}
+	if flat, _ := ParseEventTypes("click:sub=2"); flat.SettingsAt("click", h).SubPartitions != 2 {
+		t.Error("settings without a history apply to every hour")
+	}
+}
+
+// TestLiveFrom: each version's hours are clamped with the TTL they were
+// written with, so a shorter TTL never hides data written under a longer
+// one, and a longer one reaches back no further than it applies.
+func TestLiveFrom(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 30, 0, 0, time.UTC)
+	change := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC) // 2.5 h before now
+	tests := []struct {
+		name  string
+		types *EventTypes
+		want  time.Time
+	}{
+		{"no history", history(t, "click:ttl=1h", time.Time{}), now.Add(-time.Hour)},
+		{"nil: default TTL", nil, now.Add(-DefaultEventTTL)},
+		{"TTL shortened: the older hours keep 24h", history(t, "click:ttl=1h", change, "click:ttl=24h", time.Time{}), now.Add(-24 * time.Hour)},
+		{"TTL shortened long ago: the old hours have expired", history(t, "click:ttl=1h", change, "click:ttl=2h", time.Time{}), now.Add(-time.Hour)},
+		{"TTL lengthened: the new TTL reaches back only to its start", history(t, "click:ttl=24h", change, "click:ttl=1h", time.Time{}), change},
+		{"pending change does not matter yet", history(t, "click:ttl=1h", now.Add(time.Hour), "click:ttl=24h", time.Time{}), now.Add(-24 * time.Hour)},
+		{"other type unaffected", history(t, "click:ttl=1h,view:ttl=3h", change, "click:ttl=24h,view:ttl=3h", time.Time{}), now.Add(-24 * time.Hour)},
+	}
+	for _, tt := range tests {
+		if got := tt.types.LiveFrom("click", now); !got.Equal(tt.want) {
+			t.Errorf("%s: LiveFrom = %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}
+
+// FuzzParseEventTypes: the --types parser never panics, and whatever it
+// accepts, String gives a spec that parses back to the same settings.
+func FuzzParseEventTypes(f *testing.F) {
+	for _, seed := range []string{"", "*", "*:ttl=168h,click:ttl=24h:sub=4", "click:sub=4,view", "a:ttl=1h30m:sub=1024",
+		"click:ttl=0s", "x:sub=-1", "a,a", " click : ttl=1h", "*:sub=2,*:ttl=1h", "click:ttl=1ns", "b:ttl=2562047h"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		c, err := ParseEventTypes(spec)
+		if err != nil {
+			return
+		}
+		again, err := ParseEventTypes(c.String())
+		if err != nil {
+			t.Fatalf("ParseEventTypes(%q) = %q, which does not parse: %v", spec, c, err)
+		}
+		if !reflect.DeepEqual(c, again) {
+			t.Fatalf("ParseEventTypes(%q) = %+v; its String %q parses to %+v", spec, c, c.String(), again)
+		}
+	})
 }

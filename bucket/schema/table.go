@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/eventide/eventide/bucket"
-	"github.com/eventide/eventide/storage"
 )
 
 // Column is a typed column.
@@ -27,9 +26,9 @@ type Column struct {
 //   - clustering: Clustering.Encode of the clustering values;
 //   - one cell per present regular column, named by the column, holding
 //     the value in the format of value.go;
-//   - Insert also writes a row marker, the cell with the empty column name
+//   - catalog.Insert also writes a row marker, the cell with the empty column name
 //     and an empty value, so a row with only key columns exists (CQL's
-//     primary key liveness); Update does not.
+//     primary key liveness); catalog.Update does not.
 type Table struct {
 	Name         string
 	PartitionKey []Column
@@ -38,12 +37,24 @@ type Table struct {
 	// SchemaOptional tables accept fields without a column: strings as
 	// text, []byte as blob.
 	SchemaOptional bool
-	// Storage options, as storage.TableDef.
+	// Storage options, as the engine's table definition
+	// (catalog.StorageDef maps them).
 	DefaultTTLSeconds int32
 	GCGraceSeconds    *int64
-	Compaction        storage.CompactionStrategy
+	Compaction        CompactionStrategy
 	Compression       string
 }
+
+// CompactionStrategy names a storage compaction strategy; its values are
+// the storage engine's (storage.CompactionStrategy), which the catalog
+// package checks. Empty means the engine's default.
+type CompactionStrategy string
+
+// Compaction strategies.
+const (
+	SizeTiered CompactionStrategy = "size_tiered"
+	TimeWindow CompactionStrategy = "time_window"
+)
 
 var columnNamePattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,63}$`)
 
@@ -52,8 +63,8 @@ func (t *Table) Validate() error {
 	if !columnNamePattern.MatchString(t.Name) || strings.HasPrefix(t.Name, "_") {
 		return fmt.Errorf("%w: table name %q: use 1 to 64 of a-z, 0-9 and _, not starting with _ or a digit", ErrInvalidSchema, t.Name)
 	}
-	for _, def := range BuiltinTableDefs() {
-		if def.Name == t.Name {
+	for _, name := range BuiltinTables {
+		if name == t.Name {
 			return fmt.Errorf("%w: table name %q is taken by a built-in table; choose another name", ErrInvalidSchema, t.Name)
 		}
 	}
@@ -93,12 +104,6 @@ func (t *Table) Validate() error {
 		}
 	}
 	return nil
-}
-
-// StorageDef is t's definition for the storage engine.
-func (t *Table) StorageDef() storage.TableDef {
-	return storage.TableDef{Name: t.Name, Compaction: t.Compaction, DefaultTTLSeconds: t.DefaultTTLSeconds,
-		GCGraceSeconds: t.GCGraceSeconds, Compression: t.Compression}
 }
 
 // Column returns the regular column called name.
@@ -189,30 +194,25 @@ type WriteOptions struct {
 // bucket.ClusteringLayout.Encode documents. A nil value is "unset".
 type Values map[string]any
 
-// Insert adds to b the row whose key and columns are in row: every
-// partition key and clustering column must be present; regular columns
-// are optional. It writes a row marker.
-func (t *Table) Insert(b *storage.Batch, row Values, o WriteOptions) error {
-	return t.write(b, row, o, true)
+// EncodedCell is one regular cell of a row write: the column name and the
+// stored value (value.go).
+type EncodedCell struct {
+	Column string
+	Value  []byte
 }
 
-// Update is Insert without the row marker: once all its columns are
-// deleted or expired, the row is gone.
-func (t *Table) Update(b *storage.Batch, row Values, o WriteOptions) error {
-	return t.write(b, row, o, false)
-}
-
-func (t *Table) write(b *storage.Batch, row Values, o WriteOptions, marker bool) error {
-	partition, clustering, err := t.keyOf(row)
+// EncodeRow validates row and returns its partition and clustering keys
+// and the cells of its present regular columns: every partition key and
+// clustering column must be present; regular columns are optional and a
+// nil value is unset (no cell). Nothing is returned unless everything is
+// valid, so a caller that adds the result to a batch adds all or nothing.
+// The catalog package's Insert and Update add it to a storage batch.
+func (t *Table) EncodeRow(row Values) (partition, clustering []byte, cells []EncodedCell, err error) {
+	partition, clustering, err = t.EncodeKey(row)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	// Validate every column before adding anything to the batch.
-	type cell struct {
-		name  string
-		value []byte
-	}
-	cells := make([]cell, 0, len(row))
+	cells = make([]EncodedCell, 0, len(row))
 	for name, v := range row {
 		if v == nil || t.isKeyColumn(name) {
 			continue
@@ -220,7 +220,7 @@ func (t *Table) write(b *storage.Batch, row Values, o WriteOptions, marker bool)
 		c, ok := t.Column(name)
 		if !ok {
 			if !t.SchemaOptional {
-				return fmt.Errorf("%w: table %s has no column %q (columns: %s)", ErrUnknownColumn, t.Name, name, t.columnNames())
+				return nil, nil, nil, fmt.Errorf("%w: table %s has no column %q (columns: %s)", ErrUnknownColumn, t.Name, name, t.columnNames())
 			}
 			switch v.(type) {
 			case string:
@@ -228,29 +228,16 @@ func (t *Table) write(b *storage.Batch, row Values, o WriteOptions, marker bool)
 			case []byte:
 				c = Column{Name: name, Type: bucket.TypeBlob}
 			default:
-				return fmt.Errorf("%w: table %s: field %q has no column and is a %T; schema-optional fields must be text (string) or blob ([]byte)", ErrInvalidValue, t.Name, name, v)
+				return nil, nil, nil, fmt.Errorf("%w: table %s: field %q has no column and is a %T; schema-optional fields must be text (string) or blob ([]byte)", ErrInvalidValue, t.Name, name, v)
 			}
 		}
 		enc, err := AppendValue(nil, c.Type, v)
 		if err != nil {
-			return t.valueError(c, v, err)
+			return nil, nil, nil, t.valueError(c, v, err)
 		}
-		cells = append(cells, cell{name, enc})
+		cells = append(cells, EncodedCell{name, enc})
 	}
-	put := func(column string, value []byte) {
-		if o.TTLSeconds > 0 {
-			b.PutTTL(t.Name, partition, clustering, []byte(column), value, o.TimestampMicros, o.TTLSeconds)
-		} else {
-			b.Put(t.Name, partition, clustering, []byte(column), value, o.TimestampMicros)
-		}
-	}
-	if marker {
-		put("", nil)
-	}
-	for _, c := range cells {
-		put(c.name, c.value)
-	}
-	return nil
+	return partition, clustering, cells, nil
 }
 
 func (t *Table) columnNames() string {
@@ -261,8 +248,9 @@ func (t *Table) columnNames() string {
 	return strings.Join(names, ", ")
 }
 
-// keyOf encodes the partition and clustering key of row.
-func (t *Table) keyOf(row Values) (partition, clustering []byte, err error) {
+// EncodeKey encodes the partition and clustering key of row, which must
+// hold every key column; other columns are ignored.
+func (t *Table) EncodeKey(row Values) (partition, clustering []byte, err error) {
 	pvals := make([]any, len(t.PartitionKey))
 	for i, c := range t.PartitionKey {
 		v, ok := row[c.Name]
@@ -288,26 +276,6 @@ func (t *Table) keyOf(row Values) (partition, clustering []byte, err error) {
 		return nil, nil, fmt.Errorf("%w: table %s: %w", ErrInvalidValue, t.Name, err)
 	}
 	return partition, clustering, nil
-}
-
-// DeleteRow adds to b the deletion of the row whose key is in key.
-func (t *Table) DeleteRow(b *storage.Batch, key Values, timestampMicros int64) error {
-	partition, clustering, err := t.keyOf(key)
-	if err != nil {
-		return err
-	}
-	b.DeleteRow(t.Name, partition, clustering, timestampMicros)
-	return nil
-}
-
-// DeletePartition adds to b the deletion of a whole partition.
-func (t *Table) DeletePartition(b *storage.Batch, timestampMicros int64, partitionKey ...any) error {
-	partition, err := t.EncodePartition(partitionKey...)
-	if err != nil {
-		return err
-	}
-	b.DeletePartition(t.Name, partition, timestampMicros)
-	return nil
 }
 
 // Row is a decoded row.
@@ -337,41 +305,31 @@ func (r *Row) Get(name string) any {
 	return nil
 }
 
-// DecodeRow decodes a row read from t. The row marker is not a cell.
-func (t *Table) DecodeRow(row *storage.Row) (Row, error) {
-	key, err := t.Clustering.Decode(row.Clustering)
+// DecodeCell decodes the stored value of regular column name of t (the
+// row marker, the empty name, is not a column: callers skip it). A blob is
+// copied, so the result does not alias stored.
+func (t *Table) DecodeCell(name string, stored []byte) (any, bucket.ColumnType, error) {
+	v, typ, err := DecodeTypedValue(stored)
 	if err != nil {
-		return Row{}, fmt.Errorf("decode row of %s: %w", t.Name, err)
+		return nil, 0, fmt.Errorf("decode row of %s column %s: %w", t.Name, name, err)
 	}
-	out := Row{Key: key}
-	for _, c := range row.Cells {
-		if len(c.Column) == 0 {
-			continue
-		}
-		v, typ, err := DecodeTypedValue(c.Value)
-		if err != nil {
-			return Row{}, fmt.Errorf("decode row of %s column %s: %w", t.Name, c.Column, err)
-		}
-		if b, ok := v.([]byte); ok {
-			v = append([]byte(nil), b...)
-		}
-		out.Cells = append(out.Cells, RowCell{Name: string(c.Column), Type: typ, Value: v,
-			WriteTimeMicros: c.WriteTimeMicros, TTLSeconds: c.TTLSeconds})
+	if b, ok := v.([]byte); ok {
+		v = append([]byte(nil), b...)
 	}
-	return out, nil
+	return v, typ, nil
 }
 
 // tableJSON is the persisted form of a Table (types and orders by name).
 type tableJSON struct {
-	Name              string                     `json:"name"`
-	PartitionKey      []columnJSON               `json:"partition_key"`
-	Clustering        []columnJSON               `json:"clustering,omitempty"`
-	Columns           []columnJSON               `json:"columns,omitempty"`
-	SchemaOptional    bool                       `json:"schema_optional,omitempty"`
-	DefaultTTLSeconds int32                      `json:"default_ttl_seconds,omitempty"`
-	GCGraceSeconds    *int64                     `json:"gc_grace_seconds,omitempty"`
-	Compaction        storage.CompactionStrategy `json:"compaction,omitempty"`
-	Compression       string                     `json:"compression,omitempty"`
+	Name              string             `json:"name"`
+	PartitionKey      []columnJSON       `json:"partition_key"`
+	Clustering        []columnJSON       `json:"clustering,omitempty"`
+	Columns           []columnJSON       `json:"columns,omitempty"`
+	SchemaOptional    bool               `json:"schema_optional,omitempty"`
+	DefaultTTLSeconds int32              `json:"default_ttl_seconds,omitempty"`
+	GCGraceSeconds    *int64             `json:"gc_grace_seconds,omitempty"`
+	Compaction        CompactionStrategy `json:"compaction,omitempty"`
+	Compression       string             `json:"compression,omitempty"`
 }
 
 type columnJSON struct {

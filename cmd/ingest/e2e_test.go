@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/cmd/internal/server"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
@@ -185,7 +185,7 @@ func TestIngestEndToEnd(t *testing.T) {
 	if err != nil || len(got.Events) != clicks {
 		t.Fatalf("after reopen: %v events, err %v; want %d", len(got.Events), err, clicks)
 	}
-	if seq, err := schema.ReadCheckpoint(db, "eventide-writer"); err != nil || seq == 0 {
+	if seq, err := catalog.ReadCheckpoint(db, "eventide-writer"); err != nil || seq == 0 {
 		t.Logf("checkpoint of the writer: %d, %v (the writer keeps it per epoch)", seq, err)
 	}
 }

@@ -17,7 +17,7 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
-	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/cmd/internal/server"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
@@ -108,11 +108,26 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 		return n, fmt.Errorf("cannot open storage in %s: %w", storageDir, err)
 	}
 	n.storageOpen.Store(true)
-	if err := schema.EnsureBuiltinTables(n.db); err != nil {
+	if err := catalog.EnsureBuiltinTables(n.db); err != nil {
 		return n, err
+	}
+	// The writer and the reader share one settings history, so every hour
+	// is read with the sub-partitions and TTL it was written with.
+	skew := cfg.Writer.MaxSkew
+	if skew <= 0 {
+		skew = writer.DefaultMaxSkew
+	}
+	types, changed, err := catalog.RecordEventTypes(n.db, cfg.Writer.Types, time.Now(), skew)
+	if err != nil {
+		return n, err
+	}
+	if changed && types.Previous != nil {
+		logger.Info("event type settings changed; they apply from the hour bucket shown on, earlier hours keep the settings they were written with",
+			"from", types.Since.Format(time.RFC3339), "settings", types.String(), "previous", types.Previous.String())
 	}
 
 	ropts := cfg.Reader
+	ropts.Types = types
 	ropts.Logger = logger.With("component", "reader")
 	ropts.Registerer = reg
 	rd, err := reader.New(n.db, ropts)
@@ -121,6 +136,7 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 	}
 
 	wcfg := cfg.Writer
+	wcfg.Types = types
 	wcfg.Logger = logger.With("component", "writer")
 	wcfg.Registerer = reg
 	n.setStep("starting the writer", "stream", wcfg.Stream, "consumer", wcfg.Consumer)

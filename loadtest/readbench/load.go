@@ -12,6 +12,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -106,7 +107,7 @@ func load(db *storage.DB, cfg config, types *schema.EventTypes) (loadResult, err
 			// the write timestamp is the event time: TimeWindow compaction
 			// then groups SSTables by event hour as in production, where
 			// the fixed clock's now would put every cell in one window.
-			if err := schema.PutEvent(&b, &e, types.Settings(e.Type).SubPartitions, remainingTTLSeconds(types, e.Type, t), t.UnixMicro()); err != nil {
+			if err := catalog.PutEvent(&b, &e, types.Settings(e.Type).SubPartitions, remainingTTLSeconds(types, e.Type, t), t.UnixMicro()); err != nil {
 				return res, err
 			}
 			counts.add(e.Type, t)
@@ -114,7 +115,7 @@ func load(db *storage.DB, cfg config, types *schema.EventTypes) (loadResult, err
 		// One counter addition per type and minute of the batch, as a
 		// writer that sums its batch would send.
 		for _, c := range counts.list {
-			if err := schema.AddCount(&b, c.eventType, c.minute, c.n); err != nil {
+			if err := catalog.AddCount(&b, c.eventType, c.minute, c.n); err != nil {
 				return res, err
 			}
 		}

@@ -4,7 +4,7 @@
 // Workload: N events (default 2,000,000) over 20 types (type00..type19) and
 // the 48 hours before a fixed "now", generated in time order (±2 s jitter)
 // with random TimeUUIDs and ~200-byte JSON data, stored with
-// schema.PutEvent and schema.AddCount in batches of 1,000 under the default
+// catalog.PutEvent and catalog.AddCount in batches of 1,000 under the default
 // 7-day TTL, then flushed and fully compacted. The clock of the engine and
 // of the reader is that fixed "now", so TTLs and TTL clamps are the same in
 // every run and nothing expires.
@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 )
@@ -227,7 +228,7 @@ func openStorage(dir string) (*storage.DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot open store in %s: %w", dir, err)
 	}
-	if err := schema.EnsureBuiltinTables(db); err != nil {
+	if err := catalog.EnsureBuiltinTables(db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("cannot create tables in %s: %w", dir, err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 )
@@ -43,7 +44,7 @@ func newFixture(t *testing.T, opts reader.Options) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if err := schema.EnsureBuiltinTables(db); err != nil {
+	if err := catalog.EnsureBuiltinTables(db); err != nil {
 		t.Fatal(err)
 	}
 	var b storage.Batch
@@ -53,10 +54,10 @@ func newFixture(t *testing.T, opts reader.Options) *fixture {
 		if i%2 == 0 {
 			e.User = fmt.Sprintf("user-%d", i)
 		}
-		if err := schema.PutEvent(&b, &e, 0, 0, db.NowMicros()); err != nil {
+		if err := catalog.PutEvent(&b, &e, 0, 0, db.NowMicros()); err != nil {
 			t.Fatal(err)
 		}
-		if err := schema.AddCount(&b, "click", at, 1); err != nil {
+		if err := catalog.AddCount(&b, "click", at, 1); err != nil {
 			t.Fatal(err)
 		}
 	}

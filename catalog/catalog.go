@@ -1,4 +1,4 @@
-package schema
+package catalog
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -22,12 +23,12 @@ var schemasPartition = []byte("tables")
 type Catalog struct {
 	db     *storage.DB
 	mu     sync.RWMutex
-	tables map[string]*Table
+	tables map[string]*schema.Table
 }
 
-// OpenCatalog loads the catalog of db, creating the built-in tables and the
+// Open loads the catalog of db, creating the built-in tables and the
 // schema table when they are missing.
-func OpenCatalog(db *storage.DB) (*Catalog, error) {
+func Open(db *storage.DB) (*Catalog, error) {
 	if err := EnsureBuiltinTables(db); err != nil {
 		return nil, err
 	}
@@ -36,7 +37,7 @@ func OpenCatalog(db *storage.DB) (*Catalog, error) {
 			return nil, fmt.Errorf("create schema table: %w", err)
 		}
 	}
-	c := &Catalog{db: db, tables: map[string]*Table{}}
+	c := &Catalog{db: db, tables: map[string]*schema.Table{}}
 	it, err := db.Slice(storage.SliceQuery{Table: SchemasTable, Partition: schemasPartition})
 	if err != nil {
 		return nil, fmt.Errorf("load schemas: %w", err)
@@ -48,7 +49,7 @@ func OpenCatalog(db *storage.DB) (*Catalog, error) {
 			if string(cell.Column) != "def" {
 				continue
 			}
-			var t Table
+			var t schema.Table
 			if err := json.Unmarshal(cell.Value, &t); err != nil {
 				return nil, fmt.Errorf("load schema of table %q: %w: %w", row.Clustering, storage.ErrCorruption, err)
 			}
@@ -64,7 +65,7 @@ func OpenCatalog(db *storage.DB) (*Catalog, error) {
 // Create defines a new table, or replaces the definition of an existing
 // one when the change is compatible (same keys; columns only added, never
 // removed or retyped). It is durable when it returns.
-func (c *Catalog) Create(t Table) error {
+func (c *Catalog) Create(t schema.Table) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
@@ -75,7 +76,7 @@ func (c *Catalog) Create(t Table) error {
 			return err
 		}
 	}
-	if err := c.db.CreateTable(t.StorageDef()); err != nil {
+	if err := c.db.CreateTable(StorageDef(&t)); err != nil {
 		return fmt.Errorf("create table %s: %w", t.Name, err)
 	}
 	def, err := json.Marshal(t)
@@ -92,23 +93,23 @@ func (c *Catalog) Create(t Table) error {
 }
 
 // AddColumn adds a regular column to a table: a metadata change only.
-func (c *Catalog) AddColumn(table string, col Column) error {
+func (c *Catalog) AddColumn(table string, col schema.Column) error {
 	t, err := c.Table(table)
 	if err != nil {
 		return err
 	}
 	nt := *t
-	nt.Columns = append(append([]Column(nil), t.Columns...), col)
+	nt.Columns = append(append([]schema.Column(nil), t.Columns...), col)
 	return c.Create(nt)
 }
 
 // Table returns the schema of table name.
-func (c *Catalog) Table(name string) (*Table, error) {
+func (c *Catalog) Table(name string) (*schema.Table, error) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	t, ok := c.tables[name]
 	if !ok {
-		return nil, fmt.Errorf("%w %q (tables: %v)", ErrUnknownTable, name, c.namesLocked())
+		return nil, fmt.Errorf("%w %q (tables: %v)", schema.ErrUnknownTable, name, c.namesLocked())
 	}
 	return t, nil
 }
@@ -131,7 +132,7 @@ func (c *Catalog) namesLocked() []string {
 
 // compatible refuses changes that would make stored rows undecodable or
 // misplaced: keys must stay identical, columns may only be added.
-func compatible(old, nu *Table) error {
+func compatible(old, nu *schema.Table) error {
 	same := len(old.PartitionKey) == len(nu.PartitionKey) && len(old.Clustering) == len(nu.Clustering)
 	for i := 0; same && i < len(old.PartitionKey); i++ {
 		same = old.PartitionKey[i] == nu.PartitionKey[i]
@@ -140,15 +141,15 @@ func compatible(old, nu *Table) error {
 		same = old.Clustering[i] == nu.Clustering[i]
 	}
 	if !same {
-		return fmt.Errorf("%w: table %s exists with a different primary key; keys cannot change", ErrInvalidSchema, old.Name)
+		return fmt.Errorf("%w: table %s exists with a different primary key; keys cannot change", schema.ErrInvalidSchema, old.Name)
 	}
 	for _, oc := range old.Columns {
 		nc, ok := nu.Column(oc.Name)
 		if !ok {
-			return fmt.Errorf("%w: table %s: column %s cannot be dropped", ErrInvalidSchema, old.Name, oc.Name)
+			return fmt.Errorf("%w: table %s: column %s cannot be dropped", schema.ErrInvalidSchema, old.Name, oc.Name)
 		}
 		if nc.Type != oc.Type {
-			return fmt.Errorf("%w: table %s: column %s is %s and cannot become %s", ErrInvalidSchema, old.Name, oc.Name, oc.Type, nc.Type)
+			return fmt.Errorf("%w: table %s: column %s is %s and cannot become %s", schema.ErrInvalidSchema, old.Name, oc.Name, oc.Type, nc.Type)
 		}
 	}
 	return nil

@@ -1,8 +1,9 @@
-package schema
+package catalog
 
 import (
 	"fmt"
 
+	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -11,9 +12,11 @@ func BuiltinTableDefs() []storage.TableDef {
 	return []storage.TableDef{
 		// Events expire per type (PutTTL); windows of one hour match the
 		// partition buckets, so whole expired windows drop unread.
-		{Name: EventsTable, Compaction: storage.TimeWindow, WindowSeconds: 3600},
-		{Name: CountsTable, Compaction: storage.SizeTiered, Counters: true},
-		{Name: CheckpointsTable, Compaction: storage.SizeTiered},
+		{Name: schema.EventsTable, Compaction: storage.TimeWindow, WindowSeconds: 3600},
+		{Name: schema.CountsTable, Compaction: storage.SizeTiered, Counters: true},
+		{Name: schema.CheckpointsTable, Compaction: storage.SizeTiered},
+		// A few rows, written once per settings change.
+		{Name: schema.EventTypesTable, Compaction: storage.SizeTiered},
 	}
 }
 
