@@ -362,7 +362,7 @@ func TestEventsTombstoneThresholds(t *testing.T) {
 
 // TestTombstoneLimitAcrossSubPartitions checks the fail threshold holds for
 // the total of a bucket's merged sub-partitions, though each one alone
-// stays under it.
+// stays under it, and that the query stops once the total passes it.
 func TestTombstoneLimitAcrossSubPartitions(t *testing.T) {
 	now := time.Date(2026, 11, 22, 10, 30, 0, 0, time.UTC)
 	clock := &fixedClock{now: now}
@@ -379,8 +379,14 @@ func TestTombstoneLimitAcrossSubPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := db.Metrics().TombstonesRead
 	_, err = r.Events(context.Background(), EventQuery{Type: "hot", From: now.Add(-10 * time.Minute), To: now})
 	if !errors.Is(err, ErrTooManyTombstones) {
 		t.Fatalf("got %v, want ErrTooManyTombstones for 300 tombstones over 4 sub-partitions", err)
+	}
+	// Each sub-partition is opened with what the others left of the
+	// budget, so the query gives up before walking all of them.
+	if read := db.Metrics().TombstonesRead - before; read >= 300 {
+		t.Fatalf("the failed query walked %d tombstones, want it to stop before all 300", read)
 	}
 }

@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -9,15 +10,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// Store is what a Reader reads from: bounded slices of one partition.
+// *storage.DB implements it; a client of a remote shard can too. Slice
+// must stop with an error wrapping ctx.Err() once ctx is done.
+type Store interface {
+	Slice(ctx context.Context, q storage.SliceQuery) (storage.Rows, error)
+}
+
 // Reader runs queries against one store. It is safe for concurrent use.
 type Reader struct {
-	db      *storage.DB
+	db      Store
 	opts    Options
 	metrics *metrics
 }
 
 // New returns a Reader of db. Its metrics register on opts.Registerer.
-func New(db *storage.DB, opts Options) (*Reader, error) {
+func New(db Store, opts Options) (*Reader, error) {
 	opts.fillDefaults()
 	m := newMetrics()
 	if opts.Registerer != nil {

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -108,7 +109,7 @@ func TestTombstoneLimit(t *testing.T) {
 			b.DeleteCell("t", []byte("p"), []byte(fmt.Sprintf("%03d", i)), []byte("c"), 1)
 		}
 	})
-	it, err := db.Slice(SliceQuery{Table: "t", Partition: []byte("p"), MaxTombstones: 10})
+	it, err := db.Slice(context.Background(), SliceQuery{Table: "t", Partition: []byte("p"), MaxTombstones: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"flag"
 	"fmt"
@@ -141,7 +142,7 @@ func (m *model) slice(q SliceQuery, now int64) []Row {
 
 func readAll(t *testing.T, db *DB, q SliceQuery) ([]Row, ReadStats) {
 	t.Helper()
-	it, err := db.Slice(q)
+	it, err := db.Slice(context.Background(), q)
 	if err != nil {
 		t.Fatalf("slice %+v: %v", q, err)
 	}

@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -189,4 +191,52 @@ func TestExpiredBlocksSkippedWhenOverlapIsDead(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSliceStopsWhenContextDone checks a slice checks its context while it
+// scans, not only when it starts: cancelled after the first row, it stops
+// within a few hundred cells with an error wrapping context.Canceled.
+func TestSliceStopsWhenContextDone(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	db := openTestDB(t, clock, TableDef{Name: "t"})
+	const rows = 5000
+	apply(t, db, func(b *Batch) {
+		for i := range rows {
+			b.Put("t", []byte("p"), fmt.Appendf(nil, "k%05d", i), []byte("c"), []byte("v"), 1)
+		}
+	})
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Slice(canceledContext(), SliceQuery{Table: "t", Partition: []byte("p")}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Slice with a cancelled context: got %v, want context.Canceled", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	it, err := db.Slice(ctx, SliceQuery{Table: "t", Partition: []byte("p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for it.Next() {
+		if n++; n == 1 {
+			cancel()
+		}
+	}
+	err = it.Close()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v after %d rows, want context.Canceled", err, n)
+	}
+	if n > ctxCheckInterval+1 {
+		t.Fatalf("read %d rows after the context was cancelled, want at most %d", n-1, ctxCheckInterval)
+	}
+	if !strings.Contains(err.Error(), `partition "p" of table "t"`) {
+		t.Errorf("error %q does not name the partition and table", err)
+	}
+}
+
+func canceledContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
 }

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -37,7 +38,7 @@ func OpenCatalog(db *storage.DB) (*Catalog, error) {
 		}
 	}
 	c := &Catalog{db: db, tables: map[string]*Table{}}
-	it, err := db.Slice(storage.SliceQuery{Table: SchemasTable, Partition: schemasPartition})
+	it, err := db.Slice(context.Background(), storage.SliceQuery{Table: SchemasTable, Partition: schemasPartition})
 	if err != nil {
 		return nil, fmt.Errorf("load schemas: %w", err)
 	}

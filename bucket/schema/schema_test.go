@@ -2,6 +2,7 @@ package schema
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math"
 	"math/big"
@@ -199,7 +200,7 @@ func TestCatalogPersists(t *testing.T) {
 		t.Fatalf("reloaded schema %+v", tbl)
 	}
 	partition, _ := tbl.EncodePartition("Tom Clancy")
-	it, err := db.Slice(storage.SliceQuery{Table: "authors", Partition: partition})
+	it, err := db.Slice(context.Background(), storage.SliceQuery{Table: "authors", Partition: partition})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +255,7 @@ func TestEventRoundTripAndCheckpoint(t *testing.T) {
 		t.Fatalf("missing checkpoint %d %v, want 0", seq, err)
 	}
 	pk, _ := bucket.PartitionKeyFor(id, "click", 4)
-	it, err := db.Slice(storage.SliceQuery{Table: EventsTable, Partition: []byte(pk.String())})
+	it, err := db.Slice(context.Background(), storage.SliceQuery{Table: EventsTable, Partition: []byte(pk.String())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +271,7 @@ func TestEventRoundTripAndCheckpoint(t *testing.T) {
 		t.Fatalf("decoded %+v", got)
 	}
 	cp, _ := CountsPartition("click", at)
-	it, err = db.Slice(storage.SliceQuery{Table: CountsTable, Partition: cp})
+	it, err = db.Slice(context.Background(), storage.SliceQuery{Table: CountsTable, Partition: cp})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 
@@ -82,7 +83,7 @@ func (e *eventideEngine) all(partition string) (int, error) {
 }
 
 func (e *eventideEngine) slice(q storage.SliceQuery) (int, error) {
-	it, err := e.db.Slice(q)
+	it, err := e.db.Slice(context.Background(), q)
 	if err != nil {
 		return 0, err
 	}
