@@ -61,22 +61,35 @@ type ReadStats struct {
 	Rows int
 	// LiveCells is the number of live cells returned.
 	LiveCells int
-	// TombstonesScanned counts cell tombstones, expired cells, cells
-	// shadowed by a deletion, and range/row/partition deletions walked.
+	// TombstonesScanned counts every dead cell the read walked: cell
+	// tombstones, expired cells (an expired cell is a tombstone), cells
+	// shadowed by a deletion, and the range/row/partition deletions
+	// themselves. Expired cells in blocks or SSTables skipped unread are
+	// not walked and not counted here: they count in BlocksSkipped and
+	// SSTablesSkippedExpired.
 	TombstonesScanned int
 	MemtablesRead     int
 	SSTablesRead      int
-	// SSTablesSkipped were skipped unopened: bloom filter, partition
-	// absent, clustering range or expiry, or the slice ended before
-	// reaching their first clustering key.
+	// SSTablesSkipped were skipped unopened, for any reason: bloom
+	// filter, partition absent, clustering range or expiry, or the slice
+	// ended before reaching their first clustering key.
 	SSTablesSkipped int
-	BlocksRead      int
-	BlocksSkipped   int
+	// SSTablesSkippedByBloom is the part of SSTablesSkipped ruled out by
+	// the bloom filter alone, without looking at the partition index.
+	SSTablesSkippedByBloom int
+	// SSTablesSkippedExpired is the part of SSTablesSkipped whose cells of
+	// the partition were all expired or deleted and shadowed nothing.
+	SSTablesSkippedExpired int
+	BlocksRead             int
+	// BlocksSkipped were fully expired blocks that shadowed nothing,
+	// skipped unread.
+	BlocksSkipped int
 }
 
 func (s ReadStats) String() string {
-	return fmt.Sprintf("read %d live and %d tombstoned cells in %d SSTables (%d blocks, %d skipped) and %d memtables, %d rows",
-		s.LiveCells, s.TombstonesScanned, s.SSTablesRead, s.BlocksRead, s.BlocksSkipped, s.MemtablesRead, s.Rows)
+	return fmt.Sprintf("read %d live and %d tombstoned cells in %d SSTables (%d blocks, %d skipped) and %d memtables, %d rows; skipped unread %d SSTables (%d by bloom filter, %d expired)",
+		s.LiveCells, s.TombstonesScanned, s.SSTablesRead, s.BlocksRead, s.BlocksSkipped, s.MemtablesRead, s.Rows,
+		s.SSTablesSkipped, s.SSTablesSkippedByBloom, s.SSTablesSkippedExpired)
 }
 
 // Rows is what a slice returns: its rows in order, then its error and its
@@ -193,6 +206,7 @@ func (it *RowIterator) open(tableID uint32) {
 	for _, h := range it.v.sstables[tableID] {
 		if !h.reader.MayContain(q.Partition) {
 			it.stats.SSTablesSkipped++
+			it.stats.SSTablesSkippedByBloom++
 			continue
 		}
 		info, ok := h.reader.Partition(q.Partition)
@@ -253,6 +267,7 @@ func (it *RowIterator) open(tableID uint32) {
 			// Everything it holds for the partition is expired or deleted
 			// and shadows nothing: reading it could only count tombstones.
 			it.stats.SSTablesSkipped++
+			it.stats.SSTablesSkippedExpired++
 			continue
 		}
 		it.addDeletions(&c.info.Deletions)

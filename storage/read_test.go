@@ -133,6 +133,7 @@ func TestExpiredBlocksSkippedWhenOverlapIsDead(t *testing.T) {
 		wantLive             int
 		wantBlocks, wantSkip int // blocks read and skipped
 		wantSSTablesRead     int
+		wantSSTablesExpired  int // SSTables skipped unread as expired
 	}{
 		{
 			// The newer file's times start 3 s before the older file's
@@ -142,7 +143,7 @@ func TestExpiredBlocksSkippedWhenOverlapIsDead(t *testing.T) {
 			// block too.
 			name:  "dead overlap on both sides",
 			older: file(0, 0, from(0)), newer: file(20, -3, below(24)),
-			wantLive: 20, wantBlocks: 3, wantSkip: 1, wantSSTablesRead: 1,
+			wantLive: 20, wantBlocks: 3, wantSkip: 1, wantSSTablesRead: 1, wantSSTablesExpired: 1,
 		},
 		{
 			// As above, but the older file's first two blocks are live:
@@ -188,6 +189,9 @@ func TestExpiredBlocksSkippedWhenOverlapIsDead(t *testing.T) {
 			}
 			if stats.BlocksRead != tc.wantBlocks || stats.BlocksSkipped != tc.wantSkip || stats.SSTablesRead != tc.wantSSTablesRead {
 				t.Errorf("got %s, %d blocks skipped; want %d blocks read, %d skipped, %d SSTables", stats, stats.BlocksSkipped, tc.wantBlocks, tc.wantSkip, tc.wantSSTablesRead)
+			}
+			if stats.SSTablesSkippedExpired != tc.wantSSTablesExpired {
+				t.Errorf("got %d SSTables skipped as expired, want %d", stats.SSTablesSkippedExpired, tc.wantSSTablesExpired)
 			}
 		})
 	}
