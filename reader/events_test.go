@@ -390,3 +390,25 @@ func TestTombstoneLimitAcrossSubPartitions(t *testing.T) {
 		t.Fatalf("the failed query walked %d tombstones, want it to stop before all 300", read)
 	}
 }
+
+// TestEventsOverTheWholeTTLWindow checks the default bucket limit admits a
+// query over exactly the default TTL's window, and any older from (clamped
+// to it), when now is not on the hour: 168 hours then touch 169 buckets.
+func TestEventsOverTheWholeTTLWindow(t *testing.T) {
+	for _, now := range []time.Time{
+		time.Date(2026, 11, 22, 10, 30, 0, 0, time.UTC),
+		time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC),
+		time.Date(2026, 11, 22, 10, 59, 59, 999000000, time.UTC),
+	} {
+		clock := &fixedClock{now: now}
+		r, err := New(openStore(t, clock), Options{Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, from := range []time.Time{now.Add(-schema.DefaultEventTTL), now.Add(-30 * 24 * time.Hour), {}} {
+			if _, err := r.Events(context.Background(), EventQuery{Type: "click", From: from, To: now}); err != nil {
+				t.Errorf("now %s, from %s: %v", now.Format(time.RFC3339Nano), from.Format(time.RFC3339), err)
+			}
+		}
+	}
+}
