@@ -244,3 +244,40 @@ func canceledContext() context.Context {
 	cancel()
 	return ctx
 }
+
+// TestSliceSkipsSSTablesByBloomFilter checks reads consult the bloom filter
+// before the partition index: a partition absent from 5 SSTables is ruled
+// out by their filters (bar false positives), one present in all of them
+// never is. Without the filter the answers would be the same, only slower,
+// so SSTablesSkippedByBloom is what shows it is used.
+func TestSliceSkipsSSTablesByBloomFilter(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	db := openTestDB(t, clock, TableDef{Name: "t"})
+	const files, partitions, probes = 5, 100, 40
+	for f := range files {
+		apply(t, db, func(b *Batch) {
+			for p := range partitions {
+				b.Put("t", fmt.Appendf(nil, "p%03d", p), []byte("k"), []byte("c"), []byte("v"), int64(f+1))
+			}
+		})
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var absent ReadStats
+	for i := range probes {
+		rows, stats := readAll(t, db, SliceQuery{Table: "t", Partition: fmt.Appendf(nil, "absent%03d", i)})
+		if len(rows) != 0 || stats.SSTablesRead != 0 || stats.SSTablesSkipped != files {
+			t.Fatalf("absent partition: %d rows, %s", len(rows), stats)
+		}
+		absent.SSTablesSkippedByBloom += stats.SSTablesSkippedByBloom
+	}
+	// The filters are sized for about 1% false positives.
+	if got, min := absent.SSTablesSkippedByBloom, files*probes*9/10; got < min {
+		t.Errorf("%d of %d lookups of absent partitions were ruled out by the bloom filter, want at least %d", got, files*probes, min)
+	}
+	rows, stats := readAll(t, db, SliceQuery{Table: "t", Partition: []byte("p007")})
+	if len(rows) != 1 || stats.SSTablesSkippedByBloom != 0 {
+		t.Errorf("present partition: %d rows, %d SSTables skipped by bloom filter (false negative)", len(rows), stats.SSTablesSkippedByBloom)
+	}
+}
