@@ -9,6 +9,7 @@ import (
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/storage"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestTombstoneBudgetAcrossPartitions spreads a query's tombstones over
@@ -183,6 +184,9 @@ func TestQueriesStopWhenContextDone(t *testing.T) {
 	for name, err := range map[string]error{"events": errEvents, "counts": errCounts, "slice": errSlice} {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%s: got %v, want context.DeadlineExceeded", name, err)
+		}
+		if got := testutil.ToFloat64(r.metrics.queries.WithLabelValues(name, "canceled")); got != 1 {
+			t.Errorf("%s: %v queries counted as canceled, want 1", name, got)
 		}
 	}
 }

@@ -62,7 +62,7 @@ func newMetrics() *metrics {
 	return &metrics{
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eventide_reader_queries_total",
-			Help: "Queries run, by kind (events, counts, slice) and result (ok, invalid, tombstones, error).",
+			Help: "Queries run, by kind (events, counts, slice) and result (ok, invalid, tombstones, canceled, error).",
 		}, []string{"kind", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "eventide_reader_query_duration_seconds",
@@ -93,6 +93,9 @@ func (m *metrics) observe(kind string, start time.Time, err error) {
 		result = "invalid"
 	case errors.Is(err, ErrTooManyTombstones):
 		result = "tombstones"
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		// The caller gave up or ran out of time: not a server failure.
+		result = "canceled"
 	default:
 		result = "error"
 	}
