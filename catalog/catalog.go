@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -38,7 +39,7 @@ func Open(db *storage.DB) (*Catalog, error) {
 		}
 	}
 	c := &Catalog{db: db, tables: map[string]*schema.Table{}}
-	it, err := db.Slice(storage.SliceQuery{Table: SchemasTable, Partition: schemasPartition})
+	it, err := db.Slice(context.Background(), storage.SliceQuery{Table: SchemasTable, Partition: schemasPartition})
 	if err != nil {
 		return nil, fmt.Errorf("load schemas: %w", err)
 	}

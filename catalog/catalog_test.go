@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -117,7 +118,7 @@ func TestCatalogPersists(t *testing.T) {
 		t.Fatalf("reloaded schema %+v", tbl)
 	}
 	partition, _ := tbl.EncodePartition("Tom Clancy")
-	it, err := db.Slice(storage.SliceQuery{Table: "authors", Partition: partition})
+	it, err := db.Slice(context.Background(), storage.SliceQuery{Table: "authors", Partition: partition})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestEventRoundTripAndCheckpoint(t *testing.T) {
 		t.Fatalf("missing checkpoint %d %v, want 0", seq, err)
 	}
 	pk, _ := bucket.PartitionKeyFor(id, "click", 4)
-	it, err := db.Slice(storage.SliceQuery{Table: schema.EventsTable, Partition: []byte(pk.String())})
+	it, err := db.Slice(context.Background(), storage.SliceQuery{Table: schema.EventsTable, Partition: []byte(pk.String())})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ func TestEventRoundTripAndCheckpoint(t *testing.T) {
 		t.Fatalf("decoded %+v", got)
 	}
 	cp, _ := schema.CountsPartition("click", at)
-	it, err = db.Slice(storage.SliceQuery{Table: schema.CountsTable, Partition: cp})
+	it, err = db.Slice(context.Background(), storage.SliceQuery{Table: schema.CountsTable, Partition: cp})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 
@@ -16,7 +17,7 @@ func PutCheckpoint(b *storage.Batch, consumer string, seq uint64) {
 
 // ReadCheckpoint returns the last sequence recorded for consumer, 0 if none.
 func ReadCheckpoint(db *storage.DB, consumer string) (uint64, error) {
-	it, err := db.Slice(storage.SliceQuery{Table: schema.CheckpointsTable, Partition: []byte(consumer), Limit: 1})
+	it, err := db.Slice(context.Background(), storage.SliceQuery{Table: schema.CheckpointsTable, Partition: []byte(consumer), Limit: 1})
 	if err != nil {
 		return 0, fmt.Errorf("read checkpoint of %s: %w", consumer, err)
 	}

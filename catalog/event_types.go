@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -70,7 +71,7 @@ func LoadEventTypes(db *storage.DB) (*schema.EventTypes, error) {
 	if _, ok := db.Table(schema.EventTypesTable); !ok {
 		return nil, nil
 	}
-	it, err := db.Slice(storage.SliceQuery{Table: schema.EventTypesTable, Partition: eventTypesPartition})
+	it, err := db.Slice(context.Background(), storage.SliceQuery{Table: schema.EventTypesTable, Partition: eventTypesPartition})
 	if err != nil {
 		return nil, fmt.Errorf("cannot load event type settings: %w", err)
 	}

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -48,7 +49,7 @@ func TestEventKeysFollowTheLayout(t *testing.T) {
 	partition, _ := schema.CountsPartition("click", at) // the same "ddmmyyhh|click" when not split
 	slice := func(oldest uuid.UUID, oldestIncl bool, newest uuid.UUID, newestIncl, asc bool) []uuid.UUID {
 		start, end, reverse := EventKeyRange(oldest, oldestIncl, newest, newestIncl, asc)
-		it, err := db.Slice(storage.SliceQuery{Table: schema.EventsTable, Partition: partition, Start: start, End: end, Reverse: reverse})
+		it, err := db.Slice(context.Background(), storage.SliceQuery{Table: schema.EventsTable, Partition: partition, Start: start, End: end, Reverse: reverse})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,11 +15,14 @@ import (
 // [From, To).
 type CountQuery struct {
 	Type string
-	// From is truncated to the step; a minute that starts before To is
-	// counted whole (counts are kept per minute).
+	// From is rounded down to a multiple of Step since the Unix epoch; a
+	// minute that starts before To is counted whole (counts are kept per
+	// minute).
 	From, To time.Time
 	// Step is a whole number of minutes; 0 means one minute. Points are
-	// aligned to multiples of Step since the Unix epoch (UTC).
+	// aligned to multiples of Step since the Unix epoch (UTC): point i is
+	// at floor(From/Step)*Step + i*Step, and the last one is the one that
+	// holds the instant before To.
 	Step  time.Duration
 	Trace bool
 }
@@ -37,6 +40,70 @@ func (r *Reader) Counts(ctx context.Context, q CountQuery) (points []CountPoint,
 	return points, err
 }
 
+// countPlan is the points of a count query: n steps of stepSeconds from
+// fromUnix (a multiple of stepSeconds), covering [from, to).
+type countPlan struct {
+	from, to    time.Time
+	fromUnix    int64
+	stepSeconds int64
+	n           int
+}
+
+// Times a count query may name: four-digit years, as RFC 3339 writes
+// them, so every difference of two fits in an int64 of seconds.
+var (
+	minCountTime = time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxCountTime = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+)
+
+// planCounts checks a count query and computes its points without
+// overflow for any From, To and Step: every client mistake wraps
+// ErrInvalidQuery.
+func planCounts(q CountQuery, maxCountBuckets int) (countPlan, error) {
+	step := q.Step
+	if step == 0 {
+		step = time.Minute
+	}
+	if step < time.Minute || step%time.Minute != 0 {
+		return countPlan{}, fmt.Errorf("%w: step %s is not a whole number of minutes (use 1m, 5m, 1h, ...)", ErrInvalidQuery, step)
+	}
+	qFrom, to := q.From.UTC(), q.To.UTC()
+	for _, t := range []struct {
+		name string
+		at   time.Time
+	}{{"from", qFrom}, {"to", to}} {
+		if t.at.Before(minCountTime) || t.at.After(maxCountTime) {
+			return countPlan{}, fmt.Errorf("%w: %s %s is outside years 1 to 9999", ErrInvalidQuery, t.name, t.at.Format(time.RFC3339))
+		}
+	}
+	if !qFrom.Before(to) {
+		return countPlan{}, fmt.Errorf("%w: from %s is not before to %s; the window is [from, to)", ErrInvalidQuery, qFrom.Format(time.RFC3339), to.Format(time.RFC3339))
+	}
+	stepSeconds := int64(step / time.Second)
+	// Floor division: times before 1970 have negative Unix seconds.
+	fromUnix := qFrom.Unix() / stepSeconds * stepSeconds
+	if fromUnix > qFrom.Unix() {
+		fromUnix -= stepSeconds
+	}
+	// to > from: n = ceil((to - fromUnix) / step), to counted with its
+	// fraction of a second.
+	span := to.Unix() - fromUnix
+	n := span / stepSeconds
+	if span%stepSeconds != 0 || to.Nanosecond() != 0 {
+		n++
+	}
+	from := time.Unix(fromUnix, 0).UTC()
+	if n > MaxCountPoints {
+		return countPlan{}, fmt.Errorf("%w: from %s to %s in steps of %s is %d points, more than %d; use a larger step or a narrower window",
+			ErrInvalidQuery, from.Format(time.RFC3339), to.Format(time.RFC3339), step, n, MaxCountPoints)
+	}
+	if b := bucket.CountBuckets(from, to); b > int64(maxCountBuckets) {
+		return countPlan{}, fmt.Errorf("%w: the window %s to %s (from rounded down to a multiple of the step %s) spans %d hour buckets, more than the limit of %d for counts; narrow from and to, or use a smaller step",
+			ErrInvalidQuery, from.Format(time.RFC3339), to.Format(time.RFC3339), step, b, maxCountBuckets)
+	}
+	return countPlan{from: from, to: to, fromUnix: fromUnix, stepSeconds: stepSeconds, n: int(n)}, nil
+}
+
 // CountsTrace is Counts with its trace.
 func (r *Reader) CountsTrace(ctx context.Context, q CountQuery) (points []CountPoint, trace *Trace, err error) {
 	start := time.Now()
@@ -44,29 +111,14 @@ func (r *Reader) CountsTrace(ctx context.Context, q CountQuery) (points []CountP
 	if err := bucket.ValidateEventType(q.Type); err != nil {
 		return nil, nil, fmt.Errorf("%w: parameter type: %w", ErrInvalidQuery, err)
 	}
-	step := q.Step
-	if step == 0 {
-		step = time.Minute
+	plan, err := planCounts(q, r.opts.MaxCountBuckets)
+	if err != nil {
+		return nil, nil, err
 	}
-	if step < time.Minute || step%time.Minute != 0 {
-		return nil, nil, fmt.Errorf("%w: step %s is not a whole number of minutes (use 1m, 5m, 1h, ...)", ErrInvalidQuery, step)
-	}
-	from, to := q.From.UTC().Truncate(step), q.To.UTC()
-	if !from.Before(to) {
-		return nil, nil, fmt.Errorf("%w: from %s is not before to %s; the window is [from, to)", ErrInvalidQuery, q.From.UTC().Format(time.RFC3339), to.Format(time.RFC3339))
-	}
-	n := int64(to.Sub(from)+step-1) / int64(step)
-	if to.Sub(from) < 0 || n > MaxCountPoints {
-		return nil, nil, fmt.Errorf("%w: from %s to %s in steps of %s is %d points, more than %d; use a larger step or a narrower window",
-			ErrInvalidQuery, from.Format(time.RFC3339), to.Format(time.RFC3339), step, n, MaxCountPoints)
-	}
-	if b := bucket.CountBuckets(from, to); b > int64(r.opts.MaxCountBuckets) {
-		return nil, nil, fmt.Errorf("%w: the window %s to %s spans %d hour buckets, more than the limit of %d for counts; narrow from and to",
-			ErrInvalidQuery, from.Format(time.RFC3339), to.Format(time.RFC3339), b, r.opts.MaxCountBuckets)
-	}
-	points = make([]CountPoint, n)
+	from, to := plan.from, plan.to
+	points = make([]CountPoint, plan.n)
 	for i := range points {
-		points[i].Time = from.Add(time.Duration(i) * step)
+		points[i].Time = time.Unix(plan.fromUnix+int64(i)*plan.stepSeconds, 0).UTC()
 	}
 	lower, err := schema.CountsClustering.Encode(nil, from)
 	if err != nil {
@@ -91,8 +143,8 @@ func (r *Reader) CountsTrace(ctx context.Context, q CountQuery) (points []CountP
 				decodeErr = err
 				return false
 			}
-			i := int(minute.Sub(from) / step)
-			if i >= 0 && i < len(points) {
+			i := (minute.Unix() - plan.fromUnix) / plan.stepSeconds
+			if minute.Unix() >= plan.fromUnix && i < int64(len(points)) {
 				points[i].Count += count
 			}
 			return true

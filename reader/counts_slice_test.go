@@ -75,7 +75,7 @@ func TestCountsAgainstBruteForce(t *testing.T) {
 		{CountQuery{Type: "click", From: now, To: now.Add(-time.Hour)}, "is not before to"},
 		{CountQuery{Type: "click", From: now.Add(-time.Hour), To: now, Step: 30 * time.Second}, "not a whole number of minutes"},
 		{CountQuery{Type: "click", From: now.Add(-60 * 24 * time.Hour), To: now, Step: time.Hour}, "hour buckets, more than the limit of 744"},
-		{CountQuery{Type: "click", From: now.Add(-30 * 24 * time.Hour), To: now}, "more than 10000"},
+		{CountQuery{Type: "click", From: now.Add(-30 * 24 * time.Hour), To: now}, fmt.Sprintf("more than %d", MaxCountPoints)},
 		{CountQuery{Type: "no way", From: now.Add(-time.Hour), To: now}, "parameter type"},
 	}
 	for _, tt := range bad {

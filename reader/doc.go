@@ -22,6 +22,9 @@
 //     duplicates and no gaps, even when rows are written between pages
 //     (rows are keyed by clustering key, and a token resumes strictly after
 //     the last key returned).
+//   - A Reader reads through Store (*storage.DB, or later a client of a
+//     remote shard); every query takes a context, and its deadline or
+//     cancellation stops the reads under way.
 //   - Tombstones scanned are counted across every partition of a query: past
 //     Options.WarnTombstones the query logs a warning and a metric counts it;
 //     past Options.FailTombstones it fails with ErrTooManyTombstones naming

@@ -369,7 +369,7 @@ func TestEventsTombstoneThresholds(t *testing.T) {
 
 // TestTombstoneLimitAcrossSubPartitions checks the fail threshold holds for
 // the total of a bucket's merged sub-partitions, though each one alone
-// stays under it.
+// stays under it, and that the query stops once the total passes it.
 func TestTombstoneLimitAcrossSubPartitions(t *testing.T) {
 	now := time.Date(2026, 11, 22, 10, 30, 0, 0, time.UTC)
 	clock := &fixedClock{now: now}
@@ -386,8 +386,36 @@ func TestTombstoneLimitAcrossSubPartitions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := db.Metrics().TombstonesRead
 	_, err = r.Events(context.Background(), EventQuery{Type: "hot", From: now.Add(-10 * time.Minute), To: now})
 	if !errors.Is(err, ErrTooManyTombstones) {
 		t.Fatalf("got %v, want ErrTooManyTombstones for 300 tombstones over 4 sub-partitions", err)
+	}
+	// Each sub-partition is opened with what the others left of the
+	// budget, so the query gives up before walking all of them.
+	if read := db.Metrics().TombstonesRead - before; read >= 300 {
+		t.Fatalf("the failed query walked %d tombstones, want it to stop before all 300", read)
+	}
+}
+
+// TestEventsOverTheWholeTTLWindow checks the default bucket limit admits a
+// query over exactly the default TTL's window, and any older from (clamped
+// to it), when now is not on the hour: 168 hours then touch 169 buckets.
+func TestEventsOverTheWholeTTLWindow(t *testing.T) {
+	for _, now := range []time.Time{
+		time.Date(2026, 11, 22, 10, 30, 0, 0, time.UTC),
+		time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC),
+		time.Date(2026, 11, 22, 10, 59, 59, 999000000, time.UTC),
+	} {
+		clock := &fixedClock{now: now}
+		r, err := New(openStore(t, clock), Options{Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, from := range []time.Time{now.Add(-schema.DefaultEventTTL), now.Add(-30 * 24 * time.Hour), {}} {
+			if _, err := r.Events(context.Background(), EventQuery{Type: "click", From: from, To: now}); err != nil {
+				t.Errorf("now %s, from %s: %v", now.Format(time.RFC3339Nano), from.Format(time.RFC3339), err)
+			}
+		}
 	}
 }

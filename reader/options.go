@@ -22,14 +22,18 @@ var ErrTooManyTombstones = storage.ErrTooManyTombstones
 
 // Defaults of Options.
 const (
-	DefaultWarnTombstones  = 1000
-	DefaultFailTombstones  = 100000
-	DefaultMaxBuckets      = 168
+	DefaultWarnTombstones = 1000
+	DefaultFailTombstones = 100000
+	// DefaultMaxBuckets admits a query over the whole window of the
+	// default TTL (7 days): 168 hours touch 169 hour buckets unless they
+	// start on the hour.
+	DefaultMaxBuckets      = 7*24 + 1
 	DefaultMaxCountBuckets = 31 * 24
 	DefaultLimit           = 100
 	MaxLimit               = 10000
-	// MaxCountPoints bounds the points of one count query.
-	MaxCountPoints = 10000
+	// MaxCountPoints bounds the points of one count query, as Prometheus
+	// bounds a range query: a week at a one-minute step (10080) fits.
+	MaxCountPoints = 11000
 )
 
 // Options configure a Reader. The zero value of each field means its

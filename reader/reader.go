@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -9,15 +10,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// Store is what a Reader reads from: bounded slices of one partition.
+// *storage.DB implements it; a client of a remote shard can too. Slice
+// must stop with an error wrapping ctx.Err() once ctx is done.
+type Store interface {
+	Slice(ctx context.Context, q storage.SliceQuery) (storage.Rows, error)
+}
+
 // Reader runs queries against one store. It is safe for concurrent use.
 type Reader struct {
-	db      *storage.DB
+	db      Store
 	opts    Options
 	metrics *metrics
 }
 
 // New returns a Reader of db. Its metrics register on opts.Registerer.
-func New(db *storage.DB, opts Options) (*Reader, error) {
+func New(db Store, opts Options) (*Reader, error) {
 	opts.fillDefaults()
 	m := newMetrics()
 	if opts.Registerer != nil {
@@ -54,7 +62,7 @@ func newMetrics() *metrics {
 	return &metrics{
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eventide_reader_queries_total",
-			Help: "Queries run, by kind (events, counts, slice) and result (ok, invalid, tombstones, error).",
+			Help: "Queries run, by kind (events, counts, slice) and result (ok, invalid, tombstones, canceled, error).",
 		}, []string{"kind", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "eventide_reader_query_duration_seconds",
@@ -85,6 +93,9 @@ func (m *metrics) observe(kind string, start time.Time, err error) {
 		result = "invalid"
 	case errors.Is(err, ErrTooManyTombstones):
 		result = "tombstones"
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		// The caller gave up or ran out of time: not a server failure.
+		result = "canceled"
 	default:
 		result = "error"
 	}

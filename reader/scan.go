@@ -33,11 +33,17 @@ type queryState struct {
 
 // run calls emit with each row in merged order until emit returns false or
 // the partitions are exhausted. The row is only valid during the call.
+//
+// The query's tombstone budget (Options.FailTombstones) holds for the sum
+// over all its partitions, whichever order they are read in: each slice is
+// opened with what is left of the budget once the tombstones of the slices
+// already open are counted, and the running total is checked after every
+// row, so the query fails as soon as the total passes the budget.
 func (s *partitionScan) run(emit func(partition []byte, row *storage.Row) bool) error {
 	if err := s.query.ctx.Err(); err != nil {
-		return err
+		return fmt.Errorf("cannot slice %s: %w", s.table, err)
 	}
-	its := make([]*storage.RowIterator, 0, len(s.partitions))
+	its := make([]storage.Rows, 0, len(s.partitions))
 	heads := make([]int, 0, len(s.partitions)) // indexes of iterators holding a row
 	closeAll := func() error {
 		var first error
@@ -54,24 +60,44 @@ func (s *partitionScan) run(emit func(partition []byte, row *storage.Row) bool) 
 		}
 		return first
 	}
-	for i, p := range s.partitions {
-		budget := s.r.opts.FailTombstones - s.query.trace.Tombstones
-		if budget < 1 {
-			budget = 1
+	// scanned is the query's tombstones so far, those of open slices
+	// included.
+	scanned := func() int {
+		n := s.query.trace.Tombstones
+		for _, it := range its {
+			if it != nil {
+				n += it.Stats().TombstonesScanned
+			}
 		}
-		it, err := s.r.db.Slice(storage.SliceQuery{Table: s.table, Partition: p, Start: s.start, End: s.end,
+		return n
+	}
+	overBudget := func(partition []byte) error {
+		if scanned() > s.r.opts.FailTombstones {
+			closeAll()
+			return s.wrap(partition, storage.ErrTooManyTombstones)
+		}
+		return nil
+	}
+	for i, p := range s.partitions {
+		s.query.partition = p
+		// At most the whole budget is spent here (overBudget failed the
+		// query otherwise); 0 would mean no limit.
+		budget := max(s.r.opts.FailTombstones-scanned(), 1)
+		it, err := s.r.db.Slice(s.query.ctx, storage.SliceQuery{Table: s.table, Partition: p, Start: s.start, End: s.end,
 			Reverse: s.reverse, Limit: s.limit, MaxTombstones: budget})
 		if err != nil {
 			closeAll()
 			return fmt.Errorf("slice %s partition %q: %w", s.table, p, err)
 		}
 		its = append(its, it)
-		s.query.partition = p
 		if it.Next() {
 			heads = append(heads, i)
 		} else if err := it.Err(); err != nil {
 			closeAll()
 			return s.wrap(p, err)
+		}
+		if err := overBudget(p); err != nil {
+			return err
 		}
 	}
 	for len(heads) > 0 {
@@ -89,19 +115,24 @@ func (s *partitionScan) run(emit func(partition []byte, row *storage.Row) bool) 
 			break
 		}
 		if it.Next() {
+			if err := overBudget(s.partitions[i]); err != nil {
+				return err
+			}
 			continue
 		}
 		if err := it.Err(); err != nil {
 			closeAll()
 			return s.wrap(s.partitions[i], err)
 		}
+		if err := overBudget(s.partitions[i]); err != nil {
+			return err
+		}
 		heads = append(heads[:best], heads[best+1:]...)
 	}
 	if err := closeAll(); err != nil {
 		return err
 	}
-	// Each partition was opened with the budget left at that moment, so
-	// several merged partitions can together pass it: check the total.
+	// Closing adds what the slices read past their last row.
 	if s.query.trace.Tombstones > s.r.opts.FailTombstones {
 		return s.wrap(s.partitions[len(s.partitions)-1], storage.ErrTooManyTombstones)
 	}

@@ -1,7 +1,10 @@
 package storage
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +111,7 @@ func TestTombstoneLimit(t *testing.T) {
 			b.DeleteCell("t", []byte("p"), []byte(fmt.Sprintf("%03d", i)), []byte("c"), 1)
 		}
 	})
-	it, err := db.Slice(SliceQuery{Table: "t", Partition: []byte("p"), MaxTombstones: 10})
+	it, err := db.Slice(context.Background(), SliceQuery{Table: "t", Partition: []byte("p"), MaxTombstones: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,5 +183,85 @@ func TestCompactionRemovesInputFiles(t *testing.T) {
 	}
 	if len(ssts) != 1 {
 		t.Fatalf("after compacting 3 SSTables into 1, the directory holds %v", ssts)
+	}
+}
+
+// TestDiskBytesMetrics checks the gauges of bytes on disk match the files:
+// eventide_storage_sstable_bytes per table against its .sst files, and
+// eventide_storage_wal_bytes against the WAL directory.
+func TestDiskBytesMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	dir := t.TempDir()
+	opts := DefaultOptions()
+	opts.Clock = &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	opts.Registerer = reg
+	opts.DisableAutoCompaction = true
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, name := range []string{"a", "b"} {
+		if err := db.CreateTable(TableDef{Name: name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fileBytes := func(glob string) float64 {
+		matches, err := filepath.Glob(filepath.Join(dir, glob))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, m := range matches {
+			fi, err := os.Stat(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += fi.Size()
+		}
+		return float64(n)
+	}
+	gauge := func(name, table string) float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				if table == "" || len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == table {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+		t.Fatalf("no metric %s{table=%q}", name, table)
+		return 0
+	}
+	apply(t, db, func(b *Batch) {
+		for i := range 200 {
+			b.Put("a", []byte("p"), fmt.Appendf(nil, "k%03d", i), []byte("c"), []byte("some value"), 1)
+		}
+	})
+	if got, want := gauge("eventide_storage_wal_bytes", ""), fileBytes("wal/*"); got != want || got == 0 {
+		t.Errorf("wal bytes %v, files %v", got, want)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, db, func(b *Batch) { b.Put("b", []byte("p"), []byte("k"), []byte("c"), []byte("v"), 1) })
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	a, b := gauge("eventide_storage_sstable_bytes", "a"), gauge("eventide_storage_sstable_bytes", "b")
+	if all := fileBytes("*.sst"); a == 0 || b == 0 || a+b != all {
+		t.Errorf("sstable bytes a=%v b=%v, files on disk %v", a, b, all)
+	}
+	if got, want := gauge("eventide_storage_wal_bytes", ""), fileBytes("wal/*"); got != want {
+		t.Errorf("after flushes: wal bytes %v, files %v", got, want)
+	}
+	if s := db.Metrics().String(); !strings.Contains(s, fmt.Sprintf("wal: %d bytes", int64(fileBytes("wal/*")))) {
+		t.Errorf("Metrics table lacks the WAL bytes:\n%s", s)
 	}
 }

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -57,7 +58,7 @@ func readEverything(dir string) error {
 		return err
 	}
 	defer db.Close()
-	it, err := db.Slice(SliceQuery{Table: "t", Partition: []byte("p")})
+	it, err := db.Slice(context.Background(), SliceQuery{Table: "t", Partition: []byte("p")})
 	if err != nil {
 		return err
 	}

@@ -10,8 +10,8 @@
 //	Batch                              Put, PutTTL, DeleteCell, DeleteRow, DeleteRange,
 //	                                   DeletePartition, AddCounter across tables
 //	DB.Apply(*Batch)                   atomic and durable (WAL group commit)
-//	DB.Slice(SliceQuery) *RowIterator  bounded, forward or reverse, limit, tombstone cap,
-//	                                   ReadStats trace
+//	DB.Slice(ctx, SliceQuery) Rows     bounded, forward or reverse, limit, tombstone cap,
+//	                                   ReadStats trace; stops when ctx is done
 //	DB.Flush, DB.Compact, DB.CompactAll
 //	DB.Metrics() Metrics               String() prints the LSM as a table
 //	DB.Check()                         verifies every file

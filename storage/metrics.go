@@ -2,6 +2,7 @@ package storage
 
 import (
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -143,7 +144,8 @@ func (c *collector) counters() []counterDesc {
 
 var (
 	sstablesDesc = prometheus.NewDesc("eventide_storage_sstables", "Live SSTables per table.", []string{"table"}, nil)
-	bytesDesc    = prometheus.NewDesc("eventide_storage_sstable_bytes", "Bytes of live SSTables per table.", []string{"table"}, nil)
+	bytesDesc    = prometheus.NewDesc("eventide_storage_sstable_bytes", "Bytes on disk of live SSTables per table.", []string{"table"}, nil)
+	walBytesDesc = prometheus.NewDesc("eventide_storage_wal_bytes", "Bytes on disk of WAL segments (those not yet flushed, and the one being written).", nil, nil)
 	memDesc      = prometheus.NewDesc("eventide_storage_memtable_bytes", "Estimated bytes held in memtables (mutable and frozen).", nil, nil)
 	immDesc      = prometheus.NewDesc("eventide_storage_memtables_frozen", "Frozen memtables waiting for a flush.", nil, nil)
 )
@@ -154,6 +156,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	ch <- sstablesDesc
 	ch <- bytesDesc
+	ch <- walBytesDesc
 	ch <- memDesc
 	ch <- immDesc
 }
@@ -167,15 +170,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(sstablesDesc, prometheus.GaugeValue, float64(t.SSTables), t.Name)
 		ch <- prometheus.MustNewConstMetric(bytesDesc, prometheus.GaugeValue, float64(t.Bytes), t.Name)
 	}
+	ch <- prometheus.MustNewConstMetric(walBytesDesc, prometheus.GaugeValue, float64(snap.WALBytes))
 	ch <- prometheus.MustNewConstMetric(memDesc, prometheus.GaugeValue, float64(snap.MemtableBytes))
 	ch <- prometheus.MustNewConstMetric(immDesc, prometheus.GaugeValue, float64(snap.FrozenMemtables))
 }
 
 // TableMetrics describes one table's SSTables.
 type TableMetrics struct {
-	Name              string
-	Compaction        CompactionStrategy
-	SSTables          int
+	Name       string
+	Compaction CompactionStrategy
+	SSTables   int
+	// Bytes is the size on disk of the table's live SSTables.
 	Bytes             int64
 	Partitions, Cells int64
 	Tombstones        int64
@@ -184,7 +189,10 @@ type TableMetrics struct {
 
 // Metrics is a snapshot of the engine's state and counters.
 type Metrics struct {
-	Tables            []TableMetrics
+	Tables []TableMetrics
+	// WALBytes is the size on disk of the WAL segments: those holding
+	// writes not yet flushed, and the one being written.
+	WALBytes          int64
 	MemtableBytes     int64
 	FrozenMemtables   int
 	Batches           int64
@@ -210,6 +218,7 @@ func (db *DB) Metrics() Metrics {
 		PurgedTombstones: m.purgedTombs.Load(), DroppedSSTables: m.droppedSSTables.Load(),
 		WriteStalls: m.stalls.Load(), WriteStallTime: time.Duration(m.stallNanos.Load()),
 		Reads: m.reads.Load(), TombstonesRead: m.readTombstones.Load(),
+		WALBytes: db.walBytes(),
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -238,6 +247,22 @@ func (db *DB) Metrics() Metrics {
 	return out
 }
 
+// walBytes sums the sizes of the files in the WAL directory. A segment
+// removed between the listing and its Stat is simply not counted.
+func (db *DB) walBytes() int64 {
+	names, err := db.opts.FS.List(db.walDir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, name := range names {
+		if fi, err := db.opts.FS.Stat(filepath.Join(db.walDir, name)); err == nil && !fi.IsDir() {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
 // String prints the snapshot as a table, one line per table, then totals.
 func (m Metrics) String() string {
 	var b strings.Builder
@@ -245,8 +270,8 @@ func (m Metrics) String() string {
 	for _, t := range m.Tables {
 		fmt.Fprintf(&b, "%-24s %-12s %8d %12d %10d %12d %10d %10d\n", t.Name, t.Compaction, t.SSTables, t.Bytes, t.Partitions, t.Cells, t.Tombstones, t.Compacting)
 	}
-	fmt.Fprintf(&b, "memtables: %d bytes, %d frozen | batches %d, wal syncs %d | flushes %d | compactions %d (read %d, wrote %d bytes, purged %d tombstones, dropped %d expired sstables) | stalls %d (%s) | reads %d (%d tombstones)\n",
-		m.MemtableBytes, m.FrozenMemtables, m.Batches, m.WALSyncs, m.Flushes, m.Compactions, m.CompactionRead, m.CompactionWritten,
+	fmt.Fprintf(&b, "wal: %d bytes | memtables: %d bytes, %d frozen | batches %d, wal syncs %d | flushes %d | compactions %d (read %d, wrote %d bytes, purged %d tombstones, dropped %d expired sstables) | stalls %d (%s) | reads %d (%d tombstones)\n",
+		m.WALBytes, m.MemtableBytes, m.FrozenMemtables, m.Batches, m.WALSyncs, m.Flushes, m.Compactions, m.CompactionRead, m.CompactionWritten,
 		m.PurgedTombstones, m.DroppedSSTables, m.WriteStalls, m.WriteStallTime.Round(time.Millisecond), m.Reads, m.TombstonesRead)
 	return b.String()
 }

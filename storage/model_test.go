@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"flag"
 	"fmt"
@@ -39,12 +40,38 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// The model: every table is a map of partitions, every partition a map of
-// cells plus its deletions, applying the same rules as the engine in the
-// most direct way (no ordering, no files, nothing purged).
+// The model: every table is a map of partitions, every partition keeps
+// every version of every cell and every deletion it was sent, and a read
+// resolves them the most direct way (no ordering, no files, nothing
+// purged). Its rules are written here from design.md, not taken from the
+// engine's internal/base, so a bug there is not copied into the oracle:
+// only the mutations, already resolved by the engine's clock (expiry and
+// deletion times), come from the engine.
+type modelVersion struct {
+	kind       base.Kind
+	tsMicros   int64
+	ldtSeconds int64 // expiry of an expiring cell, deletion time of a tombstone
+	ttlSeconds int32
+	value      []byte
+}
+
+type modelCell struct {
+	clustering, column []byte
+	versions           []modelVersion
+}
+
+// modelRangeDeletion deletes, at tsMicros, the cells whose clustering key is
+// between start and end (a row deletion has start = end, both inclusive).
+type modelRangeDeletion struct {
+	start, end Bound
+	tsMicros   int64
+}
+
 type modelPartition struct {
-	del   base.PartitionDeletions
-	cells map[string]base.Cell // key: clustering + "\x00" + column (test keys never hold 0)
+	// partitionDeletions are the timestamps of partition deletions.
+	partitionDeletions []int64
+	rangeDeletions     []modelRangeDeletion
+	cells              map[string]*modelCell // key: clustering + "\x00" + column (test keys never hold 0)
 }
 
 type modelTable struct {
@@ -69,13 +96,13 @@ func (m *model) partition(table string, pk []byte) *modelPartition {
 	t := m.tables[table]
 	p := t.partitions[string(pk)]
 	if p == nil {
-		p = &modelPartition{del: base.PartitionDeletions{Partition: base.LiveDeletion}, cells: map[string]base.Cell{}}
+		p = &modelPartition{cells: map[string]*modelCell{}}
 		t.partitions[string(pk)] = p
 	}
 	return p
 }
 
-// apply mirrors DB.Apply for already resolved mutations.
+// apply records already resolved mutations.
 func (m *model) apply(muts []mutation, names map[uint32]string) {
 	for i := range muts {
 		mu := &muts[i]
@@ -83,18 +110,119 @@ func (m *model) apply(muts []mutation, names map[uint32]string) {
 		switch mu.op {
 		case opCell:
 			k := string(mu.cell.Clustering) + "\x00" + string(mu.cell.Column)
-			c := mu.cell.Clone()
-			if old, ok := p.cells[k]; ok {
-				c = base.Reconcile(old, c)
-				c = c.Clone()
+			c := p.cells[k]
+			if c == nil {
+				c = &modelCell{clustering: bytes.Clone(mu.cell.Clustering), column: bytes.Clone(mu.cell.Column)}
+				p.cells[k] = c
 			}
-			p.cells[k] = c
+			c.versions = append(c.versions, modelVersion{kind: mu.cell.Kind, tsMicros: mu.cell.Timestamp,
+				ldtSeconds: mu.cell.LocalDeletionTime, ttlSeconds: mu.cell.TTL, value: bytes.Clone(mu.cell.Value)})
 		case opRangeTombstone:
-			p.del.Ranges = append(p.del.Ranges, mu.rangeTomb.Clone())
+			rt := mu.rangeTomb.Clone()
+			p.rangeDeletions = append(p.rangeDeletions, modelRangeDeletion{start: rt.Start, end: rt.End, tsMicros: rt.Deletion.MarkedForDeleteAt})
 		case opPartitionDeletion:
-			p.del.Partition = p.del.Partition.Max(mu.deletion)
+			p.partitionDeletions = append(p.partitionDeletions, mu.deletion.MarkedForDeleteAt)
 		}
 	}
+}
+
+// modelAfterStart reports whether ck is at or after start (a nil key is
+// unbounded), modelBeforeEnd whether it is at or before end.
+func modelAfterStart(ck []byte, start Bound) bool {
+	if start.Key == nil {
+		return true
+	}
+	c := bytes.Compare(ck, start.Key)
+	return c > 0 || c == 0 && start.Inclusive
+}
+
+func modelBeforeEnd(ck []byte, end Bound) bool {
+	if end.Key == nil {
+		return true
+	}
+	c := bytes.Compare(ck, end.Key)
+	return c < 0 || c == 0 && end.Inclusive
+}
+
+// modelBeats reports whether version a wins over b (design.md): the higher
+// timestamp; on a tie a tombstone or expiring cell beats a plain live
+// cell, a tombstone beats an expiring cell, between two expiring cells or
+// two tombstones the later local deletion time, otherwise the greater
+// value bytes.
+func modelBeats(a, b modelVersion) bool {
+	if a.tsMicros != b.tsMicros {
+		return a.tsMicros > b.tsMicros
+	}
+	rank := func(v modelVersion) int {
+		switch v.kind {
+		case base.KindTombstone:
+			return 2
+		case base.KindExpiring:
+			return 1
+		}
+		return 0
+	}
+	if ra, rb := rank(a), rank(b); ra != rb {
+		return ra > rb
+	}
+	if rank(a) > 0 && a.ldtSeconds != b.ldtSeconds {
+		return a.ldtSeconds > b.ldtSeconds
+	}
+	return bytes.Compare(a.value, b.value) > 0
+}
+
+// resolve returns the visible version of a cell: the winner of its
+// versions, or for a counter the sum of its increments at the latest of
+// their timestamps.
+func (c *modelCell) resolve() modelVersion {
+	if c.versions[0].kind == base.KindCounter {
+		// The model test never mixes counters with other kinds in a cell.
+		sum := modelVersion{kind: base.KindCounter}
+		var total int64
+		for _, v := range c.versions {
+			total += int64(binary.BigEndian.Uint64(v.value))
+			sum.tsMicros = max(sum.tsMicros, v.tsMicros)
+		}
+		sum.value = binary.BigEndian.AppendUint64(nil, uint64(total))
+		return sum
+	}
+	win := c.versions[0]
+	for _, v := range c.versions[1:] {
+		if modelBeats(v, win) {
+			win = v
+		}
+	}
+	return win
+}
+
+// shadowed reports whether a deletion of p covering clustering key ck has a
+// timestamp at or after tsMicros (a deletion shadows every cell written no
+// later than itself).
+func (p *modelPartition) shadowed(ck []byte, tsMicros int64) bool {
+	for _, d := range p.partitionDeletions {
+		if tsMicros <= d {
+			return true
+		}
+	}
+	for _, rd := range p.rangeDeletions {
+		if tsMicros <= rd.tsMicros && modelAfterStart(ck, rd.start) && modelBeforeEnd(ck, rd.end) {
+			return true
+		}
+	}
+	return false
+}
+
+// live reports whether the visible version v is live at nowSeconds: a
+// tombstone never is, an expiring cell until its expiry (an expired cell is
+// a tombstone).
+func (v modelVersion) live(nowSeconds int64) bool {
+	switch v.kind {
+	case base.KindTombstone:
+		return false
+	case base.KindExpiring:
+		return nowSeconds < v.ldtSeconds
+	}
+	return true
 }
 
 // slice answers a query the brute-force way.
@@ -106,20 +234,21 @@ func (m *model) slice(q SliceQuery, now int64) []Row {
 	}
 	byRow := map[string][]Cell{}
 	for _, c := range p.cells {
-		if !base.InRange(c.Clustering, q.Start, q.End) {
+		if !modelAfterStart(c.clustering, q.Start) || !modelBeforeEnd(c.clustering, q.End) {
 			continue
 		}
-		if p.del.DeletionFor(c.Clustering).Deletes(c.Timestamp) || !c.IsLive(now) {
+		v := c.resolve()
+		if p.shadowed(c.clustering, v.tsMicros) || !v.live(now) {
 			continue
 		}
-		cell := Cell{Column: c.Column, Value: c.Value, WriteTimeMicros: c.Timestamp}
-		switch c.Kind {
+		cell := Cell{Column: c.column, Value: v.value, WriteTimeMicros: v.tsMicros}
+		switch v.kind {
 		case base.KindExpiring:
-			cell.ExpiresAt, cell.TTLSeconds = c.LocalDeletionTime, c.TTL
+			cell.ExpiresAt, cell.TTLSeconds = v.ldtSeconds, v.ttlSeconds
 		case base.KindCounter:
-			cell.Counter, cell.CounterValue = true, c.CounterValue()
+			cell.Counter, cell.CounterValue = true, int64(binary.BigEndian.Uint64(v.value))
 		}
-		byRow[string(c.Clustering)] = append(byRow[string(c.Clustering)], cell)
+		byRow[string(c.clustering)] = append(byRow[string(c.clustering)], cell)
 	}
 	var rows []Row
 	for ck, cells := range byRow {
@@ -141,7 +270,7 @@ func (m *model) slice(q SliceQuery, now int64) []Row {
 
 func readAll(t *testing.T, db *DB, q SliceQuery) ([]Row, ReadStats) {
 	t.Helper()
-	it, err := db.Slice(q)
+	it, err := db.Slice(context.Background(), q)
 	if err != nil {
 		t.Fatalf("slice %+v: %v", q, err)
 	}
@@ -279,6 +408,12 @@ func runModel(t *testing.T, seed uint64, ops int) {
 		lastTS = clock.Now().UnixMicro() + rng.Int64N(2_000_000) - 1_000_000
 		return lastTS
 	}
+	type lastCell struct {
+		table          string
+		pk, ck, column []byte
+		ts             int64
+	}
+	var prev lastCell
 	deadCounters := map[string]bool{} // partitions of "counts" that were deleted
 	// history keeps each partition's mutations as lines (joined only when
 	// a check fails) for the failure message.
@@ -305,8 +440,21 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			op++
 			table := regular[rng.IntN(len(regular))]
 			switch r := rng.IntN(100); {
+			case r < 8 && prev.table != "":
+				// Another version of the last cell written, at the same
+				// timestamp: every tie rule of the reconciliation
+				// (kind, local deletion time, value bytes) gets exercised.
+				switch rng.IntN(4) {
+				case 0, 1:
+					b.Put(prev.table, prev.pk, prev.ck, prev.column, value("v"), prev.ts)
+				case 2:
+					b.PutTTL(prev.table, prev.pk, prev.ck, prev.column, value("t"), prev.ts, int32(1+rng.IntN(60)))
+				default:
+					b.DeleteCell(prev.table, prev.pk, prev.ck, prev.column, prev.ts)
+				}
 			case r < 50:
-				b.Put(table, pk(), ck(), columns[rng.IntN(3)], value("v"), ts())
+				prev = lastCell{table: table, pk: pk(), ck: ck(), column: columns[rng.IntN(3)], ts: ts()}
+				b.Put(table, prev.pk, prev.ck, prev.column, value("v"), prev.ts)
 			case r < 62:
 				b.PutTTL(table, pk(), ck(), columns[rng.IntN(3)], value("t"), ts(), int32(1+rng.IntN(60)))
 			case r < 70:

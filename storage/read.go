@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -60,27 +61,63 @@ type ReadStats struct {
 	Rows int
 	// LiveCells is the number of live cells returned.
 	LiveCells int
-	// TombstonesScanned counts cell tombstones, expired cells, cells
-	// shadowed by a deletion, and range/row/partition deletions walked.
+	// TombstonesScanned counts every dead cell the read walked: cell
+	// tombstones, expired cells (an expired cell is a tombstone), cells
+	// shadowed by a deletion, and the range/row/partition deletions
+	// themselves. Expired cells in blocks or SSTables skipped unread are
+	// not walked and not counted here: they count in BlocksSkipped and
+	// SSTablesSkippedExpired.
 	TombstonesScanned int
 	MemtablesRead     int
 	SSTablesRead      int
-	// SSTablesSkipped were skipped unopened: bloom filter, partition
-	// absent, clustering range or expiry, or the slice ended before
-	// reaching their first clustering key.
+	// SSTablesSkipped were skipped unopened, for any reason: bloom
+	// filter, partition absent, clustering range or expiry, or the slice
+	// ended before reaching their first clustering key.
 	SSTablesSkipped int
-	BlocksRead      int
-	BlocksSkipped   int
+	// SSTablesSkippedByBloom is the part of SSTablesSkipped ruled out by
+	// the bloom filter alone, without looking at the partition index.
+	SSTablesSkippedByBloom int
+	// SSTablesSkippedExpired is the part of SSTablesSkipped whose cells of
+	// the partition were all expired or deleted and shadowed nothing.
+	SSTablesSkippedExpired int
+	BlocksRead             int
+	// BlocksSkipped were fully expired blocks that shadowed nothing,
+	// skipped unread.
+	BlocksSkipped int
 }
 
 func (s ReadStats) String() string {
-	return fmt.Sprintf("read %d live and %d tombstoned cells in %d SSTables (%d blocks, %d skipped) and %d memtables, %d rows",
-		s.LiveCells, s.TombstonesScanned, s.SSTablesRead, s.BlocksRead, s.BlocksSkipped, s.MemtablesRead, s.Rows)
+	return fmt.Sprintf("read %d live and %d tombstoned cells in %d SSTables (%d blocks, %d skipped) and %d memtables, %d rows; skipped unread %d SSTables (%d by bloom filter, %d expired)",
+		s.LiveCells, s.TombstonesScanned, s.SSTablesRead, s.BlocksRead, s.BlocksSkipped, s.MemtablesRead, s.Rows,
+		s.SSTablesSkipped, s.SSTablesSkippedByBloom, s.SSTablesSkippedExpired)
 }
+
+// Rows is what a slice returns: its rows in order, then its error and its
+// trace. *RowIterator is the local implementation; a client of a remote
+// shard can be another.
+type Rows interface {
+	// Next advances to the next row with at least one live cell.
+	Next() bool
+	// Row is the current row, valid until the next call to Next or Close.
+	Row() *Row
+	// Err is the error that ended the iteration, if any.
+	Err() error
+	// Stats is what the read touched so far (complete after Next returns
+	// false or Close).
+	Stats() ReadStats
+	// Close releases what the read holds and returns Err.
+	Close() error
+}
+
+// ctxCheckInterval is how many merged cells a slice reads between two
+// checks of its context: often enough that a cancelled query stops within
+// a block or two, rarely enough to cost nothing measurable.
+const ctxCheckInterval = 256
 
 // RowIterator returns the rows of a slice in order. Close it when done.
 type RowIterator struct {
 	db       *DB
+	ctx      context.Context
 	v        *version
 	q        SliceQuery
 	now      int64
@@ -91,6 +128,8 @@ type RowIterator struct {
 
 	row      Row
 	building rowBuilder
+	// untilCtxCheck counts merged cells down to the next context check.
+	untilCtxCheck int
 	// pending says merge.Cell() holds a cell not yet consumed: the first
 	// cell of the next row, read to know the previous row had ended.
 	pending bool
@@ -107,8 +146,13 @@ type rowBuilder struct {
 }
 
 // Slice starts a slice read. The iterator sees a consistent snapshot of
-// the store taken now.
-func (db *DB) Slice(q SliceQuery) (*RowIterator, error) {
+// the store taken now. The read checks ctx as it scans (every few hundred
+// cells): once ctx is done, Next returns false and Err wraps ctx.Err().
+// The result is a *RowIterator.
+func (db *DB) Slice(ctx context.Context, q SliceQuery) (Rows, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("cannot read partition %q of table %q: %w", q.Partition, q.Table, err)
+	}
 	if len(q.Partition) == 0 {
 		return nil, fmt.Errorf("cannot read table %q: empty partition key", q.Table)
 	}
@@ -129,7 +173,7 @@ func (db *DB) Slice(q SliceQuery) (*RowIterator, error) {
 	v.ref()
 	db.mu.Unlock()
 
-	it := &RowIterator{db: db, v: v, q: q, now: db.opts.Clock.Now().Unix()}
+	it := &RowIterator{db: db, ctx: ctx, v: v, q: q, now: db.opts.Clock.Now().Unix(), untilCtxCheck: ctxCheckInterval}
 	it.deletion.Partition = base.LiveDeletion
 	it.open(t.id)
 	return it, nil
@@ -162,6 +206,7 @@ func (it *RowIterator) open(tableID uint32) {
 	for _, h := range it.v.sstables[tableID] {
 		if !h.reader.MayContain(q.Partition) {
 			it.stats.SSTablesSkipped++
+			it.stats.SSTablesSkippedByBloom++
 			continue
 		}
 		info, ok := h.reader.Partition(q.Partition)
@@ -222,6 +267,7 @@ func (it *RowIterator) open(tableID uint32) {
 			// Everything it holds for the partition is expired or deleted
 			// and shadows nothing: reading it could only count tombstones.
 			it.stats.SSTablesSkipped++
+			it.stats.SSTablesSkippedExpired++
 			continue
 		}
 		it.addDeletions(&c.info.Deletions)
@@ -306,6 +352,13 @@ func (it *RowIterator) Next() bool {
 			return false
 		}
 		it.pending = false
+		if it.untilCtxCheck--; it.untilCtxCheck <= 0 {
+			it.untilCtxCheck = ctxCheckInterval
+			if err := it.ctx.Err(); err != nil {
+				it.fail(fmt.Errorf("cannot finish reading partition %q of table %q: %w", it.q.Partition, it.q.Table, err))
+				return false
+			}
+		}
 		c := it.merge.Cell()
 		if b.inRow && !bytes.Equal(c.Clustering, b.clustering) {
 			if len(b.cells) > 0 {

@@ -1,6 +1,8 @@
 package storage
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -131,6 +133,7 @@ func TestExpiredBlocksSkippedWhenOverlapIsDead(t *testing.T) {
 		wantLive             int
 		wantBlocks, wantSkip int // blocks read and skipped
 		wantSSTablesRead     int
+		wantSSTablesExpired  int // SSTables skipped unread as expired
 	}{
 		{
 			// The newer file's times start 3 s before the older file's
@@ -140,7 +143,7 @@ func TestExpiredBlocksSkippedWhenOverlapIsDead(t *testing.T) {
 			// block too.
 			name:  "dead overlap on both sides",
 			older: file(0, 0, from(0)), newer: file(20, -3, below(24)),
-			wantLive: 20, wantBlocks: 3, wantSkip: 1, wantSSTablesRead: 1,
+			wantLive: 20, wantBlocks: 3, wantSkip: 1, wantSSTablesRead: 1, wantSSTablesExpired: 1,
 		},
 		{
 			// As above, but the older file's first two blocks are live:
@@ -187,6 +190,94 @@ func TestExpiredBlocksSkippedWhenOverlapIsDead(t *testing.T) {
 			if stats.BlocksRead != tc.wantBlocks || stats.BlocksSkipped != tc.wantSkip || stats.SSTablesRead != tc.wantSSTablesRead {
 				t.Errorf("got %s, %d blocks skipped; want %d blocks read, %d skipped, %d SSTables", stats, stats.BlocksSkipped, tc.wantBlocks, tc.wantSkip, tc.wantSSTablesRead)
 			}
+			if stats.SSTablesSkippedExpired != tc.wantSSTablesExpired {
+				t.Errorf("got %d SSTables skipped as expired, want %d", stats.SSTablesSkippedExpired, tc.wantSSTablesExpired)
+			}
 		})
+	}
+}
+
+// TestSliceStopsWhenContextDone checks a slice checks its context while it
+// scans, not only when it starts: cancelled after the first row, it stops
+// within a few hundred cells with an error wrapping context.Canceled.
+func TestSliceStopsWhenContextDone(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	db := openTestDB(t, clock, TableDef{Name: "t"})
+	const rows = 5000
+	apply(t, db, func(b *Batch) {
+		for i := range rows {
+			b.Put("t", []byte("p"), fmt.Appendf(nil, "k%05d", i), []byte("c"), []byte("v"), 1)
+		}
+	})
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Slice(canceledContext(), SliceQuery{Table: "t", Partition: []byte("p")}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Slice with a cancelled context: got %v, want context.Canceled", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	it, err := db.Slice(ctx, SliceQuery{Table: "t", Partition: []byte("p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for it.Next() {
+		if n++; n == 1 {
+			cancel()
+		}
+	}
+	err = it.Close()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v after %d rows, want context.Canceled", err, n)
+	}
+	if n > ctxCheckInterval+1 {
+		t.Fatalf("read %d rows after the context was cancelled, want at most %d", n-1, ctxCheckInterval)
+	}
+	if !strings.Contains(err.Error(), `partition "p" of table "t"`) {
+		t.Errorf("error %q does not name the partition and table", err)
+	}
+}
+
+func canceledContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// TestSliceSkipsSSTablesByBloomFilter checks reads consult the bloom filter
+// before the partition index: a partition absent from 5 SSTables is ruled
+// out by their filters (bar false positives), one present in all of them
+// never is. Without the filter the answers would be the same, only slower,
+// so SSTablesSkippedByBloom is what shows it is used.
+func TestSliceSkipsSSTablesByBloomFilter(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	db := openTestDB(t, clock, TableDef{Name: "t"})
+	const files, partitions, probes = 5, 100, 40
+	for f := range files {
+		apply(t, db, func(b *Batch) {
+			for p := range partitions {
+				b.Put("t", fmt.Appendf(nil, "p%03d", p), []byte("k"), []byte("c"), []byte("v"), int64(f+1))
+			}
+		})
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var absent ReadStats
+	for i := range probes {
+		rows, stats := readAll(t, db, SliceQuery{Table: "t", Partition: fmt.Appendf(nil, "absent%03d", i)})
+		if len(rows) != 0 || stats.SSTablesRead != 0 || stats.SSTablesSkipped != files {
+			t.Fatalf("absent partition: %d rows, %s", len(rows), stats)
+		}
+		absent.SSTablesSkippedByBloom += stats.SSTablesSkippedByBloom
+	}
+	// The filters are sized for about 1% false positives.
+	if got, min := absent.SSTablesSkippedByBloom, files*probes*9/10; got < min {
+		t.Errorf("%d of %d lookups of absent partitions were ruled out by the bloom filter, want at least %d", got, files*probes, min)
+	}
+	rows, stats := readAll(t, db, SliceQuery{Table: "t", Partition: []byte("p007")})
+	if len(rows) != 1 || stats.SSTablesSkippedByBloom != 0 {
+		t.Errorf("present partition: %d rows, %d SSTables skipped by bloom filter (false negative)", len(rows), stats.SSTablesSkippedByBloom)
 	}
 }

@@ -315,7 +315,7 @@ func readEvents(t testing.TB, db *storage.DB, types *schema.EventTypes, typeName
 			}
 			for _, pk := range keys {
 				partition := []byte(pk.String())
-				it, err := db.Slice(storage.SliceQuery{Table: schema.EventsTable, Partition: partition})
+				it, err := db.Slice(context.Background(), storage.SliceQuery{Table: schema.EventsTable, Partition: partition})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -351,7 +351,7 @@ func readCounts(t testing.TB, db *storage.DB, typeNames []string, from, to time.
 			if err != nil {
 				t.Fatal(err)
 			}
-			it, err := db.Slice(storage.SliceQuery{Table: schema.CountsTable, Partition: partition})
+			it, err := db.Slice(context.Background(), storage.SliceQuery{Table: schema.CountsTable, Partition: partition})
 			if err != nil {
 				t.Fatal(err)
 			}

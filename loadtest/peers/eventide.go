@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -84,7 +85,7 @@ func (e *eventideEngine) all(partition string) (int, error) {
 }
 
 func (e *eventideEngine) slice(q storage.SliceQuery) (int, error) {
-	it, err := e.db.Slice(q)
+	it, err := e.db.Slice(context.Background(), q)
 	if err != nil {
 		return 0, err
 	}

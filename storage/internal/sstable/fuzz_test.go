@@ -268,13 +268,56 @@ func FuzzOpen(f *testing.F) {
 	})
 }
 
-// TestWriteFuzzCorpus rewrites testdata/fuzz/<FuzzName>/ from fuzzSeeds
-// when run with -write-fuzz-corpus.
+// TestWriteFuzzCorpus refreshes testdata/fuzz/<FuzzName>/seed-NN from
+// fuzzSeeds when run with -write-fuzz-corpus. Other files there (such as
+// the v1-seed-NN encodings of format version 1, which the current writer
+// no longer produces) are left alone.
 func TestWriteFuzzCorpus(t *testing.T) {
 	if !*writeFuzzCorpus {
 		t.Skip("run with -write-fuzz-corpus to rewrite the seed corpus")
 	}
-	s := fuzzSeeds(t)
+	if err := writeSeedCorpus(filepath.Join("testdata", "fuzz"), fuzzCorpus(fuzzSeeds(t))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWriteFuzzCorpusKeepsOtherSeeds checks that writing the corpus adds
+// and refreshes only its own seeds.
+func TestWriteFuzzCorpusKeepsOtherSeeds(t *testing.T) {
+	dir := t.TempDir()
+	kept := filepath.Join(dir, "FuzzDecodeBlock", "v1-seed-00")
+	if err := os.MkdirAll(filepath.Dir(kept), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := []byte("go test fuzz v1\n[]byte(\"a version 1 block\")\n")
+	if err := os.WriteFile(kept, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, "FuzzDecodeBlock", "seed-00")
+	if err := os.WriteFile(stale, old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	corpus := map[string][][]any{"FuzzDecodeBlock": {{[]byte("new")}}, "FuzzDecodeFooter": {{[]byte("f"), uint64(7)}}}
+	if err := writeSeedCorpus(dir, corpus); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		kept:  string(old),
+		stale: "go test fuzz v1\n[]byte(\"new\")\n",
+		filepath.Join(dir, "FuzzDecodeFooter", "seed-00"): "go test fuzz v1\n[]byte(\"f\")\nuint64(7)\n",
+	} {
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("%s: got %q, want %q", path, got, want)
+		}
+	}
+}
+
+// fuzzCorpus lays the seeds out as the arguments of each fuzz target.
+func fuzzCorpus(s fuzzSeedSet) map[string][][]any {
 	corpus := map[string][][]any{}
 	add := func(name string, args ...any) { corpus[name] = append(corpus[name], args) }
 	for i, b := range s.blocks {
@@ -289,13 +332,16 @@ func TestWriteFuzzCorpus(t *testing.T) {
 		add("FuzzDecodeProperties", s.props[i])
 		add("FuzzOpen", s.files[i])
 	}
+	return corpus
+}
+
+// writeSeedCorpus writes corpus[name][i] to dir/name/seed-NN in the go
+// fuzz corpus format, replacing only those files.
+func writeSeedCorpus(dir string, corpus map[string][][]any) error {
 	for name, entries := range corpus {
-		dir := filepath.Join("testdata", "fuzz", name)
-		if err := os.RemoveAll(dir); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
+		target := filepath.Join(dir, name)
+		if err := os.MkdirAll(target, 0o755); err != nil {
+			return fmt.Errorf("cannot create seed directory: %w", err)
 		}
 		for i, args := range entries {
 			var buf bytes.Buffer
@@ -308,13 +354,16 @@ func TestWriteFuzzCorpus(t *testing.T) {
 					fmt.Fprintf(&buf, "uint32(%d)\n", v)
 				case uint64:
 					fmt.Fprintf(&buf, "uint64(%d)\n", v)
+				default:
+					return fmt.Errorf("cannot write seed of %s: argument of type %T", name, a)
 				}
 			}
-			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("seed-%02d", i)), buf.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
+			if err := os.WriteFile(filepath.Join(target, fmt.Sprintf("seed-%02d", i)), buf.Bytes(), 0o644); err != nil {
+				return fmt.Errorf("cannot write seed of %s: %w", name, err)
 			}
 		}
 	}
+	return nil
 }
 
 // reflectEqual compares decoded structures, treating nil and empty byte
