@@ -6,7 +6,12 @@
 //
 // Configuration is flags, each with an EVENTIDE_* environment variable
 // (run with -h, or see the README's Configuration table). Exit codes: 0
-// after a clean shutdown, 1 on a failure, 2 for an invalid configuration.
+// after a clean shutdown, 1 on a failure, 2 for an invalid configuration,
+// 3 when another process holds the data directory.
+//
+// The first thing it does is lock the data directory (a flock on
+// <data>/eventide.lock): a second process on the same --data stops there,
+// before it starts an embedded NATS server on the live JetStream store.
 //
 // SIGINT or SIGTERM shuts down in order: /readyz turns 503, the writer
 // finishes and acknowledges its in-flight batch, HTTP drains, storage
@@ -42,6 +47,8 @@ func exitCode(err error) int {
 		return 0
 	case errors.As(err, &usage):
 		return 2
+	case errors.Is(err, errDataDirInUse):
+		return 3
 	default:
 		return 1
 	}

@@ -31,6 +31,8 @@ type node struct {
 	logger *slog.Logger
 	health *server.Health
 
+	dataLock *dataDirLock
+
 	httpLn, adminLn   net.Listener
 	httpSrv, adminSrv *http.Server
 
@@ -66,7 +68,14 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 		}
 	}()
 
-	// Listeners first: a port in use fails before anything heavier. Until
+	// The data directory's lock before anything else: a second process on
+	// the same --data must stop before it opens the NATS store or storage
+	// (and before its listeners, whose errors would hide the real cause).
+	if n.dataLock, err = lockDataDir(cfg.DataDir); err != nil {
+		return n, err
+	}
+
+	// Listeners next: a port in use fails before anything heavier. Until
 	// the API is wired, HTTP answers /livez and says "starting" elsewhere.
 	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return n, fmt.Errorf("cannot listen for HTTP (--http): %w", err)
@@ -82,9 +91,6 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 		}
 	}
 
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return n, fmt.Errorf("cannot create data directory: %w", err)
-	}
 	storageDir := filepath.Join(cfg.DataDir, "storage")
 	// Before the NATS pipeline, ingest kept the store in --data itself.
 	for _, name := range []string{"MANIFEST", "LOCK"} {
@@ -343,6 +349,11 @@ func (n *node) shutdown() error {
 		log.Info("shutdown: stopping embedded NATS")
 		n.ns.Shutdown()
 		n.ns.WaitForShutdown()
+	}
+	if n.dataLock != nil {
+		if err := n.dataLock.unlock(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		log.Error("shutdown finished with errors", "err", err)
