@@ -229,6 +229,9 @@ func (a *api) countQuery(r *http.Request) (q reader.CountQuery, trace bool, pr *
 	if q.Step, pr = p.stepParam("step"); pr != nil {
 		return q, false, pr
 	}
+	if pr = checkCountPoints(q.From, q.To, q.Step); pr != nil {
+		return q, false, pr
+	}
 	trace, pr = p.boolParam("trace")
 	q.Trace = trace
 	return q, trace, pr
@@ -239,7 +242,7 @@ func (a *api) countQuery(r *http.Request) (q reader.CountQuery, trace bool, pr *
 func (a *api) queryFailed(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, reader.ErrInvalidQuery):
-		writeProblem(w, problem{Type: ProblemInvalidQuery, Title: "Invalid query", Status: http.StatusBadRequest, Detail: err.Error()})
+		writeProblem(w, badQuery(err.Error()))
 	case errors.Is(err, reader.ErrTooManyTombstones):
 		writeProblem(w, problem{Type: ProblemTooManyTombstones, Title: "Too many tombstones", Status: http.StatusUnprocessableEntity, Detail: err.Error()})
 	case r.Context().Err() != nil:

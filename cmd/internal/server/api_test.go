@@ -29,6 +29,7 @@ const fixtureEvents = 10
 
 type fixture struct {
 	srv *httptest.Server
+	h   http.Handler
 	db  *storage.DB
 }
 
@@ -36,7 +37,7 @@ type fixture struct {
 // fixtureEvents click events, one a minute from base, each counted, and
 // serves the API over it. Events with an even index have a user; the
 // data of event i is {"n":i}.
-func newFixture(t *testing.T, opts reader.Options) *fixture {
+func newFixture(t testing.TB, opts reader.Options) *fixture {
 	t.Helper()
 	db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
 	if err != nil {
@@ -76,10 +77,10 @@ func newFixture(t *testing.T, opts reader.Options) *fixture {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &fixture{srv: srv, db: db}
+	return &fixture{srv: srv, h: h, db: db}
 }
 
-func eventID(t *testing.T, at time.Time, i int) uuid.UUID {
+func eventID(t testing.TB, at time.Time, i int) uuid.UUID {
 	t.Helper()
 	id, err := bucket.NewTimeUUID(at, [8]byte{0, 0, 0, 0, 0, 0, 0, byte(i)})
 	if err != nil {

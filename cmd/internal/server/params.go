@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"math/big"
 	"net/url"
 	"slices"
 	"strconv"
@@ -150,4 +151,42 @@ func (p params) stepParam(name string) (time.Duration, *problem) {
 		return 0, &pr
 	}
 	return d, nil
+}
+
+// MaxCountPoints is the most points one /v1/counts answer may hold
+// (docs/http-api.md): a week of minutes (10080) fits.
+const MaxCountPoints = 11000
+
+// checkCountPoints refuses a window that holds more than MaxCountPoints
+// steps, before the reader plans it, and one too long for the reader's
+// time.Duration arithmetic. It counts in big integers: to.Sub(from)
+// saturates and adding a step to it may overflow, for the years 0 to 9999
+// and the steps up to ~292 years that the parameters allow.
+func checkCountPoints(from, to time.Time, step time.Duration) *problem {
+	first := from.UTC().Truncate(step) // as the reader aligns it
+	bigStep := big.NewInt(int64(step))
+	span := new(big.Int).Sub(bigNanos(to), bigNanos(first)) // > 0: first <= from < to
+	// points = ceil(span / step)
+	points := new(big.Int).Add(span, bigStep)
+	points.Sub(points, big.NewInt(1)).Quo(points, bigStep)
+	if points.Cmp(big.NewInt(MaxCountPoints)) > 0 {
+		pr := badQuery(fmt.Sprintf("from %s to %s in steps of %s is %s points, more than the limit of %d; use a larger step or a narrower window",
+			from.UTC().Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano), step, points, MaxCountPoints))
+		return &pr
+	}
+	if !new(big.Int).Add(span, bigStep).IsInt64() {
+		pr := badQuery(fmt.Sprintf("from %s (rounded down to a multiple of step %s: %s) to %s plus one step is longer than %s; use a smaller step or a narrower window",
+			from.UTC().Format(time.RFC3339Nano), step, first.Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano), maxSpanText))
+		return &pr
+	}
+	return nil
+}
+
+// maxSpanText is the longest time.Duration, in words.
+const maxSpanText = "292 years"
+
+// bigNanos is t in nanoseconds since the Unix epoch, without overflow.
+func bigNanos(t time.Time) *big.Int {
+	n := new(big.Int).Mul(big.NewInt(t.Unix()), big.NewInt(int64(time.Second)))
+	return n.Add(n, big.NewInt(int64(t.Nanosecond())))
 }

@@ -49,6 +49,12 @@ func badParameter(detail string) problem {
 	return problem{Type: ProblemInvalidParameter, Title: "Invalid parameter", Status: http.StatusBadRequest, Detail: detail}
 }
 
+// badQuery is the 400 for parameters each valid but refused together (the
+// reader's ErrInvalidQuery answers the same).
+func badQuery(detail string) problem {
+	return problem{Type: ProblemInvalidQuery, Title: "Invalid query", Status: http.StatusBadRequest, Detail: detail}
+}
+
 // writeInternalError answers 500 without leaking the cause, and logs the
 // cause under an id the client can quote.
 func writeInternalError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
