@@ -18,7 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventide/eventide/bucket/schema"
-	"github.com/eventide/eventide/cmd/internal/server"
+	"github.com/eventide/eventide/internal/natsembed"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 )
@@ -194,14 +194,11 @@ func TestIngestEndToEnd(t *testing.T) {
 // (--nats-url): events flow the same way, and shutdown leaves that server
 // running.
 func TestIngestExternalNATS(t *testing.T) {
-	ns, err := server.StartNATS(server.NATSConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	}()
+	defer natsembed.Stop(ns)
 	httpAddr := freeAddr(t)
 	var stdout, stderr syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())

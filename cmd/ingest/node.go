@@ -18,7 +18,8 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/eventide/eventide/bucket/schema"
-	"github.com/eventide/eventide/cmd/internal/server"
+	"github.com/eventide/eventide/cmd/internal/httpapi"
+	"github.com/eventide/eventide/internal/natsembed"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/writer"
@@ -29,7 +30,7 @@ import (
 type node struct {
 	cfg    *config
 	logger *slog.Logger
-	health *server.Health
+	health *httpapi.Health
 
 	dataLock *dataDirLock
 
@@ -58,7 +59,7 @@ func (n *node) setStep(step string, attrs ...any) {
 
 // start builds and starts every part. On error it stops what it started.
 func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err error) {
-	n = &node{cfg: cfg, logger: logger, health: server.NewHealth(), failed: make(chan error, 1)}
+	n = &node{cfg: cfg, logger: logger, health: httpapi.NewHealth(), failed: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			if serr := n.shutdown(); serr != nil {
@@ -82,7 +83,7 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 	}
 	n.setStep("starting")
 	var root switchHandler
-	root.set(server.StartingHandler(func() string { return *n.step.Load() }))
+	root.set(httpapi.StartingHandler(func() string { return *n.step.Load() }))
 	n.httpSrv = newHTTPServer(&root, logger)
 	n.serve("HTTP", n.httpSrv, n.httpLn)
 	if cfg.AdminAddr != "" {
@@ -104,7 +105,7 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 		return n, err
 	}
 
-	reg := server.NewRegistry()
+	reg := httpapi.NewRegistry()
 	n.setStep("opening storage", "dir", storageDir)
 	opts := storage.DefaultOptions()
 	opts.Logger = logger.With("component", "storage")
@@ -171,7 +172,7 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 		return nil
 	})
 
-	h, err := server.NewHandler(server.Config{Reader: rd, Health: n.health, Registry: reg, Logger: logger.With("component", "http")})
+	h, err := httpapi.NewHandler(httpapi.Config{Reader: rd, Health: n.health, Registry: reg, Logger: logger.With("component", "http")})
 	if err != nil {
 		return n, err
 	}
@@ -225,7 +226,7 @@ func (n *node) connectNATS() error {
 	}
 	storeDir := filepath.Join(cfg.DataDir, "nats")
 	n.setStep("starting embedded NATS", "listen", cfg.NATSListen, "store", storeDir)
-	ns, err := server.StartNATS(server.NATSConfig{Listen: cfg.NATSListen, StoreDir: storeDir, Logger: logger})
+	ns, err := natsembed.Start(natsembed.Config{Listen: cfg.NATSListen, StoreDir: storeDir, Logger: logger})
 	if err != nil {
 		return fmt.Errorf("%w (--nats-listen)", err)
 	}
@@ -347,8 +348,7 @@ func (n *node) shutdown() error {
 
 	if n.ns != nil {
 		log.Info("shutdown: stopping embedded NATS")
-		n.ns.Shutdown()
-		n.ns.WaitForShutdown()
+		natsembed.Stop(n.ns)
 	}
 	if n.dataLock != nil {
 		if err := n.dataLock.unlock(); err != nil {

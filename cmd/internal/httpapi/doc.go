@@ -1,6 +1,7 @@
-// Package server holds what Eventide's commands share to serve: the HTTP
-// API (/v1/events, /v1/counts), the health endpoints (/livez, /readyz),
-// the Prometheus registry and /metrics, and the embedded NATS server.
+// Package httpapi is Eventide's HTTP API as the commands serve it: the
+// query endpoints (/v1/events, /v1/counts), the health endpoints (/livez,
+// /readyz), the Prometheus registry and /metrics. The embedded NATS server
+// is package internal/natsembed's.
 //
 // It is wiring, not logic: queries are planned and run by package reader,
 // events are written by package writer; this package turns HTTP requests
@@ -9,11 +10,10 @@
 //
 // Use:
 //
-//	reg := server.NewRegistry()                  // Go and process collectors
-//	health := server.NewHealth()                 // add a check per dependency
+//	reg := httpapi.NewRegistry()                  // Go and process collectors
+//	health := httpapi.NewHealth()                 // add a check per dependency
 //	health.Add("storage", func() error { ... })
-//	h, err := server.NewHandler(server.Config{Reader: r, Health: health, Registry: reg})
-//	ns, err := server.StartNATS(server.NATSConfig{Listen: "127.0.0.1:4222", StoreDir: dir})
+//	h, err := httpapi.NewHandler(httpapi.Config{Reader: r, Health: health, Registry: reg})
 //
 // Invariants:
 //   - Every error response is application/problem+json (RFC 9457) whose
@@ -21,4 +21,4 @@
 //     generic detail with an error id, and the log gets the cause.
 //   - Parameters are strict: unknown or repeated parameters are refused,
 //     so a typo never silently falls back to a default.
-package server
+package httpapi

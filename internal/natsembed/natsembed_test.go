@@ -1,4 +1,4 @@
-package server
+package natsembed
 
 import (
 	"path/filepath"
@@ -10,15 +10,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-func TestStartNATS(t *testing.T) {
-	ns, err := StartNATS(NATSConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "nats")})
+func TestStart(t *testing.T) {
+	ns, err := Start(Config{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "nats")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	}()
+	defer Stop(ns)
 	if strings.HasSuffix(ns.ClientURL(), ":4222") {
 		t.Fatalf("port 0 listened on the default port: %s", ns.ClientURL())
 	}
@@ -41,15 +38,15 @@ func TestStartNATS(t *testing.T) {
 	}
 
 	// A second server on the same port fails with a message that says why.
-	_, err = StartNATS(NATSConfig{Listen: ns.Addr().String(), StoreDir: t.TempDir(), ReadyTimeout: 2 * time.Second})
+	_, err = Start(Config{Listen: ns.Addr().String(), StoreDir: t.TempDir(), ReadyTimeout: 2 * time.Second})
 	if err == nil || !strings.Contains(err.Error(), "address already in use") {
 		t.Fatalf("second server on %s: err %v, want a port-in-use error", ns.Addr(), err)
 	}
 }
 
-func TestStartNATSBadListen(t *testing.T) {
+func TestStartBadListen(t *testing.T) {
 	for _, listen := range []string{"localhost", "127.0.0.1:x", "127.0.0.1:70000"} {
-		if _, err := StartNATS(NATSConfig{Listen: listen, StoreDir: t.TempDir()}); err == nil {
+		if _, err := Start(Config{Listen: listen, StoreDir: t.TempDir()}); err == nil {
 			t.Errorf("listen %q: no error", listen)
 		}
 	}
