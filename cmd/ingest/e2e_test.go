@@ -133,6 +133,13 @@ func TestIngestEndToEnd(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	build := readBuildInfo()
+	if line := fmt.Sprintf(`eventide_build_info{goversion=%q,revision=%q,version=%q} 1`, build.GoVersion, build.Revision, build.Version); !bytes.Contains(metrics, []byte(line)) {
+		t.Errorf("/metrics lacks %s", line)
+	}
+	if !strings.Contains(stderr.String(), fmt.Sprintf(`"msg":"eventide starting","version":%q,"revision":%q`, build.Version, build.Revision)) {
+		t.Errorf("the start-up log line does not name the version and revision:\n%s", stderr.String())
+	}
 	for _, want := range []string{"eventide_storage_batches_total", "eventide_writer_", "eventide_reader_queries_total",
 		`eventide_http_requests_total{code="200",handler="/v1/events"}`, "go_goroutines", "process_cpu_seconds_total"} {
 		if !bytes.Contains(metrics, []byte(want)) {

@@ -58,7 +58,7 @@ func (n *node) setStep(step string, attrs ...any) {
 }
 
 // start builds and starts every part. On error it stops what it started.
-func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err error) {
+func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logger) (n *node, err error) {
 	n = &node{cfg: cfg, logger: logger, health: httpapi.NewHealth(), failed: make(chan error, 1)}
 	defer func() {
 		if err != nil {
@@ -106,6 +106,9 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 	}
 
 	reg := httpapi.NewRegistry()
+	if err := httpapi.RegisterBuildInfo(reg, build.Version, build.Revision, build.GoVersion); err != nil {
+		return n, err
+	}
 	n.setStep("opening storage", "dir", storageDir)
 	opts := storage.DefaultOptions()
 	opts.Logger = logger.With("component", "storage")
