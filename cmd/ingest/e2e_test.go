@@ -70,6 +70,11 @@ func TestIngestEndToEnd(t *testing.T) {
 		}
 	}
 
+	// And one the writer rejects, which /v1/dlq lists.
+	if _, err := js.Publish(t.Context(), "events.click", []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+
 	// Read back until the writer has stored them all.
 	var page struct {
 		Events []struct {
@@ -95,6 +100,24 @@ func TestIngestEndToEnd(t *testing.T) {
 			string(e.Data) != fmt.Sprintf(`{"i":%d}`, i) || page.NextPage != "" {
 			t.Fatalf("event %d = %+v (data %s), want click %d at %s", i, e, e.Data, i, wantTime.Format(time.RFC3339Nano))
 		}
+	}
+
+	var dlq struct {
+		DeadLetters []struct {
+			Reason, Body    string
+			OriginalSubject string `json:"original_subject"`
+			StreamSeq       uint64 `json:"stream_seq"`
+		} `json:"dead_letters"`
+	}
+	for deadline := time.Now().Add(20 * time.Second); len(dlq.DeadLetters) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("/v1/dlq never listed the rejected message; log:\n%s", stderr.String())
+		}
+		getJSON(t, client, base+"/v1/dlq", 200, &dlq)
+	}
+	if d := dlq.DeadLetters; len(d) != 1 || d[0].Reason != "malformed_json" || d[0].Body != "not json" ||
+		d[0].OriginalSubject != "events.click" || d[0].StreamSeq != clicks+views+1 {
+		t.Errorf("/v1/dlq = %+v, want the one malformed_json message at stream sequence %d", d, clicks+views+1)
 	}
 
 	var counts struct{ Points []struct{ Count int64 } }
@@ -140,7 +163,7 @@ func TestIngestEndToEnd(t *testing.T) {
 	if !strings.Contains(stderr.String(), fmt.Sprintf(`"msg":"eventide starting","version":%q,"revision":%q`, build.Version, build.Revision)) {
 		t.Errorf("the start-up log line does not name the version and revision:\n%s", stderr.String())
 	}
-	for _, want := range []string{"eventide_storage_batches_total", "eventide_writer_", "eventide_reader_queries_total",
+	for _, want := range []string{"eventide_storage_batches_total", "eventide_writer_", `eventide_dlq_messages{stream="EVENTS_DLQ"} 1`, "eventide_reader_queries_total",
 		`eventide_http_requests_total{code="200",handler="/v1/events"}`, "go_goroutines", "process_cpu_seconds_total"} {
 		if !bytes.Contains(metrics, []byte(want)) {
 			t.Errorf("/metrics lacks %s", want)

@@ -16,6 +16,7 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/cmd/internal/httpapi"
@@ -175,7 +176,15 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		return nil
 	})
 
-	h, err := httpapi.NewHandler(httpapi.Config{Reader: rd, Health: n.health, Registry: reg, Logger: logger.With("component", "http")})
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return n, fmt.Errorf("cannot use JetStream: %w", err)
+	}
+	dl, err := httpapi.NewDeadLetters(js, wcfg.DLQStream, reg)
+	if err != nil {
+		return n, err
+	}
+	h, err := httpapi.NewHandler(httpapi.Config{Reader: rd, DeadLetters: dl, Health: n.health, Registry: reg, Logger: logger.With("component", "http")})
 	if err != nil {
 		return n, err
 	}
@@ -380,7 +389,7 @@ func printBanner(w io.Writer, n *node) {
 	fmt.Fprintf(w, `
 Eventide is running. Ctrl-C stops it cleanly.
   NATS   %s
-  HTTP   %s  (/v1/events, /v1/counts, /readyz, /livez, /metrics)
+  HTTP   %s  (/v1/events, /v1/counts, /v1/dlq, /readyz, /livez, /metrics)
 `, natsLine, httpURL)
 	if n.adminLn != nil {
 		fmt.Fprintf(w, "  admin  http://%s/debug/pprof/\n", n.adminLn.Addr())

@@ -306,7 +306,7 @@ func TestBadRequests(t *testing.T) {
 		{"/v1/counts?type=click&limit=5", 400, ProblemUnknownParameter,
 			`unknown parameter "limit"; this endpoint accepts type, from, to, step, trace`},
 		{"/v1/nothing", 404, problemAboutBlank,
-			"no endpoint at /v1/nothing; the API serves /v1/events, /v1/counts, /livez, /readyz and /metrics"},
+			"no endpoint at /v1/nothing; the API serves /v1/events, /v1/counts, /v1/dlq, /livez, /readyz and /metrics"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.target, func(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 
 // fuzzRoutes are the paths FuzzRoutes and TestNastyQueries send queries
 // to: every route of the handler, and one it does not have.
-var fuzzRoutes = []string{"/v1/events", "/v1/counts", "/livez", "/readyz", "/metrics", "/nothing"}
+var fuzzRoutes = []string{"/v1/events", "/v1/counts", "/v1/dlq", "/livez", "/readyz", "/metrics", "/nothing"}
 
 // nastyQueries are query strings that once broke, or could break, the
 // parsing and planning of a route: overflowing windows and steps, the
@@ -46,6 +46,10 @@ var nastyQueries = []string{
 	"type=click&%zz",
 	";;;&&&===",
 	"type=click&type=view",
+	"page=18446744073709551615",
+	"page=18446744073709551616",
+	"page=-1&limit=0",
+	"from=9999-12-31T23:59:59Z&page=1",
 }
 
 // checkRouteAnswer sends GET path?query to the handler and fails on a
@@ -136,4 +140,25 @@ func TestCountPointsLimit(t *testing.T) {
 			t.Errorf("%s: detail\n %q, want\n %q", target, p.Detail, tt.detail)
 		}
 	}
+}
+
+// FuzzDLQQuery: parsing /v1/dlq's parameters never panics, and what it
+// accepts is within the documented bounds.
+func FuzzDLQQuery(f *testing.F) {
+	for _, q := range nastyQueries {
+		f.Add(q)
+	}
+	f.Add("type=click&from=2026-11-22T10:00:00Z&to=2026-11-22T11:00:00Z&limit=10&page=42")
+	f.Fuzz(func(t *testing.T, rawQuery string) {
+		q, pr := parseDLQQuery(rawQuery)
+		if pr != nil {
+			if pr.Status != 400 || pr.Detail == "" {
+				t.Fatalf("%q: problem %+v, want a 400 with a detail", rawQuery, pr)
+			}
+			return
+		}
+		if q.limit < 1 || q.limit > MaxDLQLimit || q.hasFrom && q.hasTo && !q.from.Before(q.to) {
+			t.Fatalf("%q: accepted %+v", rawQuery, q)
+		}
+	})
 }
