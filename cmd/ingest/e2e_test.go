@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -163,7 +164,7 @@ func TestIngestEndToEnd(t *testing.T) {
 	if !strings.Contains(stderr.String(), fmt.Sprintf(`"msg":"eventide starting","version":%q,"revision":%q`, build.Version, build.Revision)) {
 		t.Errorf("the start-up log line does not name the version and revision:\n%s", stderr.String())
 	}
-	for _, want := range []string{"eventide_storage_batches_total", "eventide_writer_", `eventide_dlq_messages{stream="EVENTS_DLQ"} 1`, "eventide_reader_queries_total",
+	for _, want := range []string{"eventide_storage_batches_total", "eventide_writer_", `eventide_dlq_messages{stream="EVENTS_DLQ"} 1`, "eventide_nats_connected 1\n", "eventide_nats_reconnects_total 0\n", "eventide_nats_store_bytes ", "eventide_reader_queries_total",
 		`eventide_http_requests_total{code="200",handler="/v1/events"}`, "go_goroutines", "process_cpu_seconds_total"} {
 		if !bytes.Contains(metrics, []byte(want)) {
 			t.Errorf("/metrics lacks %s", want)
@@ -228,7 +229,7 @@ func TestIngestExternalNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer natsembed.Stop(ns)
+	defer func() { natsembed.Stop(ns) }() // ns is replaced by a restart below
 	httpAddr := freeAddr(t)
 	var stdout, stderr syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -262,6 +263,31 @@ func TestIngestExternalNATS(t *testing.T) {
 		}
 		getJSON(t, client, base+"/v1/events?type=signup", 200, &page)
 	}
+
+	if m := scrape(t, client, base); strings.Contains(m, "eventide_nats_store_bytes") || !strings.Contains(m, "eventide_nats_connected 1\n") {
+		t.Errorf("with an external server: want eventide_nats_connected 1 and no store size; /metrics:\n%s", m)
+	}
+
+	// The server goes away: the connection metric and /readyz say so; it
+	// comes back on the same address and store: one reconnect.
+	addr, storeDir := ns.Addr().String(), ns.StoreDir()
+	natsembed.Stop(ns)
+	waitMetrics(t, client, base, "eventide_nats_connected 0\n")
+	var ready struct{ Checks []struct{ Name, Detail string } }
+	getJSON(t, client, base+"/readyz", 503, &ready)
+	if len(ready.Checks) == 0 || ready.Checks[0].Name != "nats" || !strings.Contains(ready.Checks[0].Detail, "NATS connection is") {
+		t.Errorf("/readyz with NATS down: %+v, want the nats check failing first", ready)
+	}
+	if resp, err := client.Get(base + "/v1/dlq"); err != nil || resp.StatusCode != 503 {
+		t.Errorf("/v1/dlq with NATS down: %v %v, want 503 at once", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	ns, err = natsembed.Start(natsembed.Config{Listen: addr, StoreDir: storeDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitMetrics(t, client, base, "eventide_nats_connected 1\n", "eventide_nats_reconnects_total 1\n")
 
 	cancel()
 	if err := <-done; err != nil {
@@ -384,4 +410,34 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// scrape returns the text of /metrics.
+func scrape(t *testing.T, client *http.Client, base string) string {
+	t.Helper()
+	resp, err := client.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// waitMetrics polls /metrics until it holds every line of want.
+func waitMetrics(t *testing.T, client *http.Client, base string, want ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		m := scrape(t, client, base)
+		missing := slices.DeleteFunc(slices.Clone(want), func(w string) bool { return strings.Contains(m, w) })
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s /metrics still lacks %q", missing)
+		}
+	}
 }

@@ -110,6 +110,14 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	if err := httpapi.RegisterBuildInfo(reg, build.Version, build.Revision, build.GoVersion); err != nil {
 		return n, err
 	}
+	if err := registerNATSMetrics(reg, n.nc); err != nil {
+		return n, err
+	}
+	if n.ns != nil {
+		if err := reg.Register(natsembed.NewStoreCollector(filepath.Join(cfg.DataDir, "nats"))); err != nil {
+			return n, fmt.Errorf("cannot register the NATS store metric: %w", err)
+		}
+	}
 	n.setStep("opening storage", "dir", storageDir)
 	opts := storage.DefaultOptions()
 	opts.Logger = logger.With("component", "storage")

@@ -27,8 +27,16 @@ const (
 // dlqParams are the parameters /v1/dlq accepts.
 var dlqParams = []string{"type", "from", "to", "limit", "page"}
 
-// dlqReadTimeout bounds the NATS requests of one /v1/dlq page or scrape.
-const dlqReadTimeout = 10 * time.Second
+// dlqReadTimeout bounds the NATS requests of one /v1/dlq page;
+// dlqScrapeTimeout the one of a scrape, which must not hold up /metrics.
+const (
+	dlqReadTimeout   = 10 * time.Second
+	dlqScrapeTimeout = 2 * time.Second
+)
+
+// errNATSDown is returned by DeadLetters when the NATS connection is not
+// connected: /v1/dlq answers 503 at once instead of waiting.
+var errNATSDown = errors.New("the NATS connection is down")
 
 // DeadLetters reads the dead-letter stream the writer fills (package
 // writer, docs/events.md "Rejections"): for /v1/dlq and the DLQ depth
@@ -140,6 +148,12 @@ func (a *api) dlq(w http.ResponseWriter, r *http.Request) {
 			a.logger.Debug("dead-letter listing abandoned by the client", "url", r.URL.String(), "err", err)
 			return
 		}
+		if errors.Is(err, errNATSDown) {
+			w.Header().Set("Retry-After", "5")
+			writeProblem(w, problem{Type: problemAboutBlank, Status: http.StatusServiceUnavailable,
+				Detail: "the dead-letter stream cannot be read: " + err.Error() + "; retry later"})
+			return
+		}
 		writeInternalError(w, r, a.logger, err)
 		return
 	}
@@ -152,6 +166,9 @@ func (a *api) dlq(w http.ResponseWriter, r *http.Request) {
 // pending count says how many messages to fetch, so the fetch never waits
 // for messages that do not exist.
 func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error) {
+	if !d.js.Conn().IsConnected() {
+		return nil, errNATSDown
+	}
 	ctx, cancel := context.WithTimeout(ctx, dlqReadTimeout)
 	defer cancel()
 	filter := writer.DLQSubjects
@@ -254,7 +271,10 @@ func (c dlqCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c dlqCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), dlqReadTimeout)
+	if !c.d.js.Conn().IsConnected() {
+		return // no answer to wait for; eventide_nats_connected says why
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), dlqScrapeTimeout)
 	defer cancel()
 	s, err := c.d.js.Stream(ctx, c.d.stream)
 	if err != nil {
