@@ -273,7 +273,9 @@ func TestIngestExternalNATS(t *testing.T) {
 	addr, storeDir := ns.Addr().String(), ns.StoreDir()
 	natsembed.Stop(ns)
 	waitMetrics(t, client, base, "eventide_nats_connected 0\n")
-	var ready struct{ Checks []struct{ Name, Detail string } }
+	var ready struct {
+		Checks []struct{ Name, Detail string }
+	}
 	getJSON(t, client, base+"/readyz", 503, &ready)
 	if len(ready.Checks) == 0 || ready.Checks[0].Name != "nats" || !strings.Contains(ready.Checks[0].Detail, "NATS connection is") {
 		t.Errorf("/readyz with NATS down: %+v, want the nats check failing first", ready)
