@@ -172,8 +172,12 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		return nil
 	})
 	n.health.Add("storage", func() error {
-		if !n.storageOpen.Load() {
-			return errors.New("storage is closed")
+		_, err := n.storageHealth()
+		return err
+	})
+	n.health.AddLiveness("storage", func() error {
+		if permanent, err := n.storageHealth(); permanent {
+			return fmt.Errorf("storage failed and cannot recover without a restart: %w", err)
 		}
 		return nil
 	})
@@ -203,6 +207,23 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	}
 	logger.Info("eventide started", "http", n.httpLn.Addr().String(), "nats", n.natsURL())
 	return n, nil
+}
+
+// storageHealth says whether storage can take work (err nil) and, when it
+// cannot, whether only a restart can fix it (permanent): /readyz shows
+// err, /livez fails when permanent.
+//
+// INTEGRATOR: when storage has `func (db *DB) Health() storage.Health`
+// (fields Err error, Permanent bool), keep the closed check and replace
+// the last line with:
+//
+//	h := n.db.Health()
+//	return h.Permanent, h.Err
+func (n *node) storageHealth() (permanent bool, err error) {
+	if !n.storageOpen.Load() {
+		return false, errors.New("storage is closed")
+	}
+	return false, nil
 }
 
 func errOrUnexpected(err error) error {

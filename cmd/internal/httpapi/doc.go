@@ -12,7 +12,8 @@
 //
 //	reg := httpapi.NewRegistry()                  // Go and process collectors
 //	health := httpapi.NewHealth()                 // add a check per dependency
-//	health.Add("storage", func() error { ... })
+//	health.Add("storage", func() error { ... })      // readiness: nil or the cause
+//	health.AddLiveness("storage", func() error { ... }) // fails only when a restart is needed
 //	h, err := httpapi.NewHandler(httpapi.Config{Reader: r, Health: health, Registry: reg})
 //
 // Invariants:
