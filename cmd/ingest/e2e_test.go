@@ -190,15 +190,9 @@ func TestIngestEndToEnd(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("run did not return 30s after cancel; log:\n%s", stderr.String())
 	}
-	log := stderr.String()
-	last := -1
-	for _, step := range []string{"shutdown: /readyz now answers 503", "shutdown: writer stopped", "shutdown: stopping HTTP server",
-		"shutdown: storage closed", "shutdown: stopping embedded NATS", "shutdown complete"} {
-		i := strings.Index(log, step)
-		if i < last {
-			t.Errorf("shutdown step %q logged out of order (or not at all)", step)
-		}
-		last = i
+	if err := checkLoggedInOrder(stderr.String(), "shutdown: /readyz now answers 503", "shutdown: writer stopped",
+		"shutdown: stopping HTTP server", "shutdown: storage closed", "shutdown: stopping embedded NATS", "shutdown complete"); err != nil {
+		t.Error(err)
 	}
 	checkNoLeakedGoroutines(t)
 
@@ -216,8 +210,14 @@ func TestIngestEndToEnd(t *testing.T) {
 	if err != nil || len(got.Events) != clicks {
 		t.Fatalf("after reopen: %v events, err %v; want %d", len(got.Events), err, clicks)
 	}
-	if seq, err := schema.ReadCheckpoint(db, "eventide-writer"); err != nil || seq == 0 {
-		t.Logf("checkpoint of the writer: %d, %v (the writer keeps it per epoch)", seq, err)
+	// A new stream is checkpoint epoch 0, whose checkpoint is under the
+	// consumer's own name (writer/checkpoint.go); it covers every message
+	// published, the rejected one last.
+	if epoch, err := schema.ReadCheckpoint(db, "eventide-writer.epoch"); err != nil || epoch != 0 {
+		t.Fatalf("checkpoint epoch: %d, %v; want 0", epoch, err)
+	}
+	if seq, err := schema.ReadCheckpoint(db, "eventide-writer"); err != nil || seq != clicks+views+1 {
+		t.Fatalf("checkpoint of the writer after shutdown: %d, %v; want %d, the last stream sequence", seq, err, clicks+views+1)
 	}
 }
 
@@ -442,4 +442,21 @@ func waitMetrics(t *testing.T, client *http.Client, base string, want ...string)
 			t.Fatalf("after 20s /metrics still lacks %q", missing)
 		}
 	}
+}
+
+// checkLoggedInOrder returns an error unless every step occurs in log,
+// each after the one before.
+func checkLoggedInOrder(log string, steps ...string) error {
+	last, lastStep := -1, "the start of the log"
+	for _, step := range steps {
+		i := strings.Index(log, step)
+		switch {
+		case i < 0:
+			return fmt.Errorf("step %q was not logged; log:\n%s", step, log)
+		case i <= last:
+			return fmt.Errorf("step %q was logged before %q; log:\n%s", step, lastStep, log)
+		}
+		last, lastStep = i, step
+	}
+	return nil
 }
