@@ -271,3 +271,32 @@ func envWithoutEventide() []string {
 	}
 	return env
 }
+
+// TestReadmeFuzzCommands checks that every fuzz command in the README's
+// Tests section names a fuzz target that exists in the package it runs.
+func TestReadmeFuzzCommands(t *testing.T) {
+	cmd := regexp.MustCompile(`go test (\./\S+) [^\n]*-fuzz '?\^?(\w+)\$?'?`)
+	matches := cmd.FindAllStringSubmatch(readmeSection(t, "Tests"), -1)
+	if len(matches) == 0 {
+		t.Fatal("README Tests section has no fuzz command")
+	}
+	for _, m := range matches {
+		dir := filepath.Join(filepath.Dir(readmePath), m[1])
+		files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+		if err != nil || len(files) == 0 {
+			t.Errorf("README: %s: no test files in %s (%v)", m[0], dir, err)
+			continue
+		}
+		found := false
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found = found || strings.Contains(string(b), "\nfunc "+m[2]+"(f *testing.F)")
+		}
+		if !found {
+			t.Errorf("README: %s: package %s has no fuzz target %s", m[0], m[1], m[2])
+		}
+	}
+}
