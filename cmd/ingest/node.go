@@ -425,8 +425,8 @@ Eventide is running. Ctrl-C stops it cleanly.
 	}
 	fmt.Fprintf(w, `  data   %s
 
-Publish an event (nats CLI; the subject names the type):
-  nats pub %sevents.click "{\"time\":\"$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ)\",\"data\":{\"button\":\"buy\"}}"
+Publish an event (nats CLI, through JetStream; the subject names the type):
+  nats pub --jetstream %sevents.click "{\"time\":\"$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ)\",\"data\":{\"button\":\"buy\"}}"
 Read it back:
   curl '%s/v1/events?type=click'
 
