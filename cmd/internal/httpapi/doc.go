@@ -1,6 +1,7 @@
 // Package httpapi is Eventide's HTTP API as the commands serve it: the
-// query endpoints (/v1/events, /v1/counts), the health endpoints (/livez,
-// /readyz), the Prometheus registry and /metrics. The embedded NATS server
+// query endpoints (/v1/events, /v1/counts), the dead-letter listing
+// (/v1/dlq, read from the JetStream dead-letter stream), the health
+// endpoints (/livez, /readyz), the Prometheus registry and /metrics. The embedded NATS server
 // is package internal/natsembed's.
 //
 // It is wiring, not logic: queries are planned and run by package reader,
@@ -14,7 +15,8 @@
 //	health := httpapi.NewHealth()                 // add a check per dependency
 //	health.Add("storage", func() error { ... })      // readiness: nil or the cause
 //	health.AddLiveness("storage", func() error { ... }) // fails only when a restart is needed
-//	h, err := httpapi.NewHandler(httpapi.Config{Reader: r, Health: health, Registry: reg})
+//	dl, err := httpapi.NewDeadLetters(js, "EVENTS_DLQ", reg)  // optional: /v1/dlq
+//	h, err := httpapi.NewHandler(httpapi.Config{Reader: r, DeadLetters: dl, Health: health, Registry: reg})
 //
 // Invariants:
 //   - Every error response is application/problem+json (RFC 9457) whose
