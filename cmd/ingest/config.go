@@ -238,6 +238,7 @@ environment variable shown; a flag on the command line wins.
 		}
 		fmt.Fprintf(w, "  (%s, default %s)\n    \t%s\n", envName(f.Name), def, usage)
 	})
+	fmt.Fprintf(w, "  --version\n    \tprint the version and VCS revision, and exit\n")
 }
 
 // addrValue is a host:port; empty only when optional.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventide/eventide/catalog"
-	"github.com/eventide/eventide/cmd/internal/server"
+	"github.com/eventide/eventide/internal/natsembed"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 )
@@ -70,6 +71,11 @@ func TestIngestEndToEnd(t *testing.T) {
 		}
 	}
 
+	// And one the writer rejects, which /v1/dlq lists.
+	if _, err := js.Publish(t.Context(), "events.click", []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+
 	// Read back until the writer has stored them all.
 	var page struct {
 		Events []struct {
@@ -95,6 +101,24 @@ func TestIngestEndToEnd(t *testing.T) {
 			string(e.Data) != fmt.Sprintf(`{"i":%d}`, i) || page.NextPage != "" {
 			t.Fatalf("event %d = %+v (data %s), want click %d at %s", i, e, e.Data, i, wantTime.Format(time.RFC3339Nano))
 		}
+	}
+
+	var dlq struct {
+		DeadLetters []struct {
+			Reason, Body    string
+			OriginalSubject string `json:"original_subject"`
+			StreamSeq       uint64 `json:"stream_seq"`
+		} `json:"dead_letters"`
+	}
+	for deadline := time.Now().Add(20 * time.Second); len(dlq.DeadLetters) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("/v1/dlq never listed the rejected message; log:\n%s", stderr.String())
+		}
+		getJSON(t, client, base+"/v1/dlq", 200, &dlq)
+	}
+	if d := dlq.DeadLetters; len(d) != 1 || d[0].Reason != "malformed_json" || d[0].Body != "not json" ||
+		d[0].OriginalSubject != "events.click" || d[0].StreamSeq != clicks+views+1 {
+		t.Errorf("/v1/dlq = %+v, want the one malformed_json message at stream sequence %d", d, clicks+views+1)
 	}
 
 	var counts struct{ Points []struct{ Count int64 } }
@@ -133,7 +157,14 @@ func TestIngestEndToEnd(t *testing.T) {
 	}
 	metrics, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"eventide_storage_batches_total", "eventide_writer_", "eventide_reader_queries_total",
+	build := readBuildInfo()
+	if line := fmt.Sprintf(`eventide_build_info{goversion=%q,revision=%q,version=%q} 1`, build.GoVersion, build.Revision, build.Version); !bytes.Contains(metrics, []byte(line)) {
+		t.Errorf("/metrics lacks %s", line)
+	}
+	if !strings.Contains(stderr.String(), fmt.Sprintf(`"msg":"eventide starting","version":%q,"revision":%q`, build.Version, build.Revision)) {
+		t.Errorf("the start-up log line does not name the version and revision:\n%s", stderr.String())
+	}
+	for _, want := range []string{"eventide_storage_batches_total", "eventide_writer_", `eventide_dlq_messages{stream="EVENTS_DLQ"} 1`, "eventide_nats_connected 1\n", "eventide_nats_reconnects_total 0\n", "eventide_nats_store_bytes ", "eventide_reader_queries_total",
 		`eventide_http_requests_total{code="200",handler="/v1/events"}`, "go_goroutines", "process_cpu_seconds_total"} {
 		if !bytes.Contains(metrics, []byte(want)) {
 			t.Errorf("/metrics lacks %s", want)
@@ -159,15 +190,9 @@ func TestIngestEndToEnd(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("run did not return 30s after cancel; log:\n%s", stderr.String())
 	}
-	log := stderr.String()
-	last := -1
-	for _, step := range []string{"shutdown: /readyz now answers 503", "shutdown: writer stopped", "shutdown: stopping HTTP server",
-		"shutdown: storage closed", "shutdown: stopping embedded NATS", "shutdown complete"} {
-		i := strings.Index(log, step)
-		if i < last {
-			t.Errorf("shutdown step %q logged out of order (or not at all)", step)
-		}
-		last = i
+	if err := checkLoggedInOrder(stderr.String(), "shutdown: /readyz now answers 503", "shutdown: writer stopped",
+		"shutdown: stopping HTTP server", "shutdown: storage closed", "shutdown: stopping embedded NATS", "shutdown complete"); err != nil {
+		t.Error(err)
 	}
 	checkNoLeakedGoroutines(t)
 
@@ -185,8 +210,14 @@ func TestIngestEndToEnd(t *testing.T) {
 	if err != nil || len(got.Events) != clicks {
 		t.Fatalf("after reopen: %v events, err %v; want %d", len(got.Events), err, clicks)
 	}
-	if seq, err := catalog.ReadCheckpoint(db, "eventide-writer"); err != nil || seq == 0 {
-		t.Logf("checkpoint of the writer: %d, %v (the writer keeps it per epoch)", seq, err)
+	// A new stream is checkpoint epoch 0, whose checkpoint is under the
+	// consumer's own name (writer/checkpoint.go); it covers every message
+	// published, the rejected one last.
+	if epoch, err := catalog.ReadCheckpoint(db, "eventide-writer.epoch"); err != nil || epoch != 0 {
+		t.Fatalf("checkpoint epoch: %d, %v; want 0", epoch, err)
+	}
+	if seq, err := catalog.ReadCheckpoint(db, "eventide-writer"); err != nil || seq != clicks+views+1 {
+		t.Fatalf("checkpoint of the writer after shutdown: %d, %v; want %d, the last stream sequence", seq, err, clicks+views+1)
 	}
 }
 
@@ -194,14 +225,11 @@ func TestIngestEndToEnd(t *testing.T) {
 // (--nats-url): events flow the same way, and shutdown leaves that server
 // running.
 func TestIngestExternalNATS(t *testing.T) {
-	ns, err := server.StartNATS(server.NATSConfig{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	}()
+	defer func() { natsembed.Stop(ns) }() // ns is replaced by a restart below
 	httpAddr := freeAddr(t)
 	var stdout, stderr syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
@@ -235,6 +263,33 @@ func TestIngestExternalNATS(t *testing.T) {
 		}
 		getJSON(t, client, base+"/v1/events?type=signup", 200, &page)
 	}
+
+	if m := scrape(t, client, base); strings.Contains(m, "eventide_nats_store_bytes") || !strings.Contains(m, "eventide_nats_connected 1\n") {
+		t.Errorf("with an external server: want eventide_nats_connected 1 and no store size; /metrics:\n%s", m)
+	}
+
+	// The server goes away: the connection metric and /readyz say so; it
+	// comes back on the same address and store: one reconnect.
+	addr, storeDir := ns.Addr().String(), ns.StoreDir()
+	natsembed.Stop(ns)
+	waitMetrics(t, client, base, "eventide_nats_connected 0\n")
+	var ready struct {
+		Checks []struct{ Name, Detail string }
+	}
+	getJSON(t, client, base+"/readyz", 503, &ready)
+	if len(ready.Checks) == 0 || ready.Checks[0].Name != "nats" || !strings.Contains(ready.Checks[0].Detail, "NATS connection is") {
+		t.Errorf("/readyz with NATS down: %+v, want the nats check failing first", ready)
+	}
+	if resp, err := client.Get(base + "/v1/dlq"); err != nil || resp.StatusCode != 503 {
+		t.Errorf("/v1/dlq with NATS down: %v %v, want 503 at once", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	ns, err = natsembed.Start(natsembed.Config{Listen: addr, StoreDir: storeDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitMetrics(t, client, base, "eventide_nats_connected 1\n", "eventide_nats_reconnects_total 1\n")
 
 	cancel()
 	if err := <-done; err != nil {
@@ -357,4 +412,51 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// scrape returns the text of /metrics.
+func scrape(t *testing.T, client *http.Client, base string) string {
+	t.Helper()
+	resp, err := client.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// waitMetrics polls /metrics until it holds every line of want.
+func waitMetrics(t *testing.T, client *http.Client, base string, want ...string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		m := scrape(t, client, base)
+		missing := slices.DeleteFunc(slices.Clone(want), func(w string) bool { return strings.Contains(m, w) })
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s /metrics still lacks %q", missing)
+		}
+	}
+}
+
+// checkLoggedInOrder returns an error unless every step occurs in log,
+// each after the one before.
+func checkLoggedInOrder(log string, steps ...string) error {
+	last, lastStep := -1, "the start of the log"
+	for _, step := range steps {
+		i := strings.Index(log, step)
+		switch {
+		case i < 0:
+			return fmt.Errorf("step %q was not logged; log:\n%s", step, log)
+		case i <= last:
+			return fmt.Errorf("step %q was logged before %q; log:\n%s", step, lastStep, log)
+		}
+		last, lastStep = i, step
+	}
+	return nil
 }

@@ -4,9 +4,17 @@
 // (docs/http-api.md) with health, metrics and, on a separate listener,
 // pprof.
 //
+// --version prints the version (module version and VCS revision, or what
+// -ldflags -X main.version=... -X main.revision=... set) and exits.
+//
 // Configuration is flags, each with an EVENTIDE_* environment variable
 // (run with -h, or see the README's Configuration table). Exit codes: 0
-// after a clean shutdown, 1 on a failure, 2 for an invalid configuration.
+// after a clean shutdown, 1 on a failure, 2 for an invalid configuration,
+// 3 when another process holds the data directory.
+//
+// The first thing it does is lock the data directory (a flock on
+// <data>/eventide.lock): a second process on the same --data stops there,
+// before it starts an embedded NATS server on the live JetStream store.
 //
 // SIGINT or SIGTERM shuts down in order: /readyz turns 503, the writer
 // finishes and acknowledges its in-flight batch, HTTP drains, storage
@@ -42,6 +50,8 @@ func exitCode(err error) int {
 		return 0
 	case errors.As(err, &usage):
 		return 2
+	case errors.Is(err, errDataDirInUse):
+		return 3
 	default:
 		return 1
 	}
@@ -67,14 +77,20 @@ func shutdownOnSignal(stderr io.Writer) (context.Context, func()) {
 // shuts down. lookupEnv reads the EVENTIDE_* variables; the banner goes
 // to stdout, logs to stderr.
 func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) error {
+	build := readBuildInfo()
+	if wantsVersion(args) {
+		fmt.Fprintln(stdout, build)
+		return nil
+	}
 	cfg, err := parseConfig(args, lookupEnv, stderr)
 	if err != nil {
 		return err
 	}
 	logger := newLogger(cfg, stderr)
-	logger.Info("eventide starting", cfg.logAttrs()...)
+	logger.Info("eventide starting", append([]any{"version", build.Version, "revision", build.Revision, "go", build.GoVersion},
+		cfg.logAttrs()...)...)
 
-	n, err := start(ctx, cfg, logger)
+	n, err := start(ctx, cfg, build, logger)
 	if err != nil {
 		if ctx.Err() != nil {
 			// Stopped while starting, as asked: not a failure.

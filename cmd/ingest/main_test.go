@@ -81,3 +81,24 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 		t.Errorf("stderr %q", stderr.String())
 	}
 }
+
+// TestCheckLoggedInOrder: the e2e test's order check fails on a missing
+// step, the first one included, and on steps out of order.
+func TestCheckLoggedInOrder(t *testing.T) {
+	steps := []string{"a-step", "b-step", "c-step"}
+	for _, tt := range []struct {
+		log string
+		ok  bool
+	}{
+		{"a-step\nb-step\nc-step\n", true},
+		{"b-step\nc-step\n", false},
+		{"a-step\nc-step\n", false},
+		{"a-step\nb-step\n", false},
+		{"b-step\na-step\nc-step\n", false},
+		{"", false},
+	} {
+		if err := checkLoggedInOrder(tt.log, steps...); (err == nil) != tt.ok {
+			t.Errorf("log %q: %v, want ok=%v", tt.log, err, tt.ok)
+		}
+	}
+}

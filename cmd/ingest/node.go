@@ -16,9 +16,11 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventide/eventide/catalog"
-	"github.com/eventide/eventide/cmd/internal/server"
+	"github.com/eventide/eventide/cmd/internal/httpapi"
+	"github.com/eventide/eventide/internal/natsembed"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/writer"
@@ -29,7 +31,9 @@ import (
 type node struct {
 	cfg    *config
 	logger *slog.Logger
-	health *server.Health
+	health *httpapi.Health
+
+	dataLock *dataDirLock
 
 	httpLn, adminLn   net.Listener
 	httpSrv, adminSrv *http.Server
@@ -55,8 +59,8 @@ func (n *node) setStep(step string, attrs ...any) {
 }
 
 // start builds and starts every part. On error it stops what it started.
-func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err error) {
-	n = &node{cfg: cfg, logger: logger, health: server.NewHealth(), failed: make(chan error, 1)}
+func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logger) (n *node, err error) {
+	n = &node{cfg: cfg, logger: logger, health: httpapi.NewHealth(), failed: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			if serr := n.shutdown(); serr != nil {
@@ -66,14 +70,21 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 		}
 	}()
 
-	// Listeners first: a port in use fails before anything heavier. Until
+	// The data directory's lock before anything else: a second process on
+	// the same --data must stop before it opens the NATS store or storage
+	// (and before its listeners, whose errors would hide the real cause).
+	if n.dataLock, err = lockDataDir(cfg.DataDir); err != nil {
+		return n, err
+	}
+
+	// Listeners next: a port in use fails before anything heavier. Until
 	// the API is wired, HTTP answers /livez and says "starting" elsewhere.
 	if n.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return n, fmt.Errorf("cannot listen for HTTP (--http): %w", err)
 	}
 	n.setStep("starting")
 	var root switchHandler
-	root.set(server.StartingHandler(func() string { return *n.step.Load() }))
+	root.set(httpapi.StartingHandler(func() string { return *n.step.Load() }))
 	n.httpSrv = newHTTPServer(&root, logger)
 	n.serve("HTTP", n.httpSrv, n.httpLn)
 	if cfg.AdminAddr != "" {
@@ -82,9 +93,6 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 		}
 	}
 
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return n, fmt.Errorf("cannot create data directory: %w", err)
-	}
 	storageDir := filepath.Join(cfg.DataDir, "storage")
 	// Before the NATS pipeline, ingest kept the store in --data itself.
 	for _, name := range []string{"MANIFEST", "LOCK"} {
@@ -98,7 +106,18 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 		return n, err
 	}
 
-	reg := server.NewRegistry()
+	reg := httpapi.NewRegistry()
+	if err := httpapi.RegisterBuildInfo(reg, build.Version, build.Revision, build.GoVersion); err != nil {
+		return n, err
+	}
+	if err := registerNATSMetrics(reg, n.nc); err != nil {
+		return n, err
+	}
+	if n.ns != nil {
+		if err := reg.Register(natsembed.NewStoreCollector(filepath.Join(cfg.DataDir, "nats"))); err != nil {
+			return n, fmt.Errorf("cannot register the NATS store metric: %w", err)
+		}
+	}
 	n.setStep("opening storage", "dir", storageDir)
 	opts := storage.DefaultOptions()
 	opts.Logger = logger.With("component", "storage")
@@ -169,8 +188,12 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 		return nil
 	})
 	n.health.Add("storage", func() error {
-		if !n.storageOpen.Load() {
-			return errors.New("storage is closed")
+		_, err := n.storageHealth()
+		return err
+	})
+	n.health.AddLiveness("storage", func() error {
+		if permanent, err := n.storageHealth(); permanent {
+			return fmt.Errorf("storage failed and cannot recover without a restart: %w", err)
 		}
 		return nil
 	})
@@ -181,7 +204,15 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 		return nil
 	})
 
-	h, err := server.NewHandler(server.Config{Reader: rd, Health: n.health, Registry: reg, Logger: logger.With("component", "http")})
+	js, err := jetstream.New(n.nc)
+	if err != nil {
+		return n, fmt.Errorf("cannot use JetStream: %w", err)
+	}
+	dl, err := httpapi.NewDeadLetters(js, wcfg.DLQStream, reg)
+	if err != nil {
+		return n, err
+	}
+	h, err := httpapi.NewHandler(httpapi.Config{Reader: rd, DeadLetters: dl, Health: n.health, Registry: reg, Logger: logger.With("component", "http")})
 	if err != nil {
 		return n, err
 	}
@@ -192,6 +223,23 @@ func start(ctx context.Context, cfg *config, logger *slog.Logger) (n *node, err 
 	}
 	logger.Info("eventide started", "http", n.httpLn.Addr().String(), "nats", n.natsURL())
 	return n, nil
+}
+
+// storageHealth says whether storage can take work (err nil) and, when it
+// cannot, whether only a restart can fix it (permanent): /readyz shows
+// err, /livez fails when permanent.
+//
+// INTEGRATOR: when storage has `func (db *DB) Health() storage.Health`
+// (fields Err error, Permanent bool), keep the closed check and replace
+// the last line with:
+//
+//	h := n.db.Health()
+//	return h.Permanent, h.Err
+func (n *node) storageHealth() (permanent bool, err error) {
+	if !n.storageOpen.Load() {
+		return false, errors.New("storage is closed")
+	}
+	return false, nil
 }
 
 func errOrUnexpected(err error) error {
@@ -235,7 +283,7 @@ func (n *node) connectNATS() error {
 	}
 	storeDir := filepath.Join(cfg.DataDir, "nats")
 	n.setStep("starting embedded NATS", "listen", cfg.NATSListen, "store", storeDir)
-	ns, err := server.StartNATS(server.NATSConfig{Listen: cfg.NATSListen, StoreDir: storeDir, Logger: logger})
+	ns, err := natsembed.Start(natsembed.Config{Listen: cfg.NATSListen, StoreDir: storeDir, Logger: logger})
 	if err != nil {
 		return fmt.Errorf("%w (--nats-listen)", err)
 	}
@@ -357,8 +405,12 @@ func (n *node) shutdown() error {
 
 	if n.ns != nil {
 		log.Info("shutdown: stopping embedded NATS")
-		n.ns.Shutdown()
-		n.ns.WaitForShutdown()
+		natsembed.Stop(n.ns)
+	}
+	if n.dataLock != nil {
+		if err := n.dataLock.unlock(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		log.Error("shutdown finished with errors", "err", err)
@@ -382,15 +434,15 @@ func printBanner(w io.Writer, n *node) {
 	fmt.Fprintf(w, `
 Eventide is running. Ctrl-C stops it cleanly.
   NATS   %s
-  HTTP   %s  (/v1/events, /v1/counts, /readyz, /livez, /metrics)
+  HTTP   %s  (/v1/events, /v1/counts, /v1/dlq, /readyz, /livez, /metrics)
 `, natsLine, httpURL)
 	if n.adminLn != nil {
 		fmt.Fprintf(w, "  admin  http://%s/debug/pprof/\n", n.adminLn.Addr())
 	}
 	fmt.Fprintf(w, `  data   %s
 
-Publish an event (nats CLI; the subject names the type):
-  nats pub %sevents.click "{\"time\":\"$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ)\",\"data\":{\"button\":\"buy\"}}"
+Publish an event (nats CLI, through JetStream; the subject names the type):
+  nats pub --jetstream %sevents.click "{\"time\":\"$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ)\",\"data\":{\"button\":\"buy\"}}"
 Read it back:
   curl '%s/v1/events?type=click'
 

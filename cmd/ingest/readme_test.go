@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 const readmePath = "../../README.md"
@@ -125,27 +126,31 @@ func TestReadmeQuickStart(t *testing.T) {
 	defer client.CloseIdleConnections()
 	waitReady(t, client, "http://"+httpAddr, exited, &stderr)
 
+	// What the nats CLI does with these arguments, done with nats.go:
+	// --jetstream publishes and waits for the stream's ack.
 	pub := shellArgs(t, natsPub)
-	if len(pub) != 3 || pub[0] != "pub" {
-		t.Fatalf("%s: want nats pub SUBJECT BODY, sh gives %q", natsPub, pub)
+	if len(pub) != 4 || pub[0] != "pub" || pub[1] != "--jetstream" {
+		t.Fatalf("%s: want nats pub --jetstream SUBJECT BODY, sh gives %q", natsPub, pub)
 	}
+	subject, body := pub[2], pub[3]
 	nc, err := nats.Connect("nats://" + natsAddr) // the nats CLI's default server, moved
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if err := nc.Publish(pub[1], []byte(pub[2])); err != nil {
+	js, err := jetstream.New(nc)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
+	if ack, err := js.Publish(t.Context(), subject, []byte(body)); err != nil || ack.Stream != "EVENTS" {
+		t.Fatalf("publish %s through JetStream: %+v, %v; want stored in EVENTS", subject, ack, err)
 	}
 	var want struct {
 		User string
 		Data json.RawMessage
 	}
-	if err := json.Unmarshal([]byte(pub[2]), &want); err != nil {
-		t.Fatalf("the published body %s is not JSON: %v", pub[2], err)
+	if err := json.Unmarshal([]byte(body), &want); err != nil {
+		t.Fatalf("the published body %s is not JSON: %v", body, err)
 	}
 
 	for _, line := range curls {
@@ -270,4 +275,33 @@ func envWithoutEventide() []string {
 		}
 	}
 	return env
+}
+
+// TestReadmeFuzzCommands checks that every fuzz command in the README's
+// Tests section names a fuzz target that exists in the package it runs.
+func TestReadmeFuzzCommands(t *testing.T) {
+	cmd := regexp.MustCompile(`go test (\./\S+) [^\n]*-fuzz '?\^?(\w+)\$?'?`)
+	matches := cmd.FindAllStringSubmatch(readmeSection(t, "Tests"), -1)
+	if len(matches) == 0 {
+		t.Fatal("README Tests section has no fuzz command")
+	}
+	for _, m := range matches {
+		dir := filepath.Join(filepath.Dir(readmePath), m[1])
+		files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+		if err != nil || len(files) == 0 {
+			t.Errorf("README: %s: no test files in %s (%v)", m[0], dir, err)
+			continue
+		}
+		found := false
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found = found || strings.Contains(string(b), "\nfunc "+m[2]+"(f *testing.F)")
+		}
+		if !found {
+			t.Errorf("README: %s: package %s has no fuzz target %s", m[0], m[1], m[2])
+		}
+	}
 }

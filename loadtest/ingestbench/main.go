@@ -41,13 +41,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/eventide/eventide/reader"
-	"github.com/eventide/eventide/storage"
-	"github.com/eventide/eventide/writer"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eventide/eventide/internal/natsembed"
+	"github.com/eventide/eventide/reader"
+	"github.com/eventide/eventide/storage"
+	"github.com/eventide/eventide/writer"
 )
 
 func main() {
@@ -79,16 +80,11 @@ func run(n, rounds, types int, fraction float64, latencyFor time.Duration, dir s
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: filepath.Join(dir, "nats"), NoLog: true, NoSigs: true})
+	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "nats")})
 	if err != nil {
-		return fmt.Errorf("start nats: %w", err)
+		return err
 	}
-	ns.Start()
-	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		return fmt.Errorf("nats server not ready")
-	}
+	defer natsembed.Stop(ns)
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		return err

@@ -1,4 +1,22 @@
-package server
+// Package natsembed starts the NATS server with JetStream that Eventide
+// embeds: the one cmd/ingest runs by default (its store in <data>/nats),
+// the one loadtest/ingestbench measures against, and the one tests start
+// instead of a mock. It owns the server's options (JetStream on, the
+// command's signals left alone, a free port for port 0), the check that
+// the listen address is free before start, the wait until the server takes
+// connections with JetStream enabled, and the adapter from the server's
+// logger to slog.
+//
+// It owns nothing after start: streams and consumers belong to package
+// writer, the connection to whoever calls nats.Connect.
+//
+// Use:
+//
+//	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: dir})
+//	if err != nil { ... }
+//	defer natsembed.Stop(ns)
+//	nc, err := nats.Connect(ns.ClientURL()) // or nats.InProcessServer(ns)
+package natsembed
 
 import (
 	"context"
@@ -11,8 +29,8 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 )
 
-// NATSConfig configures the embedded NATS server.
-type NATSConfig struct {
+// Config configures the embedded NATS server.
+type Config struct {
 	// Listen is the host:port of the client listener. Port 0 picks a free
 	// port (read it back from Server.ClientURL).
 	Listen string
@@ -26,11 +44,11 @@ type NATSConfig struct {
 	ReadyTimeout time.Duration
 }
 
-// StartNATS starts a NATS server with JetStream in this process and waits
+// Start starts a NATS server with JetStream in this process and waits
 // until it accepts connections. Stop it with Shutdown and
 // WaitForShutdown. Clients in the same process can connect without TCP
 // with nats.InProcessServer.
-func StartNATS(cfg NATSConfig) (*natsserver.Server, error) {
+func Start(cfg Config) (*natsserver.Server, error) {
 	host, portText, err := net.SplitHostPort(cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("cannot start embedded NATS: listen address %q: %w", cfg.Listen, err)
@@ -81,6 +99,12 @@ func StartNATS(cfg NATSConfig) (*natsserver.Server, error) {
 		return nil, fmt.Errorf("embedded NATS started without JetStream (store %s); the log says why", cfg.StoreDir)
 	}
 	return ns, nil
+}
+
+// Stop shuts ns down and waits until it has.
+func Stop(ns *natsserver.Server) {
+	ns.Shutdown()
+	ns.WaitForShutdown()
 }
 
 // natsLogger adapts slog to nats-server's Logger.

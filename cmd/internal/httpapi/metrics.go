@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"fmt"
@@ -22,6 +22,21 @@ func NewRegistry() *prometheus.Registry {
 		collectors.NewBuildInfoCollector(),
 	)
 	return reg
+}
+
+// RegisterBuildInfo registers eventide_build_info{version,revision,goversion},
+// always 1: which build a process runs, for dashboards to join on.
+func RegisterBuildInfo(reg prometheus.Registerer, version, revision, goVersion string) error {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "eventide_build_info",
+		Help:        "Always 1; the labels say which build of Eventide runs: module version, VCS revision and Go version.",
+		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": goVersion},
+	})
+	g.Set(1)
+	if err := reg.Register(g); err != nil {
+		return fmt.Errorf("cannot register eventide_build_info: %w", err)
+	}
+	return nil
 }
 
 type httpMetrics struct {

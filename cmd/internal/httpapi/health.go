@@ -1,18 +1,24 @@
-package server
+package httpapi
 
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
 
-// Health answers /livez and /readyz. /livez says the process serves HTTP;
-// /readyz says every dependency is up and the process is not shutting
-// down, so a load balancer sends it work.
+// Health answers /livez and /readyz from check functions the process
+// adds. /readyz says every dependency is up and the process is not
+// shutting down, so a load balancer sends it work; /livez says the process
+// can still recover by itself, so an orchestrator should not restart it.
+// A dependency that is down but may come back (NATS reconnecting, storage
+// stalled) fails readiness only; one that cannot recover without a
+// restart (storage failed for good) fails liveness too.
 type Health struct {
 	mu       sync.Mutex
-	checks   []healthCheck
+	ready    []healthCheck
+	live     []healthCheck
 	draining atomic.Bool
 }
 
@@ -21,41 +27,44 @@ type healthCheck struct {
 	check func() error
 }
 
-// CheckResult is one readiness check as /readyz reports it.
+// CheckResult is one check as /readyz and /livez report it.
 type CheckResult struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
 	Detail string `json:"detail,omitempty"`
 }
 
-// NewHealth returns a Health with only the shutdown check.
+// NewHealth returns a Health with only the shutdown readiness check.
 func NewHealth() *Health { return &Health{} }
 
 // Add adds a readiness check: check returns nil when name is ready, or an
-// error saying why not. Checks run on every /readyz request, so they must
-// be cheap.
+// error that names the cause (it is shown as the check's detail). Checks
+// run on every /readyz request, so they must be cheap.
 func (h *Health) Add(name string, check func() error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.checks = append(h.checks, healthCheck{name, check})
+	h.ready = append(h.ready, healthCheck{name, check})
+}
+
+// AddLiveness adds a liveness check: check returns an error only when name
+// has failed in a way the process cannot recover from without a restart.
+// Checks run on every /livez request, so they must be cheap.
+func (h *Health) AddLiveness(name string, check func() error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.live = append(h.live, healthCheck{name, check})
 }
 
 // Drain makes /readyz fail from now on: the process is shutting down.
+// /livez is not affected.
 func (h *Health) Drain() { h.draining.Store(true) }
 
-// Check runs every check.
+// Check runs every readiness check.
 func (h *Health) Check() (ready bool, results []CheckResult) {
 	h.mu.Lock()
-	checks := append([]healthCheck(nil), h.checks...)
+	checks := slices.Clone(h.ready)
 	h.mu.Unlock()
-	ready = true
-	for _, c := range checks {
-		r := CheckResult{Name: c.name, OK: true}
-		if err := c.check(); err != nil {
-			r.OK, r.Detail, ready = false, err.Error(), false
-		}
-		results = append(results, r)
-	}
+	ready, results = runChecks(checks)
 	shutdown := CheckResult{Name: "shutdown", OK: !h.draining.Load()}
 	if !shutdown.OK {
 		shutdown.Detail, ready = "shutting down", false
@@ -63,8 +72,36 @@ func (h *Health) Check() (ready bool, results []CheckResult) {
 	return ready, append(results, shutdown)
 }
 
+// CheckLiveness runs every liveness check.
+func (h *Health) CheckLiveness() (live bool, results []CheckResult) {
+	h.mu.Lock()
+	checks := slices.Clone(h.live)
+	h.mu.Unlock()
+	return runChecks(checks)
+}
+
+func runChecks(checks []healthCheck) (ok bool, results []CheckResult) {
+	ok = true
+	for _, c := range checks {
+		r := CheckResult{Name: c.name, OK: true}
+		if err := c.check(); err != nil {
+			r.OK, r.Detail, ok = false, err.Error(), false
+		}
+		results = append(results, r)
+	}
+	return ok, results
+}
+
 func (h *Health) serveLivez(w http.ResponseWriter, r *http.Request) {
-	writeHealth(w, http.StatusOK, map[string]bool{"live": true})
+	live, results := h.CheckLiveness()
+	if live {
+		writeHealth(w, http.StatusOK, map[string]bool{"live": true})
+		return
+	}
+	writeHealth(w, http.StatusServiceUnavailable, struct {
+		Live   bool          `json:"live"`
+		Checks []CheckResult `json:"checks"`
+	}{false, results})
 }
 
 func (h *Health) serveReadyz(w http.ResponseWriter, r *http.Request) {

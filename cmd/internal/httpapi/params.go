@@ -1,7 +1,9 @@
-package server
+package httpapi
 
 import (
 	"fmt"
+	"github.com/eventide/eventide/reader"
+	"math/big"
 	"net/url"
 	"slices"
 	"strconv"
@@ -150,4 +152,53 @@ func (p params) stepParam(name string) (time.Duration, *problem) {
 		return 0, &pr
 	}
 	return d, nil
+}
+
+// MaxCountPoints is the most points one /v1/counts answer may hold
+// (docs/http-api.md): the reader's own limit, checked here first so the
+// answer never depends on the reader's arithmetic.
+const MaxCountPoints = reader.MaxCountPoints
+
+// checkCountPoints refuses a window that holds more than MaxCountPoints
+// steps, before the reader plans it, and one too long for the reader's
+// time.Duration arithmetic. It counts in big integers: to.Sub(from)
+// saturates and adding a step to it may overflow, for the years 0 to 9999
+// and the steps up to ~292 years that the parameters allow.
+func checkCountPoints(from, to time.Time, step time.Duration) *problem {
+	// Points are aligned to multiples of step since the Unix epoch, as the
+	// reader aligns them; big.Int's Div is Euclidean, so this is the floor
+	// for times before 1970 too.
+	bigStep := big.NewInt(int64(step))
+	firstNanos := new(big.Int).Div(bigNanos(from), bigStep)
+	firstNanos.Mul(firstNanos, bigStep)
+	span := new(big.Int).Sub(bigNanos(to), firstNanos) // > 0: first <= from < to
+	// points = ceil(span / step)
+	points := new(big.Int).Add(span, bigStep)
+	points.Sub(points, big.NewInt(1)).Quo(points, bigStep)
+	if points.Cmp(big.NewInt(MaxCountPoints)) > 0 {
+		pr := badQuery(fmt.Sprintf("from %s to %s in steps of %s is %s points, more than the limit of %d; use a larger step or a narrower window",
+			from.UTC().Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano), step, points, MaxCountPoints))
+		return &pr
+	}
+	if !new(big.Int).Add(span, bigStep).IsInt64() {
+		pr := badQuery(fmt.Sprintf("from %s (rounded down to a multiple of step %s: %s) to %s plus one step is longer than %s; use a smaller step or a narrower window",
+			from.UTC().Format(time.RFC3339Nano), step, bigNanosTime(firstNanos).Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano), maxSpanText))
+		return &pr
+	}
+	return nil
+}
+
+// maxSpanText is the longest time.Duration, in words.
+const maxSpanText = "292 years"
+
+// bigNanosTime is the time n nanoseconds after the Unix epoch.
+func bigNanosTime(n *big.Int) time.Time {
+	sec, nsec := new(big.Int).DivMod(n, big.NewInt(int64(time.Second)), new(big.Int))
+	return time.Unix(sec.Int64(), nsec.Int64()).UTC()
+}
+
+// bigNanos is t in nanoseconds since the Unix epoch, without overflow.
+func bigNanos(t time.Time) *big.Int {
+	n := new(big.Int).Mul(big.NewInt(t.Unix()), big.NewInt(int64(time.Second)))
+	return n.Add(n, big.NewInt(int64(t.Nanosecond())))
 }

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"encoding/json"
@@ -69,6 +69,51 @@ func TestStartingHandler(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, nil))
 		if rec.Code != tt.status || !strings.Contains(rec.Body.String(), tt.body) {
 			t.Errorf("%s: %d %s, want %d with %s", tt.path, rec.Code, rec.Body, tt.status, tt.body)
+		}
+	}
+}
+
+// TestLivez: /livez passes while every liveness check does, whatever
+// readiness says, and fails with the failing check's cause once one fails
+// for good.
+func TestLivez(t *testing.T) {
+	h := NewHealth()
+	var storageErr error
+	permanent := false
+	h.Add("storage", func() error { return storageErr })
+	h.AddLiveness("storage", func() error {
+		if permanent {
+			return storageErr
+		}
+		return nil
+	})
+	livez := func() (int, string) {
+		rec := httptest.NewRecorder()
+		h.serveLivez(rec, httptest.NewRequest(http.MethodGet, "/livez", nil))
+		return rec.Code, strings.TrimSpace(rec.Body.String())
+	}
+	readyz := func() int {
+		rec := httptest.NewRecorder()
+		h.serveReadyz(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return rec.Code
+	}
+	for _, s := range []struct {
+		name        string
+		before      func()
+		ready, live int
+		liveBody    string
+	}{
+		{"healthy", func() {}, 200, 200, `{"live":true}`},
+		{"transient failure", func() { storageErr = errors.New("cannot write WAL segment 000042.wal: no space left on device") },
+			503, 200, `{"live":true}`},
+		{"permanent failure", func() { permanent = true }, 503, 503,
+			`{"live":false,"checks":[{"name":"storage","ok":false,"detail":"cannot write WAL segment 000042.wal: no space left on device"}]}`},
+		{"draining does not kill", func() { storageErr, permanent = nil, false; h.Drain() }, 503, 200, `{"live":true}`},
+	} {
+		s.before()
+		status, body := livez()
+		if r := readyz(); r != s.ready || status != s.live || body != s.liveBody {
+			t.Errorf("%s: /readyz %d, /livez %d %s; want %d, %d %s", s.name, r, status, body, s.ready, s.live, s.liveBody)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"crypto/rand"
@@ -47,6 +47,12 @@ func writeProblem(w http.ResponseWriter, p problem) {
 // badParameter is the 400 for a parameter the handler itself refuses.
 func badParameter(detail string) problem {
 	return problem{Type: ProblemInvalidParameter, Title: "Invalid parameter", Status: http.StatusBadRequest, Detail: detail}
+}
+
+// badQuery is the 400 for parameters each valid but refused together (the
+// reader's ErrInvalidQuery answers the same).
+func badQuery(detail string) problem {
+	return problem{Type: ProblemInvalidQuery, Title: "Invalid query", Status: http.StatusBadRequest, Detail: detail}
 }
 
 // writeInternalError answers 500 without leaking the cause, and logs the

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"encoding/json"
@@ -26,6 +26,9 @@ type Config struct {
 	// Logger gets request failures (error) and an access line per request
 	// (debug). Defaults to discarding.
 	Logger *slog.Logger
+	// DeadLetters answers /v1/dlq. Optional: without it, /v1/dlq answers
+	// 404.
+	DeadLetters *DeadLetters
 	// Now is the clock of default query windows. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -38,7 +41,7 @@ var (
 )
 
 // NewHandler returns the handler of Eventide's HTTP API: /livez, /readyz,
-// /metrics, /v1/events and /v1/counts. docs/http-api.md describes it.
+// /metrics, /v1/events, /v1/counts and /v1/dlq. docs/http-api.md describes it.
 func NewHandler(cfg Config) (http.Handler, error) {
 	if cfg.Reader == nil || cfg.Health == nil || cfg.Registry == nil {
 		return nil, errors.New("server.NewHandler: Reader, Health and Registry are required")
@@ -53,7 +56,7 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &api{reader: cfg.Reader, logger: cfg.Logger, now: cfg.Now}
+	a := &api{reader: cfg.Reader, deadLetters: cfg.DeadLetters, logger: cfg.Logger, now: cfg.Now}
 	routes := []struct {
 		path string
 		h    http.Handler
@@ -67,6 +70,7 @@ func NewHandler(cfg Config) (http.Handler, error) {
 		})},
 		{"/v1/events", http.HandlerFunc(a.events)},
 		{"/v1/counts", http.HandlerFunc(a.counts)},
+		{"/v1/dlq", http.HandlerFunc(a.dlq)},
 	}
 	mux := http.NewServeMux()
 	for _, r := range routes {
@@ -96,14 +100,15 @@ func notFound(w http.ResponseWriter, r *http.Request) {
 	writeProblem(w, problem{
 		Type:   problemAboutBlank,
 		Status: http.StatusNotFound,
-		Detail: fmt.Sprintf("no endpoint at %s; the API serves /v1/events, /v1/counts, /livez, /readyz and /metrics", r.URL.Path),
+		Detail: fmt.Sprintf("no endpoint at %s; the API serves /v1/events, /v1/counts, /v1/dlq, /livez, /readyz and /metrics", r.URL.Path),
 	})
 }
 
 type api struct {
-	reader *reader.Reader
-	logger *slog.Logger
-	now    func() time.Time
+	reader      *reader.Reader
+	deadLetters *DeadLetters
+	logger      *slog.Logger
+	now         func() time.Time
 }
 
 // eventJSON is one event as /v1/events returns it.
@@ -229,6 +234,9 @@ func (a *api) countQuery(r *http.Request) (q reader.CountQuery, trace bool, pr *
 	if q.Step, pr = p.stepParam("step"); pr != nil {
 		return q, false, pr
 	}
+	if pr = checkCountPoints(q.From, q.To, q.Step); pr != nil {
+		return q, false, pr
+	}
 	trace, pr = p.boolParam("trace")
 	q.Trace = trace
 	return q, trace, pr
@@ -239,7 +247,7 @@ func (a *api) countQuery(r *http.Request) (q reader.CountQuery, trace bool, pr *
 func (a *api) queryFailed(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, reader.ErrInvalidQuery):
-		writeProblem(w, problem{Type: ProblemInvalidQuery, Title: "Invalid query", Status: http.StatusBadRequest, Detail: err.Error()})
+		writeProblem(w, badQuery(err.Error()))
 	case errors.Is(err, reader.ErrTooManyTombstones):
 		writeProblem(w, problem{Type: ProblemTooManyTombstones, Title: "Too many tombstones", Status: http.StatusUnprocessableEntity, Detail: err.Error()})
 	case r.Context().Err() != nil:

@@ -1,4 +1,4 @@
-package server
+package httpapi
 
 import (
 	"encoding/json"
@@ -30,6 +30,7 @@ const fixtureEvents = 10
 
 type fixture struct {
 	srv *httptest.Server
+	h   http.Handler
 	db  *storage.DB
 }
 
@@ -37,7 +38,7 @@ type fixture struct {
 // fixtureEvents click events, one a minute from base, each counted, and
 // serves the API over it. Events with an even index have a user; the
 // data of event i is {"n":i}.
-func newFixture(t *testing.T, opts reader.Options) *fixture {
+func newFixture(t testing.TB, opts reader.Options) *fixture {
 	t.Helper()
 	db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
 	if err != nil {
@@ -77,10 +78,10 @@ func newFixture(t *testing.T, opts reader.Options) *fixture {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &fixture{srv: srv, db: db}
+	return &fixture{srv: srv, h: h, db: db}
 }
 
-func eventID(t *testing.T, at time.Time, i int) uuid.UUID {
+func eventID(t testing.TB, at time.Time, i int) uuid.UUID {
 	t.Helper()
 	id, err := bucket.NewTimeUUID(at, [8]byte{0, 0, 0, 0, 0, 0, 0, byte(i)})
 	if err != nil {
@@ -306,7 +307,7 @@ func TestBadRequests(t *testing.T) {
 		{"/v1/counts?type=click&limit=5", 400, ProblemUnknownParameter,
 			`unknown parameter "limit"; this endpoint accepts type, from, to, step, trace`},
 		{"/v1/nothing", 404, problemAboutBlank,
-			"no endpoint at /v1/nothing; the API serves /v1/events, /v1/counts, /livez, /readyz and /metrics"},
+			"no endpoint at /v1/nothing; the API serves /v1/events, /v1/counts, /v1/dlq, /livez, /readyz and /metrics"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.target, func(t *testing.T) {

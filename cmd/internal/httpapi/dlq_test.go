@@ -1,0 +1,230 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventide/eventide/internal/natsembed"
+	"github.com/eventide/eventide/reader"
+	"github.com/eventide/eventide/writer"
+)
+
+type dlqBody struct {
+	DeadLetters []struct {
+		Seq             uint64 `json:"seq"`
+		Time            string `json:"time"`
+		Type            string `json:"type"`
+		Reason          string `json:"reason"`
+		Error           string `json:"error"`
+		OriginalSubject string `json:"original_subject"`
+		StreamSeq       uint64 `json:"stream_seq"`
+		Body            string `json:"body"`
+		Encoding        string `json:"encoding"`
+		TruncatedFrom   int    `json:"truncated_from"`
+	} `json:"dead_letters"`
+	NextPage *string `json:"next_page"`
+}
+
+// rejected is what dlqFixture publishes: each is refused by the real
+// writer and dead-lettered, in this order.
+var rejected = []struct {
+	subject string
+	body    []byte
+	reason  string
+}{
+	{"events.click", []byte("not json"), "malformed_json"},
+	{"events.view", []byte(`{"data":{}}`), "missing_time"},
+	{"events.click", []byte{0xff, 0xfe, '{', 0x00}, "malformed_json"},
+	{"events.click", []byte(`{"time":"yesterday"}`), "invalid_time"},
+	{"events.Bad", []byte(`{"time":1}`), "invalid_type"},
+}
+
+// dlqFixture is newFixture's store with an embedded NATS server and the
+// real writer in front of it, after the writer has dead-lettered every
+// message of rejected. publishedAt is a time before any of them.
+func dlqFixture(t *testing.T) (f *fixture, js jetstream.JetStream, publishedAt time.Time) {
+	t.Helper()
+	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "nats")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { natsembed.Stop(ns) })
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err = jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f = newFixture(t, reader.Options{})
+	w, err := writer.New(t.Context(), nc, f.db, writer.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	reg := NewRegistry()
+	dl, err := NewDeadLetters(js, writer.DefaultDLQStream, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := reader.New(f.db, reader.Options{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHandler(Config{Reader: r, Health: NewHealth(), Registry: reg, DeadLetters: dl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.h = h
+	f.srv = httptest.NewServer(h)
+	t.Cleanup(f.srv.Close)
+
+	publishedAt = time.Now().Add(-time.Second)
+	for _, m := range rejected {
+		if _, err := js.Publish(t.Context(), m.subject, m.body); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := js.Stream(t.Context(), writer.DefaultDLQStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		info, err := s.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Msgs == uint64(len(rejected)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the writer dead-lettered %d of %d messages in 20s", info.State.Msgs, len(rejected))
+		}
+	}
+	return f, js, publishedAt
+}
+
+func TestDLQ(t *testing.T) {
+	f, _, publishedAt := dlqFixture(t)
+	var got dlqBody
+	get(t, f, "/v1/dlq", 200, "application/json", &got)
+	if len(got.DeadLetters) != len(rejected) || got.NextPage != nil {
+		t.Fatalf("got %d dead letters, next_page %v; want %d and none", len(got.DeadLetters), got.NextPage, len(rejected))
+	}
+	for i, dl := range got.DeadLetters {
+		want := rejected[i]
+		wantType := strings.TrimPrefix(want.subject, "events.")
+		if wantType == "Bad" {
+			wantType = "unknown"
+		}
+		body := dl.Body
+		if dl.Encoding == "base64" {
+			b, err := base64.StdEncoding.DecodeString(dl.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body = string(b)
+		}
+		at, err := time.Parse(time.RFC3339Nano, dl.Time)
+		if dl.Seq != uint64(i+1) || dl.StreamSeq != uint64(i+1) || dl.Type != wantType || dl.Reason != want.reason ||
+			!strings.HasPrefix(dl.Error, want.reason+": ") || dl.OriginalSubject != want.subject || body != string(want.body) ||
+			err != nil || at.Before(publishedAt) || dl.TruncatedFrom != 0 {
+			t.Errorf("dead letter %d = %+v, want %s from %s with body %q", i, dl, want.reason, want.subject, want.body)
+		}
+		if wantEnc := map[bool]string{true: "", false: "base64"}[i != 2]; dl.Encoding != wantEnc {
+			t.Errorf("dead letter %d: encoding %q, want %q", i, dl.Encoding, wantEnc)
+		}
+	}
+
+	// Paging by two, filtered by type: clicks are dead letters 1, 3 and 4.
+	var seqs []uint64
+	page := ""
+	for pages := 0; ; pages++ {
+		if pages > len(rejected) {
+			t.Fatal("more pages than dead letters")
+		}
+		get(t, f, "/v1/dlq?type=click&limit=2&page="+page, 200, "application/json", &got)
+		for _, dl := range got.DeadLetters {
+			seqs = append(seqs, dl.Seq)
+		}
+		if got.NextPage == nil {
+			break
+		}
+		page = *got.NextPage
+	}
+	if fmt.Sprint(seqs) != "[1 3 4]" {
+		t.Errorf("type=click pages: sequences %v, want [1 3 4]", seqs)
+	}
+
+	// Windows: all of them are after publishedAt, none after now.
+	now := time.Now().Add(time.Second)
+	for _, tt := range []struct {
+		query string
+		want  int
+	}{
+		{"from=" + url.QueryEscape(publishedAt.Format(time.RFC3339Nano)), len(rejected)},
+		{"from=" + url.QueryEscape(now.Format(time.RFC3339Nano)), 0},
+		{"to=" + url.QueryEscape(publishedAt.Format(time.RFC3339Nano)), 0},
+		{"type=view&to=" + url.QueryEscape(now.Format(time.RFC3339Nano)), 1},
+		{"type=signup", 0},
+	} {
+		get(t, f, "/v1/dlq?"+tt.query, 200, "application/json", &got)
+		if len(got.DeadLetters) != tt.want || got.NextPage != nil {
+			t.Errorf("%s: %d dead letters, next_page %v; want %d and none", tt.query, len(got.DeadLetters), got.NextPage, tt.want)
+		}
+	}
+
+	for _, tt := range []struct{ query, detail string }{
+		{"page=abc", `parameter page: "abc" is not a page token of /v1/dlq`},
+		{"page=0", `parameter page: "0" is not a page token of /v1/dlq`},
+		{"type=Click", "parameter type: "},
+		{"limit=1001", "parameter limit: 1001 is out of range; use 1 to 1000"},
+		{"step=1m", `unknown parameter "step"; this endpoint accepts type, from, to, limit, page`},
+	} {
+		var p problemBody
+		get(t, f, "/v1/dlq?"+tt.query, 400, "application/problem+json", &p)
+		if !strings.HasPrefix(p.Detail, tt.detail) {
+			t.Errorf("%s: detail %q, want %q", tt.query, p.Detail, tt.detail)
+		}
+	}
+
+	for _, q := range nastyQueries {
+		checkRouteAnswer(t, f.h, "/v1/dlq", q)
+	}
+
+	resp, err := f.srv.Client().Get(f.srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := fmt.Sprintf(`eventide_dlq_messages{stream="EVENTS_DLQ"} %d`, len(rejected)); !strings.Contains(string(metrics), want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+}
+
+// TestDLQWithoutStream: a handler with no DeadLetters answers 404 on
+// /v1/dlq.
+func TestDLQWithoutStream(t *testing.T) {
+	f := newFixture(t, reader.Options{})
+	var p problemBody
+	get(t, f, "/v1/dlq", 404, "application/problem+json", &p)
+}

@@ -1,0 +1,27 @@
+// Package httpapi is Eventide's HTTP API as the commands serve it: the
+// query endpoints (/v1/events, /v1/counts), the dead-letter listing
+// (/v1/dlq, read from the JetStream dead-letter stream), the health
+// endpoints (/livez, /readyz), the Prometheus registry and /metrics. The embedded NATS server
+// is package internal/natsembed's.
+//
+// It is wiring, not logic: queries are planned and run by package reader,
+// events are written by package writer; this package turns HTTP requests
+// into reader queries and reader results into JSON. Its contract with
+// clients is docs/http-api.md, and the two change together.
+//
+// Use:
+//
+//	reg := httpapi.NewRegistry()                  // Go and process collectors
+//	health := httpapi.NewHealth()                 // add a check per dependency
+//	health.Add("storage", func() error { ... })      // readiness: nil or the cause
+//	health.AddLiveness("storage", func() error { ... }) // fails only when a restart is needed
+//	dl, err := httpapi.NewDeadLetters(js, "EVENTS_DLQ", reg)  // optional: /v1/dlq
+//	h, err := httpapi.NewHandler(httpapi.Config{Reader: r, DeadLetters: dl, Health: health, Registry: reg})
+//
+// Invariants:
+//   - Every error response is application/problem+json (RFC 9457) whose
+//     detail tells the client what to change; server-side failures get a
+//     generic detail with an error id, and the log gets the cause.
+//   - Parameters are strict: unknown or repeated parameters are refused,
+//     so a typo never silently falls back to a default.
+package httpapi
