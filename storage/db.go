@@ -129,7 +129,15 @@ func (db *DB) recover() error {
 		return err
 	}
 	if m == nil {
+		if err := db.checkNewStore(); err != nil {
+			return err
+		}
+		// The manifest is written before anything else, so from now on a
+		// directory with data files and no manifest is always damage.
 		m = &manifestData{NextFileNum: 1, MinUnflushedWAL: 1, NextTableID: 1}
+		if err := writeManifest(db.opts.FS, db.dir, m); err != nil {
+			return fmt.Errorf("cannot create store %s: %w", db.dir, err)
+		}
 	}
 	db.manifest = *m
 	for _, t := range m.Tables {
@@ -208,9 +216,56 @@ func (db *DB) walOptions() wal.Options {
 	}
 }
 
+// legacyEmptySegmentSize is the size of a version 1 WAL segment holding no
+// record (its header only): stores created before the manifest was written
+// at creation may hold such segments and no manifest.
+const legacyEmptySegmentSize = 16
+
+// checkNewStore returns an error wrapping ErrMissingManifest when a
+// directory without a manifest holds data: an SSTable, or a WAL segment
+// that may hold records.
+func (db *DB) checkNewStore() error {
+	var found []string
+	names, err := db.opts.FS.List(db.dir)
+	if err != nil {
+		return fmt.Errorf("cannot list %s: %w", db.dir, err)
+	}
+	for _, name := range names {
+		if _, isSST := parseSSTableFileName(strings.TrimSuffix(name, tmpSuffix)); isSST {
+			found = append(found, name)
+		}
+	}
+	segs, err := wal.ListSegments(db.opts.FS, db.walDir)
+	if err != nil {
+		return err
+	}
+	for _, num := range segs {
+		path := filepath.Join(db.walDir, wal.SegmentFileName(num))
+		st, err := db.opts.FS.Stat(path)
+		if err != nil {
+			return fmt.Errorf("cannot stat wal segment %s: %w", path, err)
+		}
+		if st.Size() > legacyEmptySegmentSize {
+			found = append(found, filepath.Join(walDirName, wal.SegmentFileName(num)))
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	const shown = 10
+	list := strings.Join(found[:min(len(found), shown)], ", ")
+	if len(found) > shown {
+		list += fmt.Sprintf(", ... (%d more)", len(found)-shown)
+	}
+	return fmt.Errorf("cannot open %s: %w: found %d data files (%s); refusing to open it as a new store, which would delete them",
+		db.dir, ErrMissingManifest, len(found), list)
+}
+
 // removeOrphans deletes SSTables the manifest does not list (written by a
 // flush or compaction that crashed before its manifest edit) and temporary
-// files.
+// files. It runs only with a manifest read from disk (recover refuses a
+// directory whose manifest is missing), so it removes only files a manifest
+// proves unreferenced.
 func (db *DB) removeOrphans(live map[uint64]bool) error {
 	names, err := db.opts.FS.List(db.dir)
 	if err != nil {
