@@ -27,6 +27,8 @@ type DB struct {
 	wal     *wal.Writer
 	cache   *sstable.Cache
 	metrics *metrics
+	// recovery is what Open replayed and repaired; set before Open returns.
+	recovery RecoveryInfo
 
 	// commitMu is held shared by Apply from its WAL append to its
 	// memtable insert, and exclusively by memtable rotation, so a batch's
@@ -188,8 +190,12 @@ func (db *DB) recover() error {
 	if err != nil {
 		return fmt.Errorf("cannot recover %s: %w", db.dir, err)
 	}
+	db.recovery = RecoveryInfo{WALRecords: res.Records, CutSegment: res.TruncatedSegment,
+		CutOffset: res.TruncatedOffset, CutBytes: res.TruncatedBytes, CutReason: res.TruncatedReason}
 	if res.TruncatedBytes > 0 {
-		db.log.Warn("truncated torn WAL tail", "segment", res.TruncatedSegment, "bytes", res.TruncatedBytes)
+		db.log.Warn("cut the torn tail of the last WAL segment: the end of the last group commit before a crash; "+
+			"if it was acknowledged, it is lost (check the writer's checkpoint against its source)",
+			"segment", res.TruncatedSegment, "offset", res.TruncatedOffset, "bytes", res.TruncatedBytes, "reason", res.TruncatedReason)
 	}
 	next := max(m.MinUnflushedWAL, res.LastSegment+1)
 	w, err := wal.Open(db.walOptions(), next)

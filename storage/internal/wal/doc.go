@@ -12,9 +12,14 @@
 //   - In SyncAlways mode, Append returns nil only after the record is
 //     fsynced. Many concurrent Appends share one write and one fsync.
 //   - Every segment except the newest was fsynced before its successor was
-//     created, so only the newest may end in a torn write. Replay truncates
-//     such a tail; any other damage is an error wrapping base.ErrCorruption
-//     that names the file and offset, never silently skipped.
+//     created, so only the newest may end in a torn write. A new segment is
+//     preallocated (its size fsynced before its first record) and sealed by
+//     a clean Close, so Replay cuts at most one damaged record followed only
+//     by zeros from an unsealed newest segment, and reports the cut in
+//     ReplayResult; any truncation, and any other damage, is an error
+//     wrapping base.ErrCorruption that names the file and offset, never
+//     silently skipped. Version 1 segments (no preallocation) replay under
+//     the old rules, which truncate a torn-looking tail.
 //   - After any write, fsync or rotation error the Writer is failed for good:
 //     later writes could land after a partial batch and turn a torn tail into
 //     mid-log damage, and a retried fsync can falsely succeed.

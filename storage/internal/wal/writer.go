@@ -1,8 +1,10 @@
 package wal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"log/slog"
 	"sync"
@@ -50,10 +52,11 @@ type Options struct {
 	FS vfs.FS
 	// Dir is the WAL directory; required, and it must exist.
 	Dir string
-	// SegmentTargetSize: after a write leaves the current segment at or
-	// above this size, the writer rotates to the next segment. A record is
-	// never split, so a segment can exceed it. Default
-	// DefaultSegmentTargetSize.
+	// SegmentTargetSize: each new segment is preallocated to this size
+	// (a sparse file of zeros past the header, its size fsynced before any
+	// record), and after a write leaves the current segment at or above
+	// it, the writer rotates to the next segment. A record is never split,
+	// so a segment can exceed it. Default DefaultSegmentTargetSize.
 	SegmentTargetSize int64
 	// Mode is the sync mode; default SyncAlways.
 	Mode SyncMode
@@ -177,10 +180,12 @@ func Open(opts Options, firstSegment uint64) (*Writer, error) {
 	return w, nil
 }
 
-// createSegment creates segment num with its header, durably: the file is
-// synced before the directory so that a segment name never survives a crash
-// without its header, except when the crash hits before the first sync,
-// which Replay handles as a torn tail.
+// createSegment creates segment num with its header, preallocated to the
+// target size, durably: the file (with its size) is synced before the
+// directory so that a segment name never survives a crash without its
+// header, except when the crash hits before the first sync, which Replay
+// handles as an interrupted creation (nothing past the header). On error
+// the file is removed again, so that a later attempt can create it.
 func (w *Writer) createSegment(num uint64) (vfs.File, error) {
 	fs, path := w.opts.FS, segmentPath(w.opts.Dir, num)
 	if _, err := fs.Stat(path); err == nil {
@@ -192,19 +197,47 @@ func (w *Writer) createSegment(num uint64) (vfs.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot create wal segment %s: %w", path, err)
 	}
-	if _, err := f.Write(appendSegmentHeader(nil, num)); err != nil {
+	prealloc := max(w.opts.SegmentTargetSize, segmentHeaderSize)
+	fail := func(err error) (vfs.File, error) {
 		f.Close()
-		return nil, fmt.Errorf("cannot write header of wal segment %s: %w", path, err)
+		if rerr := fs.Remove(path); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("cannot remove incomplete wal segment %s: %w", path, rerr))
+		}
+		return nil, err
+	}
+	if _, err := f.Write(appendSegmentHeader(nil, num, prealloc)); err != nil {
+		return fail(fmt.Errorf("cannot write header of wal segment %s: %w", path, err))
+	}
+	if err := f.Truncate(prealloc); err != nil {
+		return fail(fmt.Errorf("cannot preallocate wal segment %s to %d bytes: %w", path, prealloc, err))
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cannot sync wal segment %s: %w", path, err)
+		return fail(fmt.Errorf("cannot sync wal segment %s: %w", path, err))
 	}
 	if err := fs.SyncDir(w.opts.Dir); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cannot sync wal directory %s: %w", w.opts.Dir, err)
+		return fail(fmt.Errorf("cannot sync wal directory %s: %w", w.opts.Dir, err))
 	}
 	return f, nil
+}
+
+// sealLocked records in the header that the segment's records end at
+// segSize, after they are synced, so that Replay cuts nothing from a
+// cleanly closed segment. A file that cannot write at an offset (a test
+// wrapper) stays unsealed, which only makes Replay more lenient.
+func (w *Writer) sealLocked() error {
+	wa, ok := w.f.(io.WriterAt)
+	if !ok {
+		return nil
+	}
+	var end [8]byte
+	binary.LittleEndian.PutUint64(end[:], uint64(w.segSize))
+	if _, err := wa.WriteAt(end[:], segmentSealedOffset); err != nil {
+		return fmt.Errorf("cannot seal wal segment %s: %w", w.path(), err)
+	}
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("cannot sync wal segment %s after sealing it: %w", w.path(), err)
+	}
+	return nil
 }
 
 // Append adds rec to the log as one record and returns when it is durable
@@ -296,6 +329,9 @@ func (w *Writer) Close() error {
 	err := w.flushLocked()
 	if err == nil {
 		err = w.syncLocked()
+	}
+	if err == nil {
+		err = w.sealLocked()
 	}
 	if cerr := w.f.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("cannot close wal segment %s: %w", w.path(), cerr)

@@ -302,7 +302,7 @@ func TestRotate(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, res := replayAll(t, dir, 0)
-	want := []replayedRecord{{7, 16, "a"}, {8, 16, "b"}, {10, 16, "c"}, {11, 16, "d"}}
+	want := []replayedRecord{{7, segmentHeaderSize, "a"}, {8, segmentHeaderSize, "b"}, {10, segmentHeaderSize, "c"}, {11, segmentHeaderSize, "d"}}
 	if !slices.Equal(got, want) || !slices.Equal(res.Segments, []uint64{7, 8, 9, 10, 11}) || res.LastSegment != 11 {
 		t.Fatalf("replayed %v in %v, want %v in 7..11", got, res.Segments, want)
 	}
