@@ -41,21 +41,27 @@ type DB struct {
 	mutable *memtable.Memtable
 	// lastCounterMicros makes counter timestamps strictly increasing.
 	lastCounterMicros atomic.Int64
-	recordBufs        sync.Pool
+	// walFailing is set with walErr, so Apply clears it cheaply.
+	walFailing atomic.Bool
+	recordBufs sync.Pool
 
 	// manifestMu serialises manifest edits (flushes and compactions).
 	manifestMu sync.Mutex
 
-	mu          sync.Mutex
-	cond        *sync.Cond // broadcast when a flush or compaction ends
-	closed      bool
-	bgErr       error // a failed flush or compaction: writes stop
-	tables      map[string]*tableState
-	tablesByID  map[uint32]*tableState
-	current     *version
-	manifest    manifestData
-	compacting  map[uint64]bool
-	compactions int // running
+	mu     sync.Mutex
+	cond   *sync.Cond // broadcast when a flush or compaction ends
+	closed bool
+	bgErr  error // a permanent failure: writes stop until restart
+	// Transient failures (lack of space), reported by Health until the
+	// next success of the same kind.
+	walErr, flushErr, compactErr error
+	compactRetries               int // compactions failed in a row for lack of space
+	tables                       map[string]*tableState
+	tablesByID                   map[uint32]*tableState
+	current                      *version
+	manifest                     manifestData
+	compacting                   map[uint64]bool
+	compactions                  int // running
 
 	flushSignal   chan struct{}
 	compactSignal chan struct{}
@@ -427,8 +433,11 @@ func (db *DB) Apply(b *Batch) error {
 	db.commitMu.RUnlock()
 	db.recordBufs.Put(buf)
 	if err != nil {
-		db.setBackgroundError(fmt.Errorf("wal append: %w", err))
+		db.walError("append", err)
 		return fmt.Errorf("cannot apply batch: %w", err)
+	}
+	if db.walFailing.Load() && db.walFailing.CompareAndSwap(true, false) {
+		db.clearTransientError(&db.walErr)
 	}
 	db.metrics.applied(b, time.Since(start))
 	if full {
@@ -476,6 +485,14 @@ func (db *DB) waitForRoom() error {
 		if reason == "" {
 			break
 		}
+		// Waiting could last until an operator frees space: fail now, so
+		// the caller retries and Health says why.
+		if reason == "memtable" && db.flushErr != nil {
+			return fmt.Errorf("cannot write: memtables wait for a flush that is failing: %w", db.flushErr)
+		}
+		if reason == "sstables" && db.compactErr != nil {
+			return fmt.Errorf("cannot write: sstables wait for a compaction that is failing: %w", db.compactErr)
+		}
 		if stalledAt.IsZero() {
 			stalledAt = time.Now()
 			db.metrics.stallStarted(reason)
@@ -513,7 +530,9 @@ func (db *DB) rotateMemtable(force bool) error {
 	}
 	seg, err := db.wal.Rotate()
 	if err != nil {
-		db.setBackgroundError(fmt.Errorf("wal rotate: %w", err))
+		// Transient unless the WAL failed for good: the memtable stays
+		// mutable and the next Apply or Flush tries again.
+		db.walError("rotate", err)
 		return fmt.Errorf("cannot rotate wal: %w", err)
 	}
 	db.mutable = memtable.New()
@@ -565,11 +584,14 @@ func (db *DB) Flush() error {
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	for len(db.current.imms) > 0 && db.bgErr == nil && !db.closed {
+	for len(db.current.imms) > 0 && db.bgErr == nil && db.flushErr == nil && !db.closed {
 		db.cond.Wait()
 	}
 	if db.bgErr != nil {
 		return db.bgErr
+	}
+	if db.flushErr != nil {
+		return fmt.Errorf("cannot flush (retrying in the background): %w", db.flushErr)
 	}
 	if db.closed {
 		return ErrClosed

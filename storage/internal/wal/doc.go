@@ -20,9 +20,13 @@
 //     wrapping base.ErrCorruption that names the file and offset, never
 //     silently skipped. Version 1 segments (no preallocation) replay under
 //     the old rules, which truncate a torn-looking tail.
-//   - After any write, fsync or rotation error the Writer is failed for good:
-//     later writes could land after a partial batch and turn a torn tail into
-//     mid-log damage, and a retried fsync can falsely succeed.
+//   - A failed write (a full disk) fails its group's Appends and is undone:
+//     the partly written bytes are overwritten with the preallocated zeros
+//     and the file offset moved back, so later Appends retry in place and a
+//     partial batch never ends up in the middle of the log. A segment that
+//     cannot be created is removed again, and Rotate may be retried. After a
+//     failed fsync, or a write that cannot be undone, the Writer is failed
+//     for good (Err): a retried fsync can falsely succeed.
 //
 // Use: at startup call Replay from the first segment not yet flushed, then
 // Open a Writer at ReplayResult.LastSegment+1 (or the first segment when
