@@ -41,27 +41,28 @@ type DB struct {
 	mutable *memtable.Memtable
 	// lastCounterMicros makes counter timestamps strictly increasing.
 	lastCounterMicros atomic.Int64
-	// walFailing is set with walErr, so Apply clears it cheaply.
-	walFailing atomic.Bool
-	recordBufs sync.Pool
+	recordBufs        sync.Pool
 
 	// manifestMu serialises manifest edits (flushes and compactions).
 	manifestMu sync.Mutex
 
-	mu     sync.Mutex
-	cond   *sync.Cond // broadcast when a flush or compaction ends
-	closed bool
-	bgErr  error // a permanent failure: writes stop until restart
-	// Transient failures (lack of space), reported by Health until the
-	// next success of the same kind.
+	mu          sync.Mutex
+	cond        *sync.Cond // broadcast when a flush or compaction ends
+	closed      bool
+	bgErr       error // a permanent failure: writes stop until restart
+	tables      map[string]*tableState
+	tablesByID  map[uint32]*tableState
+	current     *version
+	manifest    manifestData
+	compacting  map[uint64]bool
+	compactions int // running
+
+	// Transient failures (lack of space), under mu, reported by Health
+	// until the next success of the same kind; walFailing is set with
+	// walErr so that Apply clears it cheaply.
 	walErr, flushErr, compactErr error
-	compactRetries               int // compactions failed in a row for lack of space
-	tables                       map[string]*tableState
-	tablesByID                   map[uint32]*tableState
-	current                      *version
-	manifest                     manifestData
-	compacting                   map[uint64]bool
-	compactions                  int // running
+	compactRetries               int // mu: compactions failed in a row for lack of space
+	walFailing                   atomic.Bool
 
 	flushSignal   chan struct{}
 	compactSignal chan struct{}
