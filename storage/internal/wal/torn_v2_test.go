@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"os"
 	"testing"
+
+	"github.com/eventide/eventide/storage/vfs"
 )
 
 // testLogV2 is a version 2 log written by a real Writer with a small
@@ -204,5 +206,52 @@ func TestInterruptedCreation(t *testing.T) {
 	}
 	if again, _ := replayAll(t, dir, 1); len(again) != 3 {
 		t.Fatalf("second replay: %d records", len(again))
+	}
+}
+
+// TestTornTailRepairIsSynced: every repair Replay makes to the last segment
+// (truncating a version 1 torn tail, zeroing a version 2 one, restoring the
+// size of an interrupted creation) is fsynced before Replay returns, or a
+// power loss right after recovery could bring the torn bytes back behind
+// records appended later. The sync-counting faultFS sees files opened by
+// Open and OpenReadWrite, not only Create.
+func TestTornTailRepairIsSynced(t *testing.T) {
+	v1 := writeTestLog(t)
+	v2 := writeTestLogV2(t)
+	final := v2.records[len(v2.records)-1]
+	finalOff := int(final.offset)
+	cases := []struct {
+		name    string
+		install func(t *testing.T) string
+	}{
+		{"version 1 truncation", func(t *testing.T) string {
+			last := v1.segs[2]
+			return v1.install(t, 2, last[:len(last)-3])
+		}},
+		{"version 2 zeroing", func(t *testing.T) string {
+			b := bytes.Clone(v2.unsealed)
+			clear(b[finalOff+13:])
+			return v2.install(t, b)
+		}},
+		{"version 2 interrupted creation", func(t *testing.T) string {
+			return v2.install(t, bytes.Clone(v2.unsealed[:segmentHeaderSize]))
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := tc.install(t)
+			fs := &faultFS{FS: vfs.Default}
+			var n int
+			res, err := Replay(fs, dir, 1, func(uint64, int64, []byte) error { n++; return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.TruncatedBytes == 0 && fileSize(t, segmentPath(dir, 2)) != testPrealloc {
+				t.Fatalf("nothing was repaired: %+v", res)
+			}
+			if got := fs.syncCount(segmentPath(dir, 2)); got == 0 {
+				t.Fatalf("the repair of %s was not fsynced (%d records, %+v)", SegmentFileName(2), n, res)
+			}
+		})
 	}
 }
