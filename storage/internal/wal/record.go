@@ -49,6 +49,8 @@ package wal
 //     shorter than its preallocated size has been truncated: corruption (the
 //     one exception is a file holding nothing past its header, which is a
 //     creation interrupted before that fsync).
+//   - With the size durable, a group commit needs only fdatasync (the
+//     metadata of a write inside the file is not needed to read it back).
 //   - Appends write into preallocated zeros, so a torn write leaves a record
 //     prefix followed by zeros; recovery may cut only the extent of one
 //     record (the one whose header is at the damage, with a sane length),

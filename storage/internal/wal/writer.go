@@ -479,7 +479,10 @@ func (w *Writer) syncLocked() error {
 		return nil
 	}
 	start := time.Now()
-	if err := w.f.Sync(); err != nil {
+	// The segment's size was synced when it was preallocated, so the data
+	// needs no metadata sync unless a record ran past the preallocation
+	// (fdatasync then syncs the new size too).
+	if err := vfs.SyncData(w.f); err != nil {
 		// After a failed fsync the kernel may have dropped the dirty pages
 		// and a retry could falsely succeed, so the failure is permanent.
 		return w.fail(fmt.Errorf("cannot sync wal segment %s: %w", w.path(), err))
