@@ -272,9 +272,11 @@ func checkSegmentHeader(hdr []byte, num uint64) (segmentHeader, error) {
 	return h, nil
 }
 
-// maxPreallocSize bounds the preallocated size a header may claim, and
-// maxSegmentSize the sealed end; larger values are corruption.
+// maxPreallocSize bounds the preallocated size (the writer preallocates at
+// most this much, whatever the target size) and so the size a header may
+// claim; maxSegmentSize bounds the sealed end. Larger values are
+// corruption.
 const (
-	maxPreallocSize = 1 << 40
+	maxPreallocSize = 4 << 30
 	maxSegmentSize  = 1 << 50
 )

@@ -198,7 +198,7 @@ func (w *Writer) createSegment(num uint64) (f vfs.File, permanent bool, err erro
 	if err != nil {
 		return nil, false, fmt.Errorf("cannot create wal segment %s: %w", path, err)
 	}
-	prealloc := max(w.opts.SegmentTargetSize, segmentHeaderSize)
+	prealloc := min(max(w.opts.SegmentTargetSize, segmentHeaderSize), maxPreallocSize)
 	fail := func(permanent bool, err error) (vfs.File, bool, error) {
 		f.Close()
 		if rerr := fs.Remove(path); rerr != nil {
