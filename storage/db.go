@@ -229,11 +229,6 @@ func (db *DB) walOptions() wal.Options {
 	}
 }
 
-// legacyEmptySegmentSize is the size of a version 1 WAL segment holding no
-// record (its header only): stores created before the manifest was written
-// at creation may hold such segments and no manifest.
-const legacyEmptySegmentSize = 16
-
 // checkNewStore returns an error wrapping ErrMissingManifest when a
 // directory without a manifest holds data: an SSTable, or a WAL segment
 // that may hold records.
@@ -258,7 +253,9 @@ func (db *DB) checkNewStore() error {
 		if err != nil {
 			return fmt.Errorf("cannot stat wal segment %s: %w", path, err)
 		}
-		if st.Size() > legacyEmptySegmentSize {
+		// Stores created before the manifest was written first may hold
+		// an empty version 1 segment and no manifest.
+		if st.Size() > wal.V1EmptySegmentSize {
 			found = append(found, filepath.Join(walDirName, wal.SegmentFileName(num)))
 		}
 	}

@@ -203,6 +203,11 @@ func appendSegmentHeader(dst []byte, num uint64, prealloc int64) []byte {
 	return append(dst, hdr[:]...)
 }
 
+// V1EmptySegmentSize is the size of a version 1 segment that holds no
+// record (its header only). Version 1 writers created such a segment
+// whenever a store was opened, so a directory may hold one and nothing else.
+const V1EmptySegmentSize = segmentHeaderSizeV1
+
 // appendSegmentHeaderV1 appends a version 1 header (kept to test that old
 // segments still replay).
 func appendSegmentHeaderV1(dst []byte, num uint64) []byte {
