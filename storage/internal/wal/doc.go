@@ -10,7 +10,8 @@
 //   - Segment numbers are contiguous: a Writer only ever creates the segment
 //     after its current one, and Replay reports a hole as corruption.
 //   - In SyncAlways mode, Append returns nil only after the record is
-//     fsynced. Many concurrent Appends share one write and one fsync.
+//     synced (fdatasync where available: the preallocated size is already
+//     durable). Many concurrent Appends share one write and one sync.
 //   - Every segment except the newest was fsynced before its successor was
 //     created, so only the newest may end in a torn write. A new segment is
 //     preallocated (its size fsynced before its first record) and sealed by
