@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -78,9 +79,22 @@ func (db *DB) runCompaction(c *compaction) error {
 	db.mu.Unlock()
 	if err != nil {
 		err = fmt.Errorf("compaction of table %q: %w", c.table.def.Name, err)
-		db.setBackgroundError(err)
+		if !isNoSpace(err) {
+			db.setBackgroundError(err)
+			return err
+		}
+		db.setTransientError(&db.compactErr, err)
+		db.mu.Lock()
+		wait := retryBackoff(db.compactRetries)
+		db.compactRetries++
+		db.mu.Unlock()
+		time.AfterFunc(wait, db.maybeScheduleCompaction)
 		return err
 	}
+	db.mu.Lock()
+	db.compactRetries = 0
+	db.mu.Unlock()
+	db.clearTransientError(&db.compactErr)
 	db.maybeScheduleCompaction()
 	return nil
 }
@@ -239,7 +253,7 @@ func (db *DB) compact(c *compaction) error {
 		return v
 	})
 	if err != nil {
-		if out != nil {
+		if out != nil && !errors.Is(err, errManifestUnsynced) {
 			out.discard()
 		}
 		return err

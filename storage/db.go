@@ -27,6 +27,8 @@ type DB struct {
 	wal     *wal.Writer
 	cache   *sstable.Cache
 	metrics *metrics
+	// recovery is what Open replayed and repaired; set before Open returns.
+	recovery RecoveryInfo
 
 	// commitMu is held shared by Apply from its WAL append to its
 	// memtable insert, and exclusively by memtable rotation, so a batch's
@@ -47,13 +49,20 @@ type DB struct {
 	mu          sync.Mutex
 	cond        *sync.Cond // broadcast when a flush or compaction ends
 	closed      bool
-	bgErr       error // a failed flush or compaction: writes stop
+	bgErr       error // a permanent failure: writes stop until restart
 	tables      map[string]*tableState
 	tablesByID  map[uint32]*tableState
 	current     *version
 	manifest    manifestData
 	compacting  map[uint64]bool
 	compactions int // running
+
+	// Transient failures (lack of space), under mu, reported by Health
+	// until the next success of the same kind; walFailing is set with
+	// walErr so that Apply clears it cheaply.
+	walErr, flushErr, compactErr error
+	compactRetries               int // mu: compactions failed in a row for lack of space
+	walFailing                   atomic.Bool
 
 	flushSignal   chan struct{}
 	compactSignal chan struct{}
@@ -129,7 +138,15 @@ func (db *DB) recover() error {
 		return err
 	}
 	if m == nil {
+		if err := db.checkNewStore(); err != nil {
+			return err
+		}
+		// The manifest is written before anything else, so from now on a
+		// directory with data files and no manifest is always damage.
 		m = &manifestData{NextFileNum: 1, MinUnflushedWAL: 1, NextTableID: 1}
+		if err := writeManifest(db.opts.FS, db.dir, m); err != nil {
+			return fmt.Errorf("cannot create store %s: %w", db.dir, err)
+		}
 	}
 	db.manifest = *m
 	for _, t := range m.Tables {
@@ -180,8 +197,12 @@ func (db *DB) recover() error {
 	if err != nil {
 		return fmt.Errorf("cannot recover %s: %w", db.dir, err)
 	}
+	db.recovery = RecoveryInfo{WALRecords: res.Records, CutSegment: res.TruncatedSegment,
+		CutOffset: res.TruncatedOffset, CutBytes: res.TruncatedBytes, CutReason: res.TruncatedReason}
 	if res.TruncatedBytes > 0 {
-		db.log.Warn("truncated torn WAL tail", "segment", res.TruncatedSegment, "bytes", res.TruncatedBytes)
+		db.log.Warn("cut the torn tail of the last WAL segment: the end of the last group commit before a crash; "+
+			"if it was acknowledged, it is lost (check the writer's checkpoint against its source)",
+			"segment", res.TruncatedSegment, "offset", res.TruncatedOffset, "bytes", res.TruncatedBytes, "reason", res.TruncatedReason)
 	}
 	next := max(m.MinUnflushedWAL, res.LastSegment+1)
 	w, err := wal.Open(db.walOptions(), next)
@@ -208,9 +229,53 @@ func (db *DB) walOptions() wal.Options {
 	}
 }
 
+// checkNewStore returns an error wrapping ErrMissingManifest when a
+// directory without a manifest holds data: an SSTable, or a WAL segment
+// that may hold records.
+func (db *DB) checkNewStore() error {
+	var found []string
+	names, err := db.opts.FS.List(db.dir)
+	if err != nil {
+		return fmt.Errorf("cannot list %s: %w", db.dir, err)
+	}
+	for _, name := range names {
+		if _, isSST := parseSSTableFileName(strings.TrimSuffix(name, tmpSuffix)); isSST {
+			found = append(found, name)
+		}
+	}
+	segs, err := wal.ListSegments(db.opts.FS, db.walDir)
+	if err != nil {
+		return err
+	}
+	for _, num := range segs {
+		path := filepath.Join(db.walDir, wal.SegmentFileName(num))
+		st, err := db.opts.FS.Stat(path)
+		if err != nil {
+			return fmt.Errorf("cannot stat wal segment %s: %w", path, err)
+		}
+		// Stores created before the manifest was written first may hold
+		// an empty version 1 segment and no manifest.
+		if st.Size() > wal.V1EmptySegmentSize {
+			found = append(found, filepath.Join(walDirName, wal.SegmentFileName(num)))
+		}
+	}
+	if len(found) == 0 {
+		return nil
+	}
+	const shown = 10
+	list := strings.Join(found[:min(len(found), shown)], ", ")
+	if len(found) > shown {
+		list += fmt.Sprintf(", ... (%d more)", len(found)-shown)
+	}
+	return fmt.Errorf("cannot open %s: %w: found %d data files (%s); refusing to open it as a new store, which would delete them",
+		db.dir, ErrMissingManifest, len(found), list)
+}
+
 // removeOrphans deletes SSTables the manifest does not list (written by a
 // flush or compaction that crashed before its manifest edit) and temporary
-// files.
+// files. It runs only with a manifest read from disk (recover refuses a
+// directory whose manifest is missing), so it removes only files a manifest
+// proves unreferenced.
 func (db *DB) removeOrphans(live map[uint64]bool) error {
 	names, err := db.opts.FS.List(db.dir)
 	if err != nil {
@@ -366,8 +431,11 @@ func (db *DB) Apply(b *Batch) error {
 	db.commitMu.RUnlock()
 	db.recordBufs.Put(buf)
 	if err != nil {
-		db.setBackgroundError(fmt.Errorf("wal append: %w", err))
+		db.walError("append", err)
 		return fmt.Errorf("cannot apply batch: %w", err)
+	}
+	if db.walFailing.Load() && db.walFailing.CompareAndSwap(true, false) {
+		db.clearTransientError(&db.walErr)
 	}
 	db.metrics.applied(b, time.Since(start))
 	if full {
@@ -415,6 +483,14 @@ func (db *DB) waitForRoom() error {
 		if reason == "" {
 			break
 		}
+		// Waiting could last until an operator frees space: fail now, so
+		// the caller retries and Health says why.
+		if reason == "memtable" && db.flushErr != nil {
+			return fmt.Errorf("cannot write: memtables wait for a flush that is failing: %w", db.flushErr)
+		}
+		if reason == "sstables" && db.compactErr != nil {
+			return fmt.Errorf("cannot write: sstables wait for a compaction that is failing: %w", db.compactErr)
+		}
 		if stalledAt.IsZero() {
 			stalledAt = time.Now()
 			db.metrics.stallStarted(reason)
@@ -452,7 +528,9 @@ func (db *DB) rotateMemtable(force bool) error {
 	}
 	seg, err := db.wal.Rotate()
 	if err != nil {
-		db.setBackgroundError(fmt.Errorf("wal rotate: %w", err))
+		// Transient unless the WAL failed for good: the memtable stays
+		// mutable and the next Apply or Flush tries again.
+		db.walError("rotate", err)
 		return fmt.Errorf("cannot rotate wal: %w", err)
 	}
 	db.mutable = memtable.New()
@@ -504,11 +582,14 @@ func (db *DB) Flush() error {
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	for len(db.current.imms) > 0 && db.bgErr == nil && !db.closed {
+	for len(db.current.imms) > 0 && db.bgErr == nil && db.flushErr == nil && !db.closed {
 		db.cond.Wait()
 	}
 	if db.bgErr != nil {
 		return db.bgErr
+	}
+	if db.flushErr != nil {
+		return fmt.Errorf("cannot flush (retrying in the background): %w", db.flushErr)
 	}
 	if db.closed {
 		return ErrClosed

@@ -15,6 +15,9 @@
 //	DB.Flush, DB.Compact, DB.CompactAll
 //	DB.Metrics() Metrics               String() prints the LSM as a table
 //	DB.Check()                         verifies every file
+//	DB.Recovery() RecoveryInfo         what Open replayed and cut from the WAL
+//	DB.Health() Health                 write health: nil, transient (a full disk;
+//	                                   retried) or permanent (restart)
 //	DB.Close()
 //
 // Data model: a table holds partitions (any bytes); a partition holds rows

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -17,6 +18,7 @@ import (
 // time, so the manifest's MinUnflushedWAL only moves forward.
 func (db *DB) flushLoop() {
 	defer db.bg.Done()
+	attempt := 0 // flushes failed in a row for lack of space
 	for {
 		select {
 		case <-db.closing:
@@ -32,9 +34,22 @@ func (db *DB) flushLoop() {
 			imm := db.current.imms[0]
 			db.mu.Unlock()
 			if err := db.flush(imm); err != nil {
-				db.setBackgroundError(fmt.Errorf("flush: %w", err))
-				break
+				err = fmt.Errorf("flush: %w", err)
+				if !isNoSpace(err) {
+					db.setBackgroundError(err)
+					break
+				}
+				db.setTransientError(&db.flushErr, err)
+				select {
+				case <-db.closing:
+					return
+				case <-time.After(retryBackoff(attempt)):
+				}
+				attempt++
+				continue
 			}
+			attempt = 0
+			db.clearTransientError(&db.flushErr)
 		}
 	}
 }
@@ -78,6 +93,13 @@ func (db *DB) flush(imm *immMemtable) error {
 		return &version{mem: v.mem, imms: append([]*immMemtable(nil), v.imms[1:]...)}
 	})
 	if err != nil {
+		if !errors.Is(err, errManifestUnsynced) {
+			// The manifest on disk does not name them: the retry
+			// writes new ones.
+			for _, h := range added {
+				h.discard()
+			}
+		}
 		return err
 	}
 	if _, err := wal.DeleteSegmentsBefore(db.opts.FS, db.walDir, imm.walSegmentAfter); err != nil {

@@ -147,7 +147,12 @@ func writeManifest(fsys vfs.FS, dir string, m *manifestData) error {
 		return fmt.Errorf("cannot install manifest: %w", err)
 	}
 	if err := fsys.SyncDir(dir); err != nil {
-		return fmt.Errorf("cannot sync directory %s: %w", dir, err)
+		return fmt.Errorf("%w: cannot sync directory %s: %w", errManifestUnsynced, dir, err)
 	}
 	return nil
 }
+
+// errManifestUnsynced marks a writeManifest failure after the rename: the
+// new manifest may be what a restart reads, so the files it names must be
+// kept, and the failure is not retried.
+var errManifestUnsynced = errors.New("new manifest installed but its directory is not synced")

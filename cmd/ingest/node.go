@@ -227,17 +227,19 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 
 // storageHealth says whether storage can take work (err nil) and, when it
 // cannot, whether only a restart can fix it (permanent): /readyz shows
-// err, /livez fails when permanent.
-//
-// INTEGRATOR: when storage has `func (db *DB) Health() storage.Health`
-// (fields Err error, Permanent bool), keep the closed check and replace
-// the last line with:
-//
-//	h := n.db.Health()
-//	return h.Permanent, h.Err
+// err, /livez fails when permanent. A store closed by shutdown is not
+// ready but not a reason for an orchestrator to restart the process.
 func (n *node) storageHealth() (permanent bool, err error) {
 	if !n.storageOpen.Load() {
 		return false, errors.New("storage is closed")
+	}
+	h := n.db.Health()
+	if errors.Is(h.Err, storage.ErrClosed) {
+		// Closed by shutdown between the check above and here.
+		return false, errors.New("storage is closed")
+	}
+	if h.Err != nil {
+		return h.Permanent, fmt.Errorf("storage: %w", h.Err)
 	}
 	return false, nil
 }

@@ -10,14 +10,24 @@
 //   - Segment numbers are contiguous: a Writer only ever creates the segment
 //     after its current one, and Replay reports a hole as corruption.
 //   - In SyncAlways mode, Append returns nil only after the record is
-//     fsynced. Many concurrent Appends share one write and one fsync.
+//     synced (fdatasync where available: the preallocated size is already
+//     durable). Many concurrent Appends share one write and one sync.
 //   - Every segment except the newest was fsynced before its successor was
-//     created, so only the newest may end in a torn write. Replay truncates
-//     such a tail; any other damage is an error wrapping base.ErrCorruption
-//     that names the file and offset, never silently skipped.
-//   - After any write, fsync or rotation error the Writer is failed for good:
-//     later writes could land after a partial batch and turn a torn tail into
-//     mid-log damage, and a retried fsync can falsely succeed.
+//     created, so only the newest may end in a torn write. A new segment is
+//     preallocated (its size fsynced before its first record) and sealed by
+//     a clean Close, so Replay cuts at most one damaged record followed only
+//     by zeros from an unsealed newest segment, and reports the cut in
+//     ReplayResult; any truncation, and any other damage, is an error
+//     wrapping base.ErrCorruption that names the file and offset, never
+//     silently skipped. Version 1 segments (no preallocation) replay under
+//     the old rules, which truncate a torn-looking tail.
+//   - A failed write (a full disk) fails its group's Appends and is undone:
+//     the partly written bytes are overwritten with the preallocated zeros
+//     and the file offset moved back, so later Appends retry in place and a
+//     partial batch never ends up in the middle of the log. A segment that
+//     cannot be created is removed again, and Rotate may be retried. After a
+//     failed fsync, or a write that cannot be undone, the Writer is failed
+//     for good (Err): a retried fsync can falsely succeed.
 //
 // Use: at startup call Replay from the first segment not yet flushed, then
 // Open a Writer at ReplayResult.LastSegment+1 (or the first segment when

@@ -20,11 +20,22 @@ type ReplayResult struct {
 	// LastSegment is the highest segment replayed, or 0 when there was none
 	// (segment numbers start at 1).
 	LastSegment uint64
-	// TruncatedBytes is the size of the torn tail cut from the last segment,
-	// and TruncatedSegment that segment's number; both are 0 when the log
-	// ended cleanly.
+	// TruncatedBytes is the size of the torn tail cut from the last segment
+	// (truncated away in a version 1 segment, overwritten with zeros in a
+	// version 2 one), TruncatedSegment that segment's number and
+	// TruncatedOffset where the cut began; all are 0 when the log ended
+	// cleanly. TruncatedReason says what the cut bytes looked like.
+	//
+	// In a version 2 segment the cut is at most one record that was not
+	// intact, followed only by zeros, in a segment that was not sealed by a
+	// clean Close. It is the end of the last group commit before a crash,
+	// which is either unacknowledged (a torn write) or acknowledged and
+	// damaged since: the two look the same on disk, so the caller must
+	// check its own record of what was acknowledged.
 	TruncatedBytes   int64
 	TruncatedSegment uint64
+	TruncatedOffset  int64
+	TruncatedReason  string
 }
 
 // Replay reads every segment in dir numbered minSegment or above, in
@@ -32,17 +43,23 @@ type ReplayResult struct {
 // read buffer and is valid only during the call.
 //
 // A torn tail of the last segment, the unsynced end of a write cut short by a
-// crash, is truncated away (the file is truncated and synced) and reported in
-// the result. A tail is torn when the file ends inside the segment header or
-// a record, when the final record fails its checksum and only zero bytes or
-// nothing follow it, or when the rest of the file is zero bytes; but never
-// when an intact record follows the damage (a damaged length field can make
-// a middle record seem to run to the end of the file). Everything else that
-// does not decode (damage before the tail, any damage in a segment that is
+// crash, is repaired (the file is fixed and synced) and reported in the
+// result. In a version 2 segment (see record.go) a torn tail is: a file that
+// ends inside its header or holds nothing past it (interrupted creation), or
+// one damaged record with a sane length, followed only by zeros, with no
+// intact record inside it, in a segment not sealed by a clean Close; its
+// bytes are zeroed, keeping the preallocated size. In a version 1 segment it
+// is what it always was: the file ends inside the header or a record, the
+// final record fails its checksum and only zero bytes or nothing follow it,
+// or the rest of the file is zero bytes, but never when an intact record
+// follows the damage; the tail is truncated. Everything else that does not
+// decode (a version 2 file shorter than its preallocated size, damage
+// before the tail, any damage in a sealed segment or in a segment that is
 // not the last, a bad segment header, a missing segment between two present
 // ones) is an error wrapping base.ErrCorruption that names the file and byte
-// offset; nothing is truncated then. An empty segment file holds no records. An error from fn stops replay and is returned
-// wrapped. On any error, fn may already have seen the records before it.
+// offset; nothing is repaired then. An empty segment file holds no records.
+// An error from fn stops replay and is returned wrapped. On any error, fn
+// may already have seen the records before it.
 func Replay(fs vfs.FS, dir string, minSegment uint64, fn func(segment uint64, offset int64, rec []byte) error) (ReplayResult, error) {
 	var res ReplayResult
 	all, err := ListSegments(fs, dir)
@@ -70,9 +87,11 @@ func Replay(fs vfs.FS, dir string, minSegment uint64, fn func(segment uint64, of
 		if err != nil {
 			return res, err
 		}
-		if torn != nil {
+		if torn != nil && torn.size > torn.offset {
 			res.TruncatedSegment = num
 			res.TruncatedBytes = torn.size - torn.offset
+			res.TruncatedOffset = torn.offset
+			res.TruncatedReason = torn.why
 		}
 	}
 	return res, nil
@@ -114,11 +133,73 @@ func replaySegment(fs vfs.FS, dir string, num uint64, last bool, fn func(uint64,
 		return records, nil, fmt.Errorf("cannot close wal segment %s: %w", path, err)
 	}
 	if torn != nil {
-		if err := truncateSegment(fs, path, torn.offset); err != nil {
+		var err error
+		switch {
+		case torn.extendTo > 0:
+			err = extendSegment(fs, path, torn.extendTo)
+		case torn.zero:
+			err = zeroSegmentRange(fs, path, torn.offset, torn.size)
+		default:
+			err = truncateSegment(fs, path, torn.offset)
+		}
+		if err != nil {
 			return records, nil, err
 		}
 	}
 	return records, torn, nil
+}
+
+// zeroSegmentRange overwrites bytes [from, to) of a version 2 segment with
+// zeros and syncs it: the file keeps its preallocated size, so the next
+// replay sees records followed by zeros, a clean end.
+func zeroSegmentRange(fs vfs.FS, path string, from, to int64) error {
+	f, err := fs.OpenReadWrite(path)
+	if err != nil {
+		return fmt.Errorf("cannot open wal segment %s to clear its torn tail: %w", path, err)
+	}
+	wa, ok := f.(io.WriterAt)
+	if !ok {
+		f.Close()
+		return fmt.Errorf("cannot clear torn tail of wal segment %s: the filesystem's files cannot write at an offset", path)
+	}
+	zeros := make([]byte, min(to-from, readChunkSize))
+	for off := from; off < to; {
+		n := min(to-off, int64(len(zeros)))
+		if _, err := wa.WriteAt(zeros[:n], off); err != nil {
+			f.Close()
+			return fmt.Errorf("cannot clear torn tail of wal segment %s at offset %d: %w", path, off, err)
+		}
+		off += n
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("cannot sync wal segment %s after clearing its torn tail: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("cannot close wal segment %s: %w", path, err)
+	}
+	return nil
+}
+
+// extendSegment restores the preallocated size of a version 2 segment whose
+// creation was interrupted before its size was synced.
+func extendSegment(fs vfs.FS, path string, size int64) error {
+	f, err := fs.OpenReadWrite(path)
+	if err != nil {
+		return fmt.Errorf("cannot open wal segment %s to restore its preallocated size: %w", path, err)
+	}
+	if err := f.Truncate(size); err != nil {
+		f.Close()
+		return fmt.Errorf("cannot restore wal segment %s to its preallocated %d bytes: %w", path, size, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("cannot sync wal segment %s after restoring its size: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("cannot close wal segment %s: %w", path, err)
+	}
+	return nil
 }
 
 func truncateSegment(fs vfs.FS, path string, size int64) error {
@@ -142,10 +223,15 @@ func truncateSegment(fs vfs.FS, path string, size int64) error {
 
 // tornTailError reports that the last segment's records end at offset and
 // the bytes from there to size are the remains of an interrupted write.
+// Version 1 segments are truncated at offset; version 2 segments keep their
+// size and have [offset, size) zeroed (zero), or, when their creation was
+// interrupted, are extended back to their preallocated size (extendTo).
 type tornTailError struct {
 	path         string
 	offset, size int64
 	why          string
+	zero         bool
+	extendTo     int64
 }
 
 func (e *tornTailError) Error() string {
@@ -167,6 +253,7 @@ type segmentReader struct {
 	last bool
 
 	headerDone bool
+	hdr        segmentHeader
 	off        int64 // offset of the next record
 
 	// buf holds file bytes [bufOff, bufOff+len(buf)).
@@ -190,13 +277,21 @@ func (r *segmentReader) next() (payload []byte, offset int64, err error) {
 		r.headerDone = true
 	}
 	if r.off == r.size {
-		return nil, 0, io.EOF
+		return nil, 0, r.end()
 	}
 	remaining := r.size - r.off
 	hdrLen := int(min(remaining, recordHeaderSize))
 	hdr, err := r.window(r.off, hdrLen)
 	if err != nil {
 		return nil, 0, err
+	}
+	if r.hdr.version >= formatVersion2 && allZero(hdr) {
+		// In version 2 the records end where only zeros follow.
+		if zero, err := r.zeroFrom(r.off); err != nil {
+			return nil, 0, err
+		} else if zero {
+			return nil, 0, r.end()
+		}
 	}
 	if hdrLen < recordHeaderSize {
 		return nil, 0, r.damaged(r.off, errIncompleteRecord, "incomplete record header")
@@ -222,6 +317,40 @@ func (r *segmentReader) next() (payload []byte, offset int64, err error) {
 	return payload, offset, nil
 }
 
+// end is called where the records of the segment end cleanly: it returns
+// io.EOF, or corruption when a seal says they should end elsewhere.
+func (r *segmentReader) end() error {
+	if r.hdr.sealed != 0 && r.off != r.hdr.sealed {
+		return base.CorruptionErrorf("wal segment %s: records end at offset %d but the segment was sealed at %d by a clean close",
+			r.path, r.off, r.hdr.sealed)
+	}
+	return io.EOF
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// isHeaderPrefix reports whether hdr, shorter than a whole header, can be
+// the start of segment num's header cut short by a crash.
+func isHeaderPrefix(hdr []byte, num uint64) bool {
+	v1 := appendSegmentHeaderV1(nil, num)
+	if len(hdr) < len(v1) && bytes.Equal(hdr, v1[:len(hdr)]) {
+		return true
+	}
+	// The preallocated size is unknown here; the seal is zero when the
+	// header is first written.
+	v2 := appendSegmentHeader(nil, num, 0)
+	n := min(len(hdr), segmentPreallocOffset)
+	return len(hdr) < len(v2) && bytes.Equal(hdr[:n], v2[:n]) &&
+		(len(hdr) <= segmentSealedOffset || allZero(hdr[segmentSealedOffset:]))
+}
+
 func (r *segmentReader) readHeader() error {
 	if r.size == 0 {
 		// A crash between creating a segment and syncing its header leaves
@@ -234,9 +363,8 @@ func (r *segmentReader) readHeader() error {
 	if err != nil {
 		return err
 	}
-	want := appendSegmentHeader(nil, r.num)
 	if r.last {
-		if hdrLen < segmentHeaderSize && bytes.Equal(hdr, want[:hdrLen]) {
+		if isHeaderPrefix(hdr, r.num) {
 			return &tornTailError{path: r.path, offset: 0, size: r.size, why: "incomplete segment header"}
 		}
 		if zero, err := r.zeroFrom(0); err != nil {
@@ -245,14 +373,34 @@ func (r *segmentReader) readHeader() error {
 			return &tornTailError{path: r.path, offset: 0, size: r.size, why: "zero-filled segment"}
 		}
 	}
-	if hdrLen < segmentHeaderSize {
-		return base.CorruptionErrorf("wal segment %s: incomplete segment header at offset 0: file is %d bytes, want at least %d",
-			r.path, r.size, segmentHeaderSize)
+	need := segmentHeaderSizeV1
+	if hdrLen > segmentVersionOffset {
+		need = max(need, headerSizeOf(hdr[segmentVersionOffset]))
 	}
-	if err := checkSegmentHeader(hdr, r.num); err != nil {
+	if hdrLen < need {
+		return base.CorruptionErrorf("wal segment %s: incomplete segment header at offset 0: file is %d bytes, want at least %d",
+			r.path, r.size, need)
+	}
+	h, err := checkSegmentHeader(hdr[:need], r.num)
+	if err != nil {
 		return base.CorruptionErrorf("wal segment %s: bad segment header at offset 0: %v", r.path, err)
 	}
-	r.off = segmentHeaderSize
+	r.hdr = h
+	r.off = h.size
+	if h.version >= formatVersion2 && r.size < h.prealloc {
+		// The size was synced before any record was written, so a shorter
+		// file was truncated, unless it holds nothing past its header: a
+		// crash before that first sync.
+		zero, err := r.zeroFrom(h.size)
+		if err != nil {
+			return err
+		}
+		if zero && r.last && h.sealed == 0 {
+			return &tornTailError{path: r.path, offset: r.size, size: r.size, why: "creation interrupted before the preallocated size was synced", extendTo: h.prealloc}
+		}
+		return base.CorruptionErrorf("wal segment %s: file is %d bytes, shorter than the %d it was preallocated to (truncated) at offset %d",
+			r.path, r.size, h.prealloc, r.size)
+	}
 	return nil
 }
 
@@ -260,6 +408,9 @@ func (r *segmentReader) readHeader() error {
 // tail (only in the last segment, only when nothing intact can follow the
 // damage) or a corruption error.
 func (r *segmentReader) damaged(off int64, cause error, what string) error {
+	if r.hdr.version >= formatVersion2 {
+		return r.damagedV2(off, cause, what)
+	}
 	if r.last {
 		torn, err := r.isTornTail(off, cause)
 		if err != nil {
@@ -270,6 +421,54 @@ func (r *segmentReader) damaged(off int64, cause error, what string) error {
 		}
 	}
 	return base.CorruptionErrorf("wal segment %s: %s at offset %d", r.path, what, off)
+}
+
+// damagedV2 is damaged for a version 2 segment: the damage is a torn tail
+// only in the last segment, when it is not sealed, the record at off has a
+// sane length, nothing but zeros follows that record's extent, and no
+// intact record starts inside it. The cut is then that one record.
+func (r *segmentReader) damagedV2(off int64, cause error, what string) error {
+	corrupt := func(why string) error {
+		return base.CorruptionErrorf("wal segment %s: %s at offset %d%s", r.path, what, off, why)
+	}
+	if !r.last {
+		return corrupt("")
+	}
+	if r.hdr.sealed != 0 {
+		return corrupt(fmt.Sprintf(" (the segment was sealed at %d by a clean close)", r.hdr.sealed))
+	}
+	if errors.Is(cause, errRecordLength) {
+		// A torn write leaves a prefix of what was written, never an
+		// absurd length.
+		return corrupt("")
+	}
+	end := r.size
+	if r.size-off >= recordHeaderSize {
+		hdr, err := r.window(off, recordHeaderSize)
+		if err != nil {
+			return err
+		}
+		end = min(r.size, off+recordHeaderSize+int64(binary.LittleEndian.Uint32(hdr[recordLengthOffset:])))
+	}
+	if zero, err := r.zeroFrom(end); err != nil {
+		return err
+	} else if !zero {
+		return corrupt(fmt.Sprintf(" (non-zero bytes follow the damaged record's end at %d: more than one record would be cut)", end))
+	}
+	data, err := r.readRange(off, end)
+	if err != nil {
+		return err
+	}
+	if len(data) > recordHeaderSize && intactRecordFollows(data[recordHeaderSize:]) {
+		return corrupt(" (an intact record follows)")
+	}
+	// Only the bytes that were written are cut (and reported); the zeros
+	// after them are the preallocation.
+	cut := len(data)
+	for cut > 0 && data[cut-1] == 0 {
+		cut--
+	}
+	return &tornTailError{path: r.path, offset: off, size: off + int64(cut), why: what, zero: true}
 }
 
 // isTornTail decides whether the damaged record at off can be the end of an

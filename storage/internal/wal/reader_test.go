@@ -14,9 +14,11 @@ import (
 	"github.com/eventide/eventide/storage/vfs"
 )
 
-// testLog is a small log written by a real Writer: segment 1 holds
-// records 0..2 and segment 2 (the last) records 3..6. Its bytes are kept so
-// each case can start from a pristine copy.
+// testLog is a small version 1 log: written by a real Writer (segment 1
+// holds records 0..2 and segment 2, the last, records 3..6), then rewritten
+// with version 1 headers and without the preallocated zeros, so these tests
+// keep checking that old segments replay under their old rules. Its bytes
+// are kept so each case can start from a pristine copy.
 type testLog struct {
 	segs    map[uint64][]byte
 	records []replayedRecord // as replayed from the pristine log
@@ -25,7 +27,7 @@ type testLog struct {
 func writeTestLog(t *testing.T) testLog {
 	t.Helper()
 	dir := t.TempDir()
-	w := openWriter(t, Options{Dir: dir}, 1)
+	w := openWriter(t, Options{Dir: dir, SegmentTargetSize: 4 << 10}, 1)
 	for i := range 7 {
 		if i == 3 {
 			if _, err := w.Rotate(); err != nil {
@@ -45,14 +47,27 @@ func writeTestLog(t *testing.T) testLog {
 		t.Fatal(err)
 	}
 	l := testLog{segs: map[uint64][]byte{}}
+	v1dir := t.TempDir()
 	for _, num := range []uint64{1, 2} {
 		b, err := os.ReadFile(segmentPath(dir, num))
 		if err != nil {
 			t.Fatal(err)
 		}
-		l.segs[num] = b
+		v1 := appendSegmentHeaderV1(nil, num)
+		for off := segmentHeaderSize; ; {
+			_, n, err := decodeRecord(b[off:])
+			if err != nil {
+				break
+			}
+			v1 = append(v1, b[off:off+n]...)
+			off += n
+		}
+		l.segs[num] = v1
+		if err := os.WriteFile(segmentPath(v1dir, num), v1, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
-	l.records, _ = replayAll(t, dir, 1)
+	l.records, _ = replayAll(t, v1dir, 1)
 	return l
 }
 
@@ -110,8 +125,8 @@ func TestTornTailEveryOffset(t *testing.T) {
 		// header leaves an empty segment.
 		wantRecords := len(l.recordsIn(1))
 		wantSize := int64(0)
-		if cut >= segmentHeaderSize {
-			wantSize = segmentHeaderSize
+		if cut >= segmentHeaderSizeV1 {
+			wantSize = segmentHeaderSizeV1
 		}
 		for _, r := range lastRecs {
 			if end := r.offset + int64(recordHeaderSize+len(r.rec)); end <= int64(cut) {
@@ -179,7 +194,7 @@ func TestTornTailCases(t *testing.T) {
 		{"zero-filled segment", zeros(100), len(l.recordsIn(1)), 0},
 		{"partial segment header", last[:7], len(l.recordsIn(1)), 0},
 		{"empty segment", nil, len(l.recordsIn(1)), 0},
-		{"header only", last[:segmentHeaderSize], len(l.recordsIn(1)), segmentHeaderSize},
+		{"header only", last[:segmentHeaderSizeV1], len(l.recordsIn(1)), segmentHeaderSizeV1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -347,7 +362,7 @@ func TestReplaySegments(t *testing.T) {
 	l := writeTestLog(t)
 	t.Run("missing segment", func(t *testing.T) {
 		dir := l.install(t, 0, nil)
-		if err := os.WriteFile(segmentPath(dir, 4), l.segs[2][:segmentHeaderSize], 0o644); err != nil {
+		if err := os.WriteFile(segmentPath(dir, 4), l.segs[2][:segmentHeaderSizeV1], 0o644); err != nil {
 			t.Fatal(err)
 		}
 		expectCorruption(t, dir, SegmentFileName(3), 0)
@@ -372,11 +387,11 @@ func TestReplaySegments(t *testing.T) {
 		if err := os.WriteFile(segmentPath(dir, 3), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(segmentPath(dir, 4), appendRecord(appendSegmentHeader(nil, 4), []byte("after")), 0o644); err != nil {
+		if err := os.WriteFile(segmentPath(dir, 4), appendRecord(appendSegmentHeaderV1(nil, 4), []byte("after")), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		got, res := replayAll(t, dir, 1)
-		if len(got) != len(l.records)+1 || got[len(got)-1] != (replayedRecord{4, segmentHeaderSize, "after"}) || res.LastSegment != 4 {
+		if len(got) != len(l.records)+1 || got[len(got)-1] != (replayedRecord{4, segmentHeaderSizeV1, "after"}) || res.LastSegment != 4 {
 			t.Fatalf("replayed %v, %+v", got, res)
 		}
 	})

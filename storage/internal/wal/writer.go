@@ -1,8 +1,10 @@
 package wal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	iofs "io/fs"
 	"log/slog"
 	"sync"
@@ -50,10 +52,11 @@ type Options struct {
 	FS vfs.FS
 	// Dir is the WAL directory; required, and it must exist.
 	Dir string
-	// SegmentTargetSize: after a write leaves the current segment at or
-	// above this size, the writer rotates to the next segment. A record is
-	// never split, so a segment can exceed it. Default
-	// DefaultSegmentTargetSize.
+	// SegmentTargetSize: each new segment is preallocated to this size
+	// (a sparse file of zeros past the header, its size fsynced before any
+	// record), and after a write leaves the current segment at or above
+	// it, the writer rotates to the next segment. A record is never split,
+	// so a segment can exceed it. Default DefaultSegmentTargetSize.
 	SegmentTargetSize int64
 	// Mode is the sync mode; default SyncAlways.
 	Mode SyncMode
@@ -167,7 +170,7 @@ func Open(opts Options, firstSegment uint64) (*Writer, error) {
 		flusherDone: make(chan struct{}),
 		pending:     newBatch(nil),
 	}
-	f, err := w.createSegment(firstSegment)
+	f, _, err := w.createSegment(firstSegment)
 	if err != nil {
 		return nil, fmt.Errorf("cannot open wal: %w", err)
 	}
@@ -177,40 +180,78 @@ func Open(opts Options, firstSegment uint64) (*Writer, error) {
 	return w, nil
 }
 
-// createSegment creates segment num with its header, durably: the file is
-// synced before the directory so that a segment name never survives a crash
-// without its header, except when the crash hits before the first sync,
-// which Replay handles as a torn tail.
-func (w *Writer) createSegment(num uint64) (vfs.File, error) {
+// createSegment creates segment num with its header, preallocated to the
+// target size, durably: the file (with its size) is synced before the
+// directory so that a segment name never survives a crash without its
+// header, except when the crash hits before the first sync, which Replay
+// handles as an interrupted creation (nothing past the header). On error
+// the file is removed again, so that a later attempt can create it; the
+// error is permanent when that removal, or an fsync, failed.
+func (w *Writer) createSegment(num uint64) (f vfs.File, permanent bool, err error) {
 	fs, path := w.opts.FS, segmentPath(w.opts.Dir, num)
 	if _, err := fs.Stat(path); err == nil {
-		return nil, fmt.Errorf("cannot create wal segment %s: it already exists", path)
+		return nil, true, fmt.Errorf("cannot create wal segment %s: it already exists", path)
 	} else if !errors.Is(err, iofs.ErrNotExist) {
-		return nil, fmt.Errorf("cannot create wal segment %s: %w", path, err)
+		return nil, false, fmt.Errorf("cannot create wal segment %s: %w", path, err)
 	}
-	f, err := fs.Create(path)
+	f, err = fs.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("cannot create wal segment %s: %w", path, err)
+		return nil, false, fmt.Errorf("cannot create wal segment %s: %w", path, err)
 	}
-	if _, err := f.Write(appendSegmentHeader(nil, num)); err != nil {
+	prealloc := min(max(w.opts.SegmentTargetSize, segmentHeaderSize), maxPreallocSize)
+	fail := func(permanent bool, err error) (vfs.File, bool, error) {
 		f.Close()
-		return nil, fmt.Errorf("cannot write header of wal segment %s: %w", path, err)
+		if rerr := fs.Remove(path); rerr != nil {
+			return nil, true, errors.Join(err, fmt.Errorf("cannot remove incomplete wal segment %s: %w", path, rerr))
+		}
+		return nil, permanent, err
+	}
+	if _, err := f.Write(appendSegmentHeader(nil, num, prealloc)); err != nil {
+		return fail(false, fmt.Errorf("cannot write header of wal segment %s: %w", path, err))
+	}
+	if err := f.Truncate(prealloc); err != nil {
+		return fail(false, fmt.Errorf("cannot preallocate wal segment %s to %d bytes: %w", path, prealloc, err))
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cannot sync wal segment %s: %w", path, err)
+		return fail(true, fmt.Errorf("cannot sync wal segment %s: %w", path, err))
 	}
 	if err := fs.SyncDir(w.opts.Dir); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("cannot sync wal directory %s: %w", w.opts.Dir, err)
+		return fail(true, fmt.Errorf("cannot sync wal directory %s: %w", w.opts.Dir, err))
 	}
-	return f, nil
+	return f, false, nil
+}
+
+// sealLocked records in the header that the segment's records end at
+// segSize, after they are synced, so that Replay cuts nothing from a
+// cleanly closed segment. A file that cannot write at an offset (a test
+// wrapper) stays unsealed, which only makes Replay more lenient.
+func (w *Writer) sealLocked() error {
+	wa, ok := w.f.(io.WriterAt)
+	if !ok {
+		return nil
+	}
+	var end [8]byte
+	binary.LittleEndian.PutUint64(end[:], uint64(w.segSize))
+	if _, err := wa.WriteAt(end[:], segmentSealedOffset); err != nil {
+		return fmt.Errorf("cannot seal wal segment %s: %w", w.path(), err)
+	}
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("cannot sync wal segment %s after sealing it: %w", w.path(), err)
+	}
+	return nil
 }
 
 // Append adds rec to the log as one record and returns when it is durable
 // (SyncAlways) or written (SyncPeriodic). rec may be reused once Append
-// returns. After a write, sync or rotation error the Writer is failed and
-// every later Append returns that error.
+// returns.
+//
+// A failed write (a full disk: ENOSPC) fails the Appends of its group
+// commit, and the segment is restored to its last good length (the partly
+// written bytes are overwritten with zeros), so later Appends retry and
+// succeed once there is space. When the segment cannot be restored, and
+// after any failed fsync (the kernel may have dropped the dirty pages, so a
+// retried fsync could falsely succeed), the Writer is failed for good: every
+// later call returns that error, also reported by Err.
 func (w *Writer) Append(rec []byte) error {
 	if len(rec) > MaxRecordSize {
 		return fmt.Errorf("cannot append wal record of %d bytes: above the %d byte limit", len(rec), MaxRecordSize)
@@ -239,6 +280,10 @@ func (w *Writer) Append(rec []byte) error {
 	<-b.done
 	return b.err
 }
+
+// Err returns the error that failed the Writer for good, or nil while it
+// accepts appends (a failed write that was undone does not count).
+func (w *Writer) Err() error { return w.failure() }
 
 // CurrentSegment returns the number of the segment records are appended to.
 func (w *Writer) CurrentSegment() uint64 { return w.segment.Load() }
@@ -296,6 +341,9 @@ func (w *Writer) Close() error {
 	err := w.flushLocked()
 	if err == nil {
 		err = w.syncLocked()
+	}
+	if err == nil {
+		err = w.sealLocked()
 	}
 	if cerr := w.f.Close(); cerr != nil && err == nil {
 		err = fmt.Errorf("cannot close wal segment %s: %w", w.path(), cerr)
@@ -359,20 +407,60 @@ func (w *Writer) flushLocked() error {
 	// Rotating after waking the waiters keeps file creation off their
 	// latency; the next batch waits for it under ioMu instead.
 	if err == nil && w.segSize >= w.opts.SegmentTargetSize {
-		err = w.rotateLocked()
+		if rerr := w.rotateLocked(); rerr != nil {
+			if ferr := w.failure(); ferr != nil {
+				return ferr
+			}
+			// Not fatal: the segment grows past its target and the next
+			// write tries again.
+			w.log.Warn("cannot rotate wal segment; appending to the current one", "err", rerr)
+		}
 	}
 	return err
+}
+
+// restorable is what a segment file needs for a failed write to be undone.
+type restorable interface {
+	io.WriterAt
+	io.Seeker
+}
+
+// restoreLocked undoes a write that failed after writing written bytes at
+// segSize: they are overwritten with zeros (the preallocated content, so no
+// new space is needed) and the file offset is moved back to segSize. The
+// zeros need no fsync: until the next group's fsync, the partly written
+// group is an unsynced torn tail, which Replay cuts.
+func (w *Writer) restoreLocked(written int) error {
+	rf, ok := w.f.(restorable)
+	if !ok {
+		return fmt.Errorf("cannot restore wal segment %s after a failed write: the file cannot write at an offset", w.path())
+	}
+	if written > 0 {
+		if _, err := rf.WriteAt(make([]byte, written), w.segSize); err != nil {
+			return fmt.Errorf("cannot clear %d bytes of a failed write to wal segment %s at offset %d: %w", written, w.path(), w.segSize, err)
+		}
+	}
+	if _, err := rf.Seek(w.segSize, io.SeekStart); err != nil {
+		return fmt.Errorf("cannot seek wal segment %s back to offset %d after a failed write: %w", w.path(), w.segSize, err)
+	}
+	return nil
 }
 
 func (w *Writer) writeLocked(b *batch) error {
 	if w.f == nil {
 		panic("BUG: wal batch written after Close")
 	}
-	if _, err := w.f.Write(b.buf); err != nil {
+	if n, err := w.f.Write(b.buf); err != nil {
 		// The file may now hold part of the batch. Writing more after it
-		// would put damage in the middle of the log, so the writer stops
-		// here and recovery treats the partial batch as a torn tail.
-		return w.fail(fmt.Errorf("cannot write %d wal records (%d bytes) to %s: %w", b.records, len(b.buf), w.path(), err))
+		// would put damage in the middle of the log, so the part is
+		// cleared first; if it cannot be, the writer stops here and
+		// recovery treats the partial batch as a torn tail.
+		werr := fmt.Errorf("cannot write %d wal records (%d bytes) to %s: %w", b.records, len(b.buf), w.path(), err)
+		if rerr := w.restoreLocked(n); rerr != nil {
+			return w.fail(errors.Join(werr, rerr))
+		}
+		w.log.Warn("wal write failed; the segment is restored and later appends retry", "err", werr)
+		return werr
 	}
 	w.segSize += int64(len(b.buf))
 	w.unsyncedRecords += b.records
@@ -391,7 +479,10 @@ func (w *Writer) syncLocked() error {
 		return nil
 	}
 	start := time.Now()
-	if err := w.f.Sync(); err != nil {
+	// The segment's size was synced when it was preallocated, so the data
+	// needs no metadata sync unless a record ran past the preallocation
+	// (fdatasync then syncs the new size too).
+	if err := vfs.SyncData(w.f); err != nil {
 		// After a failed fsync the kernel may have dropped the dirty pages
 		// and a retry could falsely succeed, so the failure is permanent.
 		return w.fail(fmt.Errorf("cannot sync wal segment %s: %w", w.path(), err))
@@ -413,9 +504,12 @@ func (w *Writer) rotateLocked() error {
 		return err
 	}
 	next := w.seg + 1
-	f, err := w.createSegment(next)
+	f, permanent, err := w.createSegment(next)
 	if err != nil {
-		return w.fail(err)
+		if permanent {
+			return w.fail(err)
+		}
+		return err
 	}
 	old, oldPath := w.f, w.path()
 	w.f, w.seg, w.segSize = f, next, segmentHeaderSize

@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -302,7 +304,7 @@ func TestRotate(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, res := replayAll(t, dir, 0)
-	want := []replayedRecord{{7, 16, "a"}, {8, 16, "b"}, {10, 16, "c"}, {11, 16, "d"}}
+	want := []replayedRecord{{7, segmentHeaderSize, "a"}, {8, segmentHeaderSize, "b"}, {10, segmentHeaderSize, "c"}, {11, segmentHeaderSize, "d"}}
 	if !slices.Equal(got, want) || !slices.Equal(res.Segments, []uint64{7, 8, 9, 10, 11}) || res.LastSegment != 11 {
 		t.Fatalf("replayed %v in %v, want %v in 7..11", got, res.Segments, want)
 	}
@@ -449,11 +451,22 @@ func TestPeriodicBackgroundSync(t *testing.T) {
 	}
 }
 
-// faultFS injects failures into the real filesystem.
+// faultFS injects failures into the real filesystem and counts successful
+// fsyncs per file. It wraps every operation that returns a File, so a
+// repair done through Open or OpenReadWrite is seen too.
 type faultFS struct {
 	vfs.FS
-	err                             error
-	failWrite, failSync, failCreate atomic.Bool
+	err                                          error
+	failWrite, failWriteAt, failSync, failCreate atomic.Bool
+	mu                                           sync.Mutex
+	syncs                                        map[string]int // mu: path -> successful fsyncs
+}
+
+func (fs *faultFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &faultFile{File: f, fs: fs, name: name}, nil
 }
 
 func (fs *faultFS) Create(name string) (vfs.File, error) {
@@ -461,15 +474,29 @@ func (fs *faultFS) Create(name string) (vfs.File, error) {
 		return nil, fs.err
 	}
 	f, err := fs.FS.Create(name)
-	if err != nil {
-		return nil, err
-	}
-	return &faultFile{File: f, fs: fs}, nil
+	return fs.wrap(name, f, err)
+}
+
+func (fs *faultFS) Open(name string) (vfs.File, error) {
+	f, err := fs.FS.Open(name)
+	return fs.wrap(name, f, err)
+}
+
+func (fs *faultFS) OpenReadWrite(name string) (vfs.File, error) {
+	f, err := fs.FS.OpenReadWrite(name)
+	return fs.wrap(name, f, err)
+}
+
+func (fs *faultFS) syncCount(name string) int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.syncs[name]
 }
 
 type faultFile struct {
 	vfs.File
-	fs *faultFS
+	fs   *faultFS
+	name string
 }
 
 // Write fails after writing half the bytes, as a full disk would.
@@ -481,11 +508,117 @@ func (f *faultFile) Write(p []byte) (int, error) {
 	return f.File.Write(p)
 }
 
+func (f *faultFile) WriteAt(p []byte, off int64) (int, error) {
+	if f.fs.failWriteAt.Load() {
+		return 0, f.fs.err
+	}
+	return f.File.(io.WriterAt).WriteAt(p, off)
+}
+
+func (f *faultFile) Seek(off int64, whence int) (int64, error) {
+	return f.File.(io.Seeker).Seek(off, whence)
+}
+
 func (f *faultFile) Sync() error {
 	if f.fs.failSync.Load() {
 		return f.fs.err
 	}
-	return f.File.Sync()
+	if err := f.File.Sync(); err != nil {
+		return err
+	}
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if f.fs.syncs == nil {
+		f.fs.syncs = map[string]int{}
+	}
+	f.fs.syncs[f.name]++
+	return nil
+}
+
+// TestWriteFailureIsUndone: a write that fails part way (a full disk)
+// fails its Append, but the segment is restored and later Appends succeed,
+// in the same segment, with nothing of the failed record replayed. Only
+// when the restore itself fails does the failure stick.
+func TestWriteFailureIsUndone(t *testing.T) {
+	dir := t.TempDir()
+	fs := &faultFS{FS: vfs.Default, err: syscall.ENOSPC}
+	w := openWriter(t, Options{FS: fs, Dir: dir, SegmentTargetSize: 64 << 10}, 1)
+	for i := range 5 {
+		if err := w.Append(testRecord(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs.failWrite.Store(true)
+	if err := w.Append([]byte("this record never makes it")); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Append on a full disk: %v, want ENOSPC", err)
+	}
+	if err := w.Err(); err != nil {
+		t.Fatalf("writer failed for good after an undone write: %v", err)
+	}
+	fs.failWrite.Store(false)
+	for i := 5; i < 10; i++ {
+		if err := w.Append(testRecord(i)); err != nil {
+			t.Fatalf("Append after space came back: %v", err)
+		}
+	}
+	// A failure whose partial write cannot be cleared sticks.
+	fs.failWrite.Store(true)
+	fs.failWriteAt.Store(true)
+	if err := w.Append([]byte("partial")); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Append: %v, want ENOSPC", err)
+	}
+	fs.failWrite.Store(false)
+	fs.failWriteAt.Store(false)
+	if err := w.Err(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Err after an unrestorable write: %v, want it failed for good", err)
+	}
+	if err := w.Append([]byte("later")); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Append after an unrestorable write: %v, want the sticky failure", err)
+	}
+	w.Close()
+	got, res := replayAll(t, dir, 1)
+	checkFraming(t, got, res)
+	if len(got) != 10 {
+		t.Fatalf("replayed %d records, want the 10 acknowledged ones", len(got))
+	}
+	for i, r := range got {
+		if r.rec != string(testRecord(i)) {
+			t.Fatalf("record %d is %q", i, r.rec)
+		}
+	}
+	if res.TruncatedBytes == 0 {
+		t.Fatal("the unrestorable partial write was not cut as a torn tail")
+	}
+}
+
+// TestRotationFailureIsTransient: a segment that cannot be created (no
+// space) fails Rotate but not the writer, and leaves no file behind, so a
+// later Rotate creates it.
+func TestRotationFailureIsTransient(t *testing.T) {
+	dir := t.TempDir()
+	fs := &faultFS{FS: vfs.Default, err: syscall.ENOSPC}
+	w := openWriter(t, Options{FS: fs, Dir: dir}, 1)
+	defer w.Close()
+	if err := w.Append([]byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	fs.failWrite.Store(true) // the header write fails
+	if _, err := w.Rotate(); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Rotate on a full disk: %v, want ENOSPC", err)
+	}
+	fs.failWrite.Store(false)
+	if err := w.Err(); err != nil {
+		t.Fatalf("writer failed for good: %v", err)
+	}
+	if _, err := os.Stat(segmentPath(dir, 2)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a failed rotation left segment 2 behind: %v", err)
+	}
+	if err := w.Append([]byte("b")); err != nil {
+		t.Fatal(err)
+	}
+	if seg, err := w.Rotate(); err != nil || seg != 2 {
+		t.Fatalf("Rotate after space came back: %d, %v", seg, err)
+	}
 }
 
 func TestWriterFailure(t *testing.T) {
@@ -495,9 +628,12 @@ func TestWriterFailure(t *testing.T) {
 		// fail is the operation that hits the fault.
 		fail func(w *Writer) error
 	}{
-		{"write", func(fs *faultFS) { fs.failWrite.Store(true) }, func(w *Writer) error { return w.Append(testRecord(99)) }},
+		// A failed write that cannot be undone; TestWriteFailureIsUndone
+		// covers the one that can.
+		{"write", func(fs *faultFS) { fs.failWrite.Store(true); fs.failWriteAt.Store(true) }, func(w *Writer) error { return w.Append(testRecord(99)) }},
 		{"fsync", func(fs *faultFS) { fs.failSync.Store(true) }, func(w *Writer) error { return w.Append(testRecord(99)) }},
-		{"rotation", func(fs *faultFS) { fs.failCreate.Store(true) }, func(w *Writer) error { _, err := w.Rotate(); return err }},
+		// A rotation whose new segment cannot be synced.
+		{"rotation", func(fs *faultFS) { fs.failSync.Store(true) }, func(w *Writer) error { _, err := w.Rotate(); return err }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -516,6 +652,7 @@ func TestWriterFailure(t *testing.T) {
 			}
 			// The fault is gone, but the writer stays failed.
 			fs.failWrite.Store(false)
+			fs.failWriteAt.Store(false)
 			fs.failSync.Store(false)
 			fs.failCreate.Store(false)
 			if err := w.Append([]byte("later")); !errors.Is(err, fs.err) {
