@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eventide/eventide/internal/natsembed"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// TestDiskFullPipeline runs the whole pipeline with its data directory on
+// a small real filesystem (a tmpfs) and fills it while events keep
+// arriving: /readyz names the storage error (not NATS), /livez stays up
+// because space can come back, and once it does the pipeline resumes by
+// itself and every event JetStream acknowledged is stored exactly once.
+// NATS keeps its store elsewhere, as an external cluster would.
+func TestDiskFullPipeline(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs; storage's TestDiskFull covers the engine with a byte quota")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (%v: %s); storage's TestDiskFull covers the engine with a byte quota", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", mnt, err, out)
+		}
+	})
+
+	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer natsembed.Stop(ns)
+	httpAddr := freeAddr(t)
+	var stdout, stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--data", filepath.Join(mnt, "data"), "--http", httpAddr},
+			envFrom(map[string]string{"EVENTIDE_NATS_URL": ns.ClientURL()}), &stdout, &stderr)
+	}()
+	base := "http://" + httpAddr
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	waitReady(t, client, base, done, &stderr)
+
+	nc, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	payload := strings.Repeat("x", 2000)
+	published := 0
+	publish := func(n int) {
+		t.Helper()
+		for range n {
+			body := fmt.Sprintf(`{"time":%d,"data":{"n":%d,"pad":%q}}`, time.Now().UnixMilli(), published, payload)
+			if _, err := js.Publish(t.Context(), "events.fill", []byte(body)); err != nil {
+				t.Fatalf("publish %d: %v", published, err)
+			}
+			published++
+		}
+	}
+	stored := func() int {
+		var page struct{ Events []struct{ Data struct{ N int } } }
+		getJSON(t, client, base+"/v1/events?type=fill&limit=1000", 200, &page)
+		seen := map[int]bool{}
+		for _, e := range page.Events {
+			if seen[e.Data.N] {
+				t.Fatalf("event %d returned twice", e.Data.N)
+			}
+			seen[e.Data.N] = true
+		}
+		return len(page.Events)
+	}
+	waitStored := func(want int) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); stored() != want; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d events stored; log:\n%s", stored(), want, stderr.String())
+			}
+		}
+	}
+	publish(100)
+	waitStored(100)
+
+	// Fill what is left of the filesystem.
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := []byte(strings.Repeat("f", 4096))
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	f.Close()
+
+	publish(300)
+	var ready struct {
+		Checks []struct {
+			Name, Detail string
+			OK           bool
+		}
+	}
+	failing := func(name string) (string, bool) {
+		for _, c := range ready.Checks {
+			if c.Name == name && !c.OK {
+				return c.Detail, true
+			}
+		}
+		return "", false
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never named the full disk: %+v; log:\n%s", ready, stderr.String())
+		}
+		ready.Checks = nil
+		resp, err := client.Get(base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&ready)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("/readyz body: %v", err)
+		}
+		if detail, ok := failing("storage"); ok && resp.StatusCode == 503 && strings.Contains(detail, "no space left") {
+			break
+		}
+	}
+	if _, ok := failing("nats"); ok {
+		t.Errorf("/readyz blames NATS for a full disk: %+v", ready)
+	}
+	if resp, err := client.Get(base + "/livez"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/livez with a full disk: %v %v; want 200, the store recovers once space is back", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	// Space comes back: no restart, every acknowledged event is stored
+	// once, and the process is ready again.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	waitStored(published)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := client.Get(base + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz still %d after space came back", resp.StatusCode)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}
