@@ -80,6 +80,7 @@ func (w *Writer) publishDeadLetters(ctx context.Context, letters []*nats.Msg) er
 			return nil
 		}
 		letters = failed
+		w.m.dlqFailures.Add(float64(len(failed)))
 		w.warn.log("cannot publish to the dead-letter stream; retrying", "stream", w.cfg.DLQStream,
 			"letters", len(letters), "err", firstErr)
 		if !sleepBackoff(ctx, attempt) {

@@ -28,6 +28,7 @@ type metrics struct {
 	waitingStorage prometheus.Gauge
 	lastApplied    prometheus.Gauge
 	consumerResets prometheus.Counter
+	dlqFailures    prometheus.Counter
 
 	typeLabels map[string]bool
 }
@@ -76,6 +77,10 @@ func newMetrics() *metrics {
 			Name: "eventide_writer_consumer_resets_total",
 			Help: "Times the consumer was repositioned to just after the checkpoint (start, lost deliveries, fetch errors).",
 		}),
+		dlqFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventide_writer_dlq_publish_failures_total",
+			Help: "Dead letters the dead-letter stream did not ack (error, no stream, timeout); each is retried and its original stays unacked.",
+		}),
 		typeLabels: map[string]bool{},
 	}
 	for _, r := range allReasons {
@@ -86,7 +91,7 @@ func newMetrics() *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.ingested, m.rejected, m.skipped, m.batchSize, m.applySeconds,
-		m.applyFailures, m.pending, m.waitingStorage, m.lastApplied, m.consumerResets}
+		m.applyFailures, m.pending, m.waitingStorage, m.lastApplied, m.consumerResets, m.dlqFailures}
 }
 
 // register registers every metric on r, or none of them.
