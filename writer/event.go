@@ -9,7 +9,8 @@ package writer
 //	 "user": "u1", "author": "a1",           optional strings
 //	 "data": {...}}                          optional JSON object, stored as sent ({} if absent)
 //
-// Other top-level fields are ignored; null counts as absent. Checks run in
+// The body must be valid UTF-8 throughout and nest at most MaxNestingDepth
+// levels. Other top-level fields are ignored; null counts as absent. Checks run in
 // the order of the reasons below, and the first failure is the reason.
 
 import (
@@ -21,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/google/uuid"
@@ -34,6 +36,8 @@ import (
 const (
 	reasonPayloadTooLarge  = "payload_too_large"
 	reasonMalformedJSON    = "malformed_json"
+	reasonInvalidUTF8      = "invalid_utf8"
+	reasonTooDeep          = "nesting_too_deep"
 	reasonMissingType      = "missing_type"
 	reasonInvalidType      = "invalid_type"
 	reasonTypeMismatch     = "type_mismatch"
@@ -52,11 +56,17 @@ const (
 
 // allReasons lists every reason, in check order.
 var allReasons = []string{
-	reasonPayloadTooLarge, reasonMalformedJSON, reasonMissingType, reasonInvalidType,
+	reasonPayloadTooLarge, reasonMalformedJSON, reasonInvalidUTF8, reasonTooDeep, reasonMissingType, reasonInvalidType,
 	reasonTypeMismatch, reasonTypeNotAllowed, reasonInvalidID, reasonMissingTime,
 	reasonInvalidTime, reasonIDTimeMismatch, reasonInvalidTTL, reasonInvalidUser,
 	reasonInvalidAuthor, reasonInvalidData, reasonTimeInFuture, reasonExpiredOnArrival,
 }
+
+// MaxNestingDepth is the deepest nesting of objects and arrays a body may
+// have, the event object itself being depth 1. Deeper bodies are rejected
+// (nesting_too_deep): every reader of the stored data, not just this one,
+// has to walk it.
+const MaxNestingDepth = 64
 
 // Bounds of an event time: the years a partition key can name.
 var (
@@ -181,6 +191,17 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 			panic(fmt.Sprintf("BUG: writer: encoding/json accepts a body the event scanner rejects: %q", clip(body)))
 		}
 		return p, reject(reasonMalformedJSON, "body is not valid JSON: %v", err)
+	}
+	// encoding/json, and so the scanner, takes invalid UTF-8 inside
+	// strings; stored raw in data, it would make every page that returns
+	// the event invalid JSON, and decoded in user or author it would be
+	// silently changed to U+FFFD.
+	if !utf8.Valid(body) {
+		at := firstInvalidUTF8(body)
+		return p, reject(reasonInvalidUTF8, "body is not valid UTF-8: invalid byte 0x%02x at offset %d", body[at], at)
+	}
+	if fields.depth > MaxNestingDepth {
+		return p, reject(reasonTooDeep, "body nests objects and arrays %d deep, more than the %d allowed", fields.depth, MaxNestingDepth)
 	}
 	field := func(raw []byte) []byte {
 		if string(raw) == "null" {
@@ -318,6 +339,19 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 	p.remainingTTLSeconds = int32(min(int64(remaining), math.MaxInt32))
 	p.subPartitions = v.types.Settings(eventType).SubPartitions
 	return p, nil
+}
+
+// firstInvalidUTF8 is the offset of the first byte of b that does not
+// start a valid UTF-8 sequence; len(b) if there is none.
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 // parseTime reads an RFC 3339 string or a JSON integer of unix
