@@ -20,6 +20,7 @@ const (
 	DefaultConsumer   = "eventide-writer"
 	DefaultFetchBatch = 1000
 	DefaultFetchWait  = 100 * time.Millisecond
+	DefaultFetchBytes = 16 << 20
 	DefaultMaxPayload = 64 << 10
 	DefaultMaxSkew    = 5 * time.Minute
 
@@ -53,8 +54,12 @@ type Config struct {
 
 	FetchBatch int           // most messages per fetch (and per storage batch), default 1000
 	FetchWait  time.Duration // longest wait for a first message when none is ready, default 100ms
-	MaxPayload int           // largest accepted message body in bytes, default 64 KiB
-	MaxSkew    time.Duration // how far ahead of now an event time may be, default 5m
+	// FetchMaxBytes bounds the bytes of one fetch (as the server counts
+	// them: subject, headers and body), default 16 MiB. A single message
+	// larger than it is still fetched, alone.
+	FetchMaxBytes int
+	MaxPayload    int           // largest accepted message body in bytes, default 64 KiB
+	MaxSkew       time.Duration // how far ahead of now an event time may be, default 5m
 
 	// Types holds the per-type TTLs and sub-partitions; nil means the
 	// defaults (every type allowed, 7 days, not split).
@@ -106,6 +111,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.FetchWait <= 0 {
 		cfg.FetchWait = DefaultFetchWait
+	}
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = DefaultFetchBytes
 	}
 	if cfg.MaxPayload <= 0 {
 		cfg.MaxPayload = DefaultMaxPayload

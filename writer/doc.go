@@ -11,7 +11,8 @@
 //	...
 //	err = w.Run(ctx) // until ctx is cancelled
 //
-// Each fetch of up to FetchBatch messages becomes one atomic storage.Batch
+// Each fetch of up to FetchBatch messages and FetchMaxBytes bytes (a
+// single larger message is fetched alone) becomes one atomic storage.Batch
 // holding every valid event (schema.PutEvent), the per-minute counts
 // (schema.AddCount) and the checkpoint (schema.PutCheckpoint with the
 // highest stream sequence of the fetch). Rejected messages are published

@@ -304,17 +304,23 @@ func (w *Writer) Stats() Stats {
 }
 
 // fetch returns the next messages to process: whatever the consumer has
-// ready, up to FetchBatch, without waiting; when nothing is ready, it
-// waits up to FetchWait for the first message and then takes whatever
-// else is ready. A batch is therefore what arrived while the previous one
-// was being stored: large under load (few fsyncs), small when traffic is
-// light (low latency), never held back to fill up.
+// ready, up to FetchBatch messages and FetchMaxBytes bytes, without
+// waiting; when nothing is ready, it waits up to FetchWait for the first
+// message and then takes whatever else is ready within the bounds. A batch
+// is therefore what arrived while the previous one was being stored: large
+// under load (few fsyncs), small when traffic is light (low latency), never
+// held back to fill up.
+//
+// The byte bound is the server's (a pull request's max_bytes), so a burst
+// of large messages is never pushed at the client faster than it stores
+// them (the server cuts off a slow consumer). A message larger than the
+// bound ends a bounded pull without being delivered (409 Message Size
+// Exceeds MaxBytes); the wait for a first message is therefore unbounded
+// in bytes (one message is at most the server's max_payload), so a large
+// message at the head of the stream is fetched alone instead of wedging
+// the writer.
 func (w *Writer) fetch(ctx context.Context) ([]jetstream.Msg, error) {
-	batch, err := w.cons.FetchNoWait(w.cfg.FetchBatch)
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := collect(batch, nil)
+	msgs, err := w.fetchReady(nil, w.cfg.FetchBatch, w.cfg.FetchMaxBytes)
 	if len(msgs) > 0 || err != nil {
 		return msgs, err
 	}
@@ -327,12 +333,38 @@ func (w *Writer) fetch(ctx context.Context) ([]jetstream.Msg, error) {
 	if msgs, err = collect(first, msgs); len(msgs) == 0 || err != nil {
 		return msgs, err
 	}
-	rest, err := w.cons.FetchNoWait(w.cfg.FetchBatch - 1)
-	if err != nil {
-		return msgs, nil // process the one in hand; the next fetch reports the error
+	if left := w.cfg.FetchMaxBytes - msgSize(msgs[0]); left > 0 && w.cfg.FetchBatch > 1 {
+		// An error here is reported by the next fetch; the one in hand is
+		// processed.
+		msgs, _ = w.fetchReady(msgs, w.cfg.FetchBatch-1, left)
 	}
-	msgs, _ = collect(rest, msgs)
 	return msgs, nil
+}
+
+// readyPullExpiry is how long a pull for what is ready stays open. A pull
+// bounded in bytes cannot be a no-wait pull with this client, so it is one
+// that expires almost at once: the server delivers what it has and then
+// ends the pull.
+const readyPullExpiry = time.Millisecond
+
+// msgSize is the size of m as the server counts it against a pull's
+// max_bytes.
+func msgSize(m jetstream.Msg) int {
+	n := len(m.Subject()) + len(m.Reply()) + len(m.Data())
+	if h := m.Headers(); len(h) > 0 {
+		n += headerSize(h)
+	}
+	return n
+}
+
+// fetchReady appends to msgs what the consumer has ready, up to n messages
+// and maxBytes bytes.
+func (w *Writer) fetchReady(msgs []jetstream.Msg, n, maxBytes int) ([]jetstream.Msg, error) {
+	batch, err := w.cons.Fetch(n, jetstream.FetchMaxBytes(maxBytes), jetstream.FetchMaxWait(readyPullExpiry))
+	if err != nil {
+		return msgs, err
+	}
+	return collect(batch, msgs)
 }
 
 // collect appends the messages of a pull to msgs.

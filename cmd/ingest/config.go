@@ -67,12 +67,13 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		HTTPAddr:   "127.0.0.1:8080",
 		NATSListen: "127.0.0.1:4222",
 		Writer: writer.Config{
-			Subjects:   []string{writer.DefaultSubject},
-			Replicas:   1,
-			FetchBatch: writer.DefaultFetchBatch,
-			FetchWait:  writer.DefaultFetchWait,
-			MaxPayload: writer.DefaultMaxPayload,
-			MaxSkew:    writer.DefaultMaxSkew,
+			Subjects:      []string{writer.DefaultSubject},
+			Replicas:      1,
+			FetchBatch:    writer.DefaultFetchBatch,
+			FetchWait:     writer.DefaultFetchWait,
+			FetchMaxBytes: writer.DefaultFetchBytes,
+			MaxPayload:    writer.DefaultMaxPayload,
+			MaxSkew:       writer.DefaultMaxSkew,
 		},
 		Reader: reader.Options{
 			WarnTombstones:  reader.DefaultWarnTombstones,
@@ -119,6 +120,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	retention := &choiceValue{value: "limits", choices: []string{"limits", "interest", "workqueue"}}
 	fs.Var(retention, "retention", "retention `policy` of the events stream: limits, interest or workqueue")
 	fs.Var(intValue{&w.FetchBatch, 1, 1 << 20}, "fetch-batch", "most messages (`N`) per fetch, and per storage batch")
+	fs.Var(intValue{&w.FetchMaxBytes, 1 << 10, 1 << 30}, "fetch-max-bytes", "most `bytes` per fetch; one larger message is still fetched, alone")
 	fs.Var(durationValue{&w.FetchWait, time.Millisecond}, "fetch-wait", "longest wait (`duration`) for a first message when none is ready; a fetch never waits to fill up")
 	fs.Var(intValue{&w.MaxPayload, 1, 64 << 20}, "max-payload", "largest accepted event in `bytes`; larger ones go to the dead-letter stream")
 	fs.Var(durationValue{&w.MaxSkew, time.Second}, "max-skew", "how far ahead of now an event time may be (`duration`)")
