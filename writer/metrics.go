@@ -29,6 +29,7 @@ type metrics struct {
 	lastApplied    prometheus.Gauge
 	consumerResets prometheus.Counter
 	dlqFailures    prometheus.Counter
+	ackedUnstored  prometheus.Counter
 
 	typeLabels map[string]bool
 }
@@ -81,6 +82,10 @@ func newMetrics() *metrics {
 			Name: "eventide_writer_dlq_publish_failures_total",
 			Help: "Dead letters the dead-letter stream did not ack (error, no stream, timeout); each is retried and its original stays unacked.",
 		}),
+		ackedUnstored: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventide_writer_acked_unstored_messages_total",
+			Help: "Messages JetStream saw acknowledged that storage does not hold and the stream no longer has (storage replaced by an older copy under work-queue or interest retention): lost to storage.",
+		}),
 		typeLabels: map[string]bool{},
 	}
 	for _, r := range allReasons {
@@ -91,7 +96,7 @@ func newMetrics() *metrics {
 
 func (m *metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.ingested, m.rejected, m.skipped, m.batchSize, m.applySeconds,
-		m.applyFailures, m.pending, m.waitingStorage, m.lastApplied, m.consumerResets, m.dlqFailures}
+		m.applyFailures, m.pending, m.waitingStorage, m.lastApplied, m.consumerResets, m.dlqFailures, m.ackedUnstored}
 }
 
 // register registers every metric on r, or none of them.

@@ -21,6 +21,11 @@ import (
 // sequence numbers no longer mean what the checkpoint says.
 var ErrCheckpointAhead = errors.New("writer: checkpoint is past the end of the stream")
 
+// ErrAckedNotStored is wrapped by Health's error when messages were
+// acknowledged to JetStream but are not in storage, and the stream no
+// longer holds them to redeliver (see checkAckFloor).
+var ErrAckedNotStored = errors.New("writer: messages acknowledged to JetStream are not in storage and no longer in the stream")
+
 // idleCheckInterval is how often an idle writer asks the server about its
 // consumer: for the lag gauge, and to catch deliveries that never arrived.
 const idleCheckInterval = 2 * time.Second
@@ -55,6 +60,11 @@ type Writer struct {
 	// storeBatch is the storage batch of the batch being committed; one
 	// commit runs at a time.
 	storeBatch storage.Batch
+
+	// lost is the range of messages acked but not stored that the stream
+	// no longer holds; zero when none.
+	lostMu sync.Mutex
+	lost   ackedUnstored
 
 	running, draining, storageFailing      atomic.Bool
 	ingested, rejected, skipped, lastSeqAt atomic.Uint64
@@ -287,10 +297,32 @@ func (w *Writer) Run(ctx context.Context) error {
 	}
 }
 
-// Ready reports whether the writer is running, connected to NATS, not
-// shutting down, and not retrying a failed storage Apply.
-func (w *Writer) Ready() bool {
-	return w.running.Load() && !w.draining.Load() && !w.storageFailing.Load() && w.nc.IsConnected()
+// Ready reports whether Health reports nothing wrong.
+func (w *Writer) Ready() bool { return w.Health() == nil }
+
+// Health returns nil when the writer is running, connected to NATS, not
+// shutting down, not retrying a failed storage Apply, and has found no
+// messages acknowledged to JetStream but missing from storage; otherwise an
+// error saying which. The last (wrapping ErrAckedNotStored, naming the
+// sequence range) lasts until the process restarts: an operator has to
+// look at it.
+func (w *Writer) Health() error {
+	w.lostMu.Lock()
+	lost := w.lost
+	w.lostMu.Unlock()
+	switch {
+	case lost.last != 0:
+		return fmt.Errorf("%w: stream %s sequences %s (consumer %s); see the error log", ErrAckedNotStored, w.cfg.Stream, lost, w.cfg.Consumer)
+	case !w.running.Load():
+		return errors.New("writer is not running")
+	case w.draining.Load():
+		return errors.New("writer is stopping")
+	case w.storageFailing.Load():
+		return errors.New("writer cannot apply batches to storage; retrying")
+	case !w.nc.IsConnected():
+		return fmt.Errorf("writer has no NATS connection (%s)", w.nc.Status())
+	}
+	return nil
 }
 
 // Stats returns running totals.
