@@ -71,7 +71,7 @@ func TestStorageOlderThanConsumer(t *testing.T) {
 	}
 	r.stop(t)
 	checkStoredExactlyOnce(t, db, types, evs)
-	if n := testutil.ToFloat64(w.m.ackedUnstored); n != 0 {
+	if n := testutil.ToFloat64(w.m.consumer.AckedUnstored); n != 0 {
 		t.Errorf("acked-unstored messages = %v, want 0", n)
 	}
 }
@@ -114,7 +114,7 @@ func TestStorageOlderThanConsumerWorkQueue(t *testing.T) {
 	if err := w.Health(); !strings.Contains(err.Error(), "1-120") {
 		t.Errorf("Health() = %v, want the range 1-120", err)
 	}
-	if n := testutil.ToFloat64(w.m.ackedUnstored); n != 120 {
+	if n := testutil.ToFloat64(w.m.consumer.AckedUnstored); n != 120 {
 		t.Errorf("acked-unstored messages = %v, want 120", n)
 	}
 	if err := publishAll(context.Background(), js, evs[120:]); err != nil {
@@ -123,7 +123,7 @@ func TestStorageOlderThanConsumerWorkQueue(t *testing.T) {
 	waitApplied(t, w, js, DefaultStream, 20*time.Second)
 	r.stop(t)
 	checkStoredExactlyOnce(t, db, types, evs[120:])
-	if n := testutil.ToFloat64(w.m.ackedUnstored); n != 120 {
+	if n := testutil.ToFloat64(w.m.consumer.AckedUnstored); n != 120 {
 		t.Errorf("acked-unstored messages = %v after more repositions, want still 120", n)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/writer/consumer"
 )
 
 // Defaults of Config.
@@ -18,9 +19,9 @@ const (
 	DefaultSubject    = "events.>"
 	DefaultDLQStream  = "EVENTS_DLQ"
 	DefaultConsumer   = "eventide-writer"
-	DefaultFetchBatch = 1000
-	DefaultFetchWait  = 100 * time.Millisecond
-	DefaultFetchBytes = 16 << 20
+	DefaultFetchBatch = consumer.DefaultFetchBatch
+	DefaultFetchWait  = consumer.DefaultFetchWait
+	DefaultFetchBytes = consumer.DefaultFetchBytes
 	DefaultMaxPayload = 64 << 10
 	DefaultMaxSkew    = 5 * time.Minute
 
@@ -30,11 +31,6 @@ const (
 	DLQSubjects      = "dlq.events.>"
 	DLQSubjectPrefix = "dlq.events."
 )
-
-// ackWait is how long JetStream waits for an ack before it redelivers.
-// Generous, because a batch can wait on a storage stall; the writer also
-// sends InProgress every ackWait/3 while a batch is not yet applied.
-const ackWait = 60 * time.Second
 
 // dlqDuplicateWindow is the JetStream deduplication window of the
 // dead-letter stream: a reject redelivered within it (after a crash or a
@@ -77,6 +73,11 @@ type Config struct {
 	// It should agree with the storage clock, which turns those TTLs
 	// into expiry times. nil = time.Now.
 	Now func() time.Time
+
+	// For tests: the consumer's AckWait (0: consumer.DefaultAckWait), and
+	// consumer.Config.NoConsumerReset.
+	ackWait         time.Duration
+	noConsumerReset bool
 }
 
 // withDefaults returns cfg with defaults filled in, or an error naming the

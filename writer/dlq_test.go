@@ -16,6 +16,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/eventide/eventide/writer/consumer"
 )
 
 // publishOne publishes body to subject and returns its stream sequence.
@@ -115,7 +117,7 @@ func TestDLQStreamDeleted(t *testing.T) {
 	if floor := consumerAckFloor(t, js, DefaultStream, DefaultConsumer); floor >= badSeq {
 		t.Fatalf("after stopping with the dead letter unpublished, the ack floor is %d, past the reject at %d", floor, badSeq)
 	}
-	if ckpt, err := readCheckpoint(db, DefaultConsumer); err != nil || ckpt.seq >= badSeq {
+	if ckpt, err := consumer.ReadCheckpoint(db, DefaultConsumer); err != nil || ckpt.Seq >= badSeq {
 		t.Fatalf("stored checkpoint = %+v, %v; want below the reject at %d", ckpt, err, badSeq)
 	}
 

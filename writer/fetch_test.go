@@ -43,7 +43,7 @@ func TestFetchBoundedByBytes(t *testing.T) {
 	checkStoredExactlyOnce(t, db, types, evs)
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(w.m.batchSize)
+	reg.MustRegister(w.m.consumer.BatchSize)
 	mfs, err := reg.Gather()
 	if err != nil || len(mfs) != 1 || len(mfs[0].GetMetric()) != 1 {
 		t.Fatalf("cannot gather the batch size histogram: %v", err)
