@@ -25,8 +25,9 @@ const (
 	DefaultMaxPayload = 64 << 10
 	DefaultMaxSkew    = 5 * time.Minute
 
-	// DLQSubjects are the subjects of the dead-letter stream. A rejected
-	// message goes to DLQSubjectPrefix + its subject's event type (or
+	// DLQSubjects are the subjects of the default dead-letter stream
+	// (Config.DLQSubjects gives those of any configuration). A rejected
+	// message goes to the prefix + its subject's event type (or
 	// "unknown").
 	DLQSubjects      = "dlq.events.>"
 	DLQSubjectPrefix = "dlq.events."
@@ -42,7 +43,7 @@ const dlqDuplicateWindow = time.Hour
 type Config struct {
 	Stream    string        // default "EVENTS"
 	Subjects  []string      // default ["events.>"]
-	DLQStream string        // default "EVENTS_DLQ" (subjects "dlq.events.>")
+	DLQStream string        // default "EVENTS_DLQ"; its subjects are DLQSubjects()
 	Consumer  string        // durable name, default "eventide-writer"
 	Replicas  int           // default 1
 	MaxAge    time.Duration // stream max age, default 0 (unlimited); the DLQ keeps the same
@@ -60,6 +61,10 @@ type Config struct {
 	// Types holds the per-type TTLs and sub-partitions; nil means the
 	// defaults (every type allowed, 7 days, not split).
 	Types *schema.EventTypes
+	// AllowTypes, when not empty, is the list of event types accepted;
+	// any other is dead-lettered with type_not_allowed. Every type with
+	// its own settings in Types must be on it.
+	AllowTypes []string
 
 	// ResetCheckpoint lets New start over from the beginning of the
 	// stream when the stored checkpoint is past the stream's last
@@ -79,6 +84,22 @@ type Config struct {
 	ackWait         time.Duration
 	noConsumerReset bool
 }
+
+// DLQSubjectPrefix returns the prefix of the dead-letter subjects: a
+// dead letter goes to the prefix + its event type. It is "dlq.events."
+// for the default dead-letter stream and "dlq.<DLQStream>." for any other,
+// so that deployments sharing one NATS (which need distinct stream names
+// anyway) never share dead-letter subjects.
+func (cfg Config) DLQSubjectPrefix() string {
+	if cfg.DLQStream == "" || cfg.DLQStream == DefaultDLQStream {
+		return DLQSubjectPrefix
+	}
+	return "dlq." + cfg.DLQStream + "."
+}
+
+// DLQSubjects returns the subjects of the dead-letter stream:
+// DLQSubjectPrefix() + ">".
+func (cfg Config) DLQSubjects() string { return cfg.DLQSubjectPrefix() + ">" }
 
 // withDefaults returns cfg with defaults filled in, or an error naming the
 // first invalid field.
@@ -125,6 +146,13 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.Types == nil {
 		cfg.Types = &schema.EventTypes{}
 	}
+	if len(cfg.AllowTypes) > 0 {
+		t, err := allowOnly(cfg.Types, cfg.AllowTypes)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Types = t
+	}
 	if err := checkTypes(cfg.Types); err != nil {
 		return cfg, err
 	}
@@ -135,6 +163,23 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Now = time.Now
 	}
 	return cfg, nil
+}
+
+// allowOnly returns a copy of t that accepts only the types in allow.
+func allowOnly(t *schema.EventTypes, allow []string) (*schema.EventTypes, error) {
+	out := &schema.EventTypes{Default: t.Default, Types: map[string]schema.TypeSettings{}, AllowOnlyListed: true}
+	for _, name := range allow {
+		if err := bucket.ValidateEventType(name); err != nil {
+			return nil, fmt.Errorf("writer config: AllowTypes: %w", err)
+		}
+		out.Types[name] = t.Settings(name)
+	}
+	for name := range t.Types {
+		if _, ok := out.Types[name]; !ok {
+			return nil, fmt.Errorf("writer config: event type %q has its own settings but is not in AllowTypes %v", name, allow)
+		}
+	}
+	return out, nil
 }
 
 // checkTypes refuses settings that would make storing a valid event fail,

@@ -34,7 +34,7 @@ const dlqPublishTimeout = 5 * time.Second
 // body and non-NATS headers, plus the reason and where it came from. Its
 // Nats-Msg-Id makes a redelivered reject a duplicate the stream drops.
 func (w *Writer) deadLetter(m jetstream.Msg, epoch, seq uint64, rej *rejection) *nats.Msg {
-	dl := nats.NewMsg(DLQSubjectPrefix + w.validator.dlqType(m.Subject()))
+	dl := nats.NewMsg(w.cfg.DLQSubjectPrefix() + w.validator.dlqType(m.Subject()))
 	// The producer's headers come along unless they alone would take a
 	// large part of the server's max payload.
 	if orig := m.Headers(); headerSize(orig) <= int(w.nc.MaxPayload())/4 {

@@ -111,9 +111,10 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 
 	w := &c.Writer
 	fs.StringVar(&w.Stream, "stream", writer.DefaultStream, "JetStream `stream` of events (created if missing)")
+	fs.Var(&listValue{list: &w.AllowTypes, emptyOK: true}, "allow-types", "comma-separated event `types` accepted; others are dead-lettered (type_not_allowed). Default: every type")
 	subjects := &listValue{list: &w.Subjects}
 	fs.Var(subjects, "subjects", "comma-separated `subjects` of the stream; the token matched by > is the event type")
-	fs.StringVar(&w.DLQStream, "dlq-stream", writer.DefaultDLQStream, "JetStream `stream` of rejected messages (subjects "+writer.DLQSubjects+")")
+	fs.StringVar(&w.DLQStream, "dlq-stream", writer.DefaultDLQStream, "JetStream `stream` of rejected messages (subjects "+writer.DLQSubjects+", or dlq.<stream>.> for another name)")
 	fs.StringVar(&w.Consumer, "consumer", writer.DefaultConsumer, "durable consumer `name` of the writer")
 	fs.Var(intValue{&w.Replicas, 1, 5}, "replicas", "replicas (`N`) of the streams: 1, or 3 on a NATS cluster")
 	fs.Var(durationValue{&w.MaxAge, 0}, "max-age", "how long the streams keep messages (`duration`); 0: no limit")
@@ -337,8 +338,12 @@ func (v durationValue) Set(s string) error {
 	return nil
 }
 
-// listValue is a comma-separated list of non-empty items.
-type listValue struct{ list *[]string }
+// listValue is a comma-separated list of non-empty items; with emptyOK,
+// "" is the empty list.
+type listValue struct {
+	list    *[]string
+	emptyOK bool
+}
 
 func (v *listValue) String() string {
 	if v.list == nil {
@@ -348,6 +353,10 @@ func (v *listValue) String() string {
 }
 
 func (v *listValue) Set(s string) error {
+	if v.emptyOK && strings.TrimSpace(s) == "" {
+		*v.list = nil
+		return nil
+	}
 	var items []string
 	for item := range strings.SplitSeq(s, ",") {
 		item = strings.TrimSpace(item)

@@ -6,7 +6,8 @@
 //
 // Configuration is flags, each with an EVENTIDE_* environment variable
 // (run with -h, or see the README's Configuration table). Exit codes: 0
-// after a clean shutdown, 1 on a failure, 2 for an invalid configuration.
+// after a clean shutdown, 1 on a failure, 2 for an invalid configuration
+// (including --replicas above 1 on a NATS server that is not clustered).
 //
 // SIGINT or SIGTERM shuts down in order: /readyz turns 503, the writer
 // finishes and acknowledges its in-flight batch, HTTP drains, storage
@@ -23,6 +24,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/eventide/eventide/writer"
 )
 
 func main() {
@@ -40,7 +43,7 @@ func exitCode(err error) int {
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
-	case errors.As(err, &usage):
+	case errors.As(err, &usage), errors.Is(err, writer.ErrReplicasUnsupported):
 		return 2
 	default:
 		return 1
