@@ -3,6 +3,7 @@ package writer
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,6 +40,7 @@ func (w *Writer) Prepare(ds []consumer.Delivery, epoch uint64) consumer.Batch {
 		id := msgIdentity{stream: w.cfg.Stream, epoch: epoch, seq: d.Seq}
 		ev, rej := w.validator.parse(d.Msg.Subject(), d.Msg.Data(), id, now)
 		if rej != nil {
+			w.logRejection(d, rej)
 			eb.letters = append(eb.letters, w.deadLetter(d.Msg, epoch, d.Seq, rej))
 			eb.reasons = append(eb.reasons, rej.reason)
 			continue
@@ -46,6 +48,19 @@ func (w *Writer) Prepare(ds []consumer.Delivery, epoch uint64) consumer.Batch {
 		eb.events = append(eb.events, ev)
 	}
 	return eb
+}
+
+// logRejection logs a rejection: each one at debug, and when debug is off
+// at most one per rejectLogInterval at info (with the count held back),
+// so that a producer sending garbage cannot flood the log.
+func (w *Writer) logRejection(d consumer.Delivery, rej *rejection) {
+	args := []any{"seq", d.Seq, "subject", d.Msg.Subject(), "reason", rej.reason, "error", rej.message}
+	if w.log.Enabled(context.Background(), slog.LevelDebug) {
+		w.log.Debug("writer: message rejected to the dead-letter stream", args...)
+		return
+	}
+	w.rejectLog.Log(slog.LevelInfo, "writer: message rejected to the dead-letter stream (at most one line per "+
+		rejectLogInterval.String()+" at info; every one at debug)", args...)
 }
 
 // Write dead-letters the rejects (returning only once the dead-letter

@@ -26,6 +26,10 @@ var ErrCheckpointAhead = consumer.ErrCheckpointAhead
 // longer holds them to redeliver.
 var ErrAckedNotStored = consumer.ErrAckedNotStored
 
+// rejectLogInterval is the least time between two info lines about
+// rejections.
+const rejectLogInterval = 10 * time.Second
+
 // Writer consumes the event stream into storage. Create it with New, then
 // call Run.
 type Writer struct {
@@ -35,6 +39,7 @@ type Writer struct {
 	db        *storage.DB
 	log       *slog.Logger
 	warn      *consumer.RateLimitedLogger
+	rejectLog *consumer.RateLimitedLogger
 	m         *metrics
 	validator *validator
 	c         *consumer.Consumer
@@ -76,6 +81,7 @@ func New(ctx context.Context, nc *nats.Conn, db *storage.DB, cfg Config) (*Write
 		db:        db,
 		log:       cfg.Logger,
 		warn:      consumer.NewRateLimitedLogger(cfg.Logger, 10*time.Second),
+		rejectLog: consumer.NewRateLimitedLogger(cfg.Logger, rejectLogInterval),
 		m:         newMetrics(),
 		validator: newValidator(cfg),
 	}

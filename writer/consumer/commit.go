@@ -22,6 +22,9 @@ type preparedBatch struct {
 	ds      []Delivery
 	batch   Batch // nil when every delivery was at or below the checkpoint
 	skipped int
+	// oldest is the stream time of the first delivery above the
+	// checkpoint; zero if none is.
+	oldest time.Time
 	// from is the checkpoint before this batch, handled the checkpoint
 	// once it is stored: the highest sequence handled.
 	from, handled uint64
@@ -42,6 +45,7 @@ func (c *Consumer) prepare(ds []Delivery, from uint64) *preparedBatch {
 		pb.handled = d.Seq
 		if fresh == nil {
 			fresh = make([]Delivery, 0, len(ds)-i)
+			pb.oldest = d.Time
 		}
 		fresh = append(fresh, d)
 	}
@@ -89,6 +93,10 @@ func (c *Consumer) commit(ctx context.Context, pb *preparedBatch) error {
 	c.m.LastApplied.Set(float64(pb.handled))
 	c.skipped.Add(uint64(pb.skipped))
 	c.m.Skipped.Add(float64(pb.skipped))
+	if !pb.oldest.IsZero() {
+		// Every fetched message is stored now; the next batch sets it again.
+		c.m.oldestUnstored.CompareAndSwap(pb.oldest.UnixNano(), 0)
+	}
 	if pb.batch != nil {
 		pb.batch.Stored()
 	}

@@ -340,6 +340,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 					return err
 				}
 				queued = pb.handled
+				if !pb.oldest.IsZero() {
+					c.m.setOldestUnstored(pb.oldest)
+				}
 				committing = make(chan error, 1)
 				go func(done chan<- error) { done <- c.commit(ctx, pb) }(committing)
 			}
@@ -482,8 +485,9 @@ func collect(batch jetstream.MessageBatch, msgs []jetstream.Msg) ([]jetstream.Ms
 
 // Delivery is a received message with its place in the stream.
 type Delivery struct {
-	Msg jetstream.Msg
-	Seq uint64 // stream sequence
+	Msg  jetstream.Msg
+	Seq  uint64    // stream sequence
+	Time time.Time // when the stream stored the message
 }
 
 // deliveries returns the leading messages whose consumer sequences follow
@@ -502,7 +506,7 @@ func (c *Consumer) deliveries(msgs []jetstream.Msg) ([]Delivery, bool) {
 		}
 		c.nextDeliverySeq++
 		pending = md.NumPending
-		ds = append(ds, Delivery{Msg: m, Seq: md.Sequence.Stream})
+		ds = append(ds, Delivery{Msg: m, Seq: md.Sequence.Stream, Time: md.Timestamp})
 	}
 	if len(ds) > 0 {
 		c.m.Pending.Set(float64(pending))

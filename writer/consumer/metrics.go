@@ -1,6 +1,11 @@
 package consumer
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the loop's Prometheus metrics. The user creates them with
 // its own name prefix, registers Collectors on its registry, and passes
@@ -15,13 +20,19 @@ type Metrics struct {
 	LastApplied    prometheus.Gauge
 	Resets         prometheus.Counter
 	AckedUnstored  prometheus.Counter
+	LagSeconds     prometheus.GaugeFunc
+
+	// oldestUnstored is the stream timestamp (unix ns) of the oldest
+	// message fetched and not yet stored; 0 when there is none.
+	oldestUnstored atomic.Int64
+	now            func() time.Time
 }
 
 // NewMetrics creates the metrics, named prefix + "_" + name (the writer's
 // prefix is "eventide_writer").
 func NewMetrics(prefix string) *Metrics {
 	p := prefix + "_"
-	return &Metrics{
+	m := &Metrics{now: time.Now,
 		Skipped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: p + "messages_skipped_total",
 			Help: "Redelivered messages acked without being applied again (at or below the checkpoint).",
@@ -61,10 +72,33 @@ func NewMetrics(prefix string) *Metrics {
 			Help: "Messages JetStream saw acknowledged that storage does not hold and the stream no longer has (storage replaced by an older copy under work-queue or interest retention): lost to storage.",
 		}),
 	}
+	m.LagSeconds = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: p + "consumer_lag_seconds",
+		Help: "Age of the oldest message fetched but not yet stored (now minus its time in the stream); 0 when every fetched message is stored.",
+	}, m.lagSeconds)
+	return m
+}
+
+func (m *Metrics) lagSeconds() float64 {
+	oldest := m.oldestUnstored.Load()
+	if oldest == 0 {
+		return 0
+	}
+	return max(m.now().Sub(time.Unix(0, oldest)).Seconds(), 0)
+}
+
+// setOldestUnstored records the stream time of the oldest message fetched
+// and not yet stored; the zero time when there is none.
+func (m *Metrics) setOldestUnstored(t time.Time) {
+	if t.IsZero() {
+		m.oldestUnstored.Store(0)
+		return
+	}
+	m.oldestUnstored.Store(t.UnixNano())
 }
 
 // Collectors returns every metric, for registering.
 func (m *Metrics) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.Skipped, m.BatchSize, m.ApplySeconds, m.ApplyFailures, m.Pending,
-		m.WaitingStorage, m.LastApplied, m.Resets, m.AckedUnstored}
+		m.WaitingStorage, m.LastApplied, m.Resets, m.AckedUnstored, m.LagSeconds}
 }
