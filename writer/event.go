@@ -119,6 +119,16 @@ func (m msgIdentity) clockSeqAndNode() [8]byte {
 	return b
 }
 
+// idClockSeqAndNode derives the last 8 bytes of an event id from the id a
+// producer sent, when the stored id must carry another timestamp (see
+// parse). The multicast bit is set, as for clockSeqAndNode.
+func idClockSeqAndNode(id [16]byte) [8]byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], xxhash.Sum64(append([]byte("id\x00"), id[:]...)))
+	b[2] |= 0x01
+	return b
+}
+
 // validator turns message bodies into events.
 type validator struct {
 	maxPayload int
@@ -272,11 +282,25 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 		if err != nil {
 			panic("BUG: version 1 UUID has no time: " + err.Error())
 		}
-		if !eventTime.IsZero() && eventTime.UnixMilli() != idTime.UnixMilli() {
+		switch {
+		case eventTime.IsZero():
+			eventTime = idTime
+		case eventTime.UnixMilli() != idTime.UnixMilli():
 			return p, reject(reasonIDTimeMismatch, "time %s and the time of id %s, %s, are not the same millisecond",
 				eventTime.UTC().Format(time.RFC3339Nano), eventID, idTime.Format(time.RFC3339Nano))
+		case !idTime.Equal(eventTime.Truncate(100 * time.Nanosecond)):
+			// The id has digits below the millisecond that time has not
+			// (or other ones). The event is stored at time, as published,
+			// under an id with time's timestamp and clock sequence and
+			// node hashed from the id sent: still deterministic per
+			// message, and ids that differed only below the millisecond
+			// still differ.
+			derived, err := bucket.NewTimeUUID(eventTime, idClockSeqAndNode(eventID))
+			if err != nil {
+				return p, reject(reasonInvalidTime, "%v", err)
+			}
+			eventID = derived
 		}
-		eventTime = idTime
 	}
 	if eventTime.Before(minEventTime) || !eventTime.Before(maxEventTime) {
 		return p, reject(reasonInvalidTime, "time %s is outside the years 2000 to 2099", eventTime.UTC().Format(time.RFC3339Nano))
