@@ -1,6 +1,7 @@
 // Package writer moves events from NATS JetStream into storage: it owns the
 // event stream (EVENTS, subjects events.>), the dead-letter stream
-// (EVENTS_DLQ, subjects dlq.events.>), the writer's durable pull consumer,
+// (EVENTS_DLQ, subjects dlq.events.>, or dlq.<DLQStream>.> for another
+// name), the writer's durable pull consumer,
 // the validation of events (the wire format and every rejection reason are
 // in docs/events.md), and the writer's checkpoint in the built-in
 // _checkpoints table.
@@ -10,6 +11,8 @@
 //	w, err := writer.New(ctx, nc, db, writer.Config{Registerer: reg})
 //	...
 //	err = w.Run(ctx) // until ctx is cancelled
+//	...
+//	err = w.Health() // for readiness: nil, or what is wrong
 //
 // Each fetch of up to FetchBatch messages and FetchMaxBytes bytes (a
 // single larger message is fetched alone) becomes one atomic storage.Batch

@@ -10,8 +10,9 @@ package writer
 //	 "data": {...}}                          optional JSON object, stored as sent ({} if absent)
 //
 // The body must be valid UTF-8 throughout and nest at most MaxNestingDepth
-// levels. Other top-level fields are ignored; null counts as absent. Checks run in
-// the order of the reasons below, and the first failure is the reason.
+// levels. Other top-level fields are ignored; null counts as absent.
+// Checks run in the order of the reasons below, and the first failure is
+// the reason.
 
 import (
 	"bytes"

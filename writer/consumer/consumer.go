@@ -238,9 +238,6 @@ func New(ctx context.Context, nc *nats.Conn, db *storage.DB, cfg Config, h Handl
 	return c, nil
 }
 
-// Checkpoint returns the checkpoint as of New. Only for use before Run.
-func (c *Consumer) Checkpoint() Checkpoint { return c.ckpt }
-
 // Run fetches, prepares and stores batches until ctx is cancelled; then it
 // finishes the batches in hand (stores and acks them) and returns nil. It
 // rides out NATS disconnections and storage errors, retrying, and returns
