@@ -10,6 +10,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/writer/consumer"
 )
 
 // Defaults of Config.
@@ -18,22 +19,19 @@ const (
 	DefaultSubject    = "events.>"
 	DefaultDLQStream  = "EVENTS_DLQ"
 	DefaultConsumer   = "eventide-writer"
-	DefaultFetchBatch = 1000
-	DefaultFetchWait  = 100 * time.Millisecond
+	DefaultFetchBatch = consumer.DefaultFetchBatch
+	DefaultFetchWait  = consumer.DefaultFetchWait
+	DefaultFetchBytes = consumer.DefaultFetchBytes
 	DefaultMaxPayload = 64 << 10
 	DefaultMaxSkew    = 5 * time.Minute
 
-	// DLQSubjects are the subjects of the dead-letter stream. A rejected
-	// message goes to DLQSubjectPrefix + its subject's event type (or
+	// DLQSubjects are the subjects of the default dead-letter stream
+	// (Config.DLQSubjects gives those of any configuration). A rejected
+	// message goes to the prefix + its subject's event type (or
 	// "unknown").
 	DLQSubjects      = "dlq.events.>"
 	DLQSubjectPrefix = "dlq.events."
 )
-
-// ackWait is how long JetStream waits for an ack before it redelivers.
-// Generous, because a batch can wait on a storage stall; the writer also
-// sends InProgress every ackWait/3 while a batch is not yet applied.
-const ackWait = 60 * time.Second
 
 // dlqDuplicateWindow is the JetStream deduplication window of the
 // dead-letter stream: a reject redelivered within it (after a crash or a
@@ -45,7 +43,7 @@ const dlqDuplicateWindow = time.Hour
 type Config struct {
 	Stream    string        // default "EVENTS"
 	Subjects  []string      // default ["events.>"]
-	DLQStream string        // default "EVENTS_DLQ" (subjects "dlq.events.>")
+	DLQStream string        // default "EVENTS_DLQ"; its subjects are DLQSubjects()
 	Consumer  string        // durable name, default "eventide-writer"
 	Replicas  int           // default 1
 	MaxAge    time.Duration // stream max age, default 0 (unlimited); the DLQ keeps the same
@@ -53,8 +51,12 @@ type Config struct {
 
 	FetchBatch int           // most messages per fetch (and per storage batch), default 1000
 	FetchWait  time.Duration // longest wait for a first message when none is ready, default 100ms
-	MaxPayload int           // largest accepted message body in bytes, default 64 KiB
-	MaxSkew    time.Duration // how far ahead of now an event time may be, default 5m
+	// FetchMaxBytes bounds the bytes of one fetch (as the server counts
+	// them: subject, headers and body), default 16 MiB. A single message
+	// larger than it is still fetched, alone.
+	FetchMaxBytes int
+	MaxPayload    int           // largest accepted message body in bytes, default 64 KiB
+	MaxSkew       time.Duration // how far ahead of now an event time may be, default 5m
 
 	// Types holds the per-type TTLs and sub-partitions; nil means the
 	// defaults (every type allowed, 7 days, not split). An event is stored
@@ -63,6 +65,10 @@ type Config struct {
 	// refuses settings that are not the store's recorded history
 	// (catalog.ErrEventTypesNotRecorded).
 	Types *schema.EventTypes
+	// AllowTypes, when not empty, is the list of event types accepted;
+	// any other is dead-lettered with type_not_allowed. Every type with
+	// its own settings in Types must be on it.
+	AllowTypes []string
 
 	// ResetCheckpoint lets New start over from the beginning of the
 	// stream when the stored checkpoint is past the stream's last
@@ -76,7 +82,28 @@ type Config struct {
 	// It should agree with the storage clock, which turns those TTLs
 	// into expiry times. nil = time.Now.
 	Now func() time.Time
+
+	// For tests: the consumer's AckWait (0: consumer.DefaultAckWait), and
+	// consumer.Config.NoConsumerReset.
+	ackWait         time.Duration
+	noConsumerReset bool
 }
+
+// DLQSubjectPrefix returns the prefix of the dead-letter subjects: a
+// dead letter goes to the prefix + its event type. It is "dlq.events."
+// for the default dead-letter stream and "dlq.<DLQStream>." for any other,
+// so that deployments sharing one NATS (which need distinct stream names
+// anyway) never share dead-letter subjects.
+func (cfg Config) DLQSubjectPrefix() string {
+	if cfg.DLQStream == "" || cfg.DLQStream == DefaultDLQStream {
+		return DLQSubjectPrefix
+	}
+	return "dlq." + cfg.DLQStream + "."
+}
+
+// DLQSubjects returns the subjects of the dead-letter stream:
+// DLQSubjectPrefix() + ">".
+func (cfg Config) DLQSubjects() string { return cfg.DLQSubjectPrefix() + ">" }
 
 // withDefaults returns cfg with defaults filled in, or an error naming the
 // first invalid field.
@@ -111,6 +138,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	if cfg.FetchWait <= 0 {
 		cfg.FetchWait = DefaultFetchWait
 	}
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = DefaultFetchBytes
+	}
 	if cfg.MaxPayload <= 0 {
 		cfg.MaxPayload = DefaultMaxPayload
 	}
@@ -119,6 +149,13 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Types == nil {
 		cfg.Types = &schema.EventTypes{}
+	}
+	if len(cfg.AllowTypes) > 0 {
+		t, err := allowOnly(cfg.Types, cfg.AllowTypes)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.Types = t
 	}
 	if err := checkTypes(cfg.Types); err != nil {
 		return cfg, err
@@ -130,6 +167,23 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Now = time.Now
 	}
 	return cfg, nil
+}
+
+// allowOnly returns a copy of t that accepts only the types in allow.
+func allowOnly(t *schema.EventTypes, allow []string) (*schema.EventTypes, error) {
+	out := &schema.EventTypes{Default: t.Default, Types: map[string]schema.TypeSettings{}, AllowOnlyListed: true}
+	for _, name := range allow {
+		if err := bucket.ValidateEventType(name); err != nil {
+			return nil, fmt.Errorf("writer config: AllowTypes: %w", err)
+		}
+		out.Types[name] = t.Settings(name)
+	}
+	for name := range t.Types {
+		if _, ok := out.Types[name]; !ok {
+			return nil, fmt.Errorf("writer config: event type %q has its own settings but is not in AllowTypes %v", name, allow)
+		}
+	}
+	return out, nil
 }
 
 // checkTypes refuses settings that would make storing a valid event fail,

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventide/eventide/storage"
+	"github.com/eventide/eventide/writer/consumer"
 )
 
 var crashCycles = flag.Int("crash.cycles", 8, "kill and restart cycles in TestCrash (at least 3)")
@@ -179,7 +180,7 @@ func TestCrash(t *testing.T) {
 	}
 	db := openDB(t, dir)
 	checkStoredExactlyOnce(t, db, testTypes(t), published)
-	if ckpt, err := readCheckpoint(db, DefaultConsumer); err != nil || ckpt.seq != last {
+	if ckpt, err := consumer.ReadCheckpoint(db, DefaultConsumer); err != nil || ckpt.Seq != last {
 		t.Errorf("checkpoint = %+v, %v; want %d", ckpt, err, last)
 	}
 	if err := db.Check(); err != nil {

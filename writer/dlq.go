@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventide/eventide/writer/consumer"
 )
 
 // Headers of a dead letter. Its body is the original message body.
@@ -31,8 +33,8 @@ const dlqPublishTimeout = 5 * time.Second
 // deadLetter builds the dead letter of the message at seq: the original
 // body and non-NATS headers, plus the reason and where it came from. Its
 // Nats-Msg-Id makes a redelivered reject a duplicate the stream drops.
-func (w *Writer) deadLetter(m jetstream.Msg, seq uint64, rej *rejection) *nats.Msg {
-	dl := nats.NewMsg(DLQSubjectPrefix + w.validator.dlqType(m.Subject()))
+func (w *Writer) deadLetter(m jetstream.Msg, epoch, seq uint64, rej *rejection) *nats.Msg {
+	dl := nats.NewMsg(w.cfg.DLQSubjectPrefix() + w.validator.dlqType(m.Subject()))
 	// The producer's headers come along unless they alone would take a
 	// large part of the server's max payload.
 	if orig := m.Headers(); headerSize(orig) <= int(w.nc.MaxPayload())/4 {
@@ -48,7 +50,7 @@ func (w *Writer) deadLetter(m jetstream.Msg, seq uint64, rej *rejection) *nats.M
 	dl.Header.Set(HeaderError, headerValue(rej.Error()))
 	dl.Header.Set(HeaderOriginalSubject, headerValue(m.Subject()))
 	dl.Header.Set(HeaderStreamSeq, strconv.FormatUint(seq, 10))
-	dl.Header.Set(jetstream.MsgIDHeader, w.deadLetterID(seq))
+	dl.Header.Set(jetstream.MsgIDHeader, w.deadLetterID(epoch, seq))
 	body := m.Data()
 	if limit := int(w.nc.MaxPayload()) - headerSize(dl.Header) - 64; len(body) > limit {
 		dl.Header.Set(HeaderTruncated, strconv.Itoa(len(body)))
@@ -62,11 +64,11 @@ func (w *Writer) deadLetter(m jetstream.Msg, seq uint64, rej *rejection) *nats.M
 // seq: "dlq-<stream>-<seq>", with the checkpoint epoch after a reset
 // ("dlq-<stream>-e<epoch>-<seq>") so that a recreated stream's rejects are
 // not mistaken for the old stream's within the deduplication window.
-func (w *Writer) deadLetterID(seq uint64) string {
-	if w.ckpt.epoch == 0 {
+func (w *Writer) deadLetterID(epoch, seq uint64) string {
+	if epoch == 0 {
 		return fmt.Sprintf("dlq-%s-%d", w.cfg.Stream, seq)
 	}
-	return fmt.Sprintf("dlq-%s-e%d-%d", w.cfg.Stream, w.ckpt.epoch, seq)
+	return fmt.Sprintf("dlq-%s-e%d-%d", w.cfg.Stream, epoch, seq)
 }
 
 // publishDeadLetters publishes letters to the dead-letter stream and waits
@@ -80,9 +82,10 @@ func (w *Writer) publishDeadLetters(ctx context.Context, letters []*nats.Msg) er
 			return nil
 		}
 		letters = failed
-		w.warn.log("cannot publish to the dead-letter stream; retrying", "stream", w.cfg.DLQStream,
+		w.m.dlqFailures.Add(float64(len(failed)))
+		w.warn.Warn("cannot publish to the dead-letter stream; retrying", "stream", w.cfg.DLQStream,
 			"letters", len(letters), "err", firstErr)
-		if !sleepBackoff(ctx, attempt) {
+		if !consumer.Backoff(ctx, attempt) {
 			return fmt.Errorf("dead-letter publish abandoned: %w (last error: %v)", ctx.Err(), firstErr)
 		}
 		attempt++

@@ -9,8 +9,10 @@ package writer
 //	 "user": "u1", "author": "a1",           optional strings
 //	 "data": {...}}                          optional JSON object, stored as sent ({} if absent)
 //
-// Other top-level fields are ignored; null counts as absent. Checks run in
-// the order of the reasons below, and the first failure is the reason.
+// The body must be valid UTF-8 throughout and nest at most MaxNestingDepth
+// levels. Other top-level fields are ignored; null counts as absent.
+// Checks run in the order of the reasons below, and the first failure is
+// the reason.
 
 import (
 	"bytes"
@@ -21,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/google/uuid"
@@ -34,6 +37,8 @@ import (
 const (
 	reasonPayloadTooLarge  = "payload_too_large"
 	reasonMalformedJSON    = "malformed_json"
+	reasonInvalidUTF8      = "invalid_utf8"
+	reasonTooDeep          = "nesting_too_deep"
 	reasonMissingType      = "missing_type"
 	reasonInvalidType      = "invalid_type"
 	reasonTypeMismatch     = "type_mismatch"
@@ -52,11 +57,17 @@ const (
 
 // allReasons lists every reason, in check order.
 var allReasons = []string{
-	reasonPayloadTooLarge, reasonMalformedJSON, reasonMissingType, reasonInvalidType,
+	reasonPayloadTooLarge, reasonMalformedJSON, reasonInvalidUTF8, reasonTooDeep, reasonMissingType, reasonInvalidType,
 	reasonTypeMismatch, reasonTypeNotAllowed, reasonInvalidID, reasonMissingTime,
 	reasonInvalidTime, reasonIDTimeMismatch, reasonInvalidTTL, reasonInvalidUser,
 	reasonInvalidAuthor, reasonInvalidData, reasonTimeInFuture, reasonExpiredOnArrival,
 }
+
+// MaxNestingDepth is the deepest nesting of objects and arrays a body may
+// have, the event object itself being depth 1. Deeper bodies are rejected
+// (nesting_too_deep): every reader of the stored data, not just this one,
+// has to walk it.
+const MaxNestingDepth = 64
 
 // Bounds of an event time: the years a partition key can name.
 var (
@@ -105,6 +116,16 @@ func (m msgIdentity) clockSeqAndNode() [8]byte {
 	in = binary.BigEndian.AppendUint64(in, m.seq)
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], xxhash.Sum64(in))
+	b[2] |= 0x01
+	return b
+}
+
+// idClockSeqAndNode derives the last 8 bytes of an event id from the id a
+// producer sent, when the stored id must carry another timestamp (see
+// parse). The multicast bit is set, as for clockSeqAndNode.
+func idClockSeqAndNode(id [16]byte) [8]byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], xxhash.Sum64(append([]byte("id\x00"), id[:]...)))
 	b[2] |= 0x01
 	return b
 }
@@ -182,6 +203,17 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 		}
 		return p, reject(reasonMalformedJSON, "body is not valid JSON: %v", err)
 	}
+	// encoding/json, and so the scanner, takes invalid UTF-8 inside
+	// strings; stored raw in data, it would make every page that returns
+	// the event invalid JSON, and decoded in user or author it would be
+	// silently changed to U+FFFD.
+	if !utf8.Valid(body) {
+		at := firstInvalidUTF8(body)
+		return p, reject(reasonInvalidUTF8, "body is not valid UTF-8: invalid byte 0x%02x at offset %d", body[at], at)
+	}
+	if fields.depth > MaxNestingDepth {
+		return p, reject(reasonTooDeep, "body nests objects and arrays %d deep, more than the %d allowed", fields.depth, MaxNestingDepth)
+	}
 	field := func(raw []byte) []byte {
 		if string(raw) == "null" {
 			return nil
@@ -251,11 +283,25 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 		if err != nil {
 			panic("BUG: version 1 UUID has no time: " + err.Error())
 		}
-		if !eventTime.IsZero() && eventTime.UnixMilli() != idTime.UnixMilli() {
+		switch {
+		case eventTime.IsZero():
+			eventTime = idTime
+		case eventTime.UnixMilli() != idTime.UnixMilli():
 			return p, reject(reasonIDTimeMismatch, "time %s and the time of id %s, %s, are not the same millisecond",
 				eventTime.UTC().Format(time.RFC3339Nano), eventID, idTime.Format(time.RFC3339Nano))
+		case !idTime.Equal(eventTime.Truncate(100 * time.Nanosecond)):
+			// The id has digits below the millisecond that time has not
+			// (or other ones). The event is stored at time, as published,
+			// under an id with time's timestamp and clock sequence and
+			// node hashed from the id sent: still deterministic per
+			// message, and ids that differed only below the millisecond
+			// still differ.
+			derived, err := bucket.NewTimeUUID(eventTime, idClockSeqAndNode(eventID))
+			if err != nil {
+				return p, reject(reasonInvalidTime, "%v", err)
+			}
+			eventID = derived
 		}
-		eventTime = idTime
 	}
 	if eventTime.Before(minEventTime) || !eventTime.Before(maxEventTime) {
 		return p, reject(reasonInvalidTime, "time %s is outside the years 2000 to 2099", eventTime.UTC().Format(time.RFC3339Nano))
@@ -320,6 +366,19 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 	p.remainingTTLSeconds = int32(min(int64(remaining), math.MaxInt32))
 	p.subPartitions = settings.Settings(eventType).SubPartitions
 	return p, nil
+}
+
+// firstInvalidUTF8 is the offset of the first byte of b that does not
+// start a valid UTF-8 sequence; len(b) if there is none.
+func firstInvalidUTF8(b []byte) int {
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(b)
 }
 
 // parseTime reads an RFC 3339 string or a JSON integer of unix

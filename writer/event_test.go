@@ -3,6 +3,7 @@ package writer
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -11,9 +12,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
+	"github.com/eventide/eventide/storage"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testdata files")
@@ -143,20 +147,40 @@ func describeParse(v *validator, subject string, body []byte, seq uint64) string
 		p.event.User, p.event.Author, p.event.Data)
 }
 
-// expand turns "<pad:N>" in a body into N bytes of 'x', for bodies too
-// long to spell out.
+// expand turns placeholders in a body into what is awkward to spell out:
+// "<pad:N>" into N bytes of 'x', "<nest:N>" into N nested empty arrays
+// ("[[...]]"), "<byte:HH>" into the byte with hex value HH.
 func expand(body string) string {
 	for {
-		i := strings.Index(body, "<pad:")
+		i := strings.Index(body, "<")
 		if i < 0 {
 			return body
 		}
 		j := strings.Index(body[i:], ">")
-		n, err := strconv.Atoi(body[i+len("<pad:") : i+j])
-		if err != nil {
-			panic(err)
+		name, arg, ok := strings.Cut(body[i+1:i+max(j, 0)], ":")
+		if j < 0 || !ok || (name != "pad" && name != "nest" && name != "byte") {
+			return body[:i+1] + expand(body[i+1:])
 		}
-		body = body[:i] + strings.Repeat("x", n) + body[i+j+1:]
+		var repl string
+		switch name {
+		case "pad", "nest":
+			n, err := strconv.Atoi(arg)
+			if err != nil {
+				panic(err)
+			}
+			if name == "pad" {
+				repl = strings.Repeat("x", n)
+			} else {
+				repl = strings.Repeat("[", n) + strings.Repeat("]", n)
+			}
+		case "byte":
+			b, err := strconv.ParseUint(arg, 16, 8)
+			if err != nil {
+				panic(err)
+			}
+			repl = string([]byte{byte(b)})
+		}
+		body = body[:i] + repl + body[i+j+1:]
 	}
 }
 
@@ -292,4 +316,86 @@ func isReason(r string) bool {
 		}
 	}
 	return false
+}
+
+// FuzzStoredEventIsJSON: whatever body the writer accepts, the event it
+// stores, read back from a real storage directory and rendered as the
+// HTTP API renders it, is valid JSON and valid UTF-8, with user, author
+// and data unchanged.
+func FuzzStoredEventIsJSON(f *testing.F) {
+	f.Add("events.view", []byte(`{"time":"2026-01-01T11:59:00Z","user":"u\u00e9","data":{"s":"\ud800","n":[1,{"x":null}]}}`))
+	f.Add("events.click", []byte(`{"time":1767268740000,"author":"a\"b","data":{"k":"\u0000"}}`))
+	f.Add("events.view", []byte("{\"time\":\"2026-01-01T11:59:00Z\",\"data\":{\"s\":\"\xff\"}}"))
+	f.Add("events.view", []byte(`{"time":"2026-01-01T11:59:00Z","data":{"a":[[[[[[[[[[]]]]]]]]]]}}`))
+	v := parseTestValidator(f)
+	db, err := storage.Open(f.TempDir(), storage.DefaultOptions())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { db.Close() })
+	if err := catalog.EnsureBuiltinTables(db); err != nil {
+		f.Fatal(err)
+	}
+	seq := uint64(0)
+	f.Fuzz(func(t *testing.T, subject string, body []byte) {
+		seq++
+		p, rej := v.parse(subject, body, msgIdentity{stream: DefaultStream, seq: seq}, parseTestNow)
+		if rej != nil {
+			return
+		}
+		var b storage.Batch
+		if err := catalog.PutEvent(&b, &p.event, p.subPartitions, p.remainingTTLSeconds, db.NowMicros()); err != nil {
+			t.Fatalf("accepted event does not store: %v", err)
+		}
+		if err := db.Apply(&b); err != nil {
+			t.Fatal(err)
+		}
+		pk, err := bucket.PartitionKeyFor(p.event.ID, p.event.Type, p.subPartitions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		partition := []byte(pk.String())
+		ck := schema.EventClusteringKey(p.event.ID)
+		it, err := db.Slice(context.Background(), storage.SliceQuery{Table: schema.EventsTable, Partition: partition,
+			Start: storage.Bound{Key: ck, Inclusive: true}, End: storage.Bound{Key: ck, Inclusive: true}, Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		if !it.Next() {
+			t.Fatalf("stored event %s not found (err %v)", p.event.ID, it.Err())
+		}
+		ev, err := catalog.DecodeEvent(partition, it.Row())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// As cmd/internal/server renders an event.
+		rendered, err := json.Marshal(struct {
+			ID     string          `json:"id"`
+			Type   string          `json:"type"`
+			Time   string          `json:"time"`
+			User   string          `json:"user,omitempty"`
+			Author string          `json:"author,omitempty"`
+			Data   json.RawMessage `json:"data"`
+		}{ev.ID.String(), ev.Type, ev.Time().UTC().Format(time.RFC3339Nano), ev.User, ev.Author, json.RawMessage(ev.Data)})
+		if err != nil {
+			t.Fatalf("stored event of body %q does not render: %v", body, err)
+		}
+		if !json.Valid(rendered) || !utf8.Valid(rendered) {
+			t.Fatalf("stored event of body %q renders as %q: not valid JSON in UTF-8", body, rendered)
+		}
+		var back struct {
+			User, Author string
+			Data         json.RawMessage
+		}
+		if err := json.Unmarshal(rendered, &back); err != nil {
+			t.Fatal(err)
+		}
+		if back.User != p.event.User || back.Author != p.event.Author {
+			t.Fatalf("body %q: user %q author %q come back as %q, %q", body, p.event.User, p.event.Author, back.User, back.Author)
+		}
+		if !bytes.Equal(ev.Data, p.event.Data) {
+			t.Fatalf("body %q: data %q stored as %q", body, p.event.Data, ev.Data)
+		}
+	})
 }

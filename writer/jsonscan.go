@@ -22,6 +22,9 @@ const maxJSONDepth = 10000
 // value, as with encoding/json.
 type eventFields struct {
 	typ, id, time, ttl, user, author, data []byte
+	// depth is the deepest nesting of objects and arrays in the body:
+	// 1 for an object holding only scalars.
+	depth int
 }
 
 // slot returns where the value of a top-level key goes, nil for a key that
@@ -71,14 +74,15 @@ func scanEventFields(body []byte) (f eventFields, ok bool) {
 	if s.i != len(s.b) {
 		return eventFields{}, false
 	}
+	f.depth = s.maxDepth
 	return f, true
 }
 
 // jsonScanner validates JSON (RFC 8259 as encoding/json reads it) from b[i:].
 type jsonScanner struct {
-	b     []byte
-	i     int
-	depth int
+	b               []byte
+	i               int
+	depth, maxDepth int
 }
 
 func (s *jsonScanner) skipSpace() {
@@ -172,6 +176,7 @@ func (s *jsonScanner) enter(closer byte) (empty, ok bool) {
 	if s.depth++; s.depth > maxJSONDepth {
 		return false, false
 	}
+	s.maxDepth = max(s.maxDepth, s.depth)
 	s.i++ // '{' or '['
 	s.skipSpace()
 	if s.i < len(s.b) && s.b[s.i] == closer {

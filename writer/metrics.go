@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eventide/eventide/writer/consumer"
 )
 
 // maxTypeLabels bounds the distinct values of the type label: event types
@@ -15,19 +17,17 @@ const (
 	otherTypeLabel = "_other"
 )
 
-// metrics are the writer's Prometheus metrics. Only the Run goroutine
-// updates them.
+// metricsPrefix names every writer metric, the loop's included.
+const metricsPrefix = "eventide_writer"
+
+// metrics are the writer's Prometheus metrics: its own, and those of its
+// consumer loop. The batch's Stored updates ingested, rejected and the
+// type labels; commits run one at a time.
 type metrics struct {
-	ingested       *prometheus.CounterVec
-	rejected       *prometheus.CounterVec
-	skipped        prometheus.Counter
-	batchSize      prometheus.Histogram
-	applySeconds   prometheus.Histogram
-	applyFailures  prometheus.Counter
-	pending        prometheus.Gauge
-	waitingStorage prometheus.Gauge
-	lastApplied    prometheus.Gauge
-	consumerResets prometheus.Counter
+	ingested    *prometheus.CounterVec
+	rejected    *prometheus.CounterVec
+	dlqFailures prometheus.Counter
+	consumer    *consumer.Metrics
 
 	typeLabels map[string]bool
 }
@@ -35,47 +35,18 @@ type metrics struct {
 func newMetrics() *metrics {
 	m := &metrics{
 		ingested: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "eventide_writer_events_ingested_total",
+			Name: metricsPrefix + "_events_ingested_total",
 			Help: "Events stored, by event type (types past the first 256 seen count as _other).",
 		}, []string{"type"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "eventide_writer_events_rejected_total",
+			Name: metricsPrefix + "_events_rejected_total",
 			Help: "Messages sent to the dead-letter stream, by reason.",
 		}, []string{"reason"}),
-		skipped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eventide_writer_messages_skipped_total",
-			Help: "Redelivered messages acked without being applied again (at or below the checkpoint).",
+		dlqFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: metricsPrefix + "_dlq_publish_failures_total",
+			Help: "Dead letters the dead-letter stream did not ack (error, no stream, timeout); each is retried and its original stays unacked.",
 		}),
-		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "eventide_writer_batch_messages",
-			Help:    "Messages per fetched batch.",
-			Buckets: prometheus.ExponentialBuckets(1, 4, 7),
-		}),
-		applySeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "eventide_writer_apply_duration_seconds",
-			Help:    "Time to apply one batch to storage (WAL fsync and write stalls included).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9),
-		}),
-		applyFailures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eventide_writer_apply_failures_total",
-			Help: "Failed attempts to apply a batch to storage; the batch is retried.",
-		}),
-		pending: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "eventide_writer_consumer_pending_messages",
-			Help: "Messages in the stream not yet delivered to the writer's consumer (consumer lag).",
-		}),
-		waitingStorage: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "eventide_writer_waiting_on_storage",
-			Help: "1 while the writer is blocked applying a batch to storage (fsync, write stall, retries), else 0.",
-		}),
-		lastApplied: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "eventide_writer_last_applied_sequence",
-			Help: "Stream sequence of the writer's checkpoint.",
-		}),
-		consumerResets: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "eventide_writer_consumer_resets_total",
-			Help: "Times the consumer was repositioned to just after the checkpoint (start, lost deliveries, fetch errors).",
-		}),
+		consumer:   consumer.NewMetrics(metricsPrefix),
 		typeLabels: map[string]bool{},
 	}
 	for _, r := range allReasons {
@@ -85,8 +56,7 @@ func newMetrics() *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.ingested, m.rejected, m.skipped, m.batchSize, m.applySeconds,
-		m.applyFailures, m.pending, m.waitingStorage, m.lastApplied, m.consumerResets}
+	return append([]prometheus.Collector{m.ingested, m.rejected, m.dlqFailures}, m.consumer.Collectors()...)
 }
 
 // register registers every metric on r, or none of them.

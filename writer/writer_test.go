@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/writer/consumer"
 )
 
 func newRand(t testing.TB) *rand.Rand {
@@ -49,7 +50,8 @@ func checkNoWriterGoroutines(t testing.TB) {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "eventide/writer.(*Writer)") && !strings.Contains(g, "_test.go") {
+		ours := strings.Contains(g, "eventide/writer.(*Writer)") || strings.Contains(g, "eventide/writer/consumer.(*Consumer)")
+		if ours && !strings.Contains(g, "_test.go") {
 			t.Errorf("writer goroutine still running after Run returned:\n%s", g)
 		}
 	}
@@ -98,8 +100,8 @@ func TestIngest(t *testing.T) {
 	}
 	checkStoredExactlyOnce(t, db, types, evs)
 
-	ckpt, err := readCheckpoint(db, DefaultConsumer)
-	if err != nil || ckpt.seq != uint64(count) {
+	ckpt, err := consumer.ReadCheckpoint(db, DefaultConsumer)
+	if err != nil || ckpt.Seq != uint64(count) {
 		t.Errorf("stored checkpoint = %+v, %v; want seq %d", ckpt, err, count)
 	}
 	cons, err := js.Consumer(context.Background(), DefaultStream, DefaultConsumer)
@@ -287,10 +289,9 @@ func TestFailedApplyIsRetriedNotAcked(t *testing.T) {
 	// second, fetched and validated behind it, which must wait its turn and
 	// never be acked when the writer stops (its checkpoint would cover the
 	// first batch).
-	w := newWriter(t, nc, db, Config{Types: types, FetchBatch: 1})
 	// A short AckWait: the batches must still not be redelivered while
 	// storage fails for several times that long.
-	w.ackWait = time.Second
+	w := newWriter(t, nc, db, Config{Types: types, FetchBatch: 1, ackWait: time.Second})
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +309,7 @@ func TestFailedApplyIsRetriedNotAcked(t *testing.T) {
 	pub(evs[1].subject, evs[1].body)
 
 	waitFor(t, 10*time.Second, func() bool {
-		return testutil.ToFloat64(w.m.applyFailures) >= 5 && testutil.ToFloat64(w.m.waitingStorage) == 1
+		return testutil.ToFloat64(w.m.consumer.ApplyFailures) >= 5 && testutil.ToFloat64(w.m.consumer.WaitingStorage) == 1
 	}, func() string { return "the writer did not retry the failing Apply" })
 	cons, err := js.Consumer(context.Background(), DefaultStream, DefaultConsumer)
 	if err != nil {
@@ -397,8 +398,7 @@ func TestRedeliveryIsNotReapplied(t *testing.T) {
 	checkStoredExactlyOnce(t, db, types, all)
 
 	// 1. The consumer is recreated and redelivers everything from 1.
-	w = newWriter(t, nc, db, Config{Types: types, FetchBatch: 100})
-	w.consumerResetSupported = false
+	w = newWriter(t, nc, db, Config{Types: types, FetchBatch: 100, noConsumerReset: true})
 	r = runWriter(t, w)
 	publish(500)
 	waitApplied(t, w, js, DefaultStream, 20*time.Second)
@@ -468,7 +468,7 @@ func TestRedeliveryIsNotReapplied(t *testing.T) {
 	waitApplied(t, w, js, DefaultStream, 20*time.Second)
 	r.stop(t)
 	checkStoredExactlyOnce(t, db, types, all)
-	if resets := testutil.ToFloat64(w.m.consumerResets); resets < 2 {
+	if resets := testutil.ToFloat64(w.m.consumer.Resets); resets < 2 {
 		t.Errorf("consumer resets = %v, want the start plus at least one for the lost deliveries", resets)
 	}
 	checkNoWriterGoroutines(t)
@@ -518,14 +518,14 @@ func TestStreamRecreated(t *testing.T) {
 	waitApplied(t, w, js, DefaultStream, 20*time.Second)
 	r.stop(t)
 	checkStoredExactlyOnce(t, db, types, append(append([]genEvent(nil), old...), renewed...))
-	ckpt, err := readCheckpoint(db, DefaultConsumer)
-	if err != nil || ckpt.epoch != 1 || ckpt.seq != uint64(len(renewed)) {
+	ckpt, err := consumer.ReadCheckpoint(db, DefaultConsumer)
+	if err != nil || ckpt.Epoch != 1 || ckpt.Seq != uint64(len(renewed)) {
 		t.Errorf("checkpoint = %+v, %v; want epoch 1 at seq %d", ckpt, err, len(renewed))
 	}
 	// Leaving ResetCheckpoint set, or clearing it, changes nothing now.
 	newWriter(t, nc, db, Config{Types: types, ResetCheckpoint: true})
 	newWriter(t, nc, db, Config{Types: types})
-	if ckpt2, _ := readCheckpoint(db, DefaultConsumer); ckpt2 != ckpt {
+	if ckpt2, _ := consumer.ReadCheckpoint(db, DefaultConsumer); ckpt2 != ckpt {
 		t.Errorf("checkpoint moved from %+v to %+v without a reason", ckpt, ckpt2)
 	}
 }
@@ -625,7 +625,7 @@ func TestMetricsLint(t *testing.T) {
 			t.Errorf("metric %s is not registered", want)
 		}
 	}
-	if got := testutil.ToFloat64(w.m.lastApplied); got != 11 {
+	if got := testutil.ToFloat64(w.m.consumer.LastApplied); got != 11 {
 		t.Errorf("last applied sequence gauge = %v, want 11", got)
 	}
 	if _, err := New(context.Background(), nc, db, Config{Registerer: reg, Logger: testLogger()}); err == nil {

@@ -67,12 +67,13 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		HTTPAddr:   "127.0.0.1:8080",
 		NATSListen: "127.0.0.1:4222",
 		Writer: writer.Config{
-			Subjects:   []string{writer.DefaultSubject},
-			Replicas:   1,
-			FetchBatch: writer.DefaultFetchBatch,
-			FetchWait:  writer.DefaultFetchWait,
-			MaxPayload: writer.DefaultMaxPayload,
-			MaxSkew:    writer.DefaultMaxSkew,
+			Subjects:      []string{writer.DefaultSubject},
+			Replicas:      1,
+			FetchBatch:    writer.DefaultFetchBatch,
+			FetchWait:     writer.DefaultFetchWait,
+			FetchMaxBytes: writer.DefaultFetchBytes,
+			MaxPayload:    writer.DefaultMaxPayload,
+			MaxSkew:       writer.DefaultMaxSkew,
 		},
 		Reader: reader.Options{
 			WarnTombstones:  reader.DefaultWarnTombstones,
@@ -110,15 +111,17 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 
 	w := &c.Writer
 	fs.StringVar(&w.Stream, "stream", writer.DefaultStream, "JetStream `stream` of events (created if missing)")
+	fs.Var(&listValue{list: &w.AllowTypes, emptyOK: true}, "allow-types", "comma-separated event `types` accepted; others are dead-lettered (type_not_allowed). Default: every type")
 	subjects := &listValue{list: &w.Subjects}
 	fs.Var(subjects, "subjects", "comma-separated `subjects` of the stream; the token matched by > is the event type")
-	fs.StringVar(&w.DLQStream, "dlq-stream", writer.DefaultDLQStream, "JetStream `stream` of rejected messages (subjects "+writer.DLQSubjects+")")
+	fs.StringVar(&w.DLQStream, "dlq-stream", writer.DefaultDLQStream, "JetStream `stream` of rejected messages (subjects "+writer.DLQSubjects+", or dlq.<stream>.> for another name)")
 	fs.StringVar(&w.Consumer, "consumer", writer.DefaultConsumer, "durable consumer `name` of the writer")
 	fs.Var(intValue{&w.Replicas, 1, 5}, "replicas", "replicas (`N`) of the streams: 1, or 3 on a NATS cluster")
 	fs.Var(durationValue{&w.MaxAge, 0}, "max-age", "how long the streams keep messages (`duration`); 0: no limit")
 	retention := &choiceValue{value: "limits", choices: []string{"limits", "interest", "workqueue"}}
 	fs.Var(retention, "retention", "retention `policy` of the events stream: limits, interest or workqueue")
 	fs.Var(intValue{&w.FetchBatch, 1, 1 << 20}, "fetch-batch", "most messages (`N`) per fetch, and per storage batch")
+	fs.Var(intValue{&w.FetchMaxBytes, 1 << 10, 1 << 30}, "fetch-max-bytes", "most `bytes` per fetch; one larger message is still fetched, alone")
 	fs.Var(durationValue{&w.FetchWait, time.Millisecond}, "fetch-wait", "longest wait (`duration`) for a first message when none is ready; a fetch never waits to fill up")
 	fs.Var(intValue{&w.MaxPayload, 1, 64 << 20}, "max-payload", "largest accepted event in `bytes`; larger ones go to the dead-letter stream")
 	fs.Var(durationValue{&w.MaxSkew, time.Second}, "max-skew", "how far ahead of now an event time may be (`duration`)")
@@ -336,8 +339,12 @@ func (v durationValue) Set(s string) error {
 	return nil
 }
 
-// listValue is a comma-separated list of non-empty items.
-type listValue struct{ list *[]string }
+// listValue is a comma-separated list of non-empty items; with emptyOK,
+// "" is the empty list.
+type listValue struct {
+	list    *[]string
+	emptyOK bool
+}
 
 func (v *listValue) String() string {
 	if v.list == nil {
@@ -347,6 +354,10 @@ func (v *listValue) String() string {
 }
 
 func (v *listValue) Set(s string) error {
+	if v.emptyOK && strings.TrimSpace(s) == "" {
+		*v.list = nil
+		return nil
+	}
 	var items []string
 	for item := range strings.SplitSeq(s, ",") {
 		item = strings.TrimSpace(item)

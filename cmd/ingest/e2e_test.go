@@ -86,8 +86,12 @@ func TestIngestEndToEnd(t *testing.T) {
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
+		// The views come after the clicks in the stream, possibly in a
+		// later batch: wait for them too, then read the clicks.
+		getJSON(t, client, base+"/v1/events?type=view&limit=1000", 200, &page)
+		nviews := len(page.Events)
 		getJSON(t, client, base+"/v1/events?type=click&limit=1000", 200, &page)
-		if len(page.Events) == clicks {
+		if len(page.Events) == clicks && nviews == views {
 			break
 		}
 		if time.Now().After(deadline) {

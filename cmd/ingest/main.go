@@ -9,7 +9,8 @@
 //
 // Configuration is flags, each with an EVENTIDE_* environment variable
 // (run with -h, or see the README's Configuration table). Exit codes: 0
-// after a clean shutdown, 1 on a failure, 2 for an invalid configuration,
+// after a clean shutdown, 1 on a failure, 2 for an invalid configuration
+// (including --replicas above 1 on a NATS server that is not clustered),
 // 3 when another process holds the data directory.
 //
 // The first thing it does is lock the data directory (a flock on
@@ -31,6 +32,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/eventide/eventide/writer"
 )
 
 func main() {
@@ -48,7 +51,7 @@ func exitCode(err error) int {
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
-	case errors.As(err, &usage):
+	case errors.As(err, &usage), errors.Is(err, writer.ErrReplicasUnsupported):
 		return 2
 	case errors.Is(err, errDataDirInUse):
 		return 3

@@ -1,4 +1,4 @@
-package writer
+package consumer
 
 // Checkpoint keys.
 //
@@ -13,6 +13,9 @@ package writer
 //	partition "<consumer>.epoch"   last_seq = the current epoch (absent: 0)
 //	partition "<consumer>"         the checkpoint of epoch 0
 //	partition "<consumer>.<n>"     the checkpoint of epoch n >= 1
+//
+// These keys are the writer's since before this package was split out of
+// it: existing data directories keep their checkpoints.
 //
 // The epoch row is itself written with catalog.PutCheckpoint, so the
 // highest epoch wins. '.' cannot occur in a JetStream durable name, so no
@@ -37,34 +40,36 @@ func checkpointKey(consumer string, epoch uint64) string {
 	return consumer + "." + strconv.FormatUint(epoch, 10)
 }
 
-// checkpoint is where the writer stands in the stream.
-type checkpoint struct {
-	epoch uint64
-	key   string // partition of the checkpoint in schema.CheckpointsTable
-	seq   uint64 // last stream sequence whose effects are stored
+// Checkpoint is where a consumer stands in its stream.
+type Checkpoint struct {
+	Epoch uint64
+	Key   string // partition of the checkpoint in schema.CheckpointsTable
+	Seq   uint64 // last stream sequence whose effects are stored
 }
 
-func readCheckpoint(db *storage.DB, consumer string) (checkpoint, error) {
+// ReadCheckpoint reads the stored checkpoint of the durable consumer named
+// consumer.
+func ReadCheckpoint(db *storage.DB, consumer string) (Checkpoint, error) {
 	epoch, err := catalog.ReadCheckpoint(db, epochKey(consumer))
 	if err != nil {
-		return checkpoint{}, fmt.Errorf("cannot read checkpoint epoch: %w", err)
+		return Checkpoint{}, fmt.Errorf("cannot read checkpoint epoch: %w", err)
 	}
 	key := checkpointKey(consumer, epoch)
 	seq, err := catalog.ReadCheckpoint(db, key)
 	if err != nil {
-		return checkpoint{}, fmt.Errorf("cannot read checkpoint: %w", err)
+		return Checkpoint{}, fmt.Errorf("cannot read checkpoint: %w", err)
 	}
-	return checkpoint{epoch: epoch, key: key, seq: seq}, nil
+	return Checkpoint{Epoch: epoch, Key: key, Seq: seq}, nil
 }
 
 // startNewEpoch durably moves consumer's checkpoint to a new epoch whose
 // sequence is 0.
-func startNewEpoch(db *storage.DB, consumer string, cur checkpoint) (checkpoint, error) {
-	next := cur.epoch + 1
+func startNewEpoch(db *storage.DB, consumer string, cur Checkpoint) (Checkpoint, error) {
+	next := cur.Epoch + 1
 	var b storage.Batch
 	catalog.PutCheckpoint(&b, epochKey(consumer), next)
 	if err := db.Apply(&b); err != nil {
-		return checkpoint{}, fmt.Errorf("cannot start checkpoint epoch %d: %w", next, err)
+		return Checkpoint{}, fmt.Errorf("cannot start checkpoint epoch %d: %w", next, err)
 	}
-	return checkpoint{epoch: next, key: checkpointKey(consumer, next)}, nil
+	return Checkpoint{Epoch: next, Key: checkpointKey(consumer, next)}, nil
 }

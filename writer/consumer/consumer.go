@@ -1,0 +1,597 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventide/eventide/catalog"
+	"github.com/eventide/eventide/storage"
+)
+
+// ErrCheckpointAhead is returned by New when the stored checkpoint is past
+// the stream's last sequence: the stream was deleted and recreated, and its
+// sequence numbers no longer mean what the checkpoint says.
+var ErrCheckpointAhead = errors.New("checkpoint is past the end of the stream")
+
+// ErrAckedNotStored is wrapped by Health's error when messages were
+// acknowledged to JetStream but are not in storage, and the stream no
+// longer holds them to redeliver.
+var ErrAckedNotStored = errors.New("messages acknowledged to JetStream are not in storage and no longer in the stream")
+
+// Defaults of Config.
+const (
+	DefaultFetchBatch = 1000
+	DefaultFetchWait  = 100 * time.Millisecond
+	DefaultFetchBytes = 16 << 20
+	// DefaultAckWait is how long JetStream waits for an ack before it
+	// redelivers. Generous, because a batch can wait on a storage stall;
+	// the loop also sends InProgress every AckWait/3 while a batch is not
+	// yet applied.
+	DefaultAckWait = 60 * time.Second
+)
+
+// idleCheckInterval is how often an idle consumer asks the server about
+// itself: for the lag gauge, and to catch deliveries that never arrived.
+const idleCheckInterval = 2 * time.Second
+
+// Config configures a Consumer. The zero value of a field with a default
+// means the default.
+type Config struct {
+	Stream      string // the stream, which must exist
+	Durable     string // durable consumer name; also names the checkpoint
+	Description string // of the durable consumer
+
+	FetchBatch    int           // most messages per fetch (and per storage batch), default 1000
+	FetchMaxBytes int           // most bytes per fetch (a larger message is fetched alone), default 16 MiB
+	FetchWait     time.Duration // longest wait for a first message when none is ready, default 100ms
+	AckWait       time.Duration // the consumer's AckWait, default 60s
+
+	// ResetCheckpoint lets New start over from the beginning of the
+	// stream when the stored checkpoint is past the stream's last
+	// sequence (the stream was deleted and recreated). It has no effect
+	// otherwise.
+	ResetCheckpoint bool
+
+	// NoConsumerReset makes the loop recreate the consumer where it would
+	// reset it, as it must on NATS servers before 2.14 (New detects
+	// those); it lets tests run that path on a newer server.
+	NoConsumerReset bool
+
+	Logger  *slog.Logger // nil = slog.Default()
+	Metrics *Metrics     // nil = unregistered metrics named "eventide_consumer_*"
+}
+
+func (cfg Config) withDefaults() (Config, error) {
+	if cfg.Stream == "" || cfg.Durable == "" {
+		return cfg, errors.New("consumer config: Stream and Durable are required")
+	}
+	if cfg.FetchBatch <= 0 {
+		cfg.FetchBatch = DefaultFetchBatch
+	}
+	if cfg.FetchMaxBytes <= 0 {
+		cfg.FetchMaxBytes = DefaultFetchBytes
+	}
+	if cfg.FetchWait <= 0 {
+		cfg.FetchWait = DefaultFetchWait
+	}
+	if cfg.AckWait <= 0 {
+		cfg.AckWait = DefaultAckWait
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics("eventide_consumer")
+	}
+	return cfg, nil
+}
+
+// Handler turns fetched messages into storage mutations: the part of a
+// consumer that knows what its messages mean.
+type Handler interface {
+	// Prepare is called on Run's goroutine, in stream order, with the
+	// deliveries of one fetch that are above the checkpoint (never
+	// empty), while the batch before may still be being stored. epoch is
+	// the checkpoint epoch, for ids derived from stream sequences.
+	Prepare(ds []Delivery, epoch uint64) Batch
+}
+
+// Batch is one prepared fetch.
+type Batch interface {
+	// Write does what must be durable before the batch is acked and
+	// adds the batch's mutations to b, which the loop then applies with
+	// the checkpoint. It is called once, on the committing goroutine. An
+	// error leaves every delivery of the batch unacked; when ctx has
+	// ended it means the batch was abandoned (Run returns nil), otherwise
+	// Run returns the error.
+	Write(ctx context.Context, b *storage.Batch) error
+	// Stored is called once the batch is applied and its deliveries acked.
+	Stored()
+}
+
+// Consumer is the loop. Create it with New, then call Run.
+type Consumer struct {
+	cfg     Config
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	cons    jetstream.Consumer
+	db      *storage.DB
+	h       Handler
+	log     *slog.Logger
+	warn    *RateLimitedLogger
+	m       *Metrics
+	resetOK bool // the server can reset a consumer to a sequence (2.14 and later)
+
+	// State of the Run goroutine.
+	ckpt Checkpoint
+	// nextDeliverySeq is the consumer sequence the next delivery must
+	// carry. Every delivery of the consumer, to anyone, takes the next
+	// one, so a jump means deliveries this consumer never saw.
+	nextDeliverySeq uint64
+	lastIdleCheck   time.Time
+
+	// storeBatch is the storage batch of the batch being committed; one
+	// commit runs at a time.
+	storeBatch storage.Batch
+
+	// lost is the range of messages acked but not stored that the stream
+	// no longer holds; zero when none.
+	lostMu sync.Mutex
+	lost   ackedUnstored
+
+	running, draining, storageFailing atomic.Bool
+	skipped, lastSeqAt                atomic.Uint64
+}
+
+// Stats are running totals since New.
+type Stats struct {
+	Skipped uint64 // redelivered messages acked without reaching the Handler again
+	// LastAppliedSeq is the checkpoint: the stream sequence up to which
+	// every message has been stored.
+	LastAppliedSeq uint64
+}
+
+// New prepares the loop: it creates the built-in tables, creates or updates
+// the durable consumer on cfg.Stream (which must exist), and reads the
+// checkpoint. It fails with ErrCheckpointAhead if the checkpoint is past
+// the end of the stream, unless cfg.ResetCheckpoint is set.
+func New(ctx context.Context, nc *nats.Conn, db *storage.DB, cfg Config, h Handler) (*Consumer, error) {
+	if nc == nil || db == nil || h == nil {
+		return nil, errors.New("consumer: New needs a NATS connection, a storage DB and a Handler")
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: cannot use JetStream: %w", err)
+	}
+	c := &Consumer{
+		cfg:     cfg,
+		nc:      nc,
+		js:      js,
+		db:      db,
+		h:       h,
+		log:     cfg.Logger,
+		warn:    NewRateLimitedLogger(cfg.Logger, 10*time.Second),
+		m:       cfg.Metrics,
+		resetOK: serverAtLeast(nc.ConnectedServerVersion(), 2, 14) && !cfg.NoConsumerReset,
+	}
+	s, err := js.Stream(ctx, cfg.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: cannot read stream %s: %w", cfg.Stream, err)
+	}
+	info := s.CachedInfo()
+	if !serverAtLeast(nc.ConnectedServerVersion(), 2, 14) && info.Config.Retention != jetstream.LimitsPolicy {
+		// Without a consumer reset the loop recreates its consumer, and
+		// deleting the only consumer of an interest or work-queue stream
+		// deletes the messages it has not acked yet.
+		return nil, fmt.Errorf("consumer: %s retention needs NATS server 2.14 or later (consumer reset); the server is %s",
+			info.Config.Retention, nc.ConnectedServerVersion())
+	}
+	if err := catalog.EnsureBuiltinTables(db); err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	ckpt, err := ReadCheckpoint(db, cfg.Durable)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	state := info.State
+	switch {
+	case ckpt.Seq > state.LastSeq && !cfg.ResetCheckpoint:
+		return nil, fmt.Errorf("%w: consumer %s has stored everything up to sequence %d, but stream %s ends at sequence %d. "+
+			"The stream was most likely deleted and recreated, so its sequence numbers start again at 1 and would be "+
+			"mistaken for messages already stored. Nothing has been skipped. To store the new stream from its start, "+
+			"restart once with ResetCheckpoint set (what is already stored is kept)",
+			ErrCheckpointAhead, cfg.Durable, ckpt.Seq, cfg.Stream, state.LastSeq)
+	case ckpt.Seq > state.LastSeq:
+		old := ckpt
+		if ckpt, err = startNewEpoch(db, cfg.Durable, ckpt); err != nil {
+			return nil, fmt.Errorf("consumer: %w", err)
+		}
+		c.log.Warn("consumer: checkpoint was past the end of the stream; starting over from the stream's first message",
+			"consumer", cfg.Durable, "stream", cfg.Stream, "old_checkpoint", old.Seq, "stream_last_seq", state.LastSeq,
+			"epoch", ckpt.Epoch)
+	case cfg.ResetCheckpoint:
+		c.log.Info("consumer: ResetCheckpoint has no effect: the checkpoint is within the stream",
+			"consumer", cfg.Durable, "checkpoint", ckpt.Seq, "stream_last_seq", state.LastSeq)
+	}
+	if state.Msgs > 0 && state.FirstSeq > ckpt.Seq+1 {
+		c.log.Warn("consumer: messages after the checkpoint are no longer in the stream (max age, limits or purge) and cannot be stored",
+			"consumer", cfg.Durable, "stream", cfg.Stream, "first_missing_seq", ckpt.Seq+1, "stream_first_seq", state.FirstSeq)
+	}
+	c.ckpt = ckpt
+	if err := c.ensureConsumer(ctx); err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	c.lastSeqAt.Store(ckpt.Seq)
+	c.m.LastApplied.Set(float64(ckpt.Seq))
+	return c, nil
+}
+
+// Run fetches, prepares and stores batches until ctx is cancelled; then it
+// finishes the batches in hand (stores and acks them) and returns nil. It
+// rides out NATS disconnections and storage errors, retrying, and returns
+// an error only when it cannot go on: the NATS connection is closed for
+// good, a Handler error, or a bug.
+//
+// Batches go through two stages: Run's goroutine fetches and prepares
+// batch N+1 while another goroutine stores and acks batch N. At most one
+// batch is being stored at a time, and batches are stored in fetch order,
+// each with the checkpoint its predecessor left; a storage stall therefore
+// stops the fetching after one batch. Before the consumer is repositioned
+// after the checkpoint, or asked about deliveries this process does not
+// hold, the batch being stored is waited for, so the checkpoint is final.
+func (c *Consumer) Run(ctx context.Context) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("consumer: Run is already running")
+	}
+	defer c.running.Store(false)
+	c.draining.Store(false)
+	c.log.Info("consumer: running", "stream", c.cfg.Stream, "consumer", c.cfg.Durable,
+		"checkpoint", c.ckpt.Seq, "epoch", c.ckpt.Epoch)
+
+	var committing chan error // the batch being stored reports here; nil when none is
+	// waitCommit waits for the batch being stored, if any.
+	waitCommit := func() error {
+		if committing == nil {
+			return nil
+		}
+		err := <-committing
+		committing = nil
+		return err
+	}
+	// queued is what the checkpoint will be once the batch being stored is.
+	queued := c.ckpt.Seq
+
+	needReset := true // whatever was delivered before this Run is unknown
+	attempt := 0
+	for {
+		if ctx.Err() != nil {
+			c.draining.Store(true)
+			if err := waitCommit(); err != nil && !errors.Is(err, errAbandoned) {
+				return err
+			}
+			if err := c.nc.FlushTimeout(time.Second); err != nil && c.nc.IsConnected() {
+				c.log.Warn("consumer: cannot flush the last acks; their messages will be redelivered and skipped", "err", err)
+			}
+			c.log.Info("consumer: stopped", "checkpoint", c.ckpt.Seq)
+			return nil
+		}
+		if c.nc.IsClosed() {
+			_ = waitCommit()
+			return errors.New("consumer: the NATS connection is closed")
+		}
+		if needReset {
+			if err := waitCommit(); err != nil {
+				if errors.Is(err, errAbandoned) {
+					continue // only when ctx is done: the loop's top returns
+				}
+				return err
+			}
+			queued = c.ckpt.Seq
+			if err := c.repositionConsumer(ctx); err != nil {
+				if ctx.Err() == nil {
+					c.warn.Warn("consumer: cannot reposition the consumer after the checkpoint; retrying", "err", err)
+					Backoff(ctx, attempt)
+					attempt++
+				}
+				continue
+			}
+			needReset = false
+		}
+
+		msgs, fetchErr := c.fetch(ctx)
+		if len(msgs) > 0 {
+			ds, complete := c.deliveries(msgs)
+			if !complete {
+				// Applying past a delivery we never saw would let the
+				// checkpoint cover a message that was not stored.
+				needReset = true
+				c.warn.Warn("consumer: the consumer delivered messages this process did not receive (lost on the wire, or is "+
+					"another client pulling from it?); repositioning after the checkpoint", "consumer", c.cfg.Durable)
+			}
+			if len(ds) > 0 {
+				pb := c.prepare(ds, queued)
+				// While it waits behind a long storage stall, pb must not be
+				// redelivered either.
+				stopKeepAlive := c.keepAlive(pb.ds)
+				err := waitCommit()
+				stopKeepAlive()
+				if err != nil {
+					if errors.Is(err, errAbandoned) {
+						// Only when ctx is done. pb is dropped unacked:
+						// its checkpoint would cover the abandoned batch.
+						c.log.Info("consumer: stopping with batches not stored; JetStream will redeliver them", "err", err)
+						continue
+					}
+					return err
+				}
+				queued = pb.handled
+				if !pb.oldest.IsZero() {
+					c.m.setOldestUnstored(pb.oldest)
+				}
+				committing = make(chan error, 1)
+				go func(done chan<- error) { done <- c.commit(ctx, pb) }(committing)
+			}
+		}
+		switch {
+		case fetchErr == nil, ctx.Err() != nil:
+			attempt = 0
+		case errors.Is(fetchErr, context.DeadlineExceeded):
+			// The fetch outlived its wait: normal while NATS is away.
+			if !c.nc.IsConnected() {
+				c.warn.Warn("consumer: NATS is not connected; waiting", "status", c.nc.Status().String())
+			}
+		default:
+			needReset = true
+			c.warn.Warn("consumer: cannot fetch from the consumer; retrying", "err", fetchErr)
+			Backoff(ctx, attempt)
+			attempt++
+		}
+		if len(msgs) == 0 && fetchErr == nil && !needReset {
+			if committing != nil {
+				// Idle, with a batch being stored: it has had FetchWait to
+				// finish. The server is asked about deliveries this process
+				// does not hold only on a later idle round, once its acks
+				// have arrived.
+				if err := waitCommit(); err != nil && !errors.Is(err, errAbandoned) {
+					return err
+				}
+			} else {
+				needReset = c.idleCheck(ctx)
+			}
+		}
+	}
+}
+
+// Health returns nil when the loop is running, connected to NATS, not
+// shutting down, not retrying a failed storage Apply, and has found no
+// messages acknowledged to JetStream but missing from storage; otherwise an
+// error saying which. The last (wrapping ErrAckedNotStored, naming the
+// sequence range) lasts until the process restarts: an operator has to
+// look at it.
+func (c *Consumer) Health() error {
+	c.lostMu.Lock()
+	lost := c.lost
+	c.lostMu.Unlock()
+	switch {
+	case lost.last != 0:
+		return fmt.Errorf("%w: stream %s sequences %s (consumer %s); see the error log", ErrAckedNotStored, c.cfg.Stream, lost, c.cfg.Durable)
+	case !c.running.Load():
+		return errors.New("not running")
+	case c.draining.Load():
+		return errors.New("stopping")
+	case c.storageFailing.Load():
+		return errors.New("cannot apply batches to storage; retrying")
+	case !c.nc.IsConnected():
+		return fmt.Errorf("no NATS connection (%s)", c.nc.Status())
+	}
+	return nil
+}
+
+// Stats returns running totals.
+func (c *Consumer) Stats() Stats {
+	return Stats{Skipped: c.skipped.Load(), LastAppliedSeq: c.lastSeqAt.Load()}
+}
+
+// fetch returns the next messages to process: whatever the consumer has
+// ready, up to FetchBatch messages and FetchMaxBytes bytes, without
+// waiting; when nothing is ready, it waits up to FetchWait for the first
+// message and then takes whatever else is ready within the bounds. A batch
+// is therefore what arrived while the previous one was being stored: large
+// under load (few fsyncs), small when traffic is light (low latency), never
+// held back to fill up.
+//
+// The byte bound is the server's (a pull request's max_bytes), so a burst
+// of large messages is never pushed at the client faster than it stores
+// them (the server cuts off a slow consumer). A message larger than the
+// bound ends a bounded pull without being delivered (409 Message Size
+// Exceeds MaxBytes); the wait for a first message is therefore unbounded
+// in bytes (one message is at most the server's max_payload), so a large
+// message at the head of the stream is fetched alone instead of wedging
+// the writer.
+func (c *Consumer) fetch(ctx context.Context) ([]jetstream.Msg, error) {
+	msgs, err := c.fetchReady(nil, c.cfg.FetchBatch, c.cfg.FetchMaxBytes)
+	if len(msgs) > 0 || err != nil {
+		return msgs, err
+	}
+	fctx, cancel := context.WithTimeout(ctx, c.cfg.FetchWait)
+	defer cancel()
+	first, err := c.cons.Fetch(1, jetstream.FetchContext(fctx))
+	if err != nil {
+		return nil, err
+	}
+	if msgs, err = collect(first, msgs); len(msgs) == 0 || err != nil {
+		return msgs, err
+	}
+	if left := c.cfg.FetchMaxBytes - msgSize(msgs[0]); left > 0 && c.cfg.FetchBatch > 1 {
+		// An error here is reported by the next fetch; the one in hand is
+		// processed.
+		msgs, _ = c.fetchReady(msgs, c.cfg.FetchBatch-1, left)
+	}
+	return msgs, nil
+}
+
+// readyPullExpiry is how long a pull for what is ready stays open. A pull
+// bounded in bytes cannot be a no-wait pull with this client, so it is one
+// that expires almost at once: the server delivers what it has and then
+// ends the pull.
+const readyPullExpiry = time.Millisecond
+
+// msgSize is the size of m as the server counts it against a pull's
+// max_bytes.
+func msgSize(m jetstream.Msg) int {
+	n := len(m.Subject()) + len(m.Reply()) + len(m.Data())
+	if h := m.Headers(); len(h) > 0 {
+		n += headerSize(h)
+	}
+	return n
+}
+
+// fetchReady appends to msgs what the consumer has ready, up to n messages
+// and maxBytes bytes.
+func (c *Consumer) fetchReady(msgs []jetstream.Msg, n, maxBytes int) ([]jetstream.Msg, error) {
+	batch, err := c.cons.Fetch(n, jetstream.FetchMaxBytes(maxBytes), jetstream.FetchMaxWait(readyPullExpiry))
+	if err != nil {
+		return msgs, err
+	}
+	return collect(batch, msgs)
+}
+
+// collect appends the messages of a pull to msgs.
+func collect(batch jetstream.MessageBatch, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	err := batch.Error()
+	if errors.Is(err, jetstream.ErrNoMessages) {
+		err = nil
+	}
+	return msgs, err
+}
+
+// Delivery is a received message with its place in the stream.
+type Delivery struct {
+	Msg  jetstream.Msg
+	Seq  uint64    // stream sequence
+	Time time.Time // when the stream stored the message
+}
+
+// deliveries returns the leading messages whose consumer sequences follow
+// on from the last delivery seen, and whether that was all of them.
+func (c *Consumer) deliveries(msgs []jetstream.Msg) ([]Delivery, bool) {
+	ds := make([]Delivery, 0, len(msgs))
+	var pending uint64
+	for _, m := range msgs {
+		md, err := m.Metadata()
+		if err != nil || md.Sequence.Consumer != c.nextDeliverySeq {
+			if err == nil {
+				c.log.Debug("consumer: delivery out of sequence", "want_consumer_seq", c.nextDeliverySeq,
+					"consumer_seq", md.Sequence.Consumer, "stream_seq", md.Sequence.Stream, "delivered", md.NumDelivered)
+			}
+			return ds, false
+		}
+		c.nextDeliverySeq++
+		pending = md.NumPending
+		ds = append(ds, Delivery{Msg: m, Seq: md.Sequence.Stream, Time: md.Timestamp})
+	}
+	if len(ds) > 0 {
+		c.m.Pending.Set(float64(pending))
+	}
+	return ds, true
+}
+
+// idleCheck refreshes the lag gauge while idle, and reports whether the
+// server thinks messages are delivered to this consumer and not acked.
+// Holding none, this process lost them (or another client took them).
+func (c *Consumer) idleCheck(ctx context.Context) (needReset bool) {
+	if time.Since(c.lastIdleCheck) < idleCheckInterval {
+		return false
+	}
+	c.lastIdleCheck = time.Now()
+	ictx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	info, err := c.cons.Info(ictx)
+	if err != nil {
+		return false
+	}
+	c.m.Pending.Set(float64(info.NumPending))
+	if info.NumAckPending > 0 {
+		c.log.Info("consumer: consumer has deliveries this process does not hold; repositioning after the checkpoint",
+			"ack_pending", info.NumAckPending)
+		return true
+	}
+	return false
+}
+
+// headerSize is the encoded size of h ("NATS/1.0\r\n", "k: v\r\n"..., "\r\n").
+func headerSize(h nats.Header) int {
+	n := len("NATS/1.0\r\n\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n
+}
+
+// Backoff waits 100ms doubling per attempt up to 2s; false if ctx ended
+// first. It paces the loop's retries; a Handler retrying inside Write
+// should use it too.
+func Backoff(ctx context.Context, attempt int) bool {
+	d := min(100*time.Millisecond<<min(attempt, 5), 2*time.Second)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// RateLimitedLogger logs a message at most once per interval and counts
+// the ones it held back: for conditions that repeat on every retry.
+type RateLimitedLogger struct {
+	logger *slog.Logger
+	every  time.Duration
+
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// NewRateLimitedLogger logs to logger at most once per every.
+func NewRateLimitedLogger(logger *slog.Logger, every time.Duration) *RateLimitedLogger {
+	return &RateLimitedLogger{logger: logger, every: every}
+}
+
+// Log logs msg at level unless a message was logged less than the interval
+// ago, in which case it only counts it.
+func (r *RateLimitedLogger) Log(level slog.Level, msg string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if !r.last.IsZero() && now.Sub(r.last) < r.every {
+		r.suppressed++
+		return
+	}
+	if r.suppressed > 0 {
+		args = append(args, "suppressed_since_last", r.suppressed)
+	}
+	r.last, r.suppressed = now, 0
+	r.logger.Log(context.Background(), level, msg, args...)
+}
+
+// Warn is Log at slog.LevelWarn.
+func (r *RateLimitedLogger) Warn(msg string, args ...any) { r.Log(slog.LevelWarn, msg, args...) }

@@ -1,0 +1,140 @@
+package consumer
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
+	"github.com/eventide/eventide/storage"
+)
+
+// countingHandler is the smallest Handler: every message adds one to a
+// per-minute counter, so a message applied twice shows as a count too
+// high.
+type countingHandler struct {
+	minute time.Time
+	stored atomic.Int64
+}
+
+type countingBatch struct {
+	h *countingHandler
+	n int
+}
+
+func (h *countingHandler) Prepare(ds []Delivery, epoch uint64) Batch {
+	return &countingBatch{h: h, n: len(ds)}
+}
+
+func (b *countingBatch) Write(ctx context.Context, sb *storage.Batch) error {
+	return catalog.AddCount(sb, "seam", b.h.minute, int64(b.n))
+}
+
+func (b *countingBatch) Stored() { b.h.stored.Add(int64(b.n)) }
+
+func readCount(t *testing.T, db *storage.DB, minute time.Time) int64 {
+	t.Helper()
+	partition, err := schema.CountsPartition("seam", minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, err := db.Slice(context.Background(), storage.SliceQuery{Table: schema.CountsTable, Partition: partition})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	var total int64
+	for it.Next() {
+		_, n, err := catalog.DecodeCount(it.Row())
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return total
+}
+
+// TestHandlerExactlyOnce runs the loop with a Handler of its own (not the
+// writer's) over several runs: every message takes effect exactly once and
+// the checkpoint ends at the stream's last sequence.
+func TestHandlerExactlyOnce(t *testing.T) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Start()
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SEAM", Subjects: []string{"seam.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	h := &countingHandler{minute: time.Now().UTC().Truncate(time.Minute)}
+	cfg := Config{Stream: "SEAM", Durable: "seam", FetchBatch: 7, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+
+	total := 0
+	for run := range 3 {
+		c, err := New(ctx, nc, db, cfg, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- c.Run(rctx) }()
+		for i := range 50 {
+			if _, err := js.Publish(ctx, fmt.Sprintf("seam.r%d", run), []byte{byte(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		total += 50
+		deadline := time.Now().Add(20 * time.Second)
+		for c.Stats().LastAppliedSeq < uint64(total) {
+			if time.Now().After(deadline) {
+				t.Fatalf("run %d: checkpoint at %d, want %d", run, c.Stats().LastAppliedSeq, total)
+			}
+			time.Sleep(5 * time.Millisecond) // polling with a deadline
+		}
+		if err := c.Health(); err != nil {
+			t.Errorf("run %d: Health() = %v", run, err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("run %d: Run returned %v", run, err)
+		}
+	}
+	if got := readCount(t, db, h.minute); got != int64(total) {
+		t.Errorf("stored count %d, want %d: some message took effect more or less than once", got, total)
+	}
+	ckpt, err := ReadCheckpoint(db, "seam")
+	if err != nil || ckpt.Seq != uint64(total) || ckpt.Key != "seam" {
+		t.Errorf("checkpoint %+v, %v; want seq %d under key seam", ckpt, err, total)
+	}
+}

@@ -1,0 +1,59 @@
+// Package consumer is the exactly-once loop between a JetStream durable
+// pull consumer and storage: it fetches messages, has a Handler turn them
+// into storage mutations, applies those with the consumer's checkpoint in
+// one atomic storage batch, acks, and repositions the consumer when
+// deliveries went missing. The writer (package writer) is one user; any
+// consumer that turns messages into a storage batch (the fan-out worker)
+// can be another. The loop owns the checkpoint; the Handler owns what the
+// messages mean.
+//
+// It lives under writer/ because it was the writer's loop and the writer
+// is the user that defines it; its API knows nothing of events.
+//
+// Use:
+//
+//	c, err := consumer.New(ctx, nc, db, consumer.Config{Stream: "EVENTS", Durable: "eventide-writer", ...}, handler)
+//	...
+//	err = c.Run(ctx) // until ctx is cancelled
+//
+// Invariants:
+//
+//   - Ack after durability: a message is acked only after the storage
+//     batch covering it was applied (after its WAL fsync in storage's
+//     default sync mode), and after the Handler's Write, which runs first,
+//     succeeded (the writer publishes dead letters there and waits for
+//     their acks). A crash at any point loses nothing; JetStream
+//     redelivers.
+//   - The checkpoint (catalog.PutCheckpoint, keys in checkpoint.go) moves
+//     atomically with the mutations it covers, so a redelivered message at
+//     or below it is acked without reaching the Handler again: effects take
+//     place exactly once. The Handler sees each message above the
+//     checkpoint in stream order; it may see one again only if the batch
+//     holding it was never stored (shutdown, crash), so its mutations must
+//     be deterministic per message (the writer's event ids are).
+//   - The checkpoint never moves past a message that was not stored.
+//     Deliveries are checked against the consumer's own sequence numbers;
+//     when some never arrived, and at every start, the consumer is reset to
+//     deliver from the message after the checkpoint. A failed Apply is
+//     retried with the same batch, never skipped; on shutdown an unstored
+//     batch is left unacked.
+//   - Before each reset the consumer's acknowledged floor is compared with
+//     the checkpoint: messages acked but not stored (storage older than the
+//     NATS state) are redelivered if the stream holds them, and reported
+//     (error log, metric, Health) if retention removed them.
+//   - A stream that restarted its sequences (deleted and recreated) is
+//     refused (ErrCheckpointAhead) rather than read as already stored;
+//     Config.ResetCheckpoint starts a new checkpoint epoch.
+//   - Two stages: Run's goroutine fetches batch N+1 and has the Handler
+//     prepare it while another goroutine stores and acks batch N. Batches
+//     are stored one at a time, in fetch order.
+//   - Backpressure: at most two batches are held. While storage stalls,
+//     Apply blocks, fetching stops and JetStream holds the backlog;
+//     InProgress keeps held batches from being redelivered meanwhile.
+//   - Each fetch is bounded by FetchBatch messages and FetchMaxBytes bytes
+//     (server side); a single larger message is fetched alone.
+//
+// Only one process may run per durable name: two would take deliveries
+// from each other, which each treats as lost, and would contend for one
+// checkpoint.
+package consumer

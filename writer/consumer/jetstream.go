@@ -1,0 +1,159 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func (c *Consumer) consumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       c.cfg.Durable,
+		Description:   c.cfg.Description,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       c.cfg.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: 2 * c.cfg.FetchBatch,
+	}
+}
+
+func (c *Consumer) ensureConsumer(ctx context.Context) error {
+	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.cfg.Stream, c.consumerConfig())
+	if err != nil {
+		return fmt.Errorf("cannot create or update consumer %s on stream %s: %w", c.cfg.Durable, c.cfg.Stream, err)
+	}
+	c.cons = cons
+	return nil
+}
+
+// repositionConsumer makes the consumer deliver from the message after the
+// checkpoint, with nothing outstanding: deliveries made earlier (to a
+// previous process, or lost on the wire) are forgotten rather than left to
+// come back after the checkpoint has moved past them. Deliveries then
+// restart at consumer sequence 1. Servers before 2.14 cannot reset a
+// consumer; there the consumer is recreated, which redelivers the stream
+// from its start and skips what the checkpoint covers.
+func (c *Consumer) repositionConsumer(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if c.resetOK {
+		// The reset request is answered by the consumer itself: if it was
+		// deleted from outside, nothing would answer. Create it first.
+		if err := c.ensureConsumer(ctx); err != nil {
+			return err
+		}
+		if err := c.checkAckFloor(ctx, c.cons.CachedInfo()); err != nil {
+			return err
+		}
+		if _, err := c.js.ResetConsumerToSequence(ctx, c.cfg.Stream, c.cfg.Durable, c.ckpt.Seq+1); err != nil {
+			return fmt.Errorf("cannot reset consumer %s to stream sequence %d: %w", c.cfg.Durable, c.ckpt.Seq+1, err)
+		}
+	} else {
+		c.log.Warn("consumer: the NATS server is older than 2.14 and cannot reset a consumer; recreating it, "+
+			"which redelivers the stream from its start (messages up to the checkpoint are skipped)",
+			"server_version", c.nc.ConnectedServerVersion(), "checkpoint", c.ckpt.Seq)
+		if info, err := c.cons.Info(ctx); err == nil {
+			if err := c.checkAckFloor(ctx, info); err != nil {
+				return err
+			}
+		}
+		if err := c.js.DeleteConsumer(ctx, c.cfg.Stream, c.cfg.Durable); err != nil && !isNotFound(err) {
+			return fmt.Errorf("cannot delete consumer %s to restart it: %w", c.cfg.Durable, err)
+		}
+		if err := c.ensureConsumer(ctx); err != nil {
+			return err
+		}
+	}
+	c.nextDeliverySeq = 1
+	c.m.Resets.Inc()
+	return nil
+}
+
+// checkAckFloor compares the consumer's acknowledged floor with the
+// checkpoint, before the consumer is repositioned after the checkpoint.
+// A floor above the checkpoint means messages were acked that storage does
+// not hold: the storage directory was replaced by an older copy or a fresh
+// one while JetStream kept the consumer. Those the stream still holds are
+// redelivered by the reposition (logged at WARN); those retention already
+// removed (work-queue or interest retention, max age) are lost to
+// storage: logged at ERROR, counted, and reported by Health until the
+// process restarts.
+func (c *Consumer) checkAckFloor(ctx context.Context, info *jetstream.ConsumerInfo) error {
+	if info == nil || info.AckFloor.Stream <= c.ckpt.Seq {
+		return nil
+	}
+	floor := info.AckFloor.Stream
+	s, err := c.js.Stream(ctx, c.cfg.Stream)
+	if err != nil {
+		return fmt.Errorf("cannot read stream %s to check the consumer's ack floor: %w", c.cfg.Stream, err)
+	}
+	st := s.CachedInfo().State
+	firstHeld := st.FirstSeq
+	if st.Msgs == 0 {
+		firstHeld = st.LastSeq + 1
+	}
+	from := c.ckpt.Seq + 1
+	if firstHeld > from {
+		lost := ackedUnstored{first: from, last: min(floor, firstHeld-1)}
+		c.reportLost(lost)
+		from = lost.last + 1
+	}
+	if floor >= from {
+		c.log.Warn("consumer: the consumer acknowledged messages that storage does not hold (the storage directory is "+
+			"older than the NATS state); redelivering them from the stream", "consumer", c.cfg.Durable,
+			"checkpoint", c.ckpt.Seq, "ack_floor", floor, "redelivered", floor-from+1, "first_seq", from)
+	}
+	return nil
+}
+
+// ackedUnstored is a range of stream sequences that JetStream saw acked
+// but storage does not hold, and the stream no longer has.
+type ackedUnstored struct{ first, last uint64 }
+
+func (r ackedUnstored) String() string { return fmt.Sprintf("%d-%d", r.first, r.last) }
+
+// reportLost logs, counts and remembers for Health a range of messages
+// acked but not stored; a range already reported is not counted again.
+func (c *Consumer) reportLost(r ackedUnstored) {
+	c.lostMu.Lock()
+	defer c.lostMu.Unlock()
+	newFirst := r.first
+	switch {
+	case c.lost.last == 0:
+		c.lost = r
+	case r.last <= c.lost.last:
+		return
+	default:
+		newFirst = max(r.first, c.lost.last+1)
+		c.lost.last = r.last
+	}
+	c.m.AckedUnstored.Add(float64(r.last - newFirst + 1))
+	c.log.Error("consumer: messages were acknowledged to JetStream but are not in storage, and the stream no longer "+
+		"holds them (work-queue or interest retention, max age): they are lost to this storage. The storage directory "+
+		"was most likely replaced by an older copy or a fresh one; restore the matching one, or replay from another copy",
+		"consumer", c.cfg.Durable, "stream", c.cfg.Stream, "lost_first_seq", r.first, "lost_last_seq", r.last,
+		"count", r.last-r.first+1)
+}
+
+func isNotFound(err error) bool { return errors.Is(err, jetstream.ErrConsumerNotFound) }
+
+// serverAtLeast reports whether a server version "x.y.z[-suffix]" is at
+// least major.minor.
+func serverAtLeast(version string, major, minor int) bool {
+	parts := strings.SplitN(version, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || (ma == major && mi >= minor)
+}
