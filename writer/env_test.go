@@ -8,12 +8,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/eventide/eventide/internal/natsembed"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -31,29 +33,19 @@ import (
 )
 
 // startNATS starts a JetStream server on port (-1: any free port) storing
-// in storeDir, and shuts it down when the test ends.
+// in storeDir, through natsembed as cmd/ingest does, and shuts it down
+// when the test ends.
 func startNATS(t testing.TB, storeDir string, port int) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{
-		Host:      "127.0.0.1",
-		Port:      port,
-		JetStream: true,
-		StoreDir:  storeDir,
-		NoLog:     true,
-		NoSigs:    true,
-	})
+	listen := "127.0.0.1:0"
+	if port >= 0 {
+		listen = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	}
+	s, err := natsembed.Start(natsembed.Config{Listen: listen, StoreDir: storeDir})
 	if err != nil {
-		t.Fatalf("cannot create nats-server: %v", err)
+		t.Fatalf("cannot start nats-server: %v", err)
 	}
-	s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		s.Shutdown()
-		t.Fatal("nats-server is not ready after 10s")
-	}
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
+	t.Cleanup(func() { natsembed.Stop(s) })
 	return s
 }
 

@@ -197,12 +197,10 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		}
 		return nil
 	})
-	n.health.Add("writer", func() error {
-		if !w.Ready() {
-			return errors.New("writer is not running (starting or stopping) or has no NATS connection")
-		}
-		return nil
-	})
+	// The writer's Health names what stops it: not running, no NATS
+	// connection, a failing storage batch, or acknowledged messages that
+	// storage lost and the stream no longer holds.
+	n.health.Add("writer", w.Health)
 
 	js, err := jetstream.New(n.nc)
 	if err != nil {
