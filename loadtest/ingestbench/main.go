@@ -24,6 +24,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -250,7 +251,15 @@ func throughput(js jetstream.JetStream, prefix string, n, types int, done func()
 	start := time.Now()
 	for i := range n {
 		typ := typeName(i % types)
-		if _, err := js.PublishAsync(prefix+"."+typ, body(rng, typ, time.Now())); err != nil {
+		msg := body(rng, typ, time.Now())
+		_, err := js.PublishAsync(prefix+"."+typ, msg)
+		for errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+			// The server is behind (a busy machine): wait for the acks
+			// in flight and publish this one again, as a producer would.
+			<-js.PublishAsyncComplete()
+			_, err = js.PublishAsync(prefix+"."+typ, msg)
+		}
+		if err != nil {
 			return 0, err
 		}
 		if i%5000 == 4999 {
