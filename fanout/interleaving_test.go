@@ -1,0 +1,218 @@
+package fanout
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/eventide/eventide/catalog"
+	"github.com/eventide/eventide/storage"
+)
+
+func smallOptions() Options {
+	o := DefaultOptions()
+	o.ChunkSize = 1
+	return o
+}
+
+func (e *env) wantTimeline(user string, want ...string) {
+	e.t.Helper()
+	got := e.timelineLabels(user, 2)
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		e.t.Errorf("timeline of %s = %v, want %v", user, got, want)
+	}
+}
+
+// workN works n chunks, oldest job first.
+func (e *env) workN(n int) {
+	e.t.Helper()
+	for i := 0; i < n; i++ {
+		refs, err := e.f.PendingChunks(context.Background(), 1)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if len(refs) == 0 {
+			e.t.Fatalf("only %d of %d chunks pending", i, n)
+		}
+		if _, err := e.f.WorkChunk(context.Background(), refs[0]); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// TestDeleteBeforeFanoutFinished: a post_delete that arrives while the
+// post's fan-out is half done hides the post at once, cancels the rest of
+// its job and removes the copies already made.
+func TestDeleteBeforeFanoutFinished(t *testing.T) {
+	e := newEnv(t, smallOptions())
+	for _, u := range []string{"f1", "f2", "f3", "f4"} {
+		e.apply(e.follow(u, "a"))
+	}
+	e.apply(e.post("a", "p", "hello"))
+	e.workN(2) // f1 and f2 have their copy
+	if e.rawTimelineRows("f1") != 1 || e.rawTimelineRows("f3") != 0 {
+		t.Fatalf("after 2 chunks: f1 %d rows, f3 %d rows", e.rawTimelineRows("f1"), e.rawTimelineRows("f3"))
+	}
+	e.apply(e.del("a", "p"))
+	// Right at once, before any cleanup ran.
+	for _, u := range []string{"f1", "f2", "f3", "f4"} {
+		e.wantTimeline(u)
+	}
+	if e.rawTimelineRows("f1") != 1 {
+		t.Fatal("test assumption: the copy is still stored until the delete job runs")
+	}
+	e.work()
+	for _, u := range []string{"f1", "f2", "f3", "f4"} {
+		if n := e.rawTimelineRows(u); n != 0 {
+			t.Errorf("%s still stores %d copies after the delete job", u, n)
+		}
+		e.wantTimeline(u)
+	}
+}
+
+// TestLateChunkAfterDelete: a chunk that read the job before the delete
+// and writes after it (a chunk in flight) leaves no visible copy.
+func TestLateChunkAfterDelete(t *testing.T) {
+	e := newEnv(t, smallOptions())
+	e.apply(e.follow("f1", "a"))
+	post := e.post("a", "p", "hello")
+	e.apply(post)
+	del := e.del("a", "p")
+	e.apply(del)
+	e.work() // the delete job
+	// The post's chunk lands now, at the post's position.
+	var b storage.Batch
+	e.f.putTimelineRow(&b, []byte("f1"), catalog.PostKey(post.Event.ID), post.Event.ID, "a", post.Event.Data, WriteTimestamp(post.Pos))
+	if err := e.db.Apply(&b); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.rawTimelineRows("f1"); n != 0 {
+		t.Errorf("a late copy older than the delete is stored (%d rows): the delete's tombstone must shadow it", n)
+	}
+	e.wantTimeline("f1")
+}
+
+// TestFollowBetweenPostAndFanout: a follow that comes after a post but
+// before its fan-out reached anyone gives exactly what applying the two
+// in stream order gives: the post when the follow's backfill takes it,
+// nothing when the backfill is already full of newer posts.
+func TestFollowBetweenPostAndFanout(t *testing.T) {
+	o := smallOptions()
+	o.Backfill = 1
+	e := newEnv(t, o)
+	e.apply(e.follow("f1", "a"))
+	e.apply(e.post("a", "p1", "one"), e.post("a", "p2", "two"))
+	e.apply(e.follow("u", "a")) // backfill: p2 only
+	e.wantTimeline("u", "p2")
+	e.work()
+	e.wantTimeline("u", "p2")
+	e.wantTimeline("f1", "p2", "p1")
+	if n := e.rawTimelineRows("u"); n != 1 {
+		t.Errorf("u stores %d rows, want 1: the chunk of p1 must skip a follower who followed after p1", n)
+	}
+}
+
+// TestUnfollowDuringFanout: an unfollow while a post is being pushed
+// removes the copies made, stops the rest, and hides any a chunk in flight
+// writes later; a refollow then gets the post back through its backfill.
+func TestUnfollowDuringFanout(t *testing.T) {
+	e := newEnv(t, smallOptions())
+	for _, u := range []string{"f1", "f2", "f3"} {
+		e.apply(e.follow(u, "a"))
+	}
+	post := e.post("a", "p", "hello")
+	e.apply(post)
+	e.workN(1) // f1 has it
+	e.apply(e.unfollow("f1", "a"), e.unfollow("f3", "a"))
+	e.wantTimeline("f1")
+	e.wantTimeline("f3")
+	if n := e.rawTimelineRows("f1"); n != 0 {
+		t.Errorf("f1 still stores %d rows after its unfollow", n)
+	}
+	// A chunk that read f3 as a follower before the unfollow lands now.
+	var b storage.Batch
+	e.f.putTimelineRow(&b, []byte("f3"), catalog.PostKey(post.Event.ID), post.Event.ID, "a", post.Event.Data, WriteTimestamp(post.Pos))
+	if err := e.db.Apply(&b); err != nil {
+		t.Fatal(err)
+	}
+	e.wantTimeline("f3")
+	e.work()
+	e.wantTimeline("f2", "p")
+	e.wantTimeline("f3")
+	e.apply(e.follow("f3", "a"))
+	e.wantTimeline("f3", "p")
+	e.work()
+	e.wantTimeline("f3", "p")
+}
+
+// TestReapplyChangesNothing: applying every message a second time, at the
+// same positions, leaves every read as it was.
+func TestReapplyChangesNothing(t *testing.T) {
+	e := newEnv(t, DefaultOptions())
+	msgs := []Message{
+		e.follow("u1", "a"), e.follow("u2", "a"), e.follow("u1", "b"),
+		e.post("a", "a1", "x"), e.post("b", "b1", "y"), e.unfollow("u2", "a"),
+		e.post("a", "a2", "z"), e.del("b", "b1"), e.follow("u2", "a"),
+	}
+	for _, m := range msgs {
+		e.apply(m)
+	}
+	e.work()
+	snapshot := func() string {
+		var s []string
+		for _, u := range []string{"u1", "u2"} {
+			s = append(s, fmt.Sprint(e.timelineLabels(u, 5)))
+			p, err := e.tl.Following(context.Background(), u, 10, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s = append(s, fmt.Sprint(p.Names))
+		}
+		for _, a := range []string{"a", "b"} {
+			info, err := e.f.Author(context.Background(), a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s = append(s, fmt.Sprint(info))
+		}
+		return strings.Join(s, "; ")
+	}
+	before := snapshot()
+	for _, m := range msgs {
+		e.apply(m)
+	}
+	e.work()
+	if after := snapshot(); after != before {
+		t.Errorf("re-applying changed the state:\nbefore %s\nafter  %s", before, after)
+	}
+	if !slices.Equal(e.timelineLabels("u2", 5), []string{"a2", "a1"}) {
+		t.Errorf("u2 = %v", e.timelineLabels("u2", 5))
+	}
+}
+
+// TestTrimOneRangeTombstone: a timeline over its cap is cut back to it
+// by the chunks, and reads show its newest entries.
+func TestTrimOneRangeTombstone(t *testing.T) {
+	o := DefaultOptions()
+	o.TimelineCap = 10
+	o.TrimEvery = 4
+	e := newEnv(t, o)
+	e.apply(e.follow("u", "a"))
+	var want []string
+	for i := 0; i < 60; i++ {
+		l := fmt.Sprintf("p%02d", i)
+		e.apply(e.post("a", l, l))
+		want = append([]string{l}, want...)
+		e.work()
+	}
+	n := e.rawTimelineRows("u")
+	if n < o.TimelineCap || n > o.TimelineCap+4*o.TrimEvery {
+		t.Errorf("timeline holds %d rows; want the cap %d plus at most a few trims' worth", n, o.TimelineCap)
+	}
+	got := e.timelineLabels("u", 7)
+	if len(got) != n || !slices.Equal(got, want[:n]) {
+		t.Errorf("timeline %v, want the newest %d of %v", got, n, want)
+	}
+}
