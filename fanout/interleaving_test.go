@@ -216,3 +216,25 @@ func TestTrimOneRangeTombstone(t *testing.T) {
 		t.Errorf("timeline %v, want the newest %d of %v", got, n, want)
 	}
 }
+
+// TestUnfollowRefollowDuringFanout: a copy that a chunk in flight writes
+// after an unfollow and a new follow of the same author is from the
+// earlier follow period: stream order says the new follow's backfill
+// decides, so the copy is hidden.
+func TestUnfollowRefollowDuringFanout(t *testing.T) {
+	o := smallOptions()
+	o.Backfill = 1
+	e := newEnv(t, o)
+	e.apply(e.follow("f1", "a"))
+	p1 := e.post("a", "p1", "one")
+	e.apply(p1)
+	e.apply(e.unfollow("f1", "a"), e.post("a", "p2", "two"), e.follow("f1", "a")) // backfill: p2
+	var b storage.Batch
+	e.f.putTimelineRow(&b, []byte("f1"), catalog.PostKey(p1.Event.ID), p1.Event.ID, "a", p1.Event.Data, WriteTimestamp(p1.Pos))
+	if err := e.db.Apply(&b); err != nil {
+		t.Fatal(err)
+	}
+	e.wantTimeline("f1", "p2")
+	e.work()
+	e.wantTimeline("f1", "p2")
+}

@@ -172,8 +172,18 @@ func runModel(t *testing.T, seed uint64, ops int) {
 		author string
 		label  string
 	}
+	// Messages are applied in batches of 1 to 4 (Prepare reads what the
+	// earlier messages of its batch wrote through its batch state).
+	var batch []Message
+	flush := func() {
+		if len(batch) > 0 {
+			e.apply(batch...)
+			batch = nil
+		}
+	}
 	check := func(drained bool) {
 		t.Helper()
+		flush()
 		for _, u := range users {
 			posts, _ := e.timeline(u, 1+rng.IntN(5))
 			got := make([]uuid.UUID, len(posts))
@@ -222,6 +232,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			}
 			msg = e.del(a, p.label)
 		case r < 90:
+			flush()
 			// Work a few chunks, in random order.
 			for n := rng.IntN(4); n >= 0; n-- {
 				refs, err := e.f.PendingChunks(context.Background(), 50)
@@ -240,11 +251,15 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			check(false)
 			continue
 		default:
+			flush()
 			e.reopen()
 			continue
 		}
-		e.apply(msg)
+		batch = append(batch, msg)
 		m.apply(msg)
+		if rng.IntN(3) == 0 || len(batch) == 4 {
+			flush()
+		}
 	}
 	check(false)
 	e.work()
