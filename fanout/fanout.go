@@ -278,7 +278,7 @@ func (f *Fanout) follow(ctx context.Context, b *storage.Batch, st *batchState, m
 	}
 	partition := []byte(e.User)
 	for _, p := range posts {
-		if f.putTimelineRow(b, partition, catalog.PostKey(p.id), p.id, e.Author, p.data, ts) {
+		if f.putTimelineRow(b, partition, p.id, e.Author, p.data, ts) {
 			st.backfilled[e.User] = append(st.backfilled[e.User], edgePost{e.Author, p.id})
 		}
 	}
@@ -442,18 +442,45 @@ func (f *Fanout) markDeleted(st *batchState, author string, id uuid.UUID) {
 	st.posts[author] = append(ps, pendingPost{id: id, deleted: true})
 }
 
-// putTimelineRow writes one copy of a post; it reports false (writing
-// nothing) when the copy would already be expired.
-func (f *Fanout) putTimelineRow(b *storage.Batch, partition, key []byte, id uuid.UUID, author string, data []byte, ts int64) bool {
+// postCopy holds the cells of a post's timeline copies, encoded once for
+// every follower it goes to.
+type postCopy struct {
+	key, author, data, time []byte
+	ttl                     int32
+}
+
+// newPostCopy returns the copy of a post; ok is false when the copy
+// would already be expired.
+func (f *Fanout) newPostCopy(id uuid.UUID, author string, data []byte) (c postCopy, ok bool) {
 	ttl := f.remainingTTL(id)
 	if ttl <= 0 {
-		return false
+		return postCopy{}, false
 	}
 	t, _ := bucket.TimeOf(id)
-	b.PutTTL(catalog.TimelineTable, partition, key, []byte(catalog.ColAuthor), catalog.TextValue(author), ts, ttl)
-	b.PutTTL(catalog.TimelineTable, partition, key, []byte(catalog.ColData), catalog.BlobValue(data), ts, ttl)
-	b.PutTTL(catalog.TimelineTable, partition, key, []byte(catalog.ColTime), catalog.TimestampValue(t), ts, ttl)
-	return true
+	return postCopy{key: catalog.PostKey(id), author: catalog.TextValue(author), data: catalog.BlobValue(data),
+		time: catalog.TimestampValue(t), ttl: ttl}, true
+}
+
+var (
+	colAuthor = []byte(catalog.ColAuthor)
+	colData   = []byte(catalog.ColData)
+	colTime   = []byte(catalog.ColTime)
+)
+
+func (c *postCopy) put(b *storage.Batch, partition []byte, ts int64) {
+	b.PutTTL(catalog.TimelineTable, partition, c.key, colAuthor, c.author, ts, c.ttl)
+	b.PutTTL(catalog.TimelineTable, partition, c.key, colData, c.data, ts, c.ttl)
+	b.PutTTL(catalog.TimelineTable, partition, c.key, colTime, c.time, ts, c.ttl)
+}
+
+// putTimelineRow writes one copy of a post; it reports false (writing
+// nothing) when the copy would already be expired.
+func (f *Fanout) putTimelineRow(b *storage.Batch, partition []byte, id uuid.UUID, author string, data []byte, ts int64) bool {
+	c, ok := f.newPostCopy(id, author, data)
+	if ok {
+		c.put(b, partition, ts)
+	}
+	return ok
 }
 
 // remainingTTL is the TTL in seconds that makes a copy of post id expire

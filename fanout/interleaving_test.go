@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -84,7 +83,7 @@ func TestLateChunkAfterDelete(t *testing.T) {
 	e.work() // the delete job
 	// The post's chunk lands now, at the post's position.
 	var b storage.Batch
-	e.f.putTimelineRow(&b, []byte("f1"), catalog.PostKey(post.Event.ID), post.Event.ID, "a", post.Event.Data, WriteTimestamp(post.Pos))
+	e.f.putTimelineRow(&b, []byte("f1"), post.Event.ID, "a", post.Event.Data, WriteTimestamp(post.Pos))
 	if err := e.db.Apply(&b); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +132,7 @@ func TestUnfollowDuringFanout(t *testing.T) {
 	}
 	// A chunk that read f3 as a follower before the unfollow lands now.
 	var b storage.Batch
-	e.f.putTimelineRow(&b, []byte("f3"), catalog.PostKey(post.Event.ID), post.Event.ID, "a", post.Event.Data, WriteTimestamp(post.Pos))
+	e.f.putTimelineRow(&b, []byte("f3"), post.Event.ID, "a", post.Event.Data, WriteTimestamp(post.Pos))
 	if err := e.db.Apply(&b); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +229,7 @@ func TestUnfollowRefollowDuringFanout(t *testing.T) {
 	e.apply(p1)
 	e.apply(e.unfollow("f1", "a"), e.post("a", "p2", "two"), e.follow("f1", "a")) // backfill: p2
 	var b storage.Batch
-	e.f.putTimelineRow(&b, []byte("f1"), catalog.PostKey(p1.Event.ID), p1.Event.ID, "a", p1.Event.Data, WriteTimestamp(p1.Pos))
+	e.f.putTimelineRow(&b, []byte("f1"), p1.Event.ID, "a", p1.Event.Data, WriteTimestamp(p1.Pos))
 	if err := e.db.Apply(&b); err != nil {
 		t.Fatal(err)
 	}

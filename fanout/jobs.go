@@ -130,15 +130,15 @@ func (f *Fanout) WorkChunk(ctx context.Context, ref ChunkRef) (done bool, err er
 	key := catalog.PostKey(j.postID)
 	if j.kind == catalog.JobKindPost {
 		written := 0
-		for _, name := range names {
-			partition := []byte(name)
-			if !f.putTimelineRow(&b, partition, key, j.postID, j.author, j.data, j.Job) {
-				break // expired: no copy would be live
-			}
-			written++
-			if f.trimDue(name, j.postID) {
-				if err := f.trim(ctx, &b, partition, key, j.Job); err != nil {
-					return false, err
+		if c, ok := f.newPostCopy(j.postID, j.author, j.data); ok { // else expired: no copy would be live
+			for _, name := range names {
+				partition := []byte(name)
+				c.put(&b, partition, j.Job)
+				written++
+				if f.trimDue(name, j.postID) {
+					if err := f.trim(ctx, &b, partition, key, j.Job); err != nil {
+						return false, err
+					}
 				}
 			}
 		}
