@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/eventide/eventide/reader"
 )
 
 var benchNoTrim = flag.Bool("bench.notrim", false, "BenchmarkFanout: never check timelines for trimming")
@@ -16,7 +18,8 @@ var benchNoTrim = flag.Bool("bench.notrim", false, "BenchmarkFanout: never check
 // that both workers write chunks of the same job): rows/s is timeline
 // rows written per second, ms/post the time from the post's batch to its
 // last chunk, p99-ms the slowest of the iterations (up to the 99th
-// percentile).
+// percentile), stall-s/post the time writers waited for the storage
+// engine's flushes and compactions, per post.
 //
 //	go test ./fanout -run XXX -bench BenchmarkFanout -benchtime 10x
 func BenchmarkFanout(b *testing.B) {
@@ -40,6 +43,7 @@ func BenchmarkFanout(b *testing.B) {
 			}()
 			var times []time.Duration
 			written := e.counter("eventide_fanout_timeline_rows_written_total")
+			stallsBefore := e.db.Metrics().WriteStallTime
 			b.ResetTimer()
 			start := time.Now()
 			for i := 0; i < b.N; i++ {
@@ -57,6 +61,58 @@ func BenchmarkFanout(b *testing.B) {
 			b.ReportMetric(float64(followers*b.N)/elapsed.Seconds(), "rows/s")
 			b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/post")
 			b.ReportMetric(float64(times[(len(times)*99)/100].Microseconds())/1000, "p99-ms")
+			b.ReportMetric((e.db.Metrics().WriteStallTime-stallsBefore).Seconds()/float64(b.N), "stall-s/post")
 		})
 	}
+}
+
+// BenchmarkTimelineRead measures the first page (limit 20) of a timeline
+// that merges 10 pulled authors' userlines (100 posts each) with a pushed
+// timeline of 5 pushed authors' posts (100 each), after a flush, so the
+// reads go to SSTables: ns/op is the mean, p99-ms the 99th percentile.
+//
+//	go test ./fanout -run XXX -bench BenchmarkTimelineRead
+func BenchmarkTimelineRead(b *testing.B) {
+	o := DefaultOptions()
+	o.LargeThreshold = 2
+	e := newEnv(b, o)
+	var msgs []Message
+	for i := 0; i < 10; i++ {
+		a := fmt.Sprintf("big%d", i)
+		msgs = append(msgs, e.follow("u", a), e.follow("x1", a), e.follow("x2", a))
+	}
+	for i := 0; i < 5; i++ {
+		msgs = append(msgs, e.follow("u", fmt.Sprintf("small%d", i)))
+	}
+	e.apply(msgs...)
+	for n := 0; n < 100; n++ {
+		msgs = msgs[:0]
+		for i := 0; i < 10; i++ {
+			a := fmt.Sprintf("big%d", i)
+			msgs = append(msgs, e.post(a, fmt.Sprintf("%s.%d", a, n), "hello"))
+		}
+		for i := 0; i < 5; i++ {
+			a := fmt.Sprintf("small%d", i)
+			msgs = append(msgs, e.post(a, fmt.Sprintf("%s.%d", a, n), "hello"))
+		}
+		e.apply(msgs...)
+	}
+	e.work()
+	if err := e.db.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	times := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		p, err := e.tl.Timeline(ctx, reader.TimelineQuery{User: "u", Limit: 20})
+		if err != nil || len(p.Posts) != 20 || p.Pulled != 10 {
+			b.Fatalf("page of %d posts, %d pulled: %v", len(p.Posts), p.Pulled, err)
+		}
+		times = append(times, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(times)
+	b.ReportMetric(float64(times[(len(times)*99)/100].Microseconds())/1000, "p99-ms")
 }
