@@ -237,3 +237,46 @@ func TestUnfollowRefollowDuringFanout(t *testing.T) {
 	e.work()
 	e.wantTimeline("f1", "p2")
 }
+
+// TestPendingMetrics: the pending-chunk gauges follow the jobs, and a
+// finished post's lag is observed.
+func TestPendingMetrics(t *testing.T) {
+	o := DefaultOptions()
+	o.ChunkSize = 2
+	e := newEnv(t, o)
+	var msgs []Message
+	for _, u := range []string{"f1", "f2", "f3", "f4", "f5"} {
+		msgs = append(msgs, e.follow(u, "a"))
+	}
+	msgs = append(msgs, e.follow("f1", "b"), e.post("a", "p", "x"), e.post("b", "q", "y"))
+	e.apply(msgs...)
+	if _, err := e.f.PendingChunks(context.Background(), 10); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.counter("eventide_fanout_pending_chunks"); got != 4 {
+		t.Errorf("pending chunks %v, want 3 for a's 5 followers + 1 for b's", got)
+	}
+	if got := e.counter("eventide_fanout_largest_pending_followers"); got != 5 {
+		t.Errorf("largest pending %v, want 5", got)
+	}
+	if n := e.work(); n != 4 {
+		t.Errorf("worked %d chunks, want 4", n)
+	}
+	if _, err := e.f.PendingChunks(context.Background(), 10); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.counter("eventide_fanout_pending_chunks"); got != 0 {
+		t.Errorf("pending chunks %v after the work, want 0", got)
+	}
+	if got := e.counter("eventide_fanout_timeline_rows_written_total"); got != 6 {
+		t.Errorf("rows written %v, want 6", got)
+	}
+	mfs, _ := e.reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "eventide_fanout_lag_seconds" {
+			if c := mf.GetMetric()[0].GetHistogram().GetSampleCount(); c != 2 {
+				t.Errorf("lag observed %d times, want 2", c)
+			}
+		}
+	}
+}
