@@ -28,14 +28,16 @@ package catalog
 //	timeline         user         | post_id timeuuid DESC      | author text, data blob, time timestamp
 //	_fanout_jobs     "jobs"       | job bigint ASC, shard int ASC | kind text, author text, post_id timeuuid,
 //	                                                             data blob, followers bigint,
-//	                                                             cursor text, chunks bigint
+//	                                                             shards int, cursor text, chunks bigint
 //	_fanout_deleted  author       | post_id timeuuid DESC      | "" (row marker, empty value)
 //	_fanout_authors  author       | (empty)                    | followers bigint, large boolean
 //	_fanout_large    "large"      | author text ASC            | "" (row marker, empty value)
 //
 // since is the write timestamp of the follow that created the edge: a
 // timeline row written before it (a copy from an earlier follow period) is
-// not shown. job is the write timestamp of the post message, the key of its
+// not shown. A job row's shards is the shard count the job was split
+// with, so a restart with another count finishes it as it was split. job
+// is the write timestamp of the post message, the key of its
 // fan-out job. A timeline row's cells expire at the post time plus the
 // timeline TTL; a _fanout_deleted row at the post time plus the timeline
 // TTL, when no copy of the post can be live any more.
@@ -76,6 +78,7 @@ const (
 	ColFollowers = "followers"
 	ColCursor    = "cursor"
 	ColChunks    = "chunks"
+	ColShards    = "shards"
 	ColLarge     = "large"
 )
 
@@ -221,6 +224,25 @@ func BlobValue(b []byte) []byte {
 func TimestampValue(t time.Time) []byte {
 	b, _ := schema.AppendValue(make([]byte, 0, 9), bucket.TypeTimestamp, t)
 	return b
+}
+
+// IntValue returns the stored form of an int.
+func IntValue(v int32) []byte {
+	b, _ := schema.AppendValue(make([]byte, 0, 5), bucket.TypeInt, v)
+	return b
+}
+
+// DecodeInt decodes a stored int.
+func DecodeInt(stored []byte) (int32, error) {
+	v, err := schema.DecodeValue(stored)
+	if err != nil {
+		return 0, err
+	}
+	n, ok := v.(int32)
+	if !ok {
+		return 0, fmt.Errorf("%w: want int, got %T", schema.ErrCorruptValue, v)
+	}
+	return n, nil
 }
 
 // BooleanValue returns the stored form of a boolean.

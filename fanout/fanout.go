@@ -373,6 +373,7 @@ func (f *Fanout) post(ctx context.Context, b *storage.Batch, st *batchState, m *
 
 func (f *Fanout) putJob(b *storage.Batch, job int64, kind, author string, id uuid.UUID, data []byte, followers int64) {
 	kindV, authorV, idV, followersV := catalog.TextValue(kind), catalog.TextValue(author), catalog.TimeUUIDValue(id), catalog.BigintValue(followers)
+	shardsV := catalog.IntValue(int32(f.opts.Shards))
 	var dataV []byte
 	if kind == catalog.JobKindPost {
 		dataV = catalog.BlobValue(data)
@@ -386,6 +387,7 @@ func (f *Fanout) putJob(b *storage.Batch, job int64, kind, author string, id uui
 		put(catalog.ColAuthor, authorV)
 		put(catalog.ColPostID, idV)
 		put(catalog.ColFollowers, followersV)
+		put(catalog.ColShards, shardsV)
 		if dataV != nil {
 			put(catalog.ColData, dataV)
 		}

@@ -33,22 +33,24 @@ func FuzzParsePostID(f *testing.F) {
 // worker can run or is an error; never a panic.
 func FuzzDecodeJob(f *testing.F) {
 	id := [16]byte{0x35, 0x3c, 0x91, 0xa0, 0xe7, 0x05, 0x11, 0xf0, 0x92, 0x34, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab}
-	f.Add(catalog.JobKey(1<<16, 0), catalog.TextValue("post"), catalog.TextValue("a"), catalog.TimeUUIDValue(id), catalog.BigintValue(3), catalog.TextValue("f1"))
-	f.Add(catalog.JobKey(5<<16, 2), catalog.TextValue("delete"), catalog.TextValue("a"), catalog.TimeUUIDValue(id), catalog.BigintValue(0), []byte{})
-	f.Add([]byte{1, 2}, []byte("x"), []byte{}, []byte{3}, []byte{6, 0}, []byte{3, 0xff})
-	f.Fuzz(func(t *testing.T, key, kind, author, postID, followers, cursor []byte) {
+	f.Add(catalog.JobKey(1<<16, 0), catalog.TextValue("post"), catalog.TextValue("a"), catalog.TimeUUIDValue(id), catalog.BigintValue(3), catalog.TextValue("f1"), int32(1))
+	f.Add(catalog.JobKey(5<<16, 2), catalog.TextValue("delete"), catalog.TextValue("a"), catalog.TimeUUIDValue(id), catalog.BigintValue(0), []byte{}, int32(3))
+	f.Add([]byte{1, 2}, []byte("x"), []byte{}, []byte{3}, []byte{6, 0}, []byte{3, 0xff}, int32(-1))
+	f.Fuzz(func(t *testing.T, key, kind, author, postID, followers, cursor []byte, shards int32) {
 		row := storage.Row{Clustering: key, Cells: []storage.Cell{
 			{Column: []byte(catalog.ColKind), Value: kind},
 			{Column: []byte(catalog.ColAuthor), Value: author},
 			{Column: []byte(catalog.ColPostID), Value: postID},
 			{Column: []byte(catalog.ColFollowers), Value: followers},
 			{Column: []byte(catalog.ColCursor), Value: cursor},
+			{Column: []byte(catalog.ColShards), Value: catalog.IntValue(shards)},
 		}}
 		j, err := decodeJob(&row)
 		if err != nil {
 			return
 		}
-		if j.author == "" || j.postID.Version() != 1 || (j.kind != catalog.JobKindPost && j.kind != catalog.JobKindDelete) {
+		if j.author == "" || j.postID.Version() != 1 || (j.kind != catalog.JobKindPost && j.kind != catalog.JobKindDelete) ||
+			j.Shard < 0 || j.Shard >= j.shards {
 			t.Fatalf("decoded an unusable job %+v", j)
 		}
 	})

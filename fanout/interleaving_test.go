@@ -280,3 +280,29 @@ func TestPendingMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestShardCountChangeMidJob: a job split into 2 shards finishes as it was
+// split when the fan-out restarts with 3.
+func TestShardCountChangeMidJob(t *testing.T) {
+	o := DefaultOptions()
+	o.ChunkSize = 2
+	o.Shards = 2
+	e := newEnv(t, o)
+	var users []string
+	for i := 0; i < 20; i++ {
+		users = append(users, fmt.Sprintf("u%02d", i))
+	}
+	var msgs []Message
+	for _, u := range users {
+		msgs = append(msgs, e.follow(u, "a"))
+	}
+	e.apply(msgs...)
+	e.apply(e.post("a", "p", "x"))
+	e.workN(1)
+	e.opts.Shards = 3
+	e.reopen()
+	e.work()
+	for _, u := range users {
+		e.wantTimeline(u, "p")
+	}
+}

@@ -31,6 +31,7 @@ type job struct {
 	postID    uuid.UUID
 	data      []byte
 	followers int64
+	shards    int32
 	cursor    string
 	hasCursor bool
 	chunks    int64
@@ -56,7 +57,7 @@ func (f *Fanout) PendingChunks(ctx context.Context, limit int) ([]ChunkRef, erro
 		if len(refs) < limit {
 			refs = append(refs, j.ChunkRef)
 		}
-		perShard := (j.followers + int64(f.opts.Shards) - 1) / int64(f.opts.Shards)
+		perShard := (j.followers + int64(j.shards) - 1) / int64(j.shards)
 		pending += max(1, (perShard+int64(f.opts.ChunkSize)-1)/int64(f.opts.ChunkSize)-j.chunks)
 		largest = max(largest, j.followers)
 	}
@@ -86,6 +87,8 @@ func decodeJob(row *storage.Row) (job, error) {
 			j.data, err = catalog.DecodeBlob(c.Value)
 		case catalog.ColFollowers:
 			j.followers, err = catalog.DecodeBigint(c.Value)
+		case catalog.ColShards:
+			j.shards, err = catalog.DecodeInt(c.Value)
 		case catalog.ColCursor:
 			j.cursor, err = catalog.DecodeText(c.Value)
 			j.hasCursor = true
@@ -96,8 +99,10 @@ func decodeJob(row *storage.Row) (job, error) {
 			return job{}, fmt.Errorf("cannot decode fan-out job %d shard %d column %s: %w", j.Job, j.Shard, c.Column, err)
 		}
 	}
-	if j.kind != catalog.JobKindPost && j.kind != catalog.JobKindDelete || j.author == "" || j.postID.Version() != 1 {
-		return job{}, fmt.Errorf("cannot decode fan-out job %d shard %d: %w: kind %q author %q post %s", j.Job, j.Shard, storage.ErrCorruption, j.kind, j.author, j.postID)
+	if j.kind != catalog.JobKindPost && j.kind != catalog.JobKindDelete || j.author == "" || j.postID.Version() != 1 ||
+		j.shards <= 0 || j.Shard < 0 || j.Shard >= j.shards {
+		return job{}, fmt.Errorf("cannot decode fan-out job %d shard %d: %w: kind %q author %q post %s shards %d",
+			j.Job, j.Shard, storage.ErrCorruption, j.kind, j.author, j.postID, j.shards)
 	}
 	return j, nil
 }
@@ -188,7 +193,7 @@ func (f *Fanout) nextFollowers(ctx context.Context, j *job) (names []string, mor
 		if err != nil {
 			return nil, false, fmt.Errorf("cannot read followers of %s: %w", j.author, err)
 		}
-		if f.opts.Shards > 1 && Shard(name, f.opts.Shards) != j.Shard {
+		if j.shards > 1 && Shard(name, int(j.shards)) != j.Shard {
 			continue
 		}
 		if j.kind == catalog.JobKindPost {
