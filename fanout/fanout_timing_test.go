@@ -11,12 +11,16 @@ import (
 	"github.com/eventide/eventide/reader"
 )
 
-var benchNoTrim = flag.Bool("bench.notrim", false, "BenchmarkFanout: never check timelines for trimming")
+var (
+	benchNoTrim = flag.Bool("bench.notrim", false, "BenchmarkFanout: never check timelines for trimming")
+	benchShards = flag.Int("bench.shards", 2, "BenchmarkFanout: shards (a shard's chunks run one after the other)")
+)
 
 // BenchmarkFanout measures one post by an author with that many pushed
 // followers, delivered to every timeline by Run (Workers 2; Shards 2 so
 // that both workers write chunks of the same job): rows/s is timeline
-// rows written per second, ms/post the time from the post's batch to its
+// rows written per second (-bench.shards=1, the one-node default, leaves
+// one worker per job), ms/post the time from the post's batch to its
 // last chunk, p99-ms the slowest of the iterations (up to the 99th
 // percentile), stall-s/post the time writers waited for the storage
 // engine's flushes and compactions, per post.
@@ -27,7 +31,7 @@ func BenchmarkFanout(b *testing.B) {
 		b.Run(fmt.Sprintf("followers=%d", followers), func(b *testing.B) {
 			o := DefaultOptions()
 			o.LargeThreshold = 1 << 40
-			o.Shards = 2
+			o.Shards = *benchShards
 			o.Workers = 2
 			if *benchNoTrim {
 				o.TrimEvery = 1 << 30
