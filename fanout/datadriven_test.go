@@ -17,6 +17,10 @@ package fanout
 //	    the whole timeline read in pages of N (default 20): one line per
 //	    post "LABEL AUTHOR TEXT", then the page count
 //	followers AUTHOR | following USER [limit=N]
+//	jobs
+//	    the pending job rows: "job SEQ shard N KIND AUTHOR POST
+//	    cursor=NAME chunks=N followers=N", SEQ being the sequence of the
+//	    message that created the job
 //	reopen
 //	    closes and reopens the store
 
@@ -30,6 +34,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/eventide/eventide/catalog"
+	"github.com/eventide/eventide/storage"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testdata/*.txt")
@@ -145,6 +152,32 @@ func runCommand(t *testing.T, e *env, fields []string, args map[string]int, inpu
 	case "reopen":
 		e.reopen()
 		return []string{"ok"}
+	case "jobs":
+		it, err := e.db.Slice(context.Background(), storage.SliceQuery{Table: catalog.FanoutJobsTable, Partition: catalog.JobsPartition()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer it.Close()
+		var out []string
+		for it.Next() {
+			j, err := decodeJob(it.Row())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cursor := "-"
+			if j.hasCursor {
+				cursor = j.cursor
+			}
+			out = append(out, fmt.Sprintf("job %d shard %d %s %s %s cursor=%s chunks=%d followers=%d",
+				j.Job>>subBits, j.Shard, j.kind, j.author, e.label(j.postID), cursor, j.chunks, j.followers))
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if len(out) == 0 {
+			out = []string{"no jobs"}
+		}
+		return out
 	case "apply":
 		for _, l := range input {
 			f := strings.Fields(l)
