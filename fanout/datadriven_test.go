@@ -9,7 +9,8 @@ package fanout
 //	apply
 //	    one event per input line, applied one message per batch:
 //	    follow USER AUTHOR | unfollow USER AUTHOR | post AUTHOR LABEL TEXT...
-//	    | delete AUTHOR LABEL | raw TYPE USER AUTHOR DATA ("-" is empty)
+//	    | delete AUTHOR LABEL | raw TYPE USER AUTHOR DATA ("-" is empty;
+//	    USER and AUTHOR may hold Go escapes such as \xff)
 //	    The output lists the skips so far.
 //	work [chunks=N]
 //	    works every pending chunk (or N), oldest job first
@@ -195,7 +196,7 @@ func runCommand(t *testing.T, e *env, fields []string, args map[string]int, inpu
 				if f[4] != "-" {
 					data = []byte(f[4])
 				}
-				e.apply(e.msg(f[1], dash(f[2]), dash(f[3]), data))
+				e.apply(e.msg(f[1], unescape(t, dash(f[2])), unescape(t, dash(f[3])), data))
 			default:
 				t.Fatalf("apply: bad line %q", l)
 			}
@@ -264,4 +265,12 @@ func runCommand(t *testing.T, e *env, fields []string, args map[string]int, inpu
 	}
 	t.Fatalf("unknown command %q", fields[0])
 	return nil
+}
+
+func unescape(t *testing.T, s string) string {
+	u, err := strconv.Unquote(`"` + s + `"`)
+	if err != nil {
+		t.Fatalf("bad escape in %q: %v", s, err)
+	}
+	return u
 }

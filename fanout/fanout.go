@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/google/uuid"
@@ -236,8 +237,20 @@ func (f *Fanout) checkPair(e *schema.Event) string {
 		return SkipMissingUser
 	case e.Author == "":
 		return SkipMissingAuthor
+	case !utf8.ValidString(e.User) || !utf8.ValidString(e.Author):
+		return SkipInvalidName
 	case e.User == e.Author:
 		return SkipSelfFollow
+	}
+	return ""
+}
+
+func checkAuthor(e *schema.Event) string {
+	switch {
+	case e.Author == "":
+		return SkipMissingAuthor
+	case !utf8.ValidString(e.Author):
+		return SkipInvalidName
 	}
 	return ""
 }
@@ -338,11 +351,11 @@ func (f *Fanout) unfollow(ctx context.Context, b *storage.Batch, st *batchState,
 
 func (f *Fanout) post(ctx context.Context, b *storage.Batch, st *batchState, m *Message, p *Prepared) (string, error) {
 	e := &m.Event
-	if e.Author == "" {
-		return SkipMissingAuthor, nil
+	if r := checkAuthor(e); r != "" {
+		return r, nil
 	}
 	if e.ID.Version() != 1 {
-		return "", fmt.Errorf("post id %s is not a version 1 UUID", e.ID)
+		return SkipInvalidPostID, nil
 	}
 	if _, ok, err := f.userlinePost(ctx, st, e.Author, e.ID); err != nil {
 		return "", err
@@ -396,8 +409,8 @@ func (f *Fanout) putJob(b *storage.Batch, job int64, kind, author string, id uui
 
 func (f *Fanout) deletePost(ctx context.Context, b *storage.Batch, st *batchState, m *Message, p *Prepared) (string, error) {
 	e := &m.Event
-	if e.Author == "" {
-		return SkipMissingAuthor, nil
+	if r := checkAuthor(e); r != "" {
+		return r, nil
 	}
 	id, reason := parsePostID(e.Data)
 	if reason != "" {

@@ -7,6 +7,7 @@ const (
 	SkipMissingUser     = "missing_user"
 	SkipMissingAuthor   = "missing_author"
 	SkipSelfFollow      = "self_follow"
+	SkipInvalidName     = "invalid_name"
 	SkipMissingPostID   = "missing_post_id"
 	SkipInvalidPostID   = "invalid_post_id"
 	SkipUnknownPost     = "unknown_post"
