@@ -26,7 +26,7 @@ package catalog
 //	following        user         | author text ASC            | since bigint
 //	userline         author       | post_id timeuuid DESC      | data blob, job bigint (only if pushed)
 //	timeline         user         | post_id timeuuid DESC      | author text, data blob, time timestamp
-//	_fanout_jobs     "jobs"       | job bigint ASC, shard int ASC | kind text, author text, post_id timeuuid,
+//	_fanout_jobs     "jobs"       | job bigint ASC, part int ASC | kind text, author text, post_id timeuuid,
 //	                                                             data blob, followers bigint,
 //	                                                             shards int, cursor text, chunks bigint
 //	_fanout_deleted  author       | post_id timeuuid DESC      | "" (row marker, empty value)
@@ -35,8 +35,9 @@ package catalog
 //
 // since is the write timestamp of the follow that created the edge: a
 // timeline row written before it (a copy from an earlier follow period) is
-// not shown. A job row's shards is the shard count the job was split
-// with, so a restart with another count finishes it as it was split. job
+// not shown. A job is split into parts (fanout: Shards times up to
+// Workers); a job row's shards column is the part count the job was split
+// with, so a restart with other options finishes it as it was split. job
 // is the write timestamp of the post message, the key of its
 // fan-out job. A timeline row's cells expire at the post time plus the
 // timeline TTL; a _fanout_deleted row at the post time plus the timeline
@@ -95,7 +96,7 @@ var (
 	// _fanout_deleted: newest first.
 	PostClustering = bucket.ClusteringLayout{{Name: "post_id", Type: bucket.TypeTimeUUID, Order: bucket.Desc}}
 	// JobClustering is the clustering layout of _fanout_jobs.
-	JobClustering = bucket.ClusteringLayout{{Name: "job", Type: bucket.TypeBigint, Order: bucket.Asc}, {Name: "shard", Type: bucket.TypeInt, Order: bucket.Asc}}
+	JobClustering = bucket.ClusteringLayout{{Name: "job", Type: bucket.TypeBigint, Order: bucket.Asc}, {Name: "part", Type: bucket.TypeInt, Order: bucket.Asc}}
 
 	jobsPartition  = []byte("jobs")
 	largePartition = []byte("large")
@@ -162,16 +163,16 @@ func DecodePostKey(key []byte) (uuid.UUID, error) {
 	return PostClustering.DecodeTimeUUIDKey(key)
 }
 
-// JobKey returns the clustering key of one shard of a fan-out job.
-func JobKey(job int64, shard int32) []byte {
-	k, err := JobClustering.Encode(nil, job, shard)
+// JobKey returns the clustering key of one part of a fan-out job.
+func JobKey(job int64, part int32) []byte {
+	k, err := JobClustering.Encode(nil, job, part)
 	if err != nil {
 		panic("BUG: job key: " + err.Error())
 	}
 	return k
 }
 
-// JobPrefixEnd returns the exclusive end of every shard of job.
+// JobPrefixEnd returns the exclusive end of every part of job.
 func JobPrefixEnd(job int64) []byte {
 	p, err := JobClustering.EncodePrefix(nil, job)
 	if err != nil {
@@ -180,7 +181,7 @@ func JobPrefixEnd(job int64) []byte {
 	return bucket.PrefixEnd(p)
 }
 
-// JobPrefix returns the start of every shard of job.
+// JobPrefix returns the start of every part of job.
 func JobPrefix(job int64) []byte {
 	p, err := JobClustering.EncodePrefix(nil, job)
 	if err != nil {
@@ -190,7 +191,7 @@ func JobPrefix(job int64) []byte {
 }
 
 // DecodeJobKey decodes a clustering key of _fanout_jobs.
-func DecodeJobKey(key []byte) (job int64, shard int32, err error) {
+func DecodeJobKey(key []byte) (job int64, part int32, err error) {
 	v, err := JobClustering.Decode(key)
 	if err != nil {
 		return 0, 0, fmt.Errorf("cannot decode fan-out job key: %w", err)

@@ -4,7 +4,7 @@ package fanout
 // input lines, a line "----", and the expected output, up to a blank line.
 // Run with -rewrite to regenerate the expected outputs. Commands:
 //
-//	options threshold=N chunk=N shards=N cap=N trim=N backfill=N
+//	options threshold=N chunk=N shards=N cap=N trim=N backfill=N workers=N
 //	    (first, before any other command) the fan-out options
 //	apply
 //	    one event per input line, applied one message per batch:
@@ -19,7 +19,7 @@ package fanout
 //	    post "LABEL AUTHOR TEXT", then the page count
 //	followers AUTHOR | following USER [limit=N]
 //	jobs
-//	    the pending job rows: "job SEQ shard N KIND AUTHOR POST
+//	    the pending job rows: "job SEQ part N KIND AUTHOR POST
 //	    cursor=NAME chunks=N followers=N", SEQ being the sequence of the
 //	    message that created the job
 //	reopen
@@ -43,9 +43,10 @@ import (
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected outputs of testdata/*.txt")
 
 type ddCase struct {
-	cmd   string
-	input []string
-	want  []string
+	comments []string // the "#" lines before the command
+	cmd      string
+	input    []string
+	want     []string
 }
 
 func parseDataDriven(t *testing.T, path string) []ddCase {
@@ -54,13 +55,19 @@ func parseDataDriven(t *testing.T, path string) []ddCase {
 		t.Fatal(err)
 	}
 	var cases []ddCase
+	var comments []string
 	lines := strings.Split(string(raw), "\n")
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
-		if strings.TrimSpace(l) == "" || strings.HasPrefix(l, "#") {
+		if strings.HasPrefix(l, "#") {
+			comments = append(comments, l)
 			continue
 		}
-		c := ddCase{cmd: l}
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		c := ddCase{cmd: l, comments: comments}
+		comments = nil
 		i++
 		for ; i < len(lines) && lines[i] != "----"; i++ {
 			c.input = append(c.input, lines[i])
@@ -114,12 +121,16 @@ func TestDataDriven(t *testing.T) {
 						set("cap", &opts.TimelineCap)
 						set("trim", &opts.TrimEvery)
 						set("backfill", &opts.Backfill)
+						set("workers", &opts.Workers)
 					}
 					e = newEnv(t, opts)
 				}
 				got := runCommand(t, e, fields, args, c.input)
 				if !*rewrite && strings.Join(got, "\n") != strings.Join(c.want, "\n") {
 					t.Errorf("%s: %s\ngot:\n%s\nwant:\n%s", path, c.cmd, strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+				}
+				for _, l := range c.comments {
+					fmt.Fprintf(&out, "%s\n", l)
 				}
 				fmt.Fprintf(&out, "%s\n", c.cmd)
 				for _, l := range c.input {
@@ -169,8 +180,8 @@ func runCommand(t *testing.T, e *env, fields []string, args map[string]int, inpu
 			if j.hasCursor {
 				cursor = j.cursor
 			}
-			out = append(out, fmt.Sprintf("job %d shard %d %s %s %s cursor=%s chunks=%d followers=%d",
-				j.Job>>subBits, j.Shard, j.kind, j.author, e.label(j.postID), cursor, j.chunks, j.followers))
+			out = append(out, fmt.Sprintf("job %d part %d/%d %s %s %s cursor=%s chunks=%d followers=%d",
+				j.Job>>subBits, j.Shard, j.shards, j.kind, j.author, e.label(j.postID), cursor, j.chunks, j.followers))
 		}
 		if err := it.Err(); err != nil {
 			t.Fatal(err)

@@ -27,7 +27,8 @@
 //     Options.CleanupScan) are deleted.
 //   - post (author; its event id is the post id): a userline row; if the
 //     author has followers and is not large, a fan-out job (one row per
-//     shard in _fanout_jobs) that workers push chunk by chunk.
+//     part in _fanout_jobs: Shards times up to Workers parts) that workers
+//     push chunk by chunk.
 //   - post_delete (author, data.post_id): the userline row is deleted, a
 //     _fanout_deleted marker is written (the read-time filter), the post's
 //     pending job is cancelled and, if it was pushed, a delete job removes

@@ -65,6 +65,9 @@ type Fanout struct {
 	postTypes map[string]bool
 	wake      chan struct{}
 
+	// finishMu orders the last chunks of a job's parts (jobs.go).
+	finishMu sync.Mutex
+
 	logMu   sync.Mutex
 	lastLog map[string]time.Time
 }
@@ -384,14 +387,27 @@ func (f *Fanout) post(ctx context.Context, b *storage.Batch, st *batchState, m *
 	return "", nil
 }
 
+// jobParts is how many parts a job over that many followers is split
+// into: Shards times up to Workers, so that one large job keeps every
+// worker busy. Part p holds the followers whose xxhash is p modulo the
+// part count; since the part count is a multiple of Shards, every
+// follower of part p is in timeline shard p % Shards, and a shard's owner
+// works the parts p with p % Shards equal to its shard.
+func (f *Fanout) jobParts(followers int64) int {
+	perShard := (followers + int64(f.opts.Shards) - 1) / int64(f.opts.Shards)
+	k := min(int64(f.opts.Workers), (perShard+int64(f.opts.ChunkSize)-1)/int64(f.opts.ChunkSize))
+	return f.opts.Shards * int(max(k, 1))
+}
+
 func (f *Fanout) putJob(b *storage.Batch, job int64, kind, author string, id uuid.UUID, data []byte, followers int64) {
 	kindV, authorV, idV, followersV := catalog.TextValue(kind), catalog.TextValue(author), catalog.TimeUUIDValue(id), catalog.BigintValue(followers)
-	shardsV := catalog.IntValue(int32(f.opts.Shards))
+	parts := f.jobParts(followers)
+	shardsV := catalog.IntValue(int32(parts))
 	var dataV []byte
 	if kind == catalog.JobKindPost {
 		dataV = catalog.BlobValue(data)
 	}
-	for s := 0; s < f.opts.Shards; s++ {
+	for s := 0; s < parts; s++ {
 		key := catalog.JobKey(job, int32(s))
 		put := func(col string, v []byte) {
 			b.Put(catalog.FanoutJobsTable, catalog.JobsPartition(), key, []byte(col), v, job)

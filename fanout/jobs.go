@@ -15,15 +15,17 @@ import (
 	"github.com/eventide/eventide/storage"
 )
 
-// ChunkRef names the next chunk of one shard of a pending fan-out job.
+// ChunkRef names the next chunk of one part of a pending fan-out job.
 type ChunkRef struct {
 	// Job is the job's key: the write timestamp of the message that
 	// created it.
-	Job   int64
+	Job int64
+	// Shard is the part (jobParts): its followers are in timeline shard
+	// Shard % Options.Shards.
 	Shard int32
 }
 
-// job is one shard's row of _fanout_jobs.
+// job is one part's row of _fanout_jobs.
 type job struct {
 	ChunkRef
 	kind      string
@@ -38,7 +40,7 @@ type job struct {
 }
 
 // PendingChunks returns up to limit chunks that can be worked now, oldest
-// job first, one per job shard (a shard's chunks go one after the other:
+// job first, one per job part (a part's chunks go one after the other:
 // each starts at the cursor the previous one stored). It also refreshes
 // the pending-chunk metrics, walking every pending job row.
 func (f *Fanout) PendingChunks(ctx context.Context, limit int) ([]ChunkRef, error) {
@@ -96,23 +98,23 @@ func decodeJob(row *storage.Row) (job, error) {
 			j.chunks, err = catalog.DecodeBigint(c.Value)
 		}
 		if err != nil {
-			return job{}, fmt.Errorf("cannot decode fan-out job %d shard %d column %s: %w", j.Job, j.Shard, c.Column, err)
+			return job{}, fmt.Errorf("cannot decode fan-out job %d part %d column %s: %w", j.Job, j.Shard, c.Column, err)
 		}
 	}
 	if j.kind != catalog.JobKindPost && j.kind != catalog.JobKindDelete || j.author == "" || j.postID.Version() != 1 ||
 		j.shards <= 0 || j.Shard < 0 || j.Shard >= j.shards {
-		return job{}, fmt.Errorf("cannot decode fan-out job %d shard %d: %w: kind %q author %q post %s shards %d",
+		return job{}, fmt.Errorf("cannot decode fan-out job %d part %d: %w: kind %q author %q post %s parts %d",
 			j.Job, j.Shard, storage.ErrCorruption, j.kind, j.author, j.postID, j.shards)
 	}
 	return j, nil
 }
 
 // WorkChunk works the next chunk of ref: it streams the author's
-// followers from the shard's cursor, takes up to ChunkSize of them that
-// are in the shard (and, for a post, followed before it), and writes in
+// followers from the part's cursor, takes up to ChunkSize of them that
+// are in the part (and, for a post, followed before it), and writes in
 // one atomic batch their timeline copies (or, for a delete job, the
-// copies' deletion), any trims, and the shard's new cursor, or the job
-// row's deletion when the shard is done. It reports whether the shard is
+// copies' deletion), any trims, and the part's new cursor, or the job
+// row's deletion when the part is done. It reports whether the part is
 // done. A ref whose job is gone (finished, or cancelled by a delete) is
 // done.
 func (f *Fanout) WorkChunk(ctx context.Context, ref ChunkRef) (done bool, err error) {
@@ -162,19 +164,37 @@ func (f *Fanout) WorkChunk(ctx context.Context, ref ChunkRef) (done bool, err er
 	} else {
 		b.DeleteRow(catalog.FanoutJobsTable, catalog.JobsPartition(), jobKey, ref.Job+subSteps-1)
 	}
-	if err := f.db.Apply(&b); err != nil {
-		return false, fmt.Errorf("cannot apply chunk of fan-out job %d shard %d: %w", ref.Job, ref.Shard, err)
+	if more || j.kind != catalog.JobKindPost {
+		if err := f.db.Apply(&b); err != nil {
+			return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)
+		}
+		return !more, nil
 	}
-	if !more && j.kind == catalog.JobKindPost {
+	// The last chunk of a part: the post's lag is observed when no other
+	// part is left. finishMu makes "apply, then look for other parts"
+	// atomic among this process's workers, so it is observed once.
+	f.finishMu.Lock()
+	defer f.finishMu.Unlock()
+	if err := f.db.Apply(&b); err != nil {
+		return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)
+	}
+	it, err := f.db.Slice(ctx, storage.SliceQuery{Table: catalog.FanoutJobsTable, Partition: catalog.JobsPartition(),
+		Start: storage.Bound{Key: catalog.JobPrefix(ref.Job), Inclusive: true}, End: storage.Bound{Key: catalog.JobPrefixEnd(ref.Job)}, Limit: 1})
+	if err != nil {
+		return true, nil // the chunk is applied; only the metric is lost
+	}
+	last := !it.Next()
+	it.Close()
+	if last {
 		if t, err := bucket.TimeOf(j.postID); err == nil {
 			f.m.lag.Observe(f.opts.Now().Sub(t).Seconds())
 		}
 	}
-	return !more, nil
+	return true, nil
 }
 
 // nextFollowers streams the job author's followers after the cursor and
-// returns the next chunk of those in the job's shard, and whether another
+// returns the next chunk of those in the job's part, and whether another
 // one of them follows. A post skips followers whose edge is newer than
 // the post: their follow already decided what they get.
 func (f *Fanout) nextFollowers(ctx context.Context, j *job) (names []string, more bool, err error) {
@@ -301,7 +321,7 @@ func (f *Fanout) Run(ctx context.Context) error {
 			delete(inFlight, res.ref)
 			if res.err != nil && ctx.Err() == nil {
 				f.m.chunkErrors.Inc()
-				f.opts.Logger.Error("fan-out chunk failed; retrying", "job", res.ref.Job, "shard", res.ref.Shard, "err", res.err)
+				f.opts.Logger.Error("fan-out chunk failed; retrying", "job", res.ref.Job, "part", res.ref.Shard, "err", res.err)
 				if !errors.Is(res.err, context.Canceled) {
 					retry = time.After(time.Second)
 				}

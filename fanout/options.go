@@ -31,10 +31,11 @@ type Options struct {
 	// ChunkSize is the most followers one chunk of a job writes.
 	ChunkSize int
 	// Shards is how many shards the timeline partitions are split into
-	// (xxhash64 of the partition key modulo Shards); a job has one row,
-	// and its chunks one cursor, per shard.
+	// (xxhash64 of the partition key modulo Shards).
 	Shards int
-	// Workers bounds how many chunks are worked at once.
+	// Workers bounds how many chunks are worked at once. A job is split
+	// into Shards times up to Workers parts, each with its own cursor, so
+	// that one large job keeps every worker busy.
 	Workers int
 	// Backfill is how many of an author's newest posts a follow copies.
 	Backfill int
