@@ -4,6 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"testing"
 	"time"
@@ -119,4 +122,57 @@ func BenchmarkTimelineRead(b *testing.B) {
 	b.StopTimer()
 	slices.Sort(times)
 	b.ReportMetric(float64(times[(len(times)*99)/100].Microseconds())/1000, "p99-ms")
+}
+
+var (
+	benchMemFollowers = flag.Int("bench.memfollowers", 1_000_000, "BenchmarkFanoutMemory: followers of the author")
+	benchHeapProfile  = flag.String("bench.heapprofile", "", "BenchmarkFanoutMemory: write a heap profile here when half the rows are written")
+)
+
+// BenchmarkFanoutMemory reports how much the Go heap grows (peak in use,
+// sampled every millisecond, minus the heap before the post) while one
+// post by an author with -bench.memfollowers followers is delivered by
+// Run: the fan-out's chunks plus the storage engine's memtables and
+// flushes, which the fan-out's writes fill.
+//
+//	go test ./fanout -run XXX -bench BenchmarkFanoutMemory -benchtime 1x
+func BenchmarkFanoutMemory(b *testing.B) {
+	o := DefaultOptions()
+	o.LargeThreshold = 1 << 40
+	e := newEnv(b, o)
+	e.followMany("star", *benchMemFollowers)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.f.Run(ctx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		base, peak := ms.HeapInuse, ms.HeapInuse
+		want := e.counter("eventide_fanout_timeline_rows_written_total") + float64(*benchMemFollowers)
+		e.apply(e.post("star", fmt.Sprintf("p%d", i), "hello"))
+		profiled := *benchHeapProfile == ""
+		for n := e.counter("eventide_fanout_timeline_rows_written_total"); n < want; n = e.counter("eventide_fanout_timeline_rows_written_total") {
+			if !profiled && n >= want-float64(*benchMemFollowers)/2 {
+				profiled = true
+				f, err := os.Create(*benchHeapProfile)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := pprof.WriteHeapProfile(f); err != nil {
+					b.Fatal(err)
+				}
+				f.Close()
+			}
+			time.Sleep(time.Millisecond)
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+		}
+		b.ReportMetric(float64(peak-base)/(1<<20), "peak-heap-growth-MiB")
+	}
 }
