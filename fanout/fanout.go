@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -65,6 +66,9 @@ type Fanout struct {
 	postTypes map[string]bool
 	wake      chan struct{}
 
+	// scanFrom is the oldest job key PendingChunks last saw pending;
+	// maxCommittedJob the newest job key Committed has seen (jobs.go).
+	scanFrom, maxCommittedJob atomic.Int64
 	// finishMu orders the last chunks of a job's parts (jobs.go).
 	finishMu sync.Mutex
 
@@ -106,6 +110,8 @@ type Prepared struct {
 	Jobs int
 	// Skipped counts skipped messages by reason.
 	Skipped map[string]int
+	// lastJob is the key of the newest job created.
+	lastJob int64
 }
 
 // Apply prepares msgs, applies them in one batch and calls Committed. For
@@ -132,6 +138,9 @@ func (f *Fanout) Committed(p Prepared) {
 		f.m.skipped.WithLabelValues(reason).Add(float64(n))
 	}
 	if p.Jobs > 0 {
+		if p.lastJob > f.maxCommittedJob.Load() {
+			f.maxCommittedJob.Store(p.lastJob)
+		}
 		f.Wake()
 	}
 }
@@ -382,6 +391,7 @@ func (f *Fanout) post(ctx context.Context, b *storage.Batch, st *batchState, m *
 		b.Put(catalog.UserlineTable, partition, key, []byte(catalog.ColJob), catalog.BigintValue(ts), ts)
 		f.putJob(b, ts, catalog.JobKindPost, e.Author, e.ID, data, as.followers)
 		p.Jobs++
+		p.lastJob = ts
 	}
 	st.posts[e.Author] = append(st.posts[e.Author], pp)
 	return "", nil
@@ -458,6 +468,7 @@ func (f *Fanout) deletePost(ctx context.Context, b *storage.Batch, st *batchStat
 		}
 		f.putJob(b, ts, catalog.JobKindDelete, e.Author, id, nil, as.followers)
 		p.Jobs++
+		p.lastJob = ts
 	}
 	return "", nil
 }

@@ -251,7 +251,7 @@ func TestPendingMetrics(t *testing.T) {
 	}
 	msgs = append(msgs, e.follow("f1", "b"), e.post("a", "p", "x"), e.post("b", "q", "y"))
 	e.apply(msgs...)
-	if _, err := e.f.PendingChunks(context.Background(), 10); err != nil {
+	if err := e.f.RefreshPendingMetrics(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.counter("eventide_fanout_pending_chunks"); got != 4 {
@@ -305,5 +305,29 @@ func TestShardCountChangeMidJob(t *testing.T) {
 	e.work()
 	for _, u := range users {
 		e.wantTimeline(u, "p")
+	}
+}
+
+// TestPendingScanSkipsFinishedJobs: looking for pending chunks does not
+// walk the row tombstones that finished jobs leave in the jobs partition.
+func TestPendingScanSkipsFinishedJobs(t *testing.T) {
+	e := newEnv(t, DefaultOptions())
+	e.apply(e.follow("u", "a"))
+	for i := 0; i < 200; i++ {
+		e.apply(e.post("a", fmt.Sprintf("p%d", i), "x"))
+		e.work()
+	}
+	e.apply(e.post("a", "last", "x"))
+	before := e.db.Metrics().TombstonesRead
+	refs, err := e.f.PendingChunks(context.Background(), 10)
+	if err != nil || len(refs) != 1 {
+		t.Fatalf("pending %v %v, want the last post's job", refs, err)
+	}
+	if n := e.db.Metrics().TombstonesRead - before; n > 10 {
+		t.Errorf("listing pending chunks read %d tombstones; the 200 finished jobs' must be skipped", n)
+	}
+	e.work()
+	if got := e.timelineLabels("u", 50); len(got) != 201 || got[0] != "last" || got[200] != "p0" {
+		t.Errorf("timeline of u has %d posts (%v ... ), want 201 from last to p0", len(got), got[:min(3, len(got))])
 	}
 }

@@ -41,34 +41,91 @@ type job struct {
 
 // PendingChunks returns up to limit chunks that can be worked now, oldest
 // job first, one per job part (a part's chunks go one after the other:
-// each starts at the cursor the previous one stored). It also refreshes
-// the pending-chunk metrics, walking every pending job row.
+// each starts at the cursor the previous one stored).
+//
+// It reads from the oldest job it last saw pending, not from the start of
+// the jobs partition: finished jobs leave row tombstones there (for
+// gc_grace), and a scan from the start would walk all of them every time.
+// Jobs are keyed by stream position, so every job not seen yet is newer.
 func (f *Fanout) PendingChunks(ctx context.Context, limit int) ([]ChunkRef, error) {
-	it, err := f.db.Slice(ctx, storage.SliceQuery{Table: catalog.FanoutJobsTable, Partition: catalog.JobsPartition()})
-	if err != nil {
-		return nil, fmt.Errorf("cannot list fan-out jobs: %w", err)
-	}
-	defer it.Close()
+	committed := f.maxCommittedJob.Load() // before the scan: see advanceScanFrom
 	var refs []ChunkRef
-	var pending, largest int64
-	for it.Next() {
-		j, err := decodeJob(it.Row())
-		if err != nil {
-			return nil, err
-		}
-		if len(refs) < limit {
-			refs = append(refs, j.ChunkRef)
-		}
-		perShard := (j.followers + int64(j.shards) - 1) / int64(j.shards)
-		pending += max(1, (perShard+int64(f.opts.ChunkSize)-1)/int64(f.opts.ChunkSize)-j.chunks)
-		largest = max(largest, j.followers)
+	err := f.scanJobs(ctx, func(j *job) bool {
+		refs = append(refs, j.ChunkRef)
+		return len(refs) < limit
+	})
+	if err != nil {
+		return nil, err
 	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("cannot list fan-out jobs: %w", err)
+	if len(refs) > 0 {
+		f.advanceScanFrom(refs[0].Job)
+	} else {
+		// Everything applied up to committed is done; jobs applied since
+		// are newer.
+		f.advanceScanFrom(committed + 1)
+		f.m.pendingChunks.Set(0)
+		f.m.largestPending.Set(0)
+	}
+	return refs, nil
+}
+
+// RefreshPendingMetrics walks every pending job row and sets the pending
+// chunk gauges (estimated from the follower count at post time). Run calls
+// it at most once a second.
+func (f *Fanout) RefreshPendingMetrics(ctx context.Context) error {
+	var pending, largest int64
+	err := f.scanJobs(ctx, func(j *job) bool {
+		perPart := (j.followers + int64(j.shards) - 1) / int64(j.shards)
+		pending += max(1, (perPart+int64(f.opts.ChunkSize)-1)/int64(f.opts.ChunkSize)-j.chunks)
+		largest = max(largest, j.followers)
+		return true
+	})
+	if err != nil {
+		return err
 	}
 	f.m.pendingChunks.Set(float64(pending))
 	f.m.largestPending.Set(float64(largest))
-	return refs, nil
+	return nil
+}
+
+// scanJobs calls fn with the pending job rows from the scan watermark on,
+// in job order, until fn returns false.
+func (f *Fanout) scanJobs(ctx context.Context, fn func(*job) bool) error {
+	q := storage.SliceQuery{Table: catalog.FanoutJobsTable, Partition: catalog.JobsPartition()}
+	if from := f.scanFrom.Load(); from > 0 {
+		q.Start = storage.Bound{Key: catalog.JobPrefix(from), Inclusive: true}
+	}
+	it, err := f.db.Slice(ctx, q)
+	if err != nil {
+		return fmt.Errorf("cannot list fan-out jobs: %w", err)
+	}
+	defer it.Close()
+	for it.Next() {
+		j, err := decodeJob(it.Row())
+		if err != nil {
+			return err
+		}
+		if !fn(&j) {
+			break
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("cannot list fan-out jobs: %w", err)
+	}
+	return nil
+}
+
+// advanceScanFrom moves the scan watermark up to job (never down). It is
+// safe because batches are applied in stream order: a job not applied yet
+// when a scan began is newer than every job the scan can see, and newer
+// than the committed maximum read before it.
+func (f *Fanout) advanceScanFrom(job int64) {
+	for {
+		cur := f.scanFrom.Load()
+		if job <= cur || f.scanFrom.CompareAndSwap(cur, job) {
+			return
+		}
+	}
 }
 
 func decodeJob(row *storage.Row) (job, error) {
@@ -291,7 +348,14 @@ func (f *Fanout) Run(ctx context.Context) error {
 	inFlight := map[ChunkRef]bool{}
 	done := make(chan result)
 	var retry <-chan time.Time
+	var refreshed time.Time
 	for {
+		if now := f.opts.Now(); now.Sub(refreshed) >= time.Second && ctx.Err() == nil {
+			refreshed = now
+			if err := f.RefreshPendingMetrics(ctx); err != nil && ctx.Err() == nil {
+				f.opts.Logger.Warn("cannot refresh fan-out metrics", "err", err)
+			}
+		}
 		if len(inFlight) < f.opts.Workers && retry == nil && ctx.Err() == nil {
 			refs, err := f.PendingChunks(ctx, f.opts.Workers*4)
 			if err != nil && ctx.Err() == nil {
