@@ -52,8 +52,11 @@ type TimelineOptions struct {
 	TimelineTTL time.Duration
 	// MaxScan bounds the rows one page examines (filtered rows included);
 	// a page that reaches it ends early with a token. Default 10,000.
-	MaxScan    int
-	Now        func() time.Time
+	MaxScan int
+	// FailTombstones: a slice of a page that scans more tombstones fails
+	// with ErrTooManyTombstones (default DefaultFailTombstones).
+	FailTombstones int
+	Now            func() time.Time
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 }
@@ -74,6 +77,9 @@ func NewTimelines(db Store, opts TimelineOptions) (*Timelines, error) {
 	}
 	if opts.MaxScan <= 0 {
 		opts.MaxScan = 10_000
+	}
+	if opts.FailTombstones <= 0 {
+		opts.FailTombstones = DefaultFailTombstones
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -139,11 +145,12 @@ type postSource struct {
 	end       storage.Bound
 	done      bool
 	page      int
+	maxTomb   int
 }
 
 func (s *postSource) head(ctx context.Context, db Store) (*storage.Row, error) {
 	for len(s.buf) == 0 && !s.done {
-		it, err := db.Slice(ctx, storage.SliceQuery{Table: s.table, Partition: s.partition, Start: s.next, End: s.end, Limit: s.page})
+		it, err := db.Slice(ctx, storage.SliceQuery{Table: s.table, Partition: s.partition, Start: s.next, End: s.end, Limit: s.page, MaxTombstones: s.maxTomb})
 		if err != nil {
 			return nil, fmt.Errorf("cannot read %s of %s: %w", s.table, s.partition, err)
 		}
@@ -198,13 +205,13 @@ func (t *Timelines) Timeline(ctx context.Context, q TimelineQuery) (TimelinePage
 		end = storage.Bound{Key: catalog.PostKey(oldest), Inclusive: true}
 	}
 	f := &readFilter{t: t, user: q.User, follows: map[string]followState{}, deletes: map[string]bool{}}
-	sources := []*postSource{{table: catalog.TimelineTable, partition: []byte(q.User), next: start, end: end, page: limit + 1}}
+	sources := []*postSource{{table: catalog.TimelineTable, partition: []byte(q.User), next: start, end: end, page: limit + 1, maxTomb: t.opts.FailTombstones}}
 	large, err := t.followedLargeAuthors(ctx, f)
 	if err != nil {
 		return TimelinePage{}, err
 	}
 	for _, a := range large {
-		sources = append(sources, &postSource{table: catalog.UserlineTable, partition: []byte(a), author: a, next: start, end: end, page: limit + 1})
+		sources = append(sources, &postSource{table: catalog.UserlineTable, partition: []byte(a), author: a, next: start, end: end, page: limit + 1, maxTomb: t.opts.FailTombstones})
 	}
 	t.pullMerges.Observe(float64(len(large)))
 	page := TimelinePage{Pulled: len(large)}
@@ -415,7 +422,7 @@ func (t *Timelines) follows(ctx context.Context, table, name string, limit int, 
 		return FollowPage{}, fmt.Errorf("%w: limit %d is not 1 to %d", ErrInvalidQuery, limit, MaxLimit)
 	}
 	fp := fingerprint(table, name)
-	q := storage.SliceQuery{Table: table, Partition: []byte(name), Limit: limit + 1}
+	q := storage.SliceQuery{Table: table, Partition: []byte(name), Limit: limit + 1, MaxTombstones: t.opts.FailTombstones}
 	if pageToken != "" {
 		last, err := decodeToken(pageToken, tokenKindFollows, fp)
 		if err != nil {
