@@ -57,8 +57,8 @@ type TimelineOptions struct {
 	// with ErrTooManyTombstones (default DefaultFailTombstones).
 	FailTombstones int
 	Now            func() time.Time
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
 }
 
 // Timelines reads timelines and the follow graph. It is safe for
