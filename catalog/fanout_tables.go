@@ -24,7 +24,7 @@ package catalog
 //
 //	followers        author       | follower text ASC          | since bigint
 //	following        user         | author text ASC            | since bigint
-//	userline         author       | post_id timeuuid DESC      | data blob, job bigint (only if pushed)
+//	userline         author       | post_id timeuuid DESC      | data blob, job bigint (unless the author was large)
 //	timeline         user         | post_id timeuuid DESC      | author text, data blob, time timestamp
 //	_fanout_jobs     "jobs"       | job bigint ASC, part int ASC | kind text, author text, post_id timeuuid,
 //	                                                             data blob, followers bigint,
@@ -35,13 +35,15 @@ package catalog
 //
 // since is the write timestamp of the follow that created the edge: a
 // timeline row written before it (a copy from an earlier follow period) is
-// not shown. A job is split into parts (fanout: Shards times up to
-// Workers); a job row's shards column is the part count the job was split
-// with, so a restart with other options finishes it as it was split. job
-// is the write timestamp of the post message, the key of its
-// fan-out job. A timeline row's cells expire at the post time plus the
-// timeline TTL; a _fanout_deleted row at the post time plus the timeline
-// TTL, when no copy of the post can be live any more.
+// not shown. A userline row's job is the write timestamp of its post
+// message, which is also the key of its fan-out job if it has one; it is
+// present when the author was not large then (the post may have copies,
+// pushed or backfilled, that a delete must remove). A job is split into
+// parts (fanout: Shards times up to Workers); a job row's shards column is
+// the part count the job was split with, so a restart with other options
+// finishes it as it was split. A timeline row's cells expire at the post
+// time plus the timeline TTL; a _fanout_deleted row at the post time plus
+// the timeline TTL, when no copy of the post can be live any more.
 
 import (
 	"context"

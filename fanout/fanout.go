@@ -386,12 +386,17 @@ func (f *Fanout) post(ctx context.Context, b *storage.Batch, st *batchState, m *
 	}
 	b.Put(catalog.UserlineTable, partition, key, []byte(catalog.ColData), catalog.BlobValue(data), ts)
 	pp := pendingPost{id: e.ID, data: data}
-	if !as.large && as.followers > 0 {
+	if !as.large {
+		// Copied now or, by a later follow's backfill, later: its delete
+		// must clean timelines (the job column says so, and names the
+		// job, if there is one, to cancel).
 		pp.job = ts
 		b.Put(catalog.UserlineTable, partition, key, []byte(catalog.ColJob), catalog.BigintValue(ts), ts)
-		f.putJob(b, ts, catalog.JobKindPost, e.Author, e.ID, data, as.followers)
-		p.Jobs++
-		p.lastJob = ts
+		if as.followers > 0 {
+			f.putJob(b, ts, catalog.JobKindPost, e.Author, e.ID, data, as.followers)
+			p.Jobs++
+			p.lastJob = ts
+		}
 	}
 	st.posts[e.Author] = append(st.posts[e.Author], pp)
 	return "", nil
@@ -457,8 +462,11 @@ func (f *Fanout) deletePost(ctx context.Context, b *storage.Batch, st *batchStat
 	}
 	f.markDeleted(st, e.Author, id)
 	if post.job != 0 {
-		// Cancel the post's job (its chunks in flight write at the post's
-		// timestamp, below ts) and remove the copies it made.
+		// The post was made while its author was not large, so it may
+		// have copies (pushed, or backfilled by a follow). Cancel its job
+		// (chunks in flight write at the post's timestamp, below ts) and
+		// remove the copies from the current followers' timelines (the
+		// former followers' went with their unfollow).
 		b.DeleteRange(catalog.FanoutJobsTable, catalog.JobsPartition(),
 			storage.Bound{Key: catalog.JobPrefix(post.job), Inclusive: true},
 			storage.Bound{Key: catalog.JobPrefixEnd(post.job)}, ts)
@@ -466,9 +474,11 @@ func (f *Fanout) deletePost(ctx context.Context, b *storage.Batch, st *batchStat
 		if err != nil {
 			return "", err
 		}
-		f.putJob(b, ts, catalog.JobKindDelete, e.Author, id, nil, as.followers)
-		p.Jobs++
-		p.lastJob = ts
+		if as.followers > 0 {
+			f.putJob(b, ts, catalog.JobKindDelete, e.Author, id, nil, as.followers)
+			p.Jobs++
+			p.lastJob = ts
+		}
 	}
 	return "", nil
 }

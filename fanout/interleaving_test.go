@@ -331,3 +331,19 @@ func TestPendingScanSkipsFinishedJobs(t *testing.T) {
 		t.Errorf("timeline of u has %d posts (%v ... ), want 201 from last to p0", len(got), got[:min(3, len(got))])
 	}
 }
+
+// TestDeleteRemovesBackfilledCopies: a post made before its author had
+// followers is copied by a later follow's backfill; its delete must
+// remove that copy from storage too, not only hide it.
+func TestDeleteRemovesBackfilledCopies(t *testing.T) {
+	e := newEnv(t, DefaultOptions())
+	e.apply(e.post("a", "p", "x"))
+	e.apply(e.follow("u", "a"))
+	e.wantTimeline("u", "p")
+	e.apply(e.del("a", "p"))
+	e.wantTimeline("u")
+	e.work()
+	if n := e.rawTimelineRows("u"); n != 0 {
+		t.Errorf("u still stores %d copies of the deleted post", n)
+	}
+}
