@@ -16,6 +16,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 )
@@ -236,6 +237,29 @@ func labelValue(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
+}
+
+// rawTimelineIDs returns the post ids stored in user's timeline
+// partition, unfiltered, newest first.
+func (e *env) rawTimelineIDs(user string) []uuid.UUID {
+	e.t.Helper()
+	it, err := e.db.Slice(context.Background(), storage.SliceQuery{Table: "timeline", Partition: []byte(user)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer it.Close()
+	var out []uuid.UUID
+	for it.Next() {
+		id, err := catalog.DecodePostKey(it.Row().Clustering)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		out = append(out, id)
+	}
+	if err := it.Err(); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
 }
 
 // rawTimelineRows counts the rows stored in user's timeline partition,

@@ -204,6 +204,17 @@ func runModel(t *testing.T, seed uint64, ops int) {
 				if !slices.Equal(got, want) {
 					t.Fatalf("seed %d: drained timeline of %s:\n got  %v\n want %v", seed, u, labels(e, got), labels(e, want))
 				}
+				// Storage converged too: the stored copies are exactly
+				// the pushed ones, none left hidden by the read filter.
+				stored := e.rawTimelineIDs(u)
+				var pushed []uuid.UUID
+				for id := range m.pushed[u] {
+					pushed = append(pushed, id)
+				}
+				slices.SortFunc(pushed, func(a, b uuid.UUID) int { return -bucket.CompareTimeUUID(a, b) })
+				if !slices.Equal(stored, pushed) {
+					t.Fatalf("seed %d: drained timeline partition of %s stores\n %v\n want the pushed copies\n %v", seed, u, labels(e, stored), labels(e, pushed))
+				}
 				continue
 			}
 			// A subsequence of want.
