@@ -175,43 +175,64 @@ func decodeJob(row *storage.Row) (job, error) {
 // done. A ref whose job is gone (finished, or cancelled by a delete) is
 // done.
 func (f *Fanout) WorkChunk(ctx context.Context, ref ChunkRef) (done bool, err error) {
-	row, ok, err := catalog.ReadRow(ctx, f.db, catalog.FanoutJobsTable, catalog.JobsPartition(), catalog.JobKey(ref.Job, ref.Shard))
+	c, err := f.prepareChunk(ctx, ref)
 	if err != nil {
 		return false, err
 	}
+	return f.applyChunk(ctx, c)
+}
+
+// preparedChunk is a chunk read and turned into its batch, not applied
+// yet. Between the two, other messages may be applied: a chunk in flight.
+type preparedChunk struct {
+	ref    ChunkRef
+	gone   bool // the job row is gone: nothing to do
+	b      storage.Batch
+	more   bool
+	post   bool
+	postID uuid.UUID
+	rows   int
+}
+
+func (f *Fanout) prepareChunk(ctx context.Context, ref ChunkRef) (*preparedChunk, error) {
+	pc := &preparedChunk{ref: ref}
+	row, ok, err := catalog.ReadRow(ctx, f.db, catalog.FanoutJobsTable, catalog.JobsPartition(), catalog.JobKey(ref.Job, ref.Shard))
+	if err != nil {
+		return nil, err
+	}
 	if !ok {
-		return true, nil
+		pc.gone = true
+		return pc, nil
 	}
 	j, err := decodeJob(&row)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	names, more, err := f.nextFollowers(ctx, &j)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	var b storage.Batch
+	pc.more, pc.post, pc.postID = more, j.kind == catalog.JobKindPost, j.postID
+	b := &pc.b
 	key := catalog.PostKey(j.postID)
-	if j.kind == catalog.JobKindPost {
-		written := 0
+	if pc.post {
 		if c, ok := f.newPostCopy(j.postID, j.author, j.data); ok { // else expired: no copy would be live
 			for _, name := range names {
 				partition := []byte(name)
-				c.put(&b, partition, j.Job)
-				written++
+				c.put(b, partition, j.Job)
+				pc.rows++
 				if f.trimDue(name, j.postID) {
-					if err := f.trim(ctx, &b, partition, key, j.Job); err != nil {
-						return false, err
+					if err := f.trim(ctx, b, partition, key, j.Job); err != nil {
+						return nil, err
 					}
 				}
 			}
 		}
-		defer f.m.rowsWritten.Add(float64(written))
 	} else {
 		for _, name := range names {
 			b.DeleteRow(catalog.TimelineTable, []byte(name), key, j.Job)
 		}
-		defer f.m.rowsWritten.Add(float64(len(names)))
+		pc.rows = len(names)
 	}
 	jobKey := catalog.JobKey(ref.Job, ref.Shard)
 	if more {
@@ -221,20 +242,30 @@ func (f *Fanout) WorkChunk(ctx context.Context, ref ChunkRef) (done bool, err er
 	} else {
 		b.DeleteRow(catalog.FanoutJobsTable, catalog.JobsPartition(), jobKey, ref.Job+subSteps-1)
 	}
-	if more || j.kind != catalog.JobKindPost {
-		if err := f.db.Apply(&b); err != nil {
+	return pc, nil
+}
+
+func (f *Fanout) applyChunk(ctx context.Context, pc *preparedChunk) (done bool, err error) {
+	if pc.gone {
+		return true, nil
+	}
+	ref := pc.ref
+	if pc.more || !pc.post {
+		if err := f.db.Apply(&pc.b); err != nil {
 			return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)
 		}
-		return !more, nil
+		f.m.rowsWritten.Add(float64(pc.rows))
+		return !pc.more, nil
 	}
 	// The last chunk of a part: the post's lag is observed when no other
 	// part is left. finishMu makes "apply, then look for other parts"
 	// atomic among this process's workers, so it is observed once.
 	f.finishMu.Lock()
 	defer f.finishMu.Unlock()
-	if err := f.db.Apply(&b); err != nil {
+	if err := f.db.Apply(&pc.b); err != nil {
 		return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)
 	}
+	f.m.rowsWritten.Add(float64(pc.rows))
 	it, err := f.db.Slice(ctx, storage.SliceQuery{Table: catalog.FanoutJobsTable, Partition: catalog.JobsPartition(),
 		Start: storage.Bound{Key: catalog.JobPrefix(ref.Job), Inclusive: true}, End: storage.Bound{Key: catalog.JobPrefixEnd(ref.Job)}, Limit: 1})
 	if err != nil {
@@ -243,7 +274,7 @@ func (f *Fanout) WorkChunk(ctx context.Context, ref ChunkRef) (done bool, err er
 	last := !it.Next()
 	it.Close()
 	if last {
-		if t, err := bucket.TimeOf(j.postID); err == nil {
+		if t, err := bucket.TimeOf(pc.postID); err == nil {
 			f.m.lag.Observe(f.opts.Now().Sub(t).Seconds())
 		}
 	}
