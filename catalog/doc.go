@@ -14,6 +14,10 @@
 //     first hour bucket it applies to, so every hour is written and read
 //     with one sub-partition count and one TTL whatever the flag says
 //     today;
+//   - the fan-out tables (fanout_tables.go: followers, following,
+//     userline, timeline and the fan-out worker's own state), their byte
+//     layouts, key encoders and value helpers, written by fanout/ and read
+//     by reader/ (FanoutTableDefs, EnsureFanoutTables);
 //   - a schema.Table's writes into a storage.Batch (Insert, Update,
 //     DeleteRow, DeletePartition) and the decoding of a storage.Row
 //     (DecodeRow).

@@ -8,6 +8,11 @@
 //   - count queries (Counts) over the per-minute counts the writer keeps;
 //   - generic slices (Slice) over schema tables: a partition, bounds on any
 //     prefix of the clustering columns, order, limit;
+//   - timelines (Timelines.Timeline): the pushed timeline merged with the
+//     userlines of the large authors the user follows, newest first, with
+//     one page token, hiding at read time deleted posts and unfollowed
+//     authors that background cleanup has not reached; and pages of
+//     followers and following (timeline.go);
 //   - paging tokens, traces, and the per-query tombstone thresholds.
 //
 // Invariants:

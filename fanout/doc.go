@@ -1,0 +1,61 @@
+// Package fanout keeps the follow graph and the denormalized timelines:
+// follow, unfollow, post and post_delete events become storage batches in
+// stream order, and posts are copied (pushed) into their authors'
+// followers' timelines by a bounded pool of workers, in checkpointed
+// chunks.
+//
+// How to use it. The input is the stream of events in stream order, each
+// with its position (Position: consumer epoch and stream sequence):
+//
+//	f, _ := fanout.Open(db, fanout.DefaultOptions())
+//	var b storage.Batch
+//	p, _ := f.Prepare(ctx, &b, msgs)          // effects of msgs, in order
+//	catalog.PutCheckpoint(&b, consumer, last) // the consumer's checkpoint, same batch
+//	db.Apply(&b)
+//	f.Committed(p)                           // counts skips, wakes the workers
+//	go f.Run(ctx)                            // works pending chunks until ctx ends
+//
+// Apply does Prepare, Apply and Committed for callers (tests, tools) that
+// keep no checkpoint of their own.
+//
+// What each event does (tables in catalog/fanout_tables.go):
+//   - follow (user, author): the edge in followers and following, the
+//     author's follower count; unless the author is large, the author's
+//     newest Options.Backfill posts are copied into the user's timeline.
+//   - unfollow: the edge is deleted, the count decremented, and the
+//     author's copies found in the user's timeline (its newest rows, up to
+//     Options.CleanupScan) are deleted.
+//   - post (author; its event id is the post id): a userline row; if the
+//     author has followers and is not large, a fan-out job (one row per
+//     part in _fanout_jobs: Shards times up to Workers parts) that workers
+//     push chunk by chunk.
+//   - post_delete (author, data.post_id): the userline row is deleted, a
+//     _fanout_deleted marker is written (the read-time filter), the post's
+//     pending job is cancelled and, if it was pushed, a delete job removes
+//     the copies chunk by chunk.
+//
+// Invariants:
+//   - Every write of a message is timestamped with its stream position
+//     (WriteTimestamp), and every later message with a higher one. A chunk
+//     of a post's job, however late it runs, writes at the post's position,
+//     so the deletes and unfollows that follow it in the stream shadow it:
+//     the state converges to applying the events one by one in stream
+//     order. Applying a message twice writes the same cells again.
+//   - A chunk's timeline writes and its job progress are one atomic batch:
+//     a crash redoes at most the chunks in flight, and redoing a chunk
+//     rewrites the same cells.
+//   - A chunk skips followers whose edge is newer than the post (their
+//     follow backfilled it, or chose not to): only the stream order
+//     decides who gets a post.
+//   - Memory is bounded by Options.Workers chunks of Options.ChunkSize
+//     followers, whatever an author's follower count: the follower list is
+//     streamed from the store, never loaded.
+//   - An author becomes large (pull) when its follower count first passes
+//     Options.LargeThreshold, and stays large: its posts from then on are
+//     only in its userline, merged into timelines at read time
+//     (reader.Timelines). Posts pushed before stay pushed.
+//   - Bad input (a follow without user or author, a self-follow, a post
+//     without author, a delete of an unknown post, ...) is counted by
+//     reason, logged at most once per reason per minute, and skipped;
+//     it never blocks.
+package fanout

@@ -1,0 +1,435 @@
+package fanout
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/google/uuid"
+
+	"github.com/eventide/eventide/bucket"
+	"github.com/eventide/eventide/catalog"
+	"github.com/eventide/eventide/storage"
+)
+
+// ChunkRef names the next chunk of one part of a pending fan-out job.
+type ChunkRef struct {
+	// Job is the job's key: the write timestamp of the message that
+	// created it.
+	Job int64
+	// Shard is the part (jobParts): its followers are in timeline shard
+	// Shard % Options.Shards.
+	Shard int32
+}
+
+// job is one part's row of _fanout_jobs.
+type job struct {
+	ChunkRef
+	kind      string
+	author    string
+	postID    uuid.UUID
+	data      []byte
+	followers int64
+	shards    int32
+	cursor    string
+	hasCursor bool
+	chunks    int64
+}
+
+// PendingChunks returns up to limit chunks that can be worked now, oldest
+// job first, one per job part (a part's chunks go one after the other:
+// each starts at the cursor the previous one stored).
+//
+// It reads from the oldest job it last saw pending, not from the start of
+// the jobs partition: finished jobs leave row tombstones there (for
+// gc_grace), and a scan from the start would walk all of them every time.
+// Jobs are keyed by stream position, so every job not seen yet is newer.
+func (f *Fanout) PendingChunks(ctx context.Context, limit int) ([]ChunkRef, error) {
+	committed := f.maxCommittedJob.Load() // before the scan: see advanceScanFrom
+	var refs []ChunkRef
+	err := f.scanJobs(ctx, func(j *job) bool {
+		refs = append(refs, j.ChunkRef)
+		return len(refs) < limit
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(refs) > 0 {
+		f.advanceScanFrom(refs[0].Job)
+	} else {
+		// Everything applied up to committed is done; jobs applied since
+		// are newer.
+		f.advanceScanFrom(committed + 1)
+		f.m.pendingChunks.Set(0)
+		f.m.largestPending.Set(0)
+	}
+	return refs, nil
+}
+
+// RefreshPendingMetrics walks every pending job row and sets the pending
+// chunk gauges (estimated from the follower count at post time). Run calls
+// it at most once a second.
+func (f *Fanout) RefreshPendingMetrics(ctx context.Context) error {
+	var pending, largest int64
+	err := f.scanJobs(ctx, func(j *job) bool {
+		perPart := (j.followers + int64(j.shards) - 1) / int64(j.shards)
+		pending += max(1, (perPart+int64(f.opts.ChunkSize)-1)/int64(f.opts.ChunkSize)-j.chunks)
+		largest = max(largest, j.followers)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	f.m.pendingChunks.Set(float64(pending))
+	f.m.largestPending.Set(float64(largest))
+	return nil
+}
+
+// scanJobs calls fn with the pending job rows from the scan watermark on,
+// in job order, until fn returns false.
+func (f *Fanout) scanJobs(ctx context.Context, fn func(*job) bool) error {
+	q := storage.SliceQuery{Table: catalog.FanoutJobsTable, Partition: catalog.JobsPartition()}
+	if from := f.scanFrom.Load(); from > 0 {
+		q.Start = storage.Bound{Key: catalog.JobPrefix(from), Inclusive: true}
+	}
+	it, err := f.db.Slice(ctx, q)
+	if err != nil {
+		return fmt.Errorf("cannot list fan-out jobs: %w", err)
+	}
+	defer it.Close()
+	for it.Next() {
+		j, err := decodeJob(it.Row())
+		if err != nil {
+			return err
+		}
+		if !fn(&j) {
+			break
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("cannot list fan-out jobs: %w", err)
+	}
+	return nil
+}
+
+// advanceScanFrom moves the scan watermark up to job (never down). It is
+// safe because batches are applied in stream order: a job not applied yet
+// when a scan began is newer than every job the scan can see, and newer
+// than the committed maximum read before it.
+func (f *Fanout) advanceScanFrom(job int64) {
+	for {
+		cur := f.scanFrom.Load()
+		if job <= cur || f.scanFrom.CompareAndSwap(cur, job) {
+			return
+		}
+	}
+}
+
+func decodeJob(row *storage.Row) (job, error) {
+	var j job
+	var err error
+	if j.Job, j.Shard, err = catalog.DecodeJobKey(row.Clustering); err != nil {
+		return job{}, err
+	}
+	for _, c := range row.Cells {
+		switch string(c.Column) {
+		case catalog.ColKind:
+			j.kind, err = catalog.DecodeText(c.Value)
+		case catalog.ColAuthor:
+			j.author, err = catalog.DecodeText(c.Value)
+		case catalog.ColPostID:
+			j.postID, err = catalog.DecodeTimeUUIDValue(c.Value)
+		case catalog.ColData:
+			j.data, err = catalog.DecodeBlob(c.Value)
+		case catalog.ColFollowers:
+			j.followers, err = catalog.DecodeBigint(c.Value)
+		case catalog.ColShards:
+			j.shards, err = catalog.DecodeInt(c.Value)
+		case catalog.ColCursor:
+			j.cursor, err = catalog.DecodeText(c.Value)
+			j.hasCursor = true
+		case catalog.ColChunks:
+			j.chunks, err = catalog.DecodeBigint(c.Value)
+		}
+		if err != nil {
+			return job{}, fmt.Errorf("cannot decode fan-out job %d part %d column %s: %w", j.Job, j.Shard, c.Column, err)
+		}
+	}
+	if j.kind != catalog.JobKindPost && j.kind != catalog.JobKindDelete || j.author == "" || j.postID.Version() != 1 ||
+		j.shards <= 0 || j.Shard < 0 || j.Shard >= j.shards {
+		return job{}, fmt.Errorf("cannot decode fan-out job %d part %d: %w: kind %q author %q post %s parts %d",
+			j.Job, j.Shard, storage.ErrCorruption, j.kind, j.author, j.postID, j.shards)
+	}
+	return j, nil
+}
+
+// WorkChunk works the next chunk of ref: it streams the author's
+// followers from the part's cursor, takes up to ChunkSize of them that
+// are in the part (and, for a post, followed before it), and writes in
+// one atomic batch their timeline copies (or, for a delete job, the
+// copies' deletion), any trims, and the part's new cursor, or the job
+// row's deletion when the part is done. It reports whether the part is
+// done. A ref whose job is gone (finished, or cancelled by a delete) is
+// done.
+func (f *Fanout) WorkChunk(ctx context.Context, ref ChunkRef) (done bool, err error) {
+	c, err := f.prepareChunk(ctx, ref)
+	if err != nil {
+		return false, err
+	}
+	return f.applyChunk(ctx, c)
+}
+
+// preparedChunk is a chunk read and turned into its batch, not applied
+// yet. Between the two, other messages may be applied: a chunk in flight.
+type preparedChunk struct {
+	ref    ChunkRef
+	gone   bool // the job row is gone: nothing to do
+	b      storage.Batch
+	more   bool
+	post   bool
+	postID uuid.UUID
+	rows   int
+}
+
+func (f *Fanout) prepareChunk(ctx context.Context, ref ChunkRef) (*preparedChunk, error) {
+	pc := &preparedChunk{ref: ref}
+	row, ok, err := catalog.ReadRow(ctx, f.db, catalog.FanoutJobsTable, catalog.JobsPartition(), catalog.JobKey(ref.Job, ref.Shard))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		pc.gone = true
+		return pc, nil
+	}
+	j, err := decodeJob(&row)
+	if err != nil {
+		return nil, err
+	}
+	names, more, err := f.nextFollowers(ctx, &j)
+	if err != nil {
+		return nil, err
+	}
+	pc.more, pc.post, pc.postID = more, j.kind == catalog.JobKindPost, j.postID
+	b := &pc.b
+	key := catalog.PostKey(j.postID)
+	if pc.post {
+		if c, ok := f.newPostCopy(j.postID, j.author, j.data); ok { // else expired: no copy would be live
+			for _, name := range names {
+				partition := []byte(name)
+				c.put(b, partition, j.Job)
+				pc.rows++
+				if f.trimDue(name, j.postID) {
+					if err := f.trim(ctx, b, partition, key, j.Job); err != nil {
+						return nil, err
+					}
+				}
+			}
+		}
+	} else {
+		for _, name := range names {
+			b.DeleteRow(catalog.TimelineTable, []byte(name), key, j.Job)
+		}
+		pc.rows = len(names)
+	}
+	jobKey := catalog.JobKey(ref.Job, ref.Shard)
+	if more {
+		step := min(j.chunks+1, subSteps-2)
+		b.Put(catalog.FanoutJobsTable, catalog.JobsPartition(), jobKey, []byte(catalog.ColCursor), catalog.TextValue(names[len(names)-1]), ref.Job+step)
+		b.Put(catalog.FanoutJobsTable, catalog.JobsPartition(), jobKey, []byte(catalog.ColChunks), catalog.BigintValue(j.chunks+1), ref.Job+step)
+	} else {
+		b.DeleteRow(catalog.FanoutJobsTable, catalog.JobsPartition(), jobKey, ref.Job+subSteps-1)
+	}
+	return pc, nil
+}
+
+func (f *Fanout) applyChunk(ctx context.Context, pc *preparedChunk) (done bool, err error) {
+	if pc.gone {
+		return true, nil
+	}
+	ref := pc.ref
+	if pc.more || !pc.post {
+		if err := f.db.Apply(&pc.b); err != nil {
+			return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)
+		}
+		f.m.rowsWritten.Add(float64(pc.rows))
+		return !pc.more, nil
+	}
+	// The last chunk of a part: the post's lag is observed when no other
+	// part is left. finishMu makes "apply, then look for other parts"
+	// atomic among this process's workers, so it is observed once.
+	f.finishMu.Lock()
+	defer f.finishMu.Unlock()
+	if err := f.db.Apply(&pc.b); err != nil {
+		return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)
+	}
+	f.m.rowsWritten.Add(float64(pc.rows))
+	it, err := f.db.Slice(ctx, storage.SliceQuery{Table: catalog.FanoutJobsTable, Partition: catalog.JobsPartition(),
+		Start: storage.Bound{Key: catalog.JobPrefix(ref.Job), Inclusive: true}, End: storage.Bound{Key: catalog.JobPrefixEnd(ref.Job)}, Limit: 1})
+	if err != nil {
+		return true, nil // the chunk is applied; only the metric is lost
+	}
+	last := !it.Next()
+	it.Close()
+	if last {
+		if t, err := bucket.TimeOf(pc.postID); err == nil {
+			f.m.lag.Observe(f.opts.Now().Sub(t).Seconds())
+		}
+	}
+	return true, nil
+}
+
+// nextFollowers streams the job author's followers after the cursor and
+// returns the next chunk of those in the job's part, and whether another
+// one of them follows. A post skips followers whose edge is newer than
+// the post: their follow already decided what they get.
+func (f *Fanout) nextFollowers(ctx context.Context, j *job) (names []string, more bool, err error) {
+	q := storage.SliceQuery{Table: catalog.FollowersTable, Partition: []byte(j.author)}
+	if j.hasCursor {
+		q.Start = storage.Bound{Key: catalog.NameKey(j.cursor)}
+	}
+	it, err := f.db.Slice(ctx, q)
+	if err != nil {
+		return nil, false, fmt.Errorf("cannot read followers of %s: %w", j.author, err)
+	}
+	defer it.Close()
+	for it.Next() {
+		r := it.Row()
+		name, err := catalog.DecodeNameKey(r.Clustering)
+		if err != nil {
+			return nil, false, fmt.Errorf("cannot read followers of %s: %w", j.author, err)
+		}
+		if j.shards > 1 && Shard(name, int(j.shards)) != j.Shard {
+			continue
+		}
+		if j.kind == catalog.JobKindPost {
+			c, ok := catalog.CellOf(r, catalog.ColSince)
+			if !ok {
+				continue
+			}
+			since, err := catalog.DecodeBigint(c.Value)
+			if err != nil {
+				return nil, false, fmt.Errorf("cannot read followers of %s: %w", j.author, err)
+			}
+			if since > j.Job {
+				continue
+			}
+		}
+		if len(names) == f.opts.ChunkSize {
+			return names, true, nil
+		}
+		names = append(names, name)
+	}
+	if err := it.Err(); err != nil {
+		return nil, false, fmt.Errorf("cannot read followers of %s: %w", j.author, err)
+	}
+	return names, false, nil
+}
+
+// trimDue picks about one in TrimEvery (user, post) pairs, the same ones
+// on every run, so a redone chunk trims the same timelines.
+func (f *Fanout) trimDue(user string, id uuid.UUID) bool {
+	if f.opts.TrimEvery <= 1 {
+		return true
+	}
+	d := xxhash.New()
+	d.WriteString(user)
+	d.Write(id[:])
+	return d.Sum64()%uint64(f.opts.TrimEvery) == 0
+}
+
+// trim adds to b one range tombstone that cuts the user's timeline back
+// to its TimelineCap newest rows, counting the copy (at key) this chunk
+// adds: if the timeline already holds TimelineCap rows, the cut starts at
+// the last of them when the copy is newer, after it otherwise (and then
+// the copy, written at the same timestamp, is cut too).
+func (f *Fanout) trim(ctx context.Context, b *storage.Batch, partition, key []byte, ts int64) error {
+	it, err := f.db.Slice(ctx, storage.SliceQuery{Table: catalog.TimelineTable, Partition: partition, Limit: f.opts.TimelineCap})
+	if err != nil {
+		return fmt.Errorf("cannot read timeline of %s to trim it: %w", partition, err)
+	}
+	defer it.Close()
+	n := 0
+	var last []byte
+	for it.Next() {
+		n++
+		last = it.Row().Clustering
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("cannot read timeline of %s to trim it: %w", partition, err)
+	}
+	if n == f.opts.TimelineCap && !bytes.Equal(key, last) {
+		inclusive := bytes.Compare(key, last) < 0
+		b.DeleteRange(catalog.TimelineTable, partition, storage.Bound{Key: append([]byte(nil), last...), Inclusive: inclusive}, storage.Bound{}, ts)
+	}
+	return nil
+}
+
+// Run works pending chunks with at most Options.Workers at once until ctx
+// ends; it then waits for the chunks in flight and returns nil. A failed
+// chunk is retried after a pause (its batch was not applied, or was
+// applied whole). Run is the only caller of WorkChunk it expects.
+func (f *Fanout) Run(ctx context.Context) error {
+	type result struct {
+		ref ChunkRef
+		err error
+	}
+	inFlight := map[ChunkRef]bool{}
+	done := make(chan result)
+	var retry <-chan time.Time
+	var refreshed time.Time
+	for {
+		if now := f.opts.Now(); now.Sub(refreshed) >= time.Second && ctx.Err() == nil {
+			refreshed = now
+			if err := f.RefreshPendingMetrics(ctx); err != nil && ctx.Err() == nil {
+				f.opts.Logger.Warn("cannot refresh fan-out metrics", "err", err)
+			}
+		}
+		if len(inFlight) < f.opts.Workers && retry == nil && ctx.Err() == nil {
+			refs, err := f.PendingChunks(ctx, f.opts.Workers*4)
+			if err != nil && ctx.Err() == nil {
+				f.m.chunkErrors.Inc()
+				f.opts.Logger.Error("cannot list fan-out jobs; retrying", "err", err)
+				retry = time.After(time.Second)
+			}
+			for _, r := range refs {
+				if len(inFlight) >= f.opts.Workers {
+					break
+				}
+				if inFlight[r] {
+					continue
+				}
+				inFlight[r] = true
+				go func() {
+					_, err := f.WorkChunk(ctx, r)
+					done <- result{r, err}
+				}()
+			}
+		}
+		if ctx.Err() != nil && len(inFlight) == 0 {
+			return nil
+		}
+		select {
+		case res := <-done:
+			delete(inFlight, res.ref)
+			if res.err != nil && ctx.Err() == nil {
+				f.m.chunkErrors.Inc()
+				f.opts.Logger.Error("fan-out chunk failed; retrying", "job", res.ref.Job, "part", res.ref.Shard, "err", res.err)
+				if !errors.Is(res.err, context.Canceled) {
+					retry = time.After(time.Second)
+				}
+			}
+		case <-f.wake:
+		case <-retry:
+			retry = nil
+		case <-ctx.Done():
+			if len(inFlight) == 0 {
+				return nil
+			}
+			res := <-done
+			delete(inFlight, res.ref)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package fanout
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configure a Fanout. Start from DefaultOptions.
+type Options struct {
+	// Logger receives skipped events (rate-limited) and worker errors.
+	Logger *slog.Logger
+	// Registerer receives the fan-out metrics; nil registers nothing.
+	Registerer prometheus.Registerer
+	// Now is the clock for TTLs and lag. Defaults to time.Now.
+	Now func() time.Time
+
+	// PostTypes are the event types that are posts (field author; the
+	// event id is the post id).
+	PostTypes []string
+	// FollowType, UnfollowType (fields user = follower, author = followed)
+	// and DeleteType (fields author and data.post_id).
+	FollowType, UnfollowType, DeleteType string
+
+	// LargeThreshold: an author with more followers than this is pulled
+	// at read time instead of pushed.
+	LargeThreshold int64
+	// ChunkSize is the most followers one chunk of a job writes.
+	ChunkSize int
+	// Shards is how many shards the timeline partitions are split into
+	// (xxhash64 of the partition key modulo Shards).
+	Shards int
+	// Workers bounds how many chunks are worked at once. A job is split
+	// into Shards times up to Workers parts, each with its own cursor, so
+	// that one large job keeps every worker busy.
+	Workers int
+	// Backfill is how many of an author's newest posts a follow copies.
+	Backfill int
+	// TimelineTTL is how long a timeline copy lives after its post time.
+	TimelineTTL time.Duration
+	// TimelineCap is the length a timeline is trimmed back to.
+	TimelineCap int
+	// TrimEvery: a chunk checks a follower's timeline length for about one
+	// in TrimEvery of the posts it pushes to it (chosen by a hash of user
+	// and post id), so a timeline grows at most about TrimEvery past the
+	// cap before one range tombstone cuts it back.
+	TrimEvery int
+	// CleanupScan is how many of a user's newest timeline rows an
+	// unfollow looks through for the author's copies to delete (the read
+	// filter hides any it misses).
+	CleanupScan int
+}
+
+// DefaultOptions returns the defaults of the issue: posts of type "post",
+// a 10,000-follower pull threshold, chunks of 1,000, one shard, a 30-day
+// timeline TTL and an 800-entry cap.
+func DefaultOptions() Options {
+	return Options{
+		Now:            time.Now,
+		PostTypes:      []string{"post"},
+		FollowType:     "follow",
+		UnfollowType:   "unfollow",
+		DeleteType:     "post_delete",
+		LargeThreshold: 10_000,
+		ChunkSize:      1_000,
+		Shards:         1,
+		Workers:        2,
+		Backfill:       20,
+		TimelineTTL:    30 * 24 * time.Hour,
+		TimelineCap:    800,
+		TrimEvery:      64,
+		CleanupScan:    2_000,
+	}
+}
+
+func (o *Options) validate() error {
+	d := DefaultOptions()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Now == nil {
+		o.Now = d.Now
+	}
+	if len(o.PostTypes) == 0 {
+		o.PostTypes = d.PostTypes
+	}
+	if o.FollowType == "" {
+		o.FollowType = d.FollowType
+	}
+	if o.UnfollowType == "" {
+		o.UnfollowType = d.UnfollowType
+	}
+	if o.DeleteType == "" {
+		o.DeleteType = d.DeleteType
+	}
+	switch {
+	case o.LargeThreshold < 0:
+		return fmt.Errorf("fan-out: LargeThreshold %d is negative", o.LargeThreshold)
+	case o.ChunkSize <= 0:
+		return fmt.Errorf("fan-out: ChunkSize %d must be positive", o.ChunkSize)
+	case o.Shards <= 0 || o.Shards > 1<<15:
+		return fmt.Errorf("fan-out: Shards %d must be 1 to 32768", o.Shards)
+	case o.Workers <= 0:
+		return fmt.Errorf("fan-out: Workers %d must be positive", o.Workers)
+	case o.Backfill < 0:
+		return fmt.Errorf("fan-out: Backfill %d is negative", o.Backfill)
+	case o.TimelineTTL < time.Second:
+		return fmt.Errorf("fan-out: TimelineTTL %s is under a second", o.TimelineTTL)
+	case o.TimelineCap <= 0:
+		return fmt.Errorf("fan-out: TimelineCap %d must be positive", o.TimelineCap)
+	case o.TrimEvery <= 0:
+		return fmt.Errorf("fan-out: TrimEvery %d must be positive", o.TrimEvery)
+	case o.CleanupScan <= 0:
+		return fmt.Errorf("fan-out: CleanupScan %d must be positive", o.CleanupScan)
+	}
+	return nil
+}

@@ -1,0 +1,457 @@
+package reader
+
+// Timeline and follow-graph reads over the fan-out tables
+// (catalog/fanout_tables.go). A timeline page merges the user's pushed
+// timeline with the userlines of the large (pulled) authors the user
+// follows, newest first, and filters at read time what background cleanup
+// may not have reached yet:
+//
+//   - a copy of a post that was deleted (a _fanout_deleted row exists);
+//   - a copy of an author the user no longer follows, or written before the
+//     user's current follow of that author began (a copy from an earlier
+//     follow period that the unfollow's cleanup missed).
+//
+// So a read is right at once, whatever the fan-out's lag. The filter costs
+// one point read of following per distinct author and one point read of
+// _fanout_deleted per distinct author that has deleted anything (the
+// bloom filter answers the others without a block read), each at most once
+// per page.
+//
+// The page token (kind 3) holds the key of the last post returned; every
+// source resumes strictly after it, so one token covers all of them.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eventide/eventide/bucket"
+	"github.com/eventide/eventide/catalog"
+	"github.com/eventide/eventide/storage"
+)
+
+const (
+	tokenKindTimeline = 3
+	tokenKindFollows  = 4
+	// DefaultTimelineLimit is the page size of a timeline read without
+	// a limit; MaxTimelineLimit the largest allowed.
+	DefaultTimelineLimit = 20
+	MaxTimelineLimit     = 1000
+)
+
+// TimelineOptions configure Timelines. Zero fields take their defaults.
+type TimelineOptions struct {
+	// TimelineTTL must be the fan-out's (default 30 days): reads never
+	// walk posts older than now minus it.
+	TimelineTTL time.Duration
+	// MaxScan bounds the rows one page examines (filtered rows included);
+	// a page that reaches it ends early with a token. Default 10,000.
+	MaxScan int
+	// FailTombstones: a slice of a page that scans more tombstones fails
+	// with ErrTooManyTombstones (default DefaultFailTombstones).
+	FailTombstones int
+	Now            func() time.Time
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
+}
+
+// Timelines reads timelines and the follow graph. It is safe for
+// concurrent use.
+type Timelines struct {
+	db         Store
+	opts       TimelineOptions
+	pullMerges prometheus.Histogram
+	filtered   prometheus.Counter
+}
+
+// NewTimelines returns a Timelines reading db.
+func NewTimelines(db Store, opts TimelineOptions) (*Timelines, error) {
+	if opts.TimelineTTL <= 0 {
+		opts.TimelineTTL = 30 * 24 * time.Hour
+	}
+	if opts.MaxScan <= 0 {
+		opts.MaxScan = 10_000
+	}
+	if opts.FailTombstones <= 0 {
+		opts.FailTombstones = DefaultFailTombstones
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	t := &Timelines{db: db, opts: opts,
+		pullMerges: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "eventide_timeline_pull_merges",
+			Help:    "Userlines of large (pulled) authors merged per timeline read.",
+			Buckets: []float64{0, 1, 2, 5, 10, 20, 50, 100},
+		}),
+		filtered: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventide_timeline_filtered_total",
+			Help: "Timeline rows hidden at read time (deleted posts, unfollowed authors) that background cleanup had not removed yet.",
+		}),
+	}
+	if opts.Registerer != nil {
+		for _, c := range []prometheus.Collector{t.pullMerges, t.filtered} {
+			if err := opts.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("register timeline metrics: %w", err)
+			}
+		}
+	}
+	return t, nil
+}
+
+// TimelineQuery asks for one page of a user's timeline.
+type TimelineQuery struct {
+	User string
+	// Limit is the page size (default DefaultTimelineLimit).
+	Limit int
+	// PageToken is the NextPage of the previous page, or empty.
+	PageToken string
+}
+
+// TimelinePost is one post of a timeline.
+type TimelinePost struct {
+	ID     uuid.UUID
+	Author string
+	Time   time.Time
+	Data   []byte
+}
+
+// TimelinePage is one page of a timeline, newest first.
+type TimelinePage struct {
+	Posts []TimelinePost
+	// NextPage is empty only at the end; a short page is not the end.
+	NextPage string
+	// Pulled is how many large authors' userlines were merged.
+	Pulled int
+}
+
+// postSource is one newest-first stream of post rows: the pushed timeline
+// or one pulled userline. It reads in pages and keeps only one page.
+type postSource struct {
+	table     string
+	partition []byte
+	author    string // set for a userline
+	buf       []storage.Row
+	next      storage.Bound
+	end       storage.Bound
+	done      bool
+	page      int
+	maxTomb   int
+}
+
+func (s *postSource) head(ctx context.Context, db Store) (*storage.Row, error) {
+	for len(s.buf) == 0 && !s.done {
+		it, err := db.Slice(ctx, storage.SliceQuery{Table: s.table, Partition: s.partition, Start: s.next, End: s.end, Limit: s.page, MaxTombstones: s.maxTomb})
+		if err != nil {
+			return nil, fmt.Errorf("cannot read %s of %s: %w", s.table, s.partition, err)
+		}
+		n := 0
+		for it.Next() {
+			s.buf = append(s.buf, catalog.CopyRow(it.Row()))
+			n++
+		}
+		if err := it.Close(); err != nil {
+			return nil, fmt.Errorf("cannot read %s of %s: %w", s.table, s.partition, err)
+		}
+		if n < s.page {
+			s.done = true
+		}
+		if n > 0 {
+			s.next = storage.Bound{Key: s.buf[n-1].Clustering}
+		}
+		s.page = min(s.page*2, 1000)
+	}
+	if len(s.buf) == 0 {
+		return nil, nil
+	}
+	return &s.buf[0], nil
+}
+
+// Timeline returns one page of q.User's timeline.
+func (t *Timelines) Timeline(ctx context.Context, q TimelineQuery) (TimelinePage, error) {
+	if q.User == "" {
+		return TimelinePage{}, fmt.Errorf("%w: user is empty", ErrInvalidQuery)
+	}
+	limit := q.Limit
+	if limit == 0 {
+		limit = DefaultTimelineLimit
+	}
+	if limit < 0 || limit > MaxTimelineLimit {
+		return TimelinePage{}, fmt.Errorf("%w: limit %d is not 1 to %d", ErrInvalidQuery, q.Limit, MaxTimelineLimit)
+	}
+	fp := fingerprint("timeline", q.User)
+	start := storage.Bound{}
+	if q.PageToken != "" {
+		last, err := decodeToken(q.PageToken, tokenKindTimeline, fp)
+		if err != nil {
+			return TimelinePage{}, err
+		}
+		if _, err := catalog.DecodePostKey(last); err != nil {
+			return TimelinePage{}, fmt.Errorf("%w: page token does not hold a post id; pass the next_page value of the previous page unchanged", ErrInvalidQuery)
+		}
+		start = storage.Bound{Key: last}
+	}
+	end := storage.Bound{}
+	if oldest, err := bucket.MinTimeUUID(t.opts.Now().Add(-t.opts.TimelineTTL)); err == nil {
+		end = storage.Bound{Key: catalog.PostKey(oldest), Inclusive: true}
+	}
+	f := &readFilter{t: t, user: q.User, follows: map[string]followState{}, deletes: map[string]bool{}}
+	sources := []*postSource{{table: catalog.TimelineTable, partition: []byte(q.User), next: start, end: end, page: limit + 1, maxTomb: t.opts.FailTombstones}}
+	large, err := t.followedLargeAuthors(ctx, f)
+	if err != nil {
+		return TimelinePage{}, err
+	}
+	for _, a := range large {
+		sources = append(sources, &postSource{table: catalog.UserlineTable, partition: []byte(a), author: a, next: start, end: end, page: limit + 1, maxTomb: t.opts.FailTombstones})
+	}
+	t.pullMerges.Observe(float64(len(large)))
+	page := TimelinePage{Pulled: len(large)}
+	var lastKey []byte
+	scanned := 0
+	for {
+		// The newest head among the sources, and every copy of that post.
+		var newest []byte
+		for _, s := range sources {
+			r, err := s.head(ctx, t.db)
+			if err != nil {
+				return TimelinePage{}, err
+			}
+			if r != nil && (newest == nil || bytes.Compare(r.Clustering, newest) < 0) {
+				newest = r.Clustering
+			}
+		}
+		if newest == nil {
+			return page, nil
+		}
+		newest = append([]byte(nil), newest...)
+		var post *TimelinePost
+		for _, s := range sources {
+			r, _ := s.head(ctx, t.db) // buffered: cannot fail
+			if r == nil || !bytes.Equal(r.Clustering, newest) {
+				continue
+			}
+			scanned++
+			if post == nil {
+				p, ok, err := f.accept(ctx, s, r)
+				if err != nil {
+					return TimelinePage{}, err
+				}
+				if ok {
+					post = &p
+				}
+			}
+			s.buf = s.buf[1:]
+		}
+		if post != nil {
+			if len(page.Posts) == limit {
+				page.NextPage = encodeToken(tokenKindTimeline, fp, lastKey)
+				return page, nil
+			}
+			page.Posts = append(page.Posts, *post)
+		}
+		lastKey = newest
+		if scanned >= t.opts.MaxScan {
+			page.NextPage = encodeToken(tokenKindTimeline, fp, lastKey)
+			return page, nil
+		}
+	}
+}
+
+// followedLargeAuthors returns the large authors user follows.
+func (t *Timelines) followedLargeAuthors(ctx context.Context, f *readFilter) ([]string, error) {
+	it, err := t.db.Slice(ctx, storage.SliceQuery{Table: catalog.FanoutLargeTable, Partition: catalog.LargePartition()})
+	if err != nil {
+		return nil, fmt.Errorf("cannot list large authors: %w", err)
+	}
+	var all []string
+	for it.Next() {
+		name, err := catalog.DecodeNameKey(it.Row().Clustering)
+		if err != nil {
+			it.Close()
+			return nil, err
+		}
+		all = append(all, name)
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("cannot list large authors: %w", err)
+	}
+	var out []string
+	for _, a := range all {
+		fs, err := f.follow(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		if fs.live {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+type followState struct {
+	live  bool
+	since int64
+}
+
+// readFilter decides, with point reads cached for one page, whether a row
+// may be shown.
+type readFilter struct {
+	t       *Timelines
+	user    string
+	follows map[string]followState
+	deletes map[string]bool // author + "\x00" + post key
+}
+
+func (f *readFilter) follow(ctx context.Context, author string) (followState, error) {
+	if fs, ok := f.follows[author]; ok {
+		return fs, nil
+	}
+	row, ok, err := catalog.ReadRow(ctx, f.t.db, catalog.FollowingTable, []byte(f.user), catalog.NameKey(author))
+	if err != nil {
+		return followState{}, err
+	}
+	var fs followState
+	if ok {
+		if c, ok := catalog.CellOf(&row, catalog.ColSince); ok {
+			if fs.since, err = catalog.DecodeBigint(c.Value); err != nil {
+				return followState{}, fmt.Errorf("cannot read follow %s -> %s: %w", f.user, author, err)
+			}
+			fs.live = true
+		}
+	}
+	f.follows[author] = fs
+	return fs, nil
+}
+
+func (f *readFilter) deleted(ctx context.Context, author string, key []byte) (bool, error) {
+	k := author + "\x00" + string(key)
+	if d, ok := f.deletes[k]; ok {
+		return d, nil
+	}
+	_, ok, err := catalog.ReadRow(ctx, f.t.db, catalog.FanoutDeletedTable, []byte(author), key)
+	if err != nil {
+		return false, err
+	}
+	f.deletes[k] = ok
+	return ok, nil
+}
+
+// accept decodes r from source s and says whether it may be shown.
+func (f *readFilter) accept(ctx context.Context, s *postSource, r *storage.Row) (TimelinePost, bool, error) {
+	id, err := catalog.DecodePostKey(r.Clustering)
+	if err != nil {
+		return TimelinePost{}, false, fmt.Errorf("cannot read %s of %s: %w", s.table, s.partition, err)
+	}
+	p := TimelinePost{ID: id, Author: s.author}
+	p.Time, _ = bucket.TimeOf(id)
+	var written int64
+	for _, c := range r.Cells {
+		switch string(c.Column) {
+		case catalog.ColAuthor:
+			if p.Author, err = catalog.DecodeText(c.Value); err != nil {
+				return TimelinePost{}, false, fmt.Errorf("cannot read timeline of %s post %s: %w", s.partition, id, err)
+			}
+			written = c.WriteTimeMicros
+		case catalog.ColData:
+			if p.Data, err = catalog.DecodeBlob(c.Value); err != nil {
+				return TimelinePost{}, false, fmt.Errorf("cannot read %s of %s post %s: %w", s.table, s.partition, id, err)
+			}
+		}
+	}
+	if p.Author == "" {
+		// A row left with only some of its cells (e.g. data shadowed):
+		// not a whole copy.
+		f.t.filtered.Inc()
+		return TimelinePost{}, false, nil
+	}
+	if s.author == "" {
+		fs, err := f.follow(ctx, p.Author)
+		if err != nil {
+			return TimelinePost{}, false, err
+		}
+		if !fs.live || written < fs.since {
+			f.t.filtered.Inc()
+			return TimelinePost{}, false, nil
+		}
+	}
+	del, err := f.deleted(ctx, p.Author, r.Clustering)
+	if err != nil {
+		return TimelinePost{}, false, err
+	}
+	if del {
+		f.t.filtered.Inc()
+		return TimelinePost{}, false, nil
+	}
+	return p, true, nil
+}
+
+// FollowPage is one page of a follower or following list, in name order.
+type FollowPage struct {
+	Names []string
+	// NextPage is empty only at the end.
+	NextPage string
+}
+
+// Followers returns one page of author's followers.
+func (t *Timelines) Followers(ctx context.Context, author string, limit int, pageToken string) (FollowPage, error) {
+	return t.follows(ctx, catalog.FollowersTable, author, limit, pageToken)
+}
+
+// Following returns one page of the authors user follows.
+func (t *Timelines) Following(ctx context.Context, user string, limit int, pageToken string) (FollowPage, error) {
+	return t.follows(ctx, catalog.FollowingTable, user, limit, pageToken)
+}
+
+func (t *Timelines) follows(ctx context.Context, table, name string, limit int, pageToken string) (FollowPage, error) {
+	if name == "" {
+		return FollowPage{}, fmt.Errorf("%w: user is empty", ErrInvalidQuery)
+	}
+	if limit == 0 {
+		limit = DefaultLimit
+	}
+	if limit < 0 || limit > MaxLimit {
+		return FollowPage{}, fmt.Errorf("%w: limit %d is not 1 to %d", ErrInvalidQuery, limit, MaxLimit)
+	}
+	fp := fingerprint(table, name)
+	q := storage.SliceQuery{Table: table, Partition: []byte(name), Limit: limit + 1, MaxTombstones: t.opts.FailTombstones}
+	if pageToken != "" {
+		last, err := decodeToken(pageToken, tokenKindFollows, fp)
+		if err != nil {
+			return FollowPage{}, err
+		}
+		q.Start = storage.Bound{Key: last}
+	}
+	it, err := t.db.Slice(ctx, q)
+	if err != nil {
+		return FollowPage{}, fmt.Errorf("cannot read %s of %s: %w", table, name, err)
+	}
+	defer it.Close()
+	var page FollowPage
+	var lastKey []byte
+	for it.Next() {
+		if len(page.Names) == limit {
+			page.NextPage = encodeToken(tokenKindFollows, fp, lastKey)
+			break
+		}
+		r := it.Row()
+		n, err := catalog.DecodeNameKey(r.Clustering)
+		if err != nil {
+			return FollowPage{}, fmt.Errorf("cannot read %s of %s: %w", table, name, err)
+		}
+		page.Names = append(page.Names, n)
+		lastKey = append(lastKey[:0], r.Clustering...)
+	}
+	if err := it.Err(); err != nil {
+		return FollowPage{}, fmt.Errorf("cannot read %s of %s: %w", table, name, err)
+	}
+	return page, nil
+}

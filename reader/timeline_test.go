@@ -1,0 +1,86 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/eventide/eventide/bucket"
+	"github.com/eventide/eventide/catalog"
+	"github.com/eventide/eventide/storage"
+)
+
+// putCopy stores a copy of a post in user's timeline (no TTL: the test
+// checks the read's own bound), and the follow edge that makes it visible.
+func putCopy(t *testing.T, db *storage.DB, user, author string, at time.Time, node byte) {
+	t.Helper()
+	id, err := bucket.NewTimeUUID(at, [8]byte{node})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b storage.Batch
+	key := catalog.PostKey(id)
+	b.Put(catalog.TimelineTable, []byte(user), key, []byte(catalog.ColAuthor), catalog.TextValue(author), 10)
+	b.Put(catalog.TimelineTable, []byte(user), key, []byte(catalog.ColData), catalog.BlobValue([]byte("{}")), 10)
+	b.Put(catalog.FollowingTable, []byte(user), catalog.NameKey(author), []byte(catalog.ColSince), catalog.BigintValue(1), 1)
+	b.Put(catalog.FollowersTable, []byte(author), catalog.NameKey(user), []byte(catalog.ColSince), catalog.BigintValue(1), 1)
+	if err := db.Apply(&b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestTimelineBoundsAndTokens(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	clock := &fixedClock{now: now}
+	db := openStore(t, clock)
+	if err := catalog.EnsureFanoutTables(db); err != nil {
+		t.Fatal(err)
+	}
+	tl, err := NewTimelines(db, TimelineOptions{TimelineTTL: 24 * time.Hour, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putCopy(t, db, "u", "a", now.Add(-time.Hour), 1)
+	putCopy(t, db, "u", "b", now.Add(-2*time.Hour), 2)
+	putCopy(t, db, "u", "a", now.Add(-25*time.Hour), 3) // older than the TTL: never walked
+	putCopy(t, db, "v", "a", now.Add(-time.Hour), 4)
+	ctx := context.Background()
+
+	p, err := tl.Timeline(ctx, TimelineQuery{User: "u", Limit: 1})
+	if err != nil || len(p.Posts) != 1 || p.Posts[0].Author != "a" || p.NextPage == "" {
+		t.Fatalf("first page %+v %v", p, err)
+	}
+	p2, err := tl.Timeline(ctx, TimelineQuery{User: "u", Limit: 1, PageToken: p.NextPage})
+	if err != nil || len(p2.Posts) != 1 || p2.Posts[0].Author != "b" {
+		t.Fatalf("second page %+v %v", p2, err)
+	}
+	if p2.NextPage != "" {
+		t.Fatalf("a third page after the TTL bound: token %q", p2.NextPage)
+	}
+
+	bad := []TimelineQuery{
+		{User: ""},
+		{User: "u", Limit: MaxTimelineLimit + 1},
+		{User: "u", Limit: -1},
+		{User: "v", PageToken: p.NextPage}, // another user's token
+		{User: "u", PageToken: "not a token"},
+	}
+	for _, q := range bad {
+		if _, err := tl.Timeline(ctx, q); !errors.Is(err, ErrInvalidQuery) {
+			t.Errorf("%+v: err %v, want ErrInvalidQuery", q, err)
+		}
+	}
+
+	f, err := tl.Followers(ctx, "a", 1, "")
+	if err != nil || len(f.Names) != 1 || f.Names[0] != "u" || f.NextPage == "" {
+		t.Fatalf("followers page %+v %v", f, err)
+	}
+	f2, err := tl.Followers(ctx, "a", 1, f.NextPage)
+	if err != nil || len(f2.Names) != 1 || f2.Names[0] != "v" || f2.NextPage != "" {
+		t.Fatalf("followers second page %+v %v", f2, err)
+	}
+	if _, err := tl.Following(ctx, "a", 1, f.NextPage); !errors.Is(err, ErrInvalidQuery) {
+		t.Errorf("a followers token accepted by following: %v", err)
+	}
+}
