@@ -213,6 +213,21 @@ func TestSchemaMirrorsStorage(t *testing.T) {
 	if strings.Join(names, ",") != strings.Join(schema.BuiltinTables, ",") {
 		t.Errorf("built-in tables: catalog creates %v, schema reserves %v", names, schema.BuiltinTables)
 	}
+	var fanoutNames []string
+	for _, def := range FanoutTableDefs() {
+		if !strings.HasPrefix(def.Name, "_") {
+			fanoutNames = append(fanoutNames, def.Name)
+		}
+	}
+	if strings.Join(fanoutNames, ",") != strings.Join(schema.FanoutTables, ",") {
+		t.Errorf("fan-out tables: catalog creates %v, schema reserves %v", fanoutNames, schema.FanoutTables)
+	}
+	for _, name := range append(names, fanoutNames...) {
+		tbl := schema.Table{Name: name, PartitionKey: []schema.Column{{Name: "k", Type: bucket.TypeText}}}
+		if err := tbl.Validate(); !errors.Is(err, schema.ErrInvalidSchema) {
+			t.Errorf("a user table named %q: %v, want ErrInvalidSchema (it would share the built-in table)", name, err)
+		}
+	}
 	if string(schema.SizeTiered) != string(storage.SizeTiered) || string(schema.TimeWindow) != string(storage.TimeWindow) {
 		t.Errorf("compaction strategies: schema %q %q, storage %q %q", schema.SizeTiered, schema.TimeWindow, storage.SizeTiered, storage.TimeWindow)
 	}

@@ -59,10 +59,10 @@ import (
 
 // Names of the fan-out tables.
 const (
-	FollowersTable     = "followers"
-	FollowingTable     = "following"
-	UserlineTable      = "userline"
-	TimelineTable      = "timeline"
+	FollowersTable     = schema.FollowersTable
+	FollowingTable     = schema.FollowingTable
+	UserlineTable      = schema.UserlineTable
+	TimelineTable      = schema.TimelineTable
 	FanoutJobsTable    = "_fanout_jobs"
 	FanoutDeletedTable = "_fanout_deleted"
 	FanoutAuthorsTable = "_fanout_authors"

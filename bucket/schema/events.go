@@ -37,6 +37,20 @@ const (
 // cannot take them. The catalog package creates them in a store.
 var BuiltinTables = []string{EventsTable, CountsTable, CheckpointsTable, EventTypesTable}
 
+// The fan-out's public tables (catalog/fanout_tables.go defines them with
+// its internal ones, whose names start with "_" and so are never a user
+// table's). User tables may not take these names either: a user table of
+// the same name would share the storage table.
+const (
+	FollowersTable = "followers"
+	FollowingTable = "following"
+	UserlineTable  = "userline"
+	TimelineTable  = "timeline"
+)
+
+// FanoutTables lists the fan-out's public table names.
+var FanoutTables = []string{FollowersTable, FollowingTable, UserlineTable, TimelineTable}
+
 // Event column names.
 const (
 	ColumnData   = "data"

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/eventide/eventide/bucket"
@@ -63,7 +64,7 @@ func (t *Table) Validate() error {
 	if !columnNamePattern.MatchString(t.Name) || strings.HasPrefix(t.Name, "_") {
 		return fmt.Errorf("%w: table name %q: use 1 to 64 of a-z, 0-9 and _, not starting with _ or a digit", ErrInvalidSchema, t.Name)
 	}
-	for _, name := range BuiltinTables {
+	for _, name := range slices.Concat(BuiltinTables, FanoutTables) {
 		if name == t.Name {
 			return fmt.Errorf("%w: table name %q is taken by a built-in table; choose another name", ErrInvalidSchema, t.Name)
 		}
