@@ -19,8 +19,8 @@ package hist
 
 import (
 	"maps"
-	"strconv"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
-
 )
 
 var t0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
