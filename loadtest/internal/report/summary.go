@@ -1,0 +1,86 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// WriteSummary writes the human summary of r.
+func (r *Report) WriteSummary(w io.Writer) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Eventide load test %s (seed %d), %.1fs measured, started %s\n", r.Run, r.Seed, r.DurationSeconds, r.Started.UTC().Format("2006-01-02 15:04:05Z"))
+	target := "running server"
+	if r.Target.Spawned {
+		target = "spawned all-in-one"
+	}
+	fmt.Fprintf(&b, "target: %s, NATS %s, HTTP %s\n", target, r.Target.NATSURL, r.Target.HTTPURL)
+	fmt.Fprintf(&b, "machine: %d CPUs %s, %s/%s, %s; git %s%s\n\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.OS, r.Machine.Arch, r.Machine.GoVersion, r.Git.Revision, map[bool]string{true: " (dirty)"}[r.Git.Dirty])
+
+	sched := func(name string, s Schedule) {
+		fmt.Fprintf(&b, "%-8s target %.0f/s achieved %.1f/s; scheduled %d, started %d, dropped %d (%.3f%%), failed %d\n",
+			name, s.TargetRate, s.AchievedRate, s.Scheduled, s.Started, s.Dropped, 100*s.DroppedRatio, s.Failed)
+	}
+	if e := r.Events; e != nil {
+		sched("events", e.Schedule)
+		fmt.Fprintf(&b, "         acked: %d valid (%d late, %d out of order), %d invalid, %d probes; probes queryable %d, missing %d",
+			e.AckedValid, e.Late, e.OutOfOrder, e.AckedInvalid, e.AckedProbes, e.ProbesQueryable, e.ProbesMissing)
+		if e.DrainSeconds >= 0 {
+			fmt.Fprintf(&b, "; all counted %.2fs after the last publish\n", e.DrainSeconds)
+		} else {
+			b.WriteString("; not all counted within the drain timeout\n")
+		}
+	}
+	if q := r.Queries; q != nil {
+		sched("queries", q.Schedule)
+	}
+	if d := r.DLQ; d != nil {
+		fmt.Fprintf(&b, "DLQ: %d dead letters for %d invalid events acked, %d with another reason\n", d.InDLQ, d.InvalidAcked, d.ReasonMismatches)
+	}
+	if raw := r.Raw; raw != nil {
+		fmt.Fprintf(&b, "raw JetStream (publish + consume + ack, no storage): %.0f/s over %d messages; events achieved %.3fx of it\n",
+			raw.RatePerSecond, raw.Messages, raw.EventsRatio)
+	}
+	if s := r.Server; s != nil {
+		fmt.Fprintf(&b, "server: peak RSS %.1f MiB, %.1f CPU seconds, %.2f cores on average\n",
+			float64(s.PeakRSSBytes)/(1<<20), s.CPUSecondsAll, s.AvgCores)
+	}
+
+	b.WriteString("\nlatency from intended start:\n")
+	fmt.Fprintf(&b, "  %-14s %9s %9s %9s %9s %9s %9s %9s\n", "kind", "count", "p50", "p90", "p99", "p99.9", "p99.99", "max")
+	for _, kind := range slices.Sorted(maps.Keys(r.Latency)) {
+		s := r.Latency[kind]
+		fmt.Fprintf(&b, "  %-14s %9d %9s %9s %9s %9s %9s %9s\n", kind, s.Count,
+			FormatSeconds(s.Percentiles["p50"]), FormatSeconds(s.Percentiles["p90"]), FormatSeconds(s.Percentiles["p99"]),
+			FormatSeconds(s.Percentiles["p99.9"]), FormatSeconds(s.Percentiles["p99.99"]), FormatSeconds(s.Max))
+	}
+	if len(r.Errors) > 0 {
+		b.WriteString("\nerrors:\n")
+		for _, k := range slices.Sorted(maps.Keys(r.Errors)) {
+			fmt.Fprintf(&b, "  %-40s %d\n", k, r.Errors[k])
+		}
+	}
+	if c := r.Correctness; c != nil {
+		fmt.Fprintf(&b, "\ncorrectness: %s\n", passWord(c.Passed))
+		for _, ch := range c.Checks {
+			fmt.Fprintf(&b, "  %-4s %-26s %s\n", passWord(ch.Passed), ch.Name, ch.Detail)
+		}
+	}
+	if len(r.Objectives) > 0 {
+		b.WriteString("\nobjectives:\n")
+		for _, o := range r.Objectives {
+			fmt.Fprintf(&b, "  %-4s %-28s %s\n", passWord(o.Passed), o.Text, o.Describe())
+		}
+	}
+	fmt.Fprintf(&b, "\nresult: %s\n", passWord(r.Passed))
+	io.WriteString(w, b.String())
+}
+
+func passWord(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
