@@ -27,10 +27,10 @@ import (
 // A duration is Go's (10ms, 1.5s); a ratio is a fraction (0.001) or a
 // percentage (0.1%); a rate a plain number.
 type Objective struct {
-	Text string  `json:"objective"`
-	Func string  `json:"func"`          // p99.9, max, mean, drop, errors, rate
-	Arg  string  `json:"arg,omitempty"` // the kind or workload; "" for all
-	Op   string  `json:"op"`
+	Text string `json:"objective"`
+	Func string `json:"func"`          // p99.9, max, mean, drop, errors, rate
+	Arg  string `json:"arg,omitempty"` // the kind or workload; "" for all
+	Op   string `json:"op"`
 	// Value is in seconds (latencies), a fraction (drop, errors) or per
 	// second (rate).
 	Value float64 `json:"value"`
