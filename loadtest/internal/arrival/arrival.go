@@ -43,9 +43,10 @@ type Config[T any] struct {
 	// one goroutine, for dropped operations too, so a seeded generator
 	// gives the same sequence of operations whatever was dropped.
 	Next func(seq int64) T
-	// Do runs one operation on worker w (0 <= w < Workers). Calls on the
-	// same w never overlap, so per-worker state needs no lock.
-	Do func(ctx context.Context, w int, op T)
+	// Do runs one operation on worker w (0 <= w < Workers), given its
+	// intended start. Calls on the same w never overlap, so per-worker
+	// state needs no lock.
+	Do func(ctx context.Context, w int, op T, intended time.Time)
 	// Done, if set, is called on worker w after Do with the operation's
 	// latency from its intended start.
 	Done func(w int, op T, intended time.Time, latency time.Duration)
@@ -121,7 +122,7 @@ func Run[T any](ctx context.Context, cfg Config[T]) (Stats, error) {
 		go func() {
 			defer wg.Done()
 			for s := range work {
-				cfg.Do(ctx, w, s.op)
+				cfg.Do(ctx, w, s.op, s.intended)
 				if cfg.Done != nil {
 					cfg.Done(w, s.op, s.intended, clock.Now().Sub(s.intended))
 				}

@@ -56,7 +56,7 @@ func (r *recorder) config(clock *FakeClock, rate float64, d time.Duration, worke
 			r.mu.Unlock()
 			return seq
 		},
-		Do: func(_ context.Context, _ int, seq int64) { do(seq) },
+		Do: func(_ context.Context, _ int, seq int64, _ time.Time) { do(seq) },
 		Done: func(_ int, seq int64, intended time.Time, latency time.Duration) {
 			r.mu.Lock()
 			r.done = append(r.done, record{seq, intended.Sub(t0), latency})
@@ -227,7 +227,7 @@ func TestInvalidConfig(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.cfg.Next = func(int64) int { return 0 }
-			c.cfg.Do = func(context.Context, int, int) {}
+			c.cfg.Do = func(context.Context, int, int, time.Time) {}
 			_, err := Run(context.Background(), c.cfg)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v, want one naming %q", err, c.want)

@@ -1,0 +1,383 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/eventide/eventide/loadtest/internal/arrival"
+	"github.com/eventide/eventide/loadtest/internal/hist"
+	"github.com/eventide/eventide/loadtest/internal/report"
+	"github.com/eventide/eventide/loadtest/internal/target"
+	"github.com/eventide/eventide/loadtest/internal/workload"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// run performs one load test and writes its reports; it returns whether
+// every objective and the correctness check passed. An error means the
+// run could not be done (configError: because of its configuration).
+func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, error) {
+	rep := &report.Report{
+		FormatVersion: report.FormatVersion, Tool: "eventide-loadtest", Run: cfg.Run, Seed: cfg.Seed,
+		Parameters: cfg.Flags, Machine: machineInfo(), Started: time.Now().UTC(),
+		Latency: map[string]hist.Summary{}, Series: map[string]hist.Series{}, Errors: map[string]int64{},
+	}
+	if dir, err := target.ModuleRoot(ctx); err == nil {
+		rep.Git = gitInfo(ctx, dir)
+	}
+	progress := newProgress(cfg.Progress, stderr)
+	fmt.Fprintf(stderr, "loadtest: run %s, seed %d\n", cfg.Run, cfg.Seed)
+
+	var srv *target.Server
+	if cfg.Spawn {
+		var err error
+		var cleanup func()
+		srv, cleanup, err = spawn(ctx, cfg, stderr)
+		if err != nil {
+			return false, err
+		}
+		defer cleanup()
+		cfg.NATSURL, cfg.HTTPURL = srv.NATSURL, srv.HTTPURL
+	}
+	rep.Target = report.Target{Spawned: cfg.Spawn, NATSURL: cfg.NATSURL, HTTPURL: cfg.HTTPURL}
+
+	nc, js, api, err := connect(ctx, cfg)
+	if err != nil {
+		return false, err
+	}
+	defer nc.Close()
+
+	if cfg.Workloads["events"] && cfg.RawDuration > 0 {
+		progress.note("raw JetStream phase (%s)", cfg.RawDuration)
+		raw, err := rawCeiling(ctx, nc, cfg.Run, cfg.RawDuration, cfg.Events.PayloadMedian)
+		if err != nil {
+			return false, fmt.Errorf("raw JetStream phase: %w", err)
+		}
+		rep.Raw = raw
+	}
+
+	start := time.Now()
+	eventLat := hist.NewSet(cfg.Workers, start, cfg.Tick)
+	queryLat := hist.NewSet(cfg.QueryWorkers, start, cfg.Tick)
+	probeLat := hist.NewSet(1, start, cfg.Tick)
+	sets := []*hist.Set{eventLat, queryLat, probeLat}
+	var pollErrs errorCounts
+
+	probeType := workload.ProbeType(cfg.Run)
+	probes := newProbeTracker(api, probeType, probeLat)
+	var events *eventLoad
+	var queries *queryLoad
+	if cfg.Workloads["events"] {
+		if events, err = newEventLoad(cfg, js, eventLat, probes); err != nil {
+			return false, configError{err}
+		}
+	}
+	if cfg.Workloads["queries"] {
+		gen, err := workload.NewEventGen(cfg.Events)
+		if err != nil {
+			return false, configError{err}
+		}
+		weights := workload.ZipfWeights(len(gen.Types()), cfg.Events.ZipfS)
+		if len(cfg.Events.Mix) > 0 {
+			weights = weights[:0]
+			for _, m := range cfg.Events.Mix {
+				weights = append(weights, m.Weight)
+			}
+		}
+		if queries, err = newQueryLoad(cfg, api, gen.Types(), weights, queryLat); err != nil {
+			return false, configError{err}
+		}
+	}
+
+	// The sampler ticks the histograms, reads /proc and draws the
+	// progress line until the end of the run, drain included.
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	var server *serverSampler
+	if srv != nil {
+		server = &serverSampler{pid: srv.PID(), start: start}
+		server.sample()
+	}
+	samplerDone := make(chan struct{})
+	go func() {
+		defer close(samplerDone)
+		t := time.NewTicker(cfg.Tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-sampleCtx.Done():
+				return
+			case now := <-t.C:
+				for _, s := range sets {
+					s.Tick(now)
+				}
+				if server != nil {
+					server.sample()
+				}
+				progress.line(now.Sub(start), events, queries, probes, eventLat)
+			}
+		}
+	}()
+	defer func() {
+		stopSampling()
+		<-samplerDone
+	}()
+
+	pollCtx, stopPolling := context.WithCancel(ctx)
+	pollDone := make(chan struct{})
+	go func() {
+		defer close(pollDone)
+		probes.poll(pollCtx, cfg.ProbeInterval, &pollErrs)
+	}()
+	defer func() {
+		stopPolling()
+		<-pollDone
+	}()
+
+	var wg sync.WaitGroup
+	var eventStats, queryStats arrival.Stats
+	var eventErr, queryErr error
+	if events != nil {
+		wg.Go(func() { eventStats, eventErr = events.run(ctx) })
+	}
+	if queries != nil {
+		wg.Go(func() { queryStats, queryErr = queries.run(ctx) })
+	}
+	wg.Wait()
+	loadEnd := time.Now()
+	if err := errors.Join(eventErr, queryErr); err != nil {
+		return false, configError{err}
+	}
+	if ctx.Err() != nil {
+		return false, fmt.Errorf("interrupted: %w", context.Cause(ctx))
+	}
+	rep.DurationSeconds = loadEnd.Sub(start).Seconds()
+	progress.note("load done; waiting for every event to be readable (at most %s)", cfg.DrainTimeout)
+
+	var checks []report.Check
+	if events != nil {
+		tot := events.totals()
+		types := sortedTypes(events.gen)
+		// Late events reach back LateMax from their intended start.
+		from := start.Add(-cfg.Events.LateMax - time.Hour).Truncate(time.Hour)
+		to := loadEnd.Add(time.Hour).Truncate(time.Hour).Add(time.Hour)
+		drainSeconds := -1.0
+		var counts map[string]int64
+		deadline := loadEnd.Add(cfg.DrainTimeout)
+		for {
+			ready, got, err := countsReady(ctx, api, types, tot.ackedValid, from, to)
+			if err != nil {
+				rep.Errors["drain."+apiErrorCause(err)]++
+			} else {
+				counts = got
+			}
+			pending, inFlight := probes.outstanding()
+			if err == nil && ready && pending == 0 && inFlight == 0 {
+				drainSeconds = time.Since(loadEnd).Seconds()
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // polling the server's state, with a deadline
+		}
+		stopPolling()
+		<-pollDone
+
+		var probesTotal int64
+		if cfg.Events.ProbeEvery > 0 {
+			probesTotal = (eventStats.Scheduled + cfg.Events.ProbeEvery - 1) / cfg.Events.ProbeEvery
+		}
+		pending, _ := probes.outstanding()
+		sched := schedule(cfg.EventRate, eventStats, events.failed.Load(), loadEnd.Sub(start))
+		rep.Events = &report.EventsResult{
+			Schedule:        sched,
+			Types:           types,
+			AckedValid:      sum(tot.ackedValid),
+			AckedInvalid:    sum(tot.ackedInvalid),
+			AckedProbes:     tot.ackedProbes,
+			Late:            tot.late,
+			OutOfOrder:      tot.outOfOrder,
+			InvalidByReason: tot.ackedInvalid,
+			ProbesQueryable: probes.seenCount(),
+			ProbesMissing:   int64(pending),
+			DrainSeconds:    drainSeconds,
+		}
+		maps.Copy(rep.Errors, tot.errors)
+		maps.Copy(rep.Errors, pollErrs.snapshot())
+		if rep.Raw != nil && rep.Raw.RatePerSecond > 0 {
+			rep.Raw.EventsRatio = sched.AchievedRate / rep.Raw.RatePerSecond
+		}
+
+		if counts != nil {
+			checks = append(checks, checkCounts(types, counts, tot.ackedValid, tot.failedValid))
+		} else {
+			checks = append(checks, report.Check{Name: "counts match accepted", Detail: "counts could not be read"})
+		}
+		if probesTotal > 0 {
+			checks = append(checks, checkProbes(ctx, api, probeType, probes, probesTotal, start.Add(-time.Minute), loadEnd.Add(time.Minute)))
+		}
+		d := &report.DLQResult{InvalidAcked: rep.Events.AckedInvalid}
+		var dlqErr error
+		d.InDLQ, d.ReasonMismatches, dlqErr = dlqLetters(ctx, js, cfg.DLQ, types, d.InvalidAcked, max(cfg.DrainTimeout-time.Since(loadEnd), 2*time.Second))
+		rep.DLQ = d
+		checks = append(checks, checkDLQ(d, tot.failedInvalid, dlqErr))
+	}
+	if queries != nil {
+		ok, errs := queries.totals()
+		rep.Queries = &report.QueriesResult{
+			Schedule: schedule(cfg.QueryRate, queryStats, queries.failed.Load(), loadEnd.Sub(start)),
+			ByKind:   ok,
+		}
+		maps.Copy(rep.Errors, errs)
+	}
+	rep.Correctness = &report.Correctness{Passed: true, Checks: checks}
+	for _, c := range checks {
+		rep.Correctness.Passed = rep.Correctness.Passed && c.Passed
+	}
+
+	stopSampling()
+	<-samplerDone
+	now := time.Now()
+	for _, s := range sets {
+		s.Tick(now)
+	}
+	if server != nil {
+		server.sample()
+		rep.Server = server.stats(loadEnd)
+	}
+	progress.clear()
+	for _, s := range sets {
+		for _, kind := range s.Kinds() {
+			sum := s.Summary(kind)
+			for _, o := range cfg.Objectives {
+				if p, ok := o.Percentile(); ok && o.Arg == kind {
+					sum.Percentiles[o.Func], _ = s.Quantile(kind, p)
+				}
+			}
+			rep.Latency[kind] = sum
+			rep.Series[kind] = s.Series(kind)
+		}
+	}
+	rep.Objectives = report.CheckObjectives(cfg.Objectives, rep)
+	rep.Passed = rep.Correctness.Passed && len(report.Failed(rep.Objectives)) == 0
+	rep.Finished = time.Now().UTC()
+
+	rep.WriteSummary(stdout)
+	var werr error
+	if cfg.JSONPath != "" {
+		werr = errors.Join(werr, rep.WriteJSON(cfg.JSONPath))
+	}
+	if cfg.HTMLPath != "" {
+		werr = errors.Join(werr, rep.WriteHTML(cfg.HTMLPath))
+	}
+	for _, f := range report.Failed(rep.Objectives) {
+		fmt.Fprintf(stderr, "loadtest: objective failed: %s (%s)\n", f.Text, f.Describe())
+	}
+	if !rep.Correctness.Passed {
+		for _, c := range rep.Correctness.Checks {
+			if !c.Passed {
+				fmt.Fprintf(stderr, "loadtest: correctness check failed: %s: %s\n", c.Name, c.Detail)
+			}
+		}
+	}
+	if werr != nil {
+		return false, werr
+	}
+	return rep.Passed, nil
+}
+
+func sum(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func schedule(rate float64, s arrival.Stats, failed int64, elapsed time.Duration) report.Schedule {
+	out := report.Schedule{TargetRate: rate, Scheduled: s.Scheduled, Started: s.Started, Dropped: s.Dropped, Failed: failed}
+	if s.Scheduled > 0 {
+		out.DroppedRatio = float64(s.Dropped) / float64(s.Scheduled)
+	}
+	if elapsed > 0 {
+		out.AchievedRate = float64(s.Started-failed) / elapsed.Seconds()
+	}
+	return out
+}
+
+// spawn builds and starts an all-in-one Eventide in a temporary
+// directory; cleanup stops it and removes the directory.
+func spawn(ctx context.Context, cfg *config, stderr io.Writer) (*target.Server, func(), error) {
+	root, err := target.ModuleRoot(ctx)
+	if err != nil {
+		return nil, nil, configError{fmt.Errorf("--spawn: %w", err)}
+	}
+	dir, err := os.MkdirTemp("", "eventide-loadtest-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("--spawn: cannot make a temporary directory: %w", err)
+	}
+	fmt.Fprintf(stderr, "loadtest: building cmd/ingest into %s\n", dir)
+	bin, err := target.BuildIngest(ctx, root, dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	var extra []string
+	if cfg.SpawnArgs != "" {
+		extra = strings.Fields(cfg.SpawnArgs)
+	}
+	srv, err := target.Spawn(ctx, bin, filepath.Join(dir, "data"), filepath.Join(dir, "server.log"), extra, 60*time.Second)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	fmt.Fprintf(stderr, "loadtest: spawned Eventide (pid %d): NATS %s, HTTP %s\n", srv.PID(), srv.NATSURL, srv.HTTPURL)
+	return srv, func() {
+		if err := srv.Stop(30 * time.Second); err != nil {
+			fmt.Fprintf(stderr, "loadtest: stopping the spawned server: %v\n", err)
+		}
+		os.RemoveAll(dir)
+	}, nil
+}
+
+// connect reaches the server's NATS and HTTP API and checks that the
+// event stream exists and the API is ready: an unreachable or wrong
+// server is a configuration error, found before any load.
+func connect(ctx context.Context, cfg *config) (*nats.Conn, jetstream.JetStream, *apiClient, error) {
+	opts := []nats.Option{nats.Name("eventide-loadtest " + cfg.Run), nats.Timeout(5 * time.Second), nats.MaxReconnects(-1)}
+	if cfg.NATSCreds != "" {
+		opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
+	}
+	nc, err := nats.Connect(cfg.NATSURL, opts...)
+	if err != nil {
+		return nil, nil, nil, configError{fmt.Errorf("cannot connect to NATS at %s (--nats-url): %w", cfg.NATSURL, err)}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, nil, fmt.Errorf("cannot open JetStream: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := js.Stream(sctx, cfg.Stream); err != nil {
+		nc.Close()
+		return nil, nil, nil, configError{fmt.Errorf("event stream %s not found on %s (is Eventide running there? --stream): %w", cfg.Stream, cfg.NATSURL, err)}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = cfg.QueryWorkers + 4
+	api := &apiClient{base: strings.TrimRight(cfg.HTTPURL, "/"), client: &http.Client{Transport: tr}}
+	if err := api.get(sctx, "/readyz", nil); err != nil {
+		nc.Close()
+		return nil, nil, nil, configError{fmt.Errorf("Eventide's HTTP API at %s is not ready (--http-url): %w", cfg.HTTPURL, err)}
+	}
+	return nc, js, api, nil
+}
