@@ -109,7 +109,7 @@ func Run[T any](ctx context.Context, cfg Config[T]) (Stats, error) {
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	interval := Interval(cfg.Rate)
+	nanosPerOp := float64(time.Second) / cfg.Rate
 	stats := Stats{Start: clock.Now()}
 	end := stats.Start.Add(cfg.Duration)
 
@@ -135,8 +135,9 @@ func Run[T any](ctx context.Context, cfg Config[T]) (Stats, error) {
 	}()
 
 	for seq := int64(0); ; seq++ {
-		// Multiplying, not adding intervals, keeps rounding from drifting.
-		intended := stats.Start.Add(time.Duration(seq) * interval)
+		// From seq/rate, not seq whole-nanosecond intervals: a rounded
+		// interval (1/300 s) would drift and start extra operations.
+		intended := stats.Start.Add(time.Duration(math.Round(float64(seq) * nanosPerOp)))
 		if !intended.Before(end) {
 			break
 		}

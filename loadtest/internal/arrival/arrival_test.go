@@ -235,3 +235,58 @@ func TestInvalidConfig(t *testing.T) {
 		})
 	}
 }
+
+// jumpClock jumps to whatever time is waited for: a run takes no real
+// time, and every intended start is visited.
+type jumpClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (j *jumpClock) Now() time.Time {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.now
+}
+
+func (j *jumpClock) After(t time.Time) (<-chan time.Time, func()) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if t.After(j.now) {
+		j.now = t
+	}
+	c := make(chan time.Time, 1)
+	c <- j.now
+	return c, func() {}
+}
+
+// A run schedules exactly rate x duration operations, also when the
+// interval is not a whole number of nanoseconds.
+func TestScheduledIsRateTimesDuration(t *testing.T) {
+	cases := []struct {
+		rate float64
+		d    time.Duration
+		want int64
+	}{
+		{300, 3 * time.Second, 900},
+		{7, 10 * time.Second, 70},
+		{1000.0 / 3, 3 * time.Second, 1000},
+		{30, 3 * time.Second, 90},
+		{0.5, 10 * time.Second, 5},
+	}
+	for _, c := range cases {
+		cfg := Config[int64]{
+			Rate: c.rate, Duration: c.d, Workers: 2, MaxLateness: time.Millisecond,
+			Clock: &jumpClock{now: t0},
+			Next:  func(seq int64) int64 { return seq },
+			Do:    func(context.Context, int, int64, time.Time) {},
+		}
+		s, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Scheduled != c.want {
+			t.Errorf("rate %v for %s: scheduled %d, want %d", c.rate, c.d, s.Scheduled, c.want)
+		}
+	}
+}
