@@ -65,6 +65,7 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 		rep.Raw = raw
 	}
 
+	selfStart, selfErr := target.ReadProc(os.Getpid())
 	start := time.Now()
 	eventLat := hist.NewSet(cfg.Workers, start, cfg.Tick)
 	queryLat := hist.NewSet(cfg.QueryWorkers, start, cfg.Tick)
@@ -153,6 +154,10 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 	}
 	wg.Wait()
 	loadEnd := time.Now()
+	if selfEnd, err := target.ReadProc(os.Getpid()); err == nil && selfErr == nil {
+		cpu := selfEnd.CPUSeconds - selfStart.CPUSeconds
+		rep.Harness = &report.HarnessStats{CPUSeconds: cpu, AvgCores: cpu / loadEnd.Sub(start).Seconds()}
+	}
 	if err := errors.Join(eventErr, queryErr); err != nil {
 		return false, configError{err}
 	}

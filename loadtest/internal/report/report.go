@@ -52,6 +52,9 @@ type Report struct {
 	DLQ     *DLQResult     `json:"dlq,omitempty"`
 	Raw     *RawResult     `json:"raw_jetstream,omitempty"`
 	Server  *ServerStats   `json:"server,omitempty"`
+	// Harness is the harness's own CPU during the load: on a shared
+	// machine it competes with the server.
+	Harness *HarnessStats `json:"harness,omitempty"`
 
 	Correctness *Correctness      `json:"correctness,omitempty"`
 	Objectives  []ObjectiveResult `json:"objectives"`
@@ -161,6 +164,12 @@ type ServerStats struct {
 	CPUSecondsAll float64   `json:"cpu_seconds_total"`
 	// AvgCores is CPU seconds over wall seconds of the measured phase.
 	AvgCores float64 `json:"avg_cores"`
+}
+
+// HarnessStats is the harness process's CPU over the load phase.
+type HarnessStats struct {
+	CPUSeconds float64 `json:"cpu_seconds"`
+	AvgCores   float64 `json:"avg_cores"`
 }
 
 // Correctness is the check after the run.

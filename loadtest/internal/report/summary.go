@@ -47,6 +47,9 @@ func (r *Report) WriteSummary(w io.Writer) {
 		fmt.Fprintf(&b, "server: peak RSS %.1f MiB, %.1f CPU seconds, %.2f cores on average\n",
 			float64(s.PeakRSSBytes)/(1<<20), s.CPUSecondsAll, s.AvgCores)
 	}
+	if h := r.Harness; h != nil {
+		fmt.Fprintf(&b, "harness: %.1f CPU seconds during the load, %.2f cores on average\n", h.CPUSeconds, h.AvgCores)
+	}
 
 	b.WriteString("\nlatency from intended start:\n")
 	fmt.Fprintf(&b, "  %-14s %9s %9s %9s %9s %9s %9s %9s\n", "kind", "count", "p50", "p90", "p99", "p99.9", "p99.99", "max")
