@@ -17,6 +17,14 @@ import (
 
 var errHelp = errors.New("help requested")
 
+// maxRate bounds --rate: beyond it the harness itself is the bottleneck
+// on any machine.
+const maxRate = 1e7
+
+// defaultFindMaxSLO is the objective of issue 13's target: publish to
+// queryable within 50 ms at the 99th percentile, nearly nothing dropped.
+const defaultFindMaxSLO = "p99(queryable)<=50ms,drop<0.1%,errors<0.1%"
+
 // configError is a bad configuration found after the flags parsed (an
 // unreachable server, a missing stream): exit code 2, like a bad flag.
 type configError struct{ err error }
@@ -75,6 +83,10 @@ type config struct {
 	DrainTimeout  time.Duration
 	ProbeInterval time.Duration
 	Tick          time.Duration
+
+	FindMax  bool
+	Ramp     float64
+	MaxSteps int
 
 	Objectives []report.Objective
 	JSONPath   string
@@ -135,6 +147,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.ProbeInterval, "probe-interval", 10*time.Millisecond, "how often probes are looked for over HTTP (the queryable latency's resolution)")
 	fs.DurationVar(&c.Tick, "interval", time.Second, "interval of the time series and the progress line")
 
+	fs.BoolVar(&c.FindMax, "find-max", false, "ramp the event rate from --rate, --duration per step, until an objective breaks; report the highest rate that held (objectives default to "+defaultFindMaxSLO+")")
+	fs.Float64Var(&c.Ramp, "ramp", 1.5, "--find-max: factor between steps until an objective breaks")
+	fs.IntVar(&c.MaxSteps, "max-steps", 10, "--find-max: most steps")
 	slo := fs.String("slo", "", "objectives, e.g. 'p99(query.latest)<10ms,drop<0.1%' (see loadtest/README.md)")
 	fs.StringVar(&c.JSONPath, "json", "", "write the JSON report to this file")
 	fs.StringVar(&c.HTMLPath, "html", "", "write the HTML report to this file")
@@ -193,8 +208,8 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	// Rates: validated here so an impossible rate fails before anything
 	// starts (the scheduler would refuse it too).
 	if c.Workloads["events"] {
-		if !(c.EventRate > 0) || c.EventRate > 1e7 {
-			errs = append(errs, fmt.Errorf("--rate %v: must be more than 0 and at most 10000000 events per second", c.EventRate))
+		if !(c.EventRate > 0) || c.EventRate > maxRate {
+			errs = append(errs, fmt.Errorf("--rate %v: must be more than 0 and at most %d events per second", c.EventRate, int(maxRate)))
 		}
 		if !(c.ProbeRate >= 0) || c.ProbeRate > c.EventRate {
 			errs = append(errs, fmt.Errorf("--probe-rate %v: must be 0 to --rate (%v)", c.ProbeRate, c.EventRate))
@@ -245,6 +260,20 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	case "auto", "on", "off":
 	default:
 		errs = append(errs, fmt.Errorf("--progress %q: must be auto, on or off", c.Progress))
+	}
+	if c.FindMax {
+		if !c.Workloads["events"] {
+			errs = append(errs, errors.New("--find-max ramps the event rate: it needs the events workload"))
+		}
+		if !(c.Ramp > 1) || c.Ramp > 100 {
+			errs = append(errs, fmt.Errorf("--ramp %v: must be more than 1, at most 100", c.Ramp))
+		}
+		if c.MaxSteps < 1 || c.MaxSteps > 100 {
+			errs = append(errs, fmt.Errorf("--max-steps %d: must be 1 to 100", c.MaxSteps))
+		}
+		if strings.TrimSpace(*slo) == "" {
+			*slo = defaultFindMaxSLO
+		}
 	}
 	objs, err := report.ParseObjectives(*slo, report.Names{Kinds: latencyKinds(), Workloads: availableWorkloads})
 	if err != nil {

@@ -163,3 +163,37 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("exit %d, stderr %s", code, stderr.String())
 	}
 }
+
+// --find-max ramps while the objectives hold: two short steps that both
+// hold report the second rate, and the run passes.
+func TestFindMaxRamps(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), []string{
+		"run", "--spawn", "--find-max", "--duration", "1s", "--rate", "200", "--ramp", "2", "--max-steps", "2",
+		"--workload", "events", "--raw-duration", "0", "--probe-rate", "20", "--seed", "5", "--progress", "off",
+		"--slo", "p99(queryable)<1h", "--json", jsonPath,
+	}, &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	if code != exitPass {
+		t.Fatalf("exit code %d, want %d", code, exitPass)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r report.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	fm := r.FindMax
+	if fm == nil || len(fm.Steps) != 2 || fm.MaxRate != 400 || !fm.AllCorrect {
+		t.Fatalf("find_max = %+v", fm)
+	}
+	if fm.Steps[0].TargetRate != 200 || !fm.Steps[0].Held || fm.Steps[1].TargetRate != 400 || !fm.Steps[1].Held {
+		t.Errorf("steps = %+v", fm.Steps)
+	}
+	if r.Events.TargetRate != 400 || r.Queries != nil || r.Raw != nil {
+		t.Errorf("the report's figures are not those of the 400/s step: events %+v", r.Events)
+	}
+}

@@ -32,11 +32,11 @@ func newProgress(mode string, w io.Writer) *progress {
 	return &progress{w: w, on: on}
 }
 
-func (p *progress) line(elapsed time.Duration, events *eventLoad, queries *queryLoad, probes *probeTracker, lat *hist.Set) {
+func (p *progress) line(elapsed time.Duration, rate float64, events *eventLoad, queries *queryLoad, probes *probeTracker, lat *hist.Set) {
 	if !p.on {
 		return
 	}
-	s := fmt.Sprintf("[%5.0fs]", elapsed.Seconds())
+	s := fmt.Sprintf("[%5.0fs] %.0f/s", elapsed.Seconds(), rate)
 	if events != nil {
 		s += fmt.Sprintf(" events acked %d failed %d", events.acked.Load(), events.failed.Load())
 		if q, ok := lat.Quantile("publish", 99); ok {

@@ -22,9 +22,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// run performs one load test and writes its reports; it returns whether
-// every objective and the correctness check passed. An error means the
-// run could not be done (configError: because of its configuration).
+// run performs one load test (or, with --find-max, a ramp of them) and
+// writes its reports; it returns whether every objective and the
+// correctness check passed. An error means the run could not be done
+// (configError: because of its configuration).
 func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, error) {
 	rep := &report.Report{
 		FormatVersion: report.FormatVersion, Tool: "eventide-loadtest", Run: cfg.Run, Seed: cfg.Seed,
@@ -34,58 +35,173 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 	if dir, err := target.ModuleRoot(ctx); err == nil {
 		rep.Git = gitInfo(ctx, dir)
 	}
-	progress := newProgress(cfg.Progress, stderr)
+	e := &env{cfg: cfg, progress: newProgress(cfg.Progress, stderr), start: time.Now()}
 	fmt.Fprintf(stderr, "loadtest: run %s, seed %d\n", cfg.Run, cfg.Seed)
 
-	var srv *target.Server
 	if cfg.Spawn {
-		var err error
-		var cleanup func()
-		srv, cleanup, err = spawn(ctx, cfg, stderr)
+		srv, cleanup, err := spawn(ctx, cfg, stderr)
 		if err != nil {
 			return false, err
 		}
 		defer cleanup()
 		cfg.NATSURL, cfg.HTTPURL = srv.NATSURL, srv.HTTPURL
+		e.server = &serverSampler{pid: srv.PID(), start: e.start}
 	}
 	rep.Target = report.Target{Spawned: cfg.Spawn, NATSURL: cfg.NATSURL, HTTPURL: cfg.HTTPURL}
 
-	nc, js, api, err := connect(ctx, cfg)
+	var err error
+	e.nc, e.js, e.api, err = connect(ctx, cfg)
 	if err != nil {
 		return false, err
 	}
-	defer nc.Close()
+	defer e.nc.Close()
+
+	// The server's RSS and CPU are sampled over the whole run.
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	samplerDone := make(chan struct{})
+	go func() {
+		defer close(samplerDone)
+		if e.server == nil {
+			return
+		}
+		e.server.sample()
+		t := time.NewTicker(cfg.Tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-sampleCtx.Done():
+				return
+			case <-t.C:
+				e.server.sample()
+			}
+		}
+	}()
+	stop := func() {
+		stopSampling()
+		<-samplerDone
+	}
+	defer stop()
 
 	if cfg.Workloads["events"] && cfg.RawDuration > 0 {
-		progress.note("raw JetStream phase (%s)", cfg.RawDuration)
-		raw, err := rawCeiling(ctx, nc, cfg.Run, cfg.RawDuration, cfg.Events.PayloadMedian)
+		e.progress.note("raw JetStream phase (%s)", cfg.RawDuration)
+		raw, err := rawCeiling(ctx, e.nc, cfg.Run, cfg.RawDuration, cfg.Events.PayloadMedian)
 		if err != nil {
 			return false, fmt.Errorf("raw JetStream phase: %w", err)
 		}
 		rep.Raw = raw
 	}
 
+	var res *stepResult
+	if cfg.FindMax {
+		var fm *report.FindMax
+		fm, res, err = e.findMax(ctx, rep)
+		rep.FindMax = fm
+	} else {
+		res, err = e.step(ctx, cfg.EventRate, cfg.Run)
+	}
+	if err != nil {
+		return false, err
+	}
+	res.fill(rep, cfg)
+	stop()
+	if e.server != nil {
+		e.server.sample()
+		rep.Server = e.server.stats(res.loadEnd)
+	}
+	rep.Passed = rep.Correctness.Passed && len(report.Failed(rep.Objectives)) == 0
+	if rep.FindMax != nil {
+		// A ramp passes when some rate held and nothing was incorrect.
+		rep.Passed = rep.FindMax.MaxRate > 0 && rep.FindMax.AllCorrect
+	}
+	rep.Finished = time.Now().UTC()
+
+	rep.WriteSummary(stdout)
+	var werr error
+	if cfg.JSONPath != "" {
+		werr = errors.Join(werr, rep.WriteJSON(cfg.JSONPath))
+	}
+	if cfg.HTMLPath != "" {
+		werr = errors.Join(werr, rep.WriteHTML(cfg.HTMLPath))
+	}
+	if rep.FindMax == nil {
+		for _, f := range report.Failed(rep.Objectives) {
+			fmt.Fprintf(stderr, "loadtest: objective failed: %s (%s)\n", f.Text, f.Describe())
+		}
+	} else if rep.FindMax.MaxRate == 0 {
+		fmt.Fprintf(stderr, "loadtest: --find-max: no rate held the objectives, down to %.0f/s\n", rep.FindMax.Steps[len(rep.FindMax.Steps)-1].TargetRate)
+	}
+	if !rep.Correctness.Passed || (rep.FindMax != nil && !rep.FindMax.AllCorrect) {
+		fmt.Fprintln(stderr, "loadtest: correctness check failed:")
+		for _, c := range rep.Correctness.Checks {
+			if !c.Passed {
+				fmt.Fprintf(stderr, "  %s: %s\n", c.Name, c.Detail)
+			}
+		}
+	}
+	if werr != nil {
+		return false, werr
+	}
+	return rep.Passed, nil
+}
+
+// env is what the steps of a run share.
+type env struct {
+	cfg      *config
+	progress *progress
+	start    time.Time
+	server   *serverSampler // nil unless spawned
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	api      *apiClient
+}
+
+// stepResult is one load phase at one event rate, drained and checked.
+type stepResult struct {
+	cfg                *config // the step's: its rate, run id and probe spacing
+	loadStart, loadEnd time.Time
+	sets               []*hist.Set
+	events             *report.EventsResult
+	queries            *report.QueriesResult
+	dlq                *report.DLQResult
+	errors             map[string]int64
+	checks             []report.Check
+	harness            *report.HarnessStats
+}
+
+// step runs the workloads at the given event rate for --duration with
+// the types of run id, waits for the drain, and checks correctness.
+func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, error) {
+	c := *e.cfg
+	c.EventRate, c.Run = rate, run
+	c.Events.Run = run
+	if c.ProbeRate > 0 {
+		c.Events.ProbeEvery = max(1, int64(rate/c.ProbeRate))
+	}
+	cfg := &c
+	res := &stepResult{cfg: cfg, errors: map[string]int64{}}
 	selfStart, selfErr := target.ReadProc(os.Getpid())
 	start := time.Now()
+	res.loadStart = start
 	eventLat := hist.NewSet(cfg.Workers, start, cfg.Tick)
 	queryLat := hist.NewSet(cfg.QueryWorkers, start, cfg.Tick)
 	probeLat := hist.NewSet(1, start, cfg.Tick)
-	sets := []*hist.Set{eventLat, queryLat, probeLat}
+	res.sets = []*hist.Set{eventLat, queryLat, probeLat}
 	var pollErrs errorCounts
 
 	probeType := workload.ProbeType(cfg.Run)
-	probes := newProbeTracker(api, probeType, probeLat)
+	probes := newProbeTracker(e.api, probeType, probeLat)
 	var events *eventLoad
 	var queries *queryLoad
+	var err error
 	if cfg.Workloads["events"] {
-		if events, err = newEventLoad(cfg, js, eventLat, probes); err != nil {
-			return false, configError{err}
+		if events, err = newEventLoad(cfg, e.js, eventLat, probes); err != nil {
+			return nil, configError{err}
 		}
 	}
 	if cfg.Workloads["queries"] {
 		gen, err := workload.NewEventGen(cfg.Events)
 		if err != nil {
-			return false, configError{err}
+			return nil, configError{err}
 		}
 		weights := workload.ZipfWeights(len(gen.Types()), cfg.Events.ZipfS)
 		if len(cfg.Events.Mix) > 0 {
@@ -94,42 +210,34 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 				weights = append(weights, m.Weight)
 			}
 		}
-		if queries, err = newQueryLoad(cfg, api, gen.Types(), weights, queryLat); err != nil {
-			return false, configError{err}
+		if queries, err = newQueryLoad(cfg, e.api, gen.Types(), weights, queryLat); err != nil {
+			return nil, configError{err}
 		}
 	}
 
-	// The sampler ticks the histograms, reads /proc and draws the
-	// progress line until the end of the run, drain included.
-	sampleCtx, stopSampling := context.WithCancel(ctx)
-	var server *serverSampler
-	if srv != nil {
-		server = &serverSampler{pid: srv.PID(), start: start}
-		server.sample()
-	}
-	samplerDone := make(chan struct{})
+	// The ticker merges the histograms and draws the progress line until
+	// the end of the step, drain included.
+	tickCtx, stopTicking := context.WithCancel(ctx)
+	tickDone := make(chan struct{})
 	go func() {
-		defer close(samplerDone)
+		defer close(tickDone)
 		t := time.NewTicker(cfg.Tick)
 		defer t.Stop()
 		for {
 			select {
-			case <-sampleCtx.Done():
+			case <-tickCtx.Done():
 				return
 			case now := <-t.C:
-				for _, s := range sets {
+				for _, s := range res.sets {
 					s.Tick(now)
 				}
-				if server != nil {
-					server.sample()
-				}
-				progress.line(now.Sub(start), events, queries, probes, eventLat)
+				e.progress.line(now.Sub(start), rate, events, queries, probes, eventLat)
 			}
 		}
 	}()
 	defer func() {
-		stopSampling()
-		<-samplerDone
+		stopTicking()
+		<-tickDone
 	}()
 
 	pollCtx, stopPolling := context.WithCancel(ctx)
@@ -154,20 +262,19 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 	}
 	wg.Wait()
 	loadEnd := time.Now()
+	res.loadEnd = loadEnd
 	if selfEnd, err := target.ReadProc(os.Getpid()); err == nil && selfErr == nil {
 		cpu := selfEnd.CPUSeconds - selfStart.CPUSeconds
-		rep.Harness = &report.HarnessStats{CPUSeconds: cpu, AvgCores: cpu / loadEnd.Sub(start).Seconds()}
+		res.harness = &report.HarnessStats{CPUSeconds: cpu, AvgCores: cpu / loadEnd.Sub(start).Seconds()}
 	}
 	if err := errors.Join(eventErr, queryErr); err != nil {
-		return false, configError{err}
+		return nil, configError{err}
 	}
 	if ctx.Err() != nil {
-		return false, fmt.Errorf("interrupted: %w", context.Cause(ctx))
+		return nil, fmt.Errorf("interrupted: %w", context.Cause(ctx))
 	}
-	rep.DurationSeconds = loadEnd.Sub(start).Seconds()
-	progress.note("load done; waiting for every event to be readable (at most %s)", cfg.DrainTimeout)
+	e.progress.note("load at %.0f/s done; waiting for every event to be readable (at most %s)", rate, cfg.DrainTimeout)
 
-	var checks []report.Check
 	if events != nil {
 		tot := events.totals()
 		types := sortedTypes(events.gen)
@@ -178,9 +285,9 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 		var counts map[string]int64
 		deadline := loadEnd.Add(cfg.DrainTimeout)
 		for {
-			ready, got, err := countsReady(ctx, api, types, tot.ackedValid, from, to)
+			ready, got, err := countsReady(ctx, e.api, types, tot.ackedValid, from, to)
 			if err != nil {
-				rep.Errors["drain."+apiErrorCause(err)]++
+				res.errors["drain."+apiErrorCause(err)]++
 			} else {
 				counts = got
 			}
@@ -202,9 +309,8 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 			probesTotal = (eventStats.Scheduled + cfg.Events.ProbeEvery - 1) / cfg.Events.ProbeEvery
 		}
 		pending, _ := probes.outstanding()
-		sched := schedule(cfg.EventRate, eventStats, events.failed.Load(), loadEnd.Sub(start))
-		rep.Events = &report.EventsResult{
-			Schedule:        sched,
+		res.events = &report.EventsResult{
+			Schedule:        schedule(rate, eventStats, events.failed.Load(), loadEnd.Sub(start)),
 			Types:           types,
 			AckedValid:      sum(tot.ackedValid),
 			AckedInvalid:    sum(tot.ackedInvalid),
@@ -216,51 +322,55 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 			ProbesMissing:   int64(pending),
 			DrainSeconds:    drainSeconds,
 		}
-		maps.Copy(rep.Errors, tot.errors)
-		maps.Copy(rep.Errors, pollErrs.snapshot())
-		if rep.Raw != nil && rep.Raw.RatePerSecond > 0 {
-			rep.Raw.EventsRatio = sched.AchievedRate / rep.Raw.RatePerSecond
-		}
+		maps.Copy(res.errors, tot.errors)
+		maps.Copy(res.errors, pollErrs.snapshot())
 
 		if counts != nil {
-			checks = append(checks, checkCounts(types, counts, tot.ackedValid, tot.failedValid))
+			res.checks = append(res.checks, checkCounts(types, counts, tot.ackedValid, tot.failedValid))
 		} else {
-			checks = append(checks, report.Check{Name: "counts match accepted", Detail: "counts could not be read"})
+			res.checks = append(res.checks, report.Check{Name: "counts match accepted", Detail: "counts could not be read"})
 		}
 		if probesTotal > 0 {
-			checks = append(checks, checkProbes(ctx, api, probeType, probes, probesTotal, start.Add(-time.Minute), loadEnd.Add(time.Minute)))
+			res.checks = append(res.checks, checkProbes(ctx, e.api, probeType, probes, probesTotal, start.Add(-time.Minute), loadEnd.Add(time.Minute)))
 		}
-		d := &report.DLQResult{InvalidAcked: rep.Events.AckedInvalid}
+		d := &report.DLQResult{InvalidAcked: res.events.AckedInvalid}
 		var dlqErr error
-		d.InDLQ, d.ReasonMismatches, dlqErr = dlqLetters(ctx, js, cfg.DLQ, types, d.InvalidAcked, max(cfg.DrainTimeout-time.Since(loadEnd), 2*time.Second))
-		rep.DLQ = d
-		checks = append(checks, checkDLQ(d, tot.failedInvalid, dlqErr))
+		d.InDLQ, d.ReasonMismatches, dlqErr = dlqLetters(ctx, e.js, cfg.DLQ, types, d.InvalidAcked, max(cfg.DrainTimeout-time.Since(loadEnd), 2*time.Second))
+		res.dlq = d
+		res.checks = append(res.checks, checkDLQ(d, tot.failedInvalid, dlqErr))
 	}
 	if queries != nil {
 		ok, errs := queries.totals()
-		rep.Queries = &report.QueriesResult{
+		res.queries = &report.QueriesResult{
 			Schedule: schedule(cfg.QueryRate, queryStats, queries.failed.Load(), loadEnd.Sub(start)),
 			ByKind:   ok,
 		}
-		maps.Copy(rep.Errors, errs)
+		maps.Copy(res.errors, errs)
 	}
-	rep.Correctness = &report.Correctness{Passed: true, Checks: checks}
-	for _, c := range checks {
-		rep.Correctness.Passed = rep.Correctness.Passed && c.Passed
-	}
-
-	stopSampling()
-	<-samplerDone
+	stopTicking()
+	<-tickDone
 	now := time.Now()
-	for _, s := range sets {
+	for _, s := range res.sets {
 		s.Tick(now)
 	}
-	if server != nil {
-		server.sample()
-		rep.Server = server.stats(loadEnd)
+	e.progress.clear()
+	return res, nil
+}
+
+// fill puts the step's results into rep and checks the objectives on it.
+func (res *stepResult) fill(rep *report.Report, cfg *config) {
+	rep.DurationSeconds = res.loadEnd.Sub(res.loadStart).Seconds()
+	rep.Events, rep.Queries, rep.DLQ, rep.Harness = res.events, res.queries, res.dlq, res.harness
+	rep.Errors = maps.Clone(res.errors)
+	rep.Correctness = &report.Correctness{Passed: true, Checks: res.checks}
+	for _, c := range res.checks {
+		rep.Correctness.Passed = rep.Correctness.Passed && c.Passed
 	}
-	progress.clear()
-	for _, s := range sets {
+	if rep.Raw != nil && rep.Raw.RatePerSecond > 0 && res.events != nil {
+		rep.Raw.EventsRatio = res.events.AchievedRate / rep.Raw.RatePerSecond
+	}
+	rep.Latency, rep.Series = map[string]hist.Summary{}, map[string]hist.Series{}
+	for _, s := range res.sets {
 		for _, kind := range s.Kinds() {
 			sum := s.Summary(kind)
 			for _, o := range cfg.Objectives {
@@ -273,31 +383,6 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 		}
 	}
 	rep.Objectives = report.CheckObjectives(cfg.Objectives, rep)
-	rep.Passed = rep.Correctness.Passed && len(report.Failed(rep.Objectives)) == 0
-	rep.Finished = time.Now().UTC()
-
-	rep.WriteSummary(stdout)
-	var werr error
-	if cfg.JSONPath != "" {
-		werr = errors.Join(werr, rep.WriteJSON(cfg.JSONPath))
-	}
-	if cfg.HTMLPath != "" {
-		werr = errors.Join(werr, rep.WriteHTML(cfg.HTMLPath))
-	}
-	for _, f := range report.Failed(rep.Objectives) {
-		fmt.Fprintf(stderr, "loadtest: objective failed: %s (%s)\n", f.Text, f.Describe())
-	}
-	if !rep.Correctness.Passed {
-		for _, c := range rep.Correctness.Checks {
-			if !c.Passed {
-				fmt.Fprintf(stderr, "loadtest: correctness check failed: %s: %s\n", c.Name, c.Detail)
-			}
-		}
-	}
-	if werr != nil {
-		return false, werr
-	}
-	return rep.Passed, nil
 }
 
 func sum(m map[string]int64) int64 {

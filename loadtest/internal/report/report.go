@@ -56,6 +56,10 @@ type Report struct {
 	// machine it competes with the server.
 	Harness *HarnessStats `json:"harness,omitempty"`
 
+	// FindMax is the ramp of --find-max. The other fields then describe
+	// its highest step that held (or its last step, if none did).
+	FindMax *FindMax `json:"find_max,omitempty"`
+
 	Correctness *Correctness      `json:"correctness,omitempty"`
 	Objectives  []ObjectiveResult `json:"objectives"`
 	// Passed is true when every objective and the correctness check
@@ -164,6 +168,34 @@ type ServerStats struct {
 	CPUSecondsAll float64   `json:"cpu_seconds_total"`
 	// AvgCores is CPU seconds over wall seconds of the measured phase.
 	AvgCores float64 `json:"avg_cores"`
+}
+
+// FindMax is a --find-max ramp: steps of --duration each at rising event
+// rates until an objective breaks, then halving the gap between the
+// highest rate that held and the lowest that did not.
+type FindMax struct {
+	Objectives []string      `json:"objectives"`
+	Steps      []FindMaxStep `json:"steps"`
+	// MaxRate is the highest target event rate whose step held every
+	// objective; 0 if none did.
+	MaxRate float64 `json:"max_rate"`
+	// AllCorrect is true when every step passed the correctness check.
+	AllCorrect bool `json:"all_correct"`
+}
+
+// FindMaxStep is one step of a ramp.
+type FindMaxStep struct {
+	Run          string  `json:"run"`
+	TargetRate   float64 `json:"target_rate"`
+	AchievedRate float64 `json:"achieved_rate"`
+	DroppedRatio float64 `json:"dropped_ratio"`
+	// Held is true when every objective held; Failed describes the ones
+	// that did not.
+	Held    bool     `json:"held"`
+	Failed  []string `json:"failed,omitempty"`
+	Correct bool     `json:"correct"`
+	// P99 is each latency kind's 99th percentile in seconds.
+	P99 map[string]float64 `json:"p99"`
 }
 
 // HarnessStats is the harness process's CPU over the load phase.

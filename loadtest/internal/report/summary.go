@@ -19,6 +19,26 @@ func (r *Report) WriteSummary(w io.Writer) {
 	fmt.Fprintf(&b, "target: %s, NATS %s, HTTP %s\n", target, r.Target.NATSURL, r.Target.HTTPURL)
 	fmt.Fprintf(&b, "machine: %d CPUs %s, %s/%s, %s; git %s%s\n\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.OS, r.Machine.Arch, r.Machine.GoVersion, r.Git.Revision, map[bool]string{true: " (dirty)"}[r.Git.Dirty])
 
+	if fm := r.FindMax; fm != nil {
+		fmt.Fprintf(&b, "find-max against %s:\n", strings.Join(fm.Objectives, ", "))
+		fmt.Fprintf(&b, "  %-12s %12s %12s %9s %12s %12s  %s\n", "run", "target/s", "achieved/s", "dropped", "p99 publish", "p99 queryable", "result")
+		for _, st := range fm.Steps {
+			verdict := "held"
+			if !st.Held {
+				verdict = "broke: " + strings.Join(st.Failed, "; ")
+			}
+			if !st.Correct {
+				verdict += " (correctness check FAILED)"
+			}
+			fmt.Fprintf(&b, "  %-12s %12.0f %12.1f %8.3f%% %12s %13s  %s\n", st.Run, st.TargetRate, st.AchievedRate, 100*st.DroppedRatio,
+				FormatSeconds(st.P99["publish"]), FormatSeconds(st.P99["queryable"]), verdict)
+		}
+		if fm.MaxRate > 0 {
+			fmt.Fprintf(&b, "highest rate that held: %.0f events/s; the figures below are of that step\n\n", fm.MaxRate)
+		} else {
+			b.WriteString("no rate held; the figures below are of the last step\n\n")
+		}
+	}
 	sched := func(name string, s Schedule) {
 		fmt.Fprintf(&b, "%-8s target %.0f/s achieved %.1f/s; scheduled %d, started %d, dropped %d (%.3f%%), failed %d\n",
 			name, s.TargetRate, s.AchievedRate, s.Scheduled, s.Started, s.Dropped, 100*s.DroppedRatio, s.Failed)
