@@ -164,14 +164,15 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-// --find-max ramps while the objectives hold: two short steps that both
-// hold report the second rate, and the run passes.
+// --find-max ramps while the objectives hold, Eventide then raw
+// JetStream: two short steps each that both hold report the second rate,
+// a ratio of 1, and the run passes.
 func TestFindMaxRamps(t *testing.T) {
 	jsonPath := filepath.Join(t.TempDir(), "r.json")
 	var stdout, stderr bytes.Buffer
 	code := runMain(context.Background(), []string{
 		"run", "--spawn", "--find-max", "--duration", "1s", "--rate", "200", "--ramp", "2", "--max-steps", "2",
-		"--workload", "events", "--raw-duration", "0", "--probe-rate", "20", "--seed", "5", "--progress", "off",
+		"--workload", "events", "--raw-duration", "1s", "--probe-rate", "20", "--seed", "5", "--progress", "off",
 		"--slo", "p99(queryable)<1h", "--json", jsonPath,
 	}, &stdout, &stderr)
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
@@ -193,7 +194,12 @@ func TestFindMaxRamps(t *testing.T) {
 	if fm.Steps[0].TargetRate != 200 || !fm.Steps[0].Held || fm.Steps[1].TargetRate != 400 || !fm.Steps[1].Held {
 		t.Errorf("steps = %+v", fm.Steps)
 	}
-	if r.Events.TargetRate != 400 || r.Queries != nil || r.Raw != nil {
+	if fm.Raw == nil || len(fm.Raw.Steps) != 2 || fm.Raw.MaxRate != 400 || fm.Ratio != 1 {
+		t.Errorf("raw ramp = %+v, ratio %v", fm.Raw, fm.Ratio)
+	} else if p99 := fm.Raw.Steps[1].P99["queryable"]; p99 <= 0 {
+		t.Errorf("raw step has no publish-to-consumed p99")
+	}
+	if r.Events.TargetRate != 400 || r.Queries != nil {
 		t.Errorf("the report's figures are not those of the 400/s step: events %+v", r.Events)
 	}
 }

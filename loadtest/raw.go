@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/eventide/eventide/loadtest/internal/arrival"
+	"github.com/eventide/eventide/loadtest/internal/hist"
 	"github.com/eventide/eventide/loadtest/internal/report"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -99,4 +102,124 @@ func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration,
 	return &report.RawResult{
 		Stream: name, Messages: published, Seconds: elapsed, RatePerSecond: float64(published) / elapsed,
 	}, nil
+}
+
+// headerIntended carries a raw message's intended publish start, in Unix
+// nanoseconds, to the consumer that times it.
+const headerIntended = "Eventide-Loadtest-Intended"
+
+// rawStep runs the raw JetStream pipeline open loop at rate for
+// --duration, on a stream of its own deleted afterwards: publishes
+// waiting for their ack, as the event workload's, and a pull consumer
+// acking each message. It returns a report whose "publish" latency is
+// intended start to publish ack and "queryable" intended start to
+// consumed, with the schedule in Events, so the run's objectives apply
+// to it as to Eventide.
+func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Report, error) {
+	cfg := e.cfg
+	js := e.js
+	name := "LT_RAW_" + strings.ToUpper(run)
+	subject := "ltraw." + run + ".event"
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: []string{subject}, Storage: jetstream.FileStorage, Replicas: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot create raw stream %s: %w", name, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = js.DeleteStream(dctx, name)
+	}()
+	cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 100000,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot create the raw consumer: %w", err)
+	}
+	start := time.Now()
+	lat := hist.NewSet(cfg.Workers+1, start, cfg.Tick)
+	consumer := cfg.Workers // the consumer's histogram slot
+	var consumed atomic.Int64
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		// Handlers run one at a time, so the consumer's slot is its own.
+		if ns, err := strconv.ParseInt(m.Headers().Get(headerIntended), 10, 64); err == nil {
+			lat.Record(consumer, "queryable", time.Since(time.Unix(0, ns)))
+		}
+		_ = m.Ack()
+		consumed.Add(1)
+	}, jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return nil, fmt.Errorf("cannot consume the raw stream: %w", err)
+	}
+	defer cc.Stop()
+
+	body := []byte(fmt.Sprintf(`{"time":%d,"data":{"pad":"%s"}}`, time.Now().UnixMilli(), strings.Repeat("x", max(cfg.Events.PayloadMedian-48, 1))))
+	lastErr := make([]error, cfg.Workers)
+	var acked, failed atomic.Int64
+	tickCtx, stopTicking := context.WithCancel(ctx)
+	tickDone := make(chan struct{})
+	go func() {
+		defer close(tickDone)
+		t := time.NewTicker(cfg.Tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-tickCtx.Done():
+				return
+			case now := <-t.C:
+				lat.Tick(now)
+			}
+		}
+	}()
+	stats, err := arrival.Run(ctx, arrival.Config[int64]{
+		Rate: rate, Duration: cfg.Duration, Workers: cfg.Workers, MaxLateness: cfg.MaxLateness,
+		Next: func(seq int64) int64 { return seq },
+		Do: func(ctx context.Context, w int, _ int64, intended time.Time) {
+			msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{headerIntended: {strconv.FormatInt(intended.UnixNano(), 10)}}}
+			pctx, cancel := context.WithTimeout(ctx, cfg.PublishLimit)
+			_, lastErr[w] = js.PublishMsg(pctx, msg)
+			cancel()
+			if lastErr[w] != nil {
+				failed.Add(1)
+				return
+			}
+			acked.Add(1)
+		},
+		Done: func(w int, _ int64, _ time.Time, latency time.Duration) {
+			if lastErr[w] == nil {
+				lat.Record(w, "publish", latency)
+			}
+		},
+	})
+	loadEnd := time.Now()
+	if err != nil {
+		stopTicking()
+		<-tickDone
+		return nil, configError{err}
+	}
+	deadline := loadEnd.Add(cfg.DrainTimeout)
+	for consumed.Load() < acked.Load() && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond) // polling the consumer's count, with a deadline
+	}
+	stopTicking()
+	<-tickDone
+	lat.Tick(time.Now())
+	r := &report.Report{
+		Events:  &report.EventsResult{Schedule: schedule(rate, stats, failed.Load(), loadEnd.Sub(start))},
+		Latency: map[string]hist.Summary{},
+	}
+	for _, kind := range lat.Kinds() {
+		sum := lat.Summary(kind)
+		for _, o := range cfg.Objectives {
+			if p, ok := o.Percentile(); ok && o.Arg == kind {
+				sum.Percentiles[o.Func], _ = lat.Quantile(kind, p)
+			}
+		}
+		r.Latency[kind] = sum
+	}
+	if n := consumed.Load(); n < acked.Load() {
+		return nil, fmt.Errorf("raw step at %.0f/s: consumed %d of %d acked messages within %s", rate, n, acked.Load(), cfg.DrainTimeout)
+	}
+	return r, nil
 }

@@ -393,10 +393,16 @@ func sum(m map[string]int64) int64 {
 	return n
 }
 
+// schedule summarizes an arrival run. The achieved rate divides the
+// successes by the longer of the elapsed time and the scheduled window
+// (the last operation starts just before the window's end).
 func schedule(rate float64, s arrival.Stats, failed int64, elapsed time.Duration) report.Schedule {
 	out := report.Schedule{TargetRate: rate, Scheduled: s.Scheduled, Started: s.Started, Dropped: s.Dropped, Failed: failed}
 	if s.Scheduled > 0 {
 		out.DroppedRatio = float64(s.Dropped) / float64(s.Scheduled)
+	}
+	if window := time.Duration(float64(s.Scheduled) / rate * float64(time.Second)); window > elapsed {
+		elapsed = window
 	}
 	if elapsed > 0 {
 		out.AchievedRate = float64(s.Started-failed) / elapsed.Seconds()

@@ -181,6 +181,20 @@ type FindMax struct {
 	MaxRate float64 `json:"max_rate"`
 	// AllCorrect is true when every step passed the correctness check.
 	AllCorrect bool `json:"all_correct"`
+	// Raw is the same ramp, under the same objectives, of the raw
+	// JetStream pipeline on the same server (publish, pull consume, ack,
+	// nothing stored), when it ran. In its steps "queryable" is publish
+	// to consumed.
+	Raw *RawRamp `json:"raw,omitempty"`
+	// Ratio is MaxRate over Raw.MaxRate: Eventide's sustainable rate as a
+	// fraction of raw JetStream's at the same objectives.
+	Ratio float64 `json:"ratio,omitempty"`
+}
+
+// RawRamp is the raw JetStream pipeline's ramp.
+type RawRamp struct {
+	Steps   []FindMaxStep `json:"steps"`
+	MaxRate float64       `json:"max_rate"`
 }
 
 // FindMaxStep is one step of a ramp.

@@ -21,17 +21,10 @@ func (r *Report) WriteSummary(w io.Writer) {
 
 	if fm := r.FindMax; fm != nil {
 		fmt.Fprintf(&b, "find-max against %s:\n", strings.Join(fm.Objectives, ", "))
-		fmt.Fprintf(&b, "  %-12s %12s %12s %9s %12s %12s  %s\n", "run", "target/s", "achieved/s", "dropped", "p99 publish", "p99 queryable", "result")
-		for _, st := range fm.Steps {
-			verdict := "held"
-			if !st.Held {
-				verdict = "broke: " + strings.Join(st.Failed, "; ")
-			}
-			if !st.Correct {
-				verdict += " (correctness check FAILED)"
-			}
-			fmt.Fprintf(&b, "  %-12s %12.0f %12.1f %8.3f%% %12s %13s  %s\n", st.Run, st.TargetRate, st.AchievedRate, 100*st.DroppedRatio,
-				FormatSeconds(st.P99["publish"]), FormatSeconds(st.P99["queryable"]), verdict)
+		writeSteps(&b, "Eventide", "p99 queryable", fm.Steps)
+		if fm.Raw != nil {
+			writeSteps(&b, "raw JetStream (publish, consume, ack; no storage)", "p99 consumed", fm.Raw.Steps)
+			fmt.Fprintf(&b, "highest rates that held: Eventide %.0f/s, raw JetStream %.0f/s: %.3fx\n", fm.MaxRate, fm.Raw.MaxRate, fm.Ratio)
 		}
 		if fm.MaxRate > 0 {
 			fmt.Fprintf(&b, "highest rate that held: %.0f events/s; the figures below are of that step\n\n", fm.MaxRate)
@@ -106,4 +99,20 @@ func passWord(ok bool) string {
 		return "PASS"
 	}
 	return "FAIL"
+}
+
+func writeSteps(b *strings.Builder, title, lastCol string, steps []FindMaxStep) {
+	fmt.Fprintf(b, "  %s:\n", title)
+	fmt.Fprintf(b, "  %-12s %12s %12s %9s %12s %13s  %s\n", "run", "target/s", "achieved/s", "dropped", "p99 publish", lastCol, "result")
+	for _, st := range steps {
+		verdict := "held"
+		if !st.Held {
+			verdict = "broke: " + strings.Join(st.Failed, "; ")
+		}
+		if !st.Correct {
+			verdict += " (correctness check FAILED)"
+		}
+		fmt.Fprintf(b, "  %-12s %12.0f %12.1f %8.3f%% %12s %13s  %s\n", st.Run, st.TargetRate, st.AchievedRate, 100*st.DroppedRatio,
+			FormatSeconds(st.P99["publish"]), FormatSeconds(st.P99["queryable"]), verdict)
+	}
 }
