@@ -85,6 +85,7 @@ type config struct {
 	Tick          time.Duration
 
 	FindMax  bool
+	RawRate  float64
 	Ramp     float64
 	MaxSteps int
 
@@ -148,6 +149,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.Tick, "interval", time.Second, "interval of the time series and the progress line")
 
 	fs.BoolVar(&c.FindMax, "find-max", false, "ramp the event rate from --rate, --duration per step, until an objective breaks; report the highest rate that held (objectives default to "+defaultFindMaxSLO+")")
+	fs.Float64Var(&c.RawRate, "raw-rate", 0, "--find-max: the raw JetStream ramp's first rate (default --rate)")
 	fs.Float64Var(&c.Ramp, "ramp", 1.5, "--find-max: factor between steps until an objective breaks")
 	fs.IntVar(&c.MaxSteps, "max-steps", 10, "--find-max: most steps")
 	slo := fs.String("slo", "", "objectives, e.g. 'p99(query.latest)<10ms,drop<0.1%' (see loadtest/README.md)")
@@ -273,6 +275,12 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		}
 		if strings.TrimSpace(*slo) == "" {
 			*slo = defaultFindMaxSLO
+		}
+		if c.RawRate == 0 {
+			c.RawRate = c.EventRate
+		}
+		if !(c.RawRate > 0) || c.RawRate > maxRate {
+			errs = append(errs, fmt.Errorf("--raw-rate %v: must be more than 0 and at most %d per second", c.RawRate, int(maxRate)))
 		}
 	}
 	objs, err := report.ParseObjectives(*slo, report.Names{Kinds: latencyKinds(), Workloads: availableWorkloads})

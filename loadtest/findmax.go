@@ -3,11 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/eventide/eventide/loadtest/internal/report"
 )
 
-// ramp runs steps at rising rates: from --rate, multiplying by --ramp
+// ramp runs steps at rising rates: from rate, multiplying by --ramp
 // while every objective holds; after the first step that breaks one, it
 // halves the gap between the highest rate that held and the lowest that
 // broke until the gap is under 5% or --max-steps steps ran. If the first
@@ -15,11 +16,10 @@ import (
 // ends the ramp: a pipeline that loses events has no capacity figure.
 // It returns the steps, the highest rate that held (0 if none) and the
 // index of its step (-1 if none).
-func ramp(ctx context.Context, cfg *config, step func(i int, rate float64) (report.FindMaxStep, error)) ([]report.FindMaxStep, float64, int, error) {
+func ramp(ctx context.Context, cfg *config, rate float64, step func(i int, rate float64) (report.FindMaxStep, error)) ([]report.FindMaxStep, float64, int, error) {
 	var steps []report.FindMaxStep
 	good, bad := 0.0, 0.0
 	best := -1
-	rate := cfg.EventRate
 	for i := 0; i < cfg.MaxSteps && ctx.Err() == nil; i++ {
 		st, err := step(i, rate)
 		if err != nil {
@@ -64,7 +64,7 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 		fm.Objectives = append(fm.Objectives, o.Text)
 	}
 	var results []*stepResult
-	steps, maxRate, best, err := ramp(ctx, cfg, func(i int, rate float64) (report.FindMaxStep, error) {
+	steps, maxRate, best, err := ramp(ctx, cfg, cfg.EventRate, func(i int, rate float64) (report.FindMaxStep, error) {
 		run := fmt.Sprintf("%ss%d", cfg.Run, i)
 		e.progress.note("find-max step %d: %.0f events/s for %s", i+1, rate, cfg.Duration)
 		res, err := e.step(ctx, rate, run)
@@ -76,6 +76,10 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 		res.fill(probe, cfg)
 		st := stepSummary(run, rate, probe, probe.Objectives)
 		st.Correct = probe.Correctness.Passed
+		if res.harness != nil {
+			st.HarnessCores = res.harness.AvgCores
+		}
+		st.ServerCores = e.serverCores(res.loadStart, res.loadEnd)
 		fm.AllCorrect = fm.AllCorrect && st.Correct
 		return st, nil
 	})
@@ -88,7 +92,7 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 		chosen = results[best]
 	}
 	if cfg.RawDuration > 0 {
-		rawSteps, rawMax, _, err := ramp(ctx, cfg, func(i int, rate float64) (report.FindMaxStep, error) {
+		rawSteps, rawMax, _, err := ramp(ctx, cfg, cfg.RawRate, func(i int, rate float64) (report.FindMaxStep, error) {
 			run := fmt.Sprintf("%sr%d", cfg.Run, i)
 			e.progress.note("find-max raw JetStream step %d: %.0f messages/s for %s", i+1, rate, cfg.Duration)
 			probe, err := e.rawStep(ctx, rate, run)
@@ -97,6 +101,10 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 			}
 			st := stepSummary(run, rate, probe, rawObjectives(cfg.Objectives, probe))
 			st.Correct = true
+			if probe.Harness != nil {
+				st.HarnessCores = probe.Harness.AvgCores
+			}
+			st.ServerCores = e.serverCores(probe.Started, probe.Finished)
 			return st, nil
 		})
 		if err != nil {
@@ -144,4 +152,15 @@ func rawObjectives(objs []report.Objective, r *report.Report) []report.Objective
 		keep = append(keep, o)
 	}
 	return report.CheckObjectives(keep, r)
+}
+
+// serverCores is the spawned server's CPU in cores over [from, to]; 0
+// when not spawned.
+func (e *env) serverCores(from, to time.Time) float64 {
+	if e.server == nil {
+		return 0
+	}
+	e.server.mu.Lock()
+	defer e.server.mu.Unlock()
+	return e.server.coresBetween(from, to)
 }

@@ -71,11 +71,13 @@ func (p *progress) clear() {
 	}
 }
 
-// serverSampler records the spawned server's RSS and CPU over time; it is
-// used from the sampler goroutine only, then read at the end.
+// serverSampler records the spawned server's RSS and CPU over time: the
+// sampler goroutine appends, the steps read (under mu).
 type serverSampler struct {
-	pid     int
-	start   time.Time
+	pid   int
+	start time.Time
+
+	mu      sync.Mutex
 	samples []target.ProcSample
 	errs    int
 }
@@ -86,6 +88,8 @@ const maxServerSamples = 2048
 
 func (s *serverSampler) sample() {
 	ps, err := target.ReadProc(s.pid)
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
 		s.errs++
 		return
@@ -101,6 +105,8 @@ func (s *serverSampler) sample() {
 }
 
 func (s *serverSampler) stats(loadEnd time.Time) *report.ServerStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	st := &report.ServerStats{PID: s.pid}
 	var atEnd *target.ProcSample
 	for i, ps := range s.samples {
@@ -120,4 +126,24 @@ func (s *serverSampler) stats(loadEnd time.Time) *report.ServerStats {
 		}
 	}
 	return st
+}
+
+// coresBetween returns the server's CPU over [from, to] in cores, from
+// the samples nearest inside that span; 0 without two of them.
+func (s *serverSampler) coresBetween(from, to time.Time) float64 {
+	var first, last *target.ProcSample
+	for i := range s.samples {
+		ps := &s.samples[i]
+		if ps.At.Before(from) || ps.At.After(to) {
+			continue
+		}
+		if first == nil {
+			first = ps
+		}
+		last = ps
+	}
+	if first == nil || last == first {
+		return 0
+	}
+	return (last.CPUSeconds - first.CPUSeconds) / last.At.Sub(first.At).Seconds()
 }

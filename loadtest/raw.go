@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/eventide/eventide/loadtest/internal/arrival"
 	"github.com/eventide/eventide/loadtest/internal/hist"
 	"github.com/eventide/eventide/loadtest/internal/report"
+	"github.com/eventide/eventide/loadtest/internal/target"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -137,6 +139,7 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 	if err != nil {
 		return nil, fmt.Errorf("cannot create the raw consumer: %w", err)
 	}
+	selfStart, selfErr := target.ReadProc(os.Getpid())
 	start := time.Now()
 	lat := hist.NewSet(cfg.Workers+1, start, cfg.Tick)
 	consumer := cfg.Workers // the consumer's histogram slot
@@ -193,6 +196,11 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 		},
 	})
 	loadEnd := time.Now()
+	var harness *report.HarnessStats
+	if selfEnd, err := target.ReadProc(os.Getpid()); err == nil && selfErr == nil {
+		cpu := selfEnd.CPUSeconds - selfStart.CPUSeconds
+		harness = &report.HarnessStats{CPUSeconds: cpu, AvgCores: cpu / loadEnd.Sub(start).Seconds()}
+	}
 	if err != nil {
 		stopTicking()
 		<-tickDone
@@ -205,7 +213,9 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 	stopTicking()
 	<-tickDone
 	lat.Tick(time.Now())
+	// Started and Finished bound the load, for the server's CPU.
 	r := &report.Report{
+		Started: start, Finished: loadEnd, Harness: harness,
 		Events:  &report.EventsResult{Schedule: schedule(rate, stats, failed.Load(), loadEnd.Sub(start))},
 		Latency: map[string]hist.Summary{},
 	}

@@ -210,6 +210,10 @@ type FindMaxStep struct {
 	Correct bool     `json:"correct"`
 	// P99 is each latency kind's 99th percentile in seconds.
 	P99 map[string]float64 `json:"p99"`
+	// ServerCores is the spawned server's CPU over the step's load, in
+	// cores (CPU seconds per second); HarnessCores the harness's.
+	ServerCores  float64 `json:"server_cores,omitempty"`
+	HarnessCores float64 `json:"harness_cores,omitempty"`
 }
 
 // HarnessStats is the harness process's CPU over the load phase.

@@ -20,7 +20,7 @@ func (r *Report) WriteSummary(w io.Writer) {
 	fmt.Fprintf(&b, "machine: %d CPUs %s, %s/%s, %s; git %s%s\n\n", r.Machine.CPUs, r.Machine.CPUModel, r.Machine.OS, r.Machine.Arch, r.Machine.GoVersion, r.Git.Revision, map[bool]string{true: " (dirty)"}[r.Git.Dirty])
 
 	if fm := r.FindMax; fm != nil {
-		fmt.Fprintf(&b, "find-max against %s:\n", strings.Join(fm.Objectives, ", "))
+		fmt.Fprintf(&b, "find-max against %s (server and harness: CPU cores used during each step's load):\n", strings.Join(fm.Objectives, ", "))
 		writeSteps(&b, "Eventide", "p99 queryable", fm.Steps)
 		if fm.Raw != nil {
 			writeSteps(&b, "raw JetStream (publish, consume, ack; no storage)", "p99 consumed", fm.Raw.Steps)
@@ -103,7 +103,7 @@ func passWord(ok bool) string {
 
 func writeSteps(b *strings.Builder, title, lastCol string, steps []FindMaxStep) {
 	fmt.Fprintf(b, "  %s:\n", title)
-	fmt.Fprintf(b, "  %-12s %12s %12s %9s %12s %13s  %s\n", "run", "target/s", "achieved/s", "dropped", "p99 publish", lastCol, "result")
+	fmt.Fprintf(b, "  %-12s %12s %12s %9s %12s %13s %7s %7s  %s\n", "run", "target/s", "achieved/s", "dropped", "p99 publish", lastCol, "server", "harness", "result")
 	for _, st := range steps {
 		verdict := "held"
 		if !st.Held {
@@ -112,7 +112,7 @@ func writeSteps(b *strings.Builder, title, lastCol string, steps []FindMaxStep) 
 		if !st.Correct {
 			verdict += " (correctness check FAILED)"
 		}
-		fmt.Fprintf(b, "  %-12s %12.0f %12.1f %8.3f%% %12s %13s  %s\n", st.Run, st.TargetRate, st.AchievedRate, 100*st.DroppedRatio,
-			FormatSeconds(st.P99["publish"]), FormatSeconds(st.P99["queryable"]), verdict)
+		fmt.Fprintf(b, "  %-12s %12.0f %12.1f %8.3f%% %12s %13s %7.2f %7.2f  %s\n", st.Run, st.TargetRate, st.AchievedRate, 100*st.DroppedRatio,
+			FormatSeconds(st.P99["publish"]), FormatSeconds(st.P99["queryable"]), st.ServerCores, st.HarnessCores, verdict)
 	}
 }
