@@ -4,12 +4,15 @@
 // numbers that can be trusted: latencies from each operation's intended
 // start in HDR histograms, operations it could not start on time counted
 // as dropped, a correctness check at the end, objectives that pass or
-// fail, and JSON and HTML reports. See loadtest/README.md.
+// fail, and JSON and HTML reports; --find-max ramps the rate, for
+// Eventide and for raw JetStream on the same server, until an objective
+// breaks. See loadtest/README.md.
 //
 // Usage:
 //
 //	go run ./loadtest run --spawn --duration 30s --rate 2000 --json report.json --html report.html
 //	go run ./loadtest run --nats-url nats://host:4222 --http-url http://host:8080 --slo 'p99(query.latest)<10ms,drop<0.1%'
+//	go run ./loadtest run --spawn --find-max --rate 5000 --duration 20s --json findmax.json
 //
 // Exit codes: 0 when every objective and the correctness check passed, 1
 // when one failed (or the run could not complete), 2 for a bad command

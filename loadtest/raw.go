@@ -141,7 +141,7 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 	}
 	selfStart, selfErr := target.ReadProc(os.Getpid())
 	start := time.Now()
-	lat := hist.NewSet(cfg.Workers+1, start, cfg.Tick)
+	lat := hist.NewSet(cfg.Workers+1, start)
 	consumer := cfg.Workers // the consumer's histogram slot
 	var consumed atomic.Int64
 	cc, err := cons.Consume(func(m jetstream.Msg) {

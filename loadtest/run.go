@@ -182,9 +182,9 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 	selfStart, selfErr := target.ReadProc(os.Getpid())
 	start := time.Now()
 	res.loadStart = start
-	eventLat := hist.NewSet(cfg.Workers, start, cfg.Tick)
-	queryLat := hist.NewSet(cfg.QueryWorkers, start, cfg.Tick)
-	probeLat := hist.NewSet(1, start, cfg.Tick)
+	eventLat := hist.NewSet(cfg.Workers, start)
+	queryLat := hist.NewSet(cfg.QueryWorkers, start)
+	probeLat := hist.NewSet(1, start)
 	res.sets = []*hist.Set{eventLat, queryLat, probeLat}
 	var pollErrs errorCounts
 

@@ -47,12 +47,10 @@ func newHistogram() *hdr.Histogram { return hdr.New(lowestMicros, highestMicros,
 type Set struct {
 	workers []*worker
 
-	mu       sync.Mutex
-	total    map[string]*hdr.Histogram
-	series   map[string]*Series
-	interval time.Duration // of one series point; doubles when a series fills
-	last     time.Time     // of the last Tick
-	start    time.Time
+	mu     sync.Mutex
+	total  map[string]*hdr.Histogram
+	series map[string]*Series
+	start  time.Time // the series' zero
 }
 
 type worker struct {
@@ -63,15 +61,13 @@ type worker struct {
 	saturated map[string]int64
 }
 
-// NewSet returns a Set for workers workers, whose series starts at start
-// with points every interval.
-func NewSet(workers int, start time.Time, interval time.Duration) *Set {
+// NewSet returns a Set for workers workers, whose series counts time from
+// start; each Tick adds a point.
+func NewSet(workers int, start time.Time) *Set {
 	s := &Set{
-		total:    map[string]*hdr.Histogram{},
-		series:   map[string]*Series{},
-		interval: interval,
-		start:    start,
-		last:     start,
+		total:  map[string]*hdr.Histogram{},
+		series: map[string]*Series{},
+		start:  start,
 	}
 	for range workers {
 		s.workers = append(s.workers, &worker{kinds: map[string]*hdr.Histogram{}, saturated: map[string]int64{}})
@@ -192,7 +188,6 @@ func (s *Set) Tick(now time.Time) {
 			sr.halve()
 		}
 	}
-	s.last = now
 }
 
 // Summary is one kind's latencies over the whole run, in seconds.

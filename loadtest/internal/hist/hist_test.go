@@ -12,7 +12,7 @@ var t0 = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 // Values recorded by four workers and merged give the same summary as
 // one histogram holding them all.
 func TestMergedEqualsSingle(t *testing.T) {
-	s := NewSet(4, t0, time.Second)
+	s := NewSet(4, t0)
 	single := newHistogram()
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 100000 {
@@ -57,7 +57,7 @@ func TestMergedEqualsSingle(t *testing.T) {
 // Kinds are kept apart, and a kind with nothing in an interval gets a
 // zero point.
 func TestKindsAndEmptyIntervals(t *testing.T) {
-	s := NewSet(2, t0, time.Second)
+	s := NewSet(2, t0)
 	s.Record(0, "query.latest", 2*time.Millisecond)
 	s.Record(1, "query.counts", 40*time.Millisecond)
 	s.Tick(t0.Add(time.Second))
@@ -80,7 +80,7 @@ func TestKindsAndEmptyIntervals(t *testing.T) {
 
 // Memory does not grow with the values recorded or the ticks.
 func TestFixedMemory(t *testing.T) {
-	s := NewSet(1, t0, time.Second)
+	s := NewSet(1, t0)
 	s.Record(0, "k", time.Millisecond)
 	s.Tick(t0.Add(time.Second))
 	size := s.total["k"].ByteSize() + s.workers[0].kinds["k"].ByteSize()
@@ -111,7 +111,7 @@ func TestFixedMemory(t *testing.T) {
 
 // A latency beyond the range is kept as the range's top and counted.
 func TestSaturation(t *testing.T) {
-	s := NewSet(1, t0, time.Second)
+	s := NewSet(1, t0)
 	s.Record(0, "k", 2*time.Hour)
 	s.Tick(t0.Add(time.Second))
 	sum := s.Summary("k")
