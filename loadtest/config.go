@@ -73,6 +73,7 @@ type config struct {
 	MaxLateness  time.Duration
 	PublishLimit time.Duration
 
+	QueryTypes   []workload.Weight
 	QueryRate    float64
 	QueryWorkers int
 	QueryMix     []workload.Weight
@@ -126,7 +127,8 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.Events.PayloadMedian, "payload", c.Events.PayloadMedian, "median event body size in bytes (log-normal)")
 	fs.Float64Var(&c.Events.PayloadSigma, "payload-sigma", c.Events.PayloadSigma, "sigma of the log-normal body size (0: all the same size)")
 	fs.IntVar(&c.Events.PayloadMax, "payload-max", c.Events.PayloadMax, "largest event body in bytes")
-	fs.Float64Var(&c.Events.LateRatio, "late", c.Events.LateRatio, "fraction of events with an event time 1 to 90 minutes in the past")
+	fs.Float64Var(&c.Events.LateRatio, "late", c.Events.LateRatio, "fraction of events with an event time 1 minute to --late-max in the past")
+	fs.DurationVar(&c.Events.LateMax, "late-max", c.Events.LateMax, "how far back a late event's time may be (keep it under the server's shortest TTL)")
 	fs.Float64Var(&c.Events.OutOfOrderRatio, "out-of-order", c.Events.OutOfOrderRatio, "fraction of events up to 2 s older than their neighbours")
 	fs.Float64Var(&c.Events.InvalidRatio, "invalid", c.Events.InvalidRatio, "fraction of invalid events (each of a rejection reason the writer checks)")
 	fs.Float64Var(&c.ProbeRate, "probe-rate", 20, "probe events per second (part of --rate), timed until readable over HTTP")
@@ -136,6 +138,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 
 	fs.Float64Var(&c.QueryRate, "query-rate", 50, "queries per second (open loop)")
 	fs.IntVar(&c.QueryWorkers, "query-workers", 16, "most queries in flight")
+	queryTypes := fs.String("query-types", "", "event types the queries read, with weights (click=3,view): the server's own data; default the run's own types, weighted like the event mix")
 	queryMix := fs.String("query-mix", "latest=5,window=3,counts=2", "query kinds and weights: latest, window, counts")
 	fs.IntVar(&c.Query.LatestN, "latest-n", 100, "limit of latest-N queries")
 	fs.DurationVar(&c.Query.WindowMin, "window-min", time.Minute, "shortest window query")
@@ -231,6 +234,13 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		}
 		if c.QueryWorkers < 1 || c.QueryWorkers > 10000 {
 			errs = append(errs, fmt.Errorf("--query-workers %d: must be 1 to 10000", c.QueryWorkers))
+		}
+		if *queryTypes != "" {
+			qt, err := workload.ParseMix(*queryTypes)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--query-types: %w", err))
+			}
+			c.QueryTypes = qt
 		}
 		mix, err := workload.ParseMix(*queryMix)
 		if err != nil {

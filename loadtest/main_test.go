@@ -143,6 +143,9 @@ func TestBadConfiguration(t *testing.T) {
 		{[]string{"run", "--query-mix", "timeline=1"}, "--query-mix timeline: not available yet"},
 		{[]string{"run", "--slo", "p99(query.nope)<1ms"}, "unknown kind"},
 		{[]string{"run", "--invalid", "2"}, "invalid ratio 2"},
+		{[]string{"run", "--query-types", "click=0"}, "--query-types"},
+		{[]string{"run", "--late-max", "10s"}, "late range 1m0s to 10s"},
+		{[]string{"run", "--find-max", "--workload", "queries"}, "--find-max ramps the event rate"},
 		{[]string{"run", "--nats-url", "nats://" + closed, "--progress", "off"}, "cannot connect to NATS at nats://" + closed},
 		{[]string{"walk"}, `unknown command "walk"`},
 	}

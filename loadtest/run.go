@@ -203,14 +203,21 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 		if err != nil {
 			return nil, configError{err}
 		}
-		weights := workload.ZipfWeights(len(gen.Types()), cfg.Events.ZipfS)
+		types, weights := gen.Types(), workload.ZipfWeights(len(gen.Types()), cfg.Events.ZipfS)
 		if len(cfg.Events.Mix) > 0 {
 			weights = weights[:0]
 			for _, m := range cfg.Events.Mix {
 				weights = append(weights, m.Weight)
 			}
 		}
-		if queries, err = newQueryLoad(cfg, e.api, gen.Types(), weights, queryLat); err != nil {
+		if len(cfg.QueryTypes) > 0 {
+			types, weights = nil, nil
+			for _, m := range cfg.QueryTypes {
+				types = append(types, m.Name)
+				weights = append(weights, m.Weight)
+			}
+		}
+		if queries, err = newQueryLoad(cfg, e.api, types, weights, queryLat); err != nil {
 			return nil, configError{err}
 		}
 	}
