@@ -216,7 +216,7 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 	// Started and Finished bound the load, for the server's CPU.
 	r := &report.Report{
 		Started: start, Finished: loadEnd, Harness: harness,
-		Events:  &report.EventsResult{Schedule: schedule(rate, stats, failed.Load(), loadEnd.Sub(start))},
+		Events:  &report.EventsResult{Schedule: schedule(rate, stats, failed.Load(), loadEnd.Sub(start), nil)},
 		Latency: map[string]hist.Summary{},
 	}
 	for _, kind := range lat.Kinds() {

@@ -317,7 +317,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 		}
 		pending, _ := probes.outstanding()
 		res.events = &report.EventsResult{
-			Schedule:        schedule(rate, eventStats, events.failed.Load(), loadEnd.Sub(start)),
+			Schedule:        schedule(rate, eventStats, events.failed.Load(), loadEnd.Sub(start), events.dropped),
 			Types:           types,
 			AckedValid:      sum(tot.ackedValid),
 			AckedInvalid:    sum(tot.ackedInvalid),
@@ -349,7 +349,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 	if queries != nil {
 		ok, errs := queries.totals()
 		res.queries = &report.QueriesResult{
-			Schedule: schedule(cfg.QueryRate, queryStats, queries.failed.Load(), loadEnd.Sub(start)),
+			Schedule: schedule(cfg.QueryRate, queryStats, queries.failed.Load(), loadEnd.Sub(start), queries.dropped),
 			ByKind:   ok,
 		}
 		maps.Copy(res.errors, errs)
@@ -403,8 +403,11 @@ func sum(m map[string]int64) int64 {
 // schedule summarizes an arrival run. The achieved rate divides the
 // successes by the longer of the elapsed time and the scheduled window
 // (the last operation starts just before the window's end).
-func schedule(rate float64, s arrival.Stats, failed int64, elapsed time.Duration) report.Schedule {
+func schedule(rate float64, s arrival.Stats, failed int64, elapsed time.Duration, droppedByKind map[string]int64) report.Schedule {
 	out := report.Schedule{TargetRate: rate, Scheduled: s.Scheduled, Started: s.Started, Dropped: s.Dropped, Failed: failed}
+	if len(droppedByKind) > 0 {
+		out.DroppedByKind = maps.Clone(droppedByKind)
+	}
 	if s.Scheduled > 0 {
 		out.DroppedRatio = float64(s.Dropped) / float64(s.Scheduled)
 	}

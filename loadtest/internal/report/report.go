@@ -99,7 +99,10 @@ type Schedule struct {
 	Dropped    int64   `json:"dropped"`
 	// DroppedRatio is Dropped / Scheduled.
 	DroppedRatio float64 `json:"dropped_ratio"`
-	Failed       int64   `json:"failed"`
+	// DroppedByKind splits Dropped by kind of operation: valid, invalid
+	// and probe events; query kinds.
+	DroppedByKind map[string]int64 `json:"dropped_by_kind,omitempty"`
+	Failed        int64            `json:"failed"`
 	// AchievedRate is the operations that succeeded per second of the run.
 	AchievedRate float64 `json:"achieved_rate"`
 }
