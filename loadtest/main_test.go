@@ -7,8 +7,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/eventide/eventide/loadtest/internal/report"
 	"golang.org/x/net/html"
@@ -20,6 +22,7 @@ import (
 // reports must show everything else in order, the correctness check
 // passed included.
 func TestSpawnedRun(t *testing.T) {
+	defer checkGoroutines(t, runtime.NumGoroutine())
 	dir := t.TempDir()
 	jsonPath, htmlPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html")
 	var stdout, stderr bytes.Buffer
@@ -204,5 +207,20 @@ func TestFindMaxRamps(t *testing.T) {
 	}
 	if r.Events.TargetRate != 400 || r.Queries != nil {
 		t.Errorf("the report's figures are not those of the 400/s step: events %+v", r.Events)
+	}
+}
+
+// checkGoroutines fails the test if, within 5 s, the goroutines do not
+// come back to before: a run must stop every worker, poller and
+// connection it started.
+func checkGoroutines(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines left running, %d before the run:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

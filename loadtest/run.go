@@ -55,6 +55,7 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 		return false, err
 	}
 	defer e.nc.Close()
+	defer e.api.client.CloseIdleConnections()
 
 	// The server's RSS and CPU are sampled over the whole run.
 	sampleCtx, stopSampling := context.WithCancel(ctx)
