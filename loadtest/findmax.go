@@ -80,6 +80,7 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 			st.HarnessCores = res.harness.AvgCores
 		}
 		st.ServerCores = e.serverCores(res.loadStart, res.loadEnd)
+		st.ServerCounters = res.counters
 		fm.AllCorrect = fm.AllCorrect && st.Correct
 		return st, nil
 	})

@@ -90,6 +90,9 @@ func TestSpawnedRun(t *testing.T) {
 	if r.Raw.RatePerSecond <= 0 || r.Server.PeakRSSBytes <= 0 || len(r.Server.Times) == 0 {
 		t.Errorf("raw %+v server peak %d", *r.Raw, r.Server.PeakRSSBytes)
 	}
+	if r.ServerCounters["eventide_writer_batch_messages_sum"] < float64(r.Events.AckedValid) || r.ServerCounters["eventide_storage_wal_syncs_total"] == 0 {
+		t.Errorf("server counters over the load = %v, want the writer's batches and WAL fsyncs", r.ServerCounters)
+	}
 	if !r.Correctness.Passed || len(r.Correctness.Checks) != 3 {
 		t.Errorf("correctness = %+v", *r.Correctness)
 	}

@@ -167,6 +167,7 @@ type stepResult struct {
 	errors             map[string]int64
 	checks             []report.Check
 	harness            *report.HarnessStats
+	counters           map[string]float64 // the server's /metrics counters' deltas over the load
 }
 
 // step runs the workloads at the given event rate for --duration with
@@ -180,6 +181,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 	}
 	cfg := &c
 	res := &stepResult{cfg: cfg, errors: map[string]int64{}}
+	countersBefore, countersErr := e.api.serverCounters(ctx)
 	selfStart, selfErr := target.ReadProc(os.Getpid())
 	start := time.Now()
 	res.loadStart = start
@@ -275,6 +277,11 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 		cpu := selfEnd.CPUSeconds - selfStart.CPUSeconds
 		res.harness = &report.HarnessStats{CPUSeconds: cpu, AvgCores: cpu / loadEnd.Sub(start).Seconds()}
 	}
+	if countersErr == nil {
+		if after, err := e.api.serverCounters(ctx); err == nil {
+			res.counters = counterDeltas(countersBefore, after)
+		}
+	}
 	if err := errors.Join(eventErr, queryErr); err != nil {
 		return nil, configError{err}
 	}
@@ -369,6 +376,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 func (res *stepResult) fill(rep *report.Report, cfg *config) {
 	rep.DurationSeconds = res.loadEnd.Sub(res.loadStart).Seconds()
 	rep.Events, rep.Queries, rep.DLQ, rep.Harness = res.events, res.queries, res.dlq, res.harness
+	rep.ServerCounters = res.counters
 	rep.Errors = maps.Clone(res.errors)
 	rep.Correctness = &report.Correctness{Passed: true, Checks: res.checks}
 	for _, c := range res.checks {

@@ -52,6 +52,11 @@ type Report struct {
 	DLQ     *DLQResult     `json:"dlq,omitempty"`
 	Raw     *RawResult     `json:"raw_jetstream,omitempty"`
 	Server  *ServerStats   `json:"server,omitempty"`
+	// ServerCounters is how much each of the server's counters (from its
+	// /metrics: eventide_* and process_cpu_seconds_total; histograms as
+	// <name>_count and <name>_sum) moved during the load: WAL fsyncs and
+	// their seconds, writer batches, flushes, compactions, stalls.
+	ServerCounters map[string]float64 `json:"server_counters,omitempty"`
 	// Harness is the harness's own CPU during the load: on a shared
 	// machine it competes with the server.
 	Harness *HarnessStats `json:"harness,omitempty"`
@@ -217,6 +222,8 @@ type FindMaxStep struct {
 	// cores (CPU seconds per second); HarnessCores the harness's.
 	ServerCores  float64 `json:"server_cores,omitempty"`
 	HarnessCores float64 `json:"harness_cores,omitempty"`
+	// ServerCounters is as Report.ServerCounters, for this step.
+	ServerCounters map[string]float64 `json:"server_counters,omitempty"`
 }
 
 // HarnessStats is the harness process's CPU over the load phase.

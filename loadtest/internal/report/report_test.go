@@ -180,3 +180,19 @@ func FuzzParseObjectives(f *testing.F) {
 		}
 	})
 }
+
+func TestDescribeCounters(t *testing.T) {
+	got := DescribeCounters(map[string]float64{
+		"eventide_writer_batch_messages_count": 10, "eventide_writer_batch_messages_sum": 5000,
+		"eventide_writer_apply_duration_seconds_count": 10, "eventide_writer_apply_duration_seconds_sum": 0.03,
+		"eventide_storage_wal_syncs_total": 8, "eventide_storage_wal_sync_seconds_total": 0.016,
+		"eventide_storage_flushes_total": 1, "process_cpu_seconds_total": 3,
+	}, 2)
+	want := "10 writer batches (mean 500 messages, apply 3ms); 8 WAL fsyncs (mean 2ms); 1 flushes, 0 compactions, 0 write stalls (0s); 1.50 cores"
+	if got != want {
+		t.Errorf("DescribeCounters =\n%s\nwant\n%s", got, want)
+	}
+	if DescribeCounters(nil, 1) != "" {
+		t.Error("no counters described as something")
+	}
+}

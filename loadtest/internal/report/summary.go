@@ -60,6 +60,9 @@ func (r *Report) WriteSummary(w io.Writer) {
 		fmt.Fprintf(&b, "server: peak RSS %.1f MiB, %.1f CPU seconds, %.2f cores on average\n",
 			float64(s.PeakRSSBytes)/(1<<20), s.CPUSecondsAll, s.AvgCores)
 	}
+	if line := DescribeCounters(r.ServerCounters, r.DurationSeconds); line != "" {
+		fmt.Fprintf(&b, "server during the load: %s\n", line)
+	}
 	if h := r.Harness; h != nil {
 		fmt.Fprintf(&b, "harness: %.1f CPU seconds during the load, %.2f cores on average\n", h.CPUSeconds, h.AvgCores)
 	}
@@ -114,5 +117,40 @@ func writeSteps(b *strings.Builder, title, lastCol string, steps []FindMaxStep) 
 		}
 		fmt.Fprintf(b, "  %-12s %12.0f %12.1f %8.3f%% %12s %13s %7.2f %7.2f  %s\n", st.Run, st.TargetRate, st.AchievedRate, 100*st.DroppedRatio,
 			FormatSeconds(st.P99["publish"]), FormatSeconds(st.P99["queryable"]), st.ServerCores, st.HarnessCores, verdict)
+		if line := DescribeCounters(st.ServerCounters, 0); line != "" {
+			fmt.Fprintf(b, "  %12s %s\n", "", line)
+		}
 	}
+}
+
+// DescribeCounters says, from counter deltas, what the server's writer
+// and storage did: batches and their mean size and apply time, WAL
+// fsyncs and their mean time, flushes, compactions, stalls. seconds, if
+// positive, turns counts into rates. Empty without writer counters.
+func DescribeCounters(c map[string]float64, seconds float64) string {
+	if len(c) == 0 {
+		return ""
+	}
+	var parts []string
+	mean := func(sum, count string) float64 {
+		if c[count] == 0 {
+			return 0
+		}
+		return c[sum] / c[count]
+	}
+	if n := c["eventide_writer_batch_messages_count"]; n > 0 {
+		parts = append(parts, fmt.Sprintf("%.0f writer batches (mean %.0f messages, apply %s)", n,
+			mean("eventide_writer_batch_messages_sum", "eventide_writer_batch_messages_count"),
+			FormatSeconds(mean("eventide_writer_apply_duration_seconds_sum", "eventide_writer_apply_duration_seconds_count"))))
+	}
+	if n := c["eventide_storage_wal_syncs_total"]; n > 0 {
+		parts = append(parts, fmt.Sprintf("%.0f WAL fsyncs (mean %s)", n, FormatSeconds(mean("eventide_storage_wal_sync_seconds_total", "eventide_storage_wal_syncs_total"))))
+	}
+	parts = append(parts, fmt.Sprintf("%.0f flushes, %.0f compactions, %.0f write stalls (%s)",
+		c["eventide_storage_flushes_total"], c["eventide_storage_compactions_total"], c["eventide_storage_write_stalls_total"],
+		FormatSeconds(c["eventide_storage_write_stall_seconds_total"])))
+	if cpu := c["process_cpu_seconds_total"]; cpu > 0 && seconds > 0 {
+		parts = append(parts, fmt.Sprintf("%.2f cores", cpu/seconds))
+	}
+	return strings.Join(parts, "; ")
 }
