@@ -12,7 +12,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
-	golang.org/x/net v0.61.0
+	golang.org/x/net v0.60.0
 )
 
 require (
