@@ -1,0 +1,317 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/eventide/eventide/loadtest/internal/report"
+	"github.com/eventide/eventide/loadtest/internal/workload"
+)
+
+var errHelp = errors.New("help requested")
+
+// maxRate bounds --rate: beyond it the harness itself is the bottleneck
+// on any machine.
+const maxRate = 1e7
+
+// defaultFindMaxSLO is the objective of issue 13's target: publish to
+// queryable within 50 ms at the 99th percentile, nearly nothing dropped.
+const defaultFindMaxSLO = "p99(queryable)<=50ms,drop<0.1%,errors<0.1%"
+
+// configError is a bad configuration found after the flags parsed (an
+// unreachable server, a missing stream): exit code 2, like a bad flag.
+type configError struct{ err error }
+
+func (e configError) Error() string { return e.err.Error() }
+func (e configError) Unwrap() error { return e.err }
+
+// Workloads, those that run today and those that wait for parts of
+// Eventide not built yet.
+var (
+	availableWorkloads = []string{"events", "queries"}
+	// upcomingWorkloads maps each designed workload to what it waits for.
+	upcomingWorkloads = map[string]string{
+		"social":    "the fan-out worker (follow graph: users, follows, unfollows, posts, deletes)",
+		"timelines": "the fan-out worker and the query service (timeline queries)",
+		"fanout":    "the fan-out worker (fan-out lag: probe posts read back from follower timelines)",
+		"tail":      "the query service (live tail subscribers)",
+	}
+)
+
+// queryKindNames maps the --query-mix names to query kinds.
+var queryKindNames = map[string]string{
+	"latest": workload.QueryLatest,
+	"window": workload.QueryWindow,
+	"counts": workload.QueryCounts,
+}
+
+type config struct {
+	NATSURL, HTTPURL string
+	NATSCreds        string
+	HTTPAuth         string // reserved
+	Spawn            bool
+	SpawnArgs        string
+	Stream, DLQ      string
+
+	Workloads map[string]bool
+	Duration  time.Duration
+	Seed      uint64
+	Run       string
+
+	EventRate    float64
+	Events       workload.EventConfig
+	TypeMix      string
+	ProbeRate    float64
+	Workers      int
+	MaxLateness  time.Duration
+	PublishLimit time.Duration
+
+	QueryTypes   []workload.Weight
+	QueryRate    float64
+	QueryWorkers int
+	QueryMix     []workload.Weight
+	Query        workload.QueryConfig
+	QueryTimeout time.Duration
+
+	RawDuration   time.Duration
+	DrainTimeout  time.Duration
+	ProbeInterval time.Duration
+	Tick          time.Duration
+
+	FindMax  bool
+	RawRate  float64
+	Ramp     float64
+	MaxSteps int
+
+	Objectives []report.Objective
+	JSONPath   string
+	HTMLPath   string
+	Progress   string
+
+	// Flags holds every flag's value, for the report's parameters.
+	Flags map[string]string
+}
+
+// latencyKinds are the kinds objectives may name.
+func latencyKinds() []string {
+	return append([]string{"publish", "queryable", "raw.publish"}, workload.QueryKinds...)
+}
+
+func parseConfig(args []string, stderr io.Writer) (*config, error) {
+	c := &config{Events: workload.DefaultEventConfig()}
+	fs := flag.NewFlagSet("loadtest run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS URL of the Eventide under test (ignored with --spawn)")
+	fs.StringVar(&c.HTTPURL, "http-url", "http://127.0.0.1:8080", "HTTP API URL of the Eventide under test (ignored with --spawn)")
+	fs.StringVar(&c.NATSCreds, "nats-creds", "", "NATS credentials file (.creds) to connect with")
+	fs.StringVar(&c.HTTPAuth, "http-auth", "", "reserved: HTTP authentication (the API has none yet)")
+	fs.BoolVar(&c.Spawn, "spawn", false, "build cmd/ingest into a temporary directory and run it with a temporary data directory on free loopback ports; record its RSS and CPU")
+	fs.StringVar(&c.SpawnArgs, "spawn-args", "", "extra flags for the spawned server, space-separated, e.g. '--wal-sync periodic'")
+	fs.StringVar(&c.Stream, "stream", "EVENTS", "the server's event stream (--stream of cmd/ingest)")
+	fs.StringVar(&c.DLQ, "dlq-stream", "EVENTS_DLQ", "the server's dead-letter stream")
+	workloads := fs.String("workload", "events,queries", "workloads to run, comma-separated: events, queries (social, timelines, fanout, tail: not available yet)")
+	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "how long the load runs")
+	seed := fs.Uint64("seed", 0, "seed of every generator; 0 picks one (printed and in the report)")
+
+	fs.Float64Var(&c.EventRate, "rate", 1000, "events published per second (open loop)")
+	fs.IntVar(&c.Events.Types, "types", c.Events.Types, "event types, drawn with a Zipf distribution")
+	fs.Float64Var(&c.Events.ZipfS, "zipf", c.Events.ZipfS, "Zipf exponent of the type mix")
+	fs.StringVar(&c.TypeMix, "type-mix", "", "configured type mix instead of Zipf, e.g. click=5,view=3,buy=1")
+	fs.IntVar(&c.Events.PayloadMedian, "payload", c.Events.PayloadMedian, "median event body size in bytes (log-normal)")
+	fs.Float64Var(&c.Events.PayloadSigma, "payload-sigma", c.Events.PayloadSigma, "sigma of the log-normal body size (0: all the same size)")
+	fs.IntVar(&c.Events.PayloadMax, "payload-max", c.Events.PayloadMax, "largest event body in bytes")
+	fs.Float64Var(&c.Events.LateRatio, "late", c.Events.LateRatio, "fraction of events with an event time 1 minute to --late-max in the past")
+	fs.DurationVar(&c.Events.LateMax, "late-max", c.Events.LateMax, "how far back a late event's time may be (keep it under the server's shortest TTL)")
+	fs.Float64Var(&c.Events.OutOfOrderRatio, "out-of-order", c.Events.OutOfOrderRatio, "fraction of events up to 2 s older than their neighbours")
+	fs.Float64Var(&c.Events.InvalidRatio, "invalid", c.Events.InvalidRatio, "fraction of invalid events (each of a rejection reason the writer checks)")
+	fs.Float64Var(&c.ProbeRate, "probe-rate", 20, "probe events per second (part of --rate), timed until readable over HTTP")
+	fs.IntVar(&c.Workers, "workers", 128, "most publishes in flight")
+	fs.DurationVar(&c.MaxLateness, "max-lateness", 100*time.Millisecond, "an operation not started this long after its intended start is dropped")
+	fs.DurationVar(&c.PublishLimit, "publish-timeout", 10*time.Second, "longest wait for a publish ack")
+
+	fs.Float64Var(&c.QueryRate, "query-rate", 50, "queries per second (open loop)")
+	fs.IntVar(&c.QueryWorkers, "query-workers", 16, "most queries in flight")
+	queryTypes := fs.String("query-types", "", "event types the queries read, with weights (click=3,view): the server's own data; default the run's own types, weighted like the event mix")
+	queryMix := fs.String("query-mix", "latest=5,window=3,counts=2", "query kinds and weights: latest, window, counts")
+	fs.IntVar(&c.Query.LatestN, "latest-n", 100, "limit of latest-N queries")
+	fs.DurationVar(&c.Query.WindowMin, "window-min", time.Minute, "shortest window query")
+	fs.DurationVar(&c.Query.WindowMax, "window-max", 10*time.Minute, "longest window query")
+	fs.IntVar(&c.Query.WindowLimit, "window-limit", 1000, "limit of window queries")
+	fs.DurationVar(&c.QueryTimeout, "query-timeout", 10*time.Second, "longest wait for a query")
+
+	fs.DurationVar(&c.RawDuration, "raw-duration", 5*time.Second, "length of the raw JetStream phase (publish + consume + ack on a stream of its own); 0 skips it")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 60*time.Second, "longest wait after the load for every event to be readable")
+	fs.DurationVar(&c.ProbeInterval, "probe-interval", 10*time.Millisecond, "how often probes are looked for over HTTP (the queryable latency's resolution)")
+	fs.DurationVar(&c.Tick, "interval", time.Second, "interval of the time series and the progress line")
+
+	fs.BoolVar(&c.FindMax, "find-max", false, "ramp the event rate from --rate, --duration per step, until an objective breaks; report the highest rate that held (objectives default to "+defaultFindMaxSLO+")")
+	fs.Float64Var(&c.RawRate, "raw-rate", 0, "--find-max: the raw JetStream ramp's first rate (default --rate)")
+	fs.Float64Var(&c.Ramp, "ramp", 1.5, "--find-max: factor between steps until an objective breaks")
+	fs.IntVar(&c.MaxSteps, "max-steps", 10, "--find-max: most steps")
+	slo := fs.String("slo", "", "objectives, e.g. 'p99(query.latest)<10ms,drop<0.1%' (see loadtest/README.md)")
+	fs.StringVar(&c.JSONPath, "json", "", "write the JSON report to this file")
+	fs.StringVar(&c.HTMLPath, "html", "", "write the HTML report to this file")
+	fs.StringVar(&c.Progress, "progress", "auto", "live progress line on stderr: auto (when a terminal), on, off")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, errHelp
+		}
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+
+	var errs []error
+	c.Workloads = map[string]bool{}
+	for _, w := range strings.Split(*workloads, ",") {
+		w = strings.TrimSpace(w)
+		switch {
+		case w == "":
+		case contains(availableWorkloads, w):
+			c.Workloads[w] = true
+		case upcomingWorkloads[w] != "":
+			errs = append(errs, fmt.Errorf("--workload %s: not available yet: it needs %s, which is not built", w, upcomingWorkloads[w]))
+		default:
+			errs = append(errs, fmt.Errorf("--workload %s: unknown workload (known: %s)", w, strings.Join(availableWorkloads, ", ")))
+		}
+	}
+	if len(c.Workloads) == 0 && len(errs) == 0 {
+		errs = append(errs, errors.New("--workload: none given"))
+	}
+	if c.HTTPAuth != "" {
+		errs = append(errs, errors.New("--http-auth: reserved; the HTTP API has no authentication yet"))
+	}
+	if c.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("--duration %s: must be positive", c.Duration))
+	}
+	c.Seed = *seed
+	if c.Seed == 0 {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		c.Seed = binary.LittleEndian.Uint64(b[:]) | 1
+	}
+	var runID [4]byte
+	binary.LittleEndian.PutUint32(runID[:], uint32(c.Seed>>32)^uint32(c.Seed)^uint32(time.Now().UnixNano()))
+	c.Run = hex.EncodeToString(runID[:])
+	c.Events.Seed, c.Events.Run = c.Seed, c.Run
+
+	if c.TypeMix != "" {
+		mix, err := workload.ParseMix(c.TypeMix)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--type-mix: %w", err))
+		}
+		c.Events.Mix = mix
+	}
+	// Rates: validated here so an impossible rate fails before anything
+	// starts (the scheduler would refuse it too).
+	if c.Workloads["events"] {
+		if !(c.EventRate > 0) || c.EventRate > maxRate {
+			errs = append(errs, fmt.Errorf("--rate %v: must be more than 0 and at most %d events per second", c.EventRate, int(maxRate)))
+		}
+		if !(c.ProbeRate >= 0) || c.ProbeRate > c.EventRate {
+			errs = append(errs, fmt.Errorf("--probe-rate %v: must be 0 to --rate (%v)", c.ProbeRate, c.EventRate))
+		} else if c.ProbeRate > 0 {
+			c.Events.ProbeEvery = max(1, int64(c.EventRate/c.ProbeRate))
+		}
+		if _, err := workload.NewEventGen(c.Events); err != nil {
+			errs = append(errs, err)
+		}
+		if c.Workers < 1 || c.Workers > 100000 {
+			errs = append(errs, fmt.Errorf("--workers %d: must be 1 to 100000", c.Workers))
+		}
+	}
+	if c.Workloads["queries"] {
+		if !(c.QueryRate > 0) || c.QueryRate > 1e6 {
+			errs = append(errs, fmt.Errorf("--query-rate %v: must be more than 0 and at most 1000000 per second", c.QueryRate))
+		}
+		if c.QueryWorkers < 1 || c.QueryWorkers > 10000 {
+			errs = append(errs, fmt.Errorf("--query-workers %d: must be 1 to 10000", c.QueryWorkers))
+		}
+		if *queryTypes != "" {
+			qt, err := workload.ParseMix(*queryTypes)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("--query-types: %w", err))
+			}
+			c.QueryTypes = qt
+		}
+		mix, err := workload.ParseMix(*queryMix)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--query-mix: %w", err))
+		}
+		for _, m := range mix {
+			kind, ok := queryKindNames[m.Name]
+			if !ok {
+				if m.Name == "timeline" || m.Name == "tail" {
+					errs = append(errs, fmt.Errorf("--query-mix %s: not available yet: it needs the fan-out worker and the query service", m.Name))
+				} else {
+					errs = append(errs, fmt.Errorf("--query-mix %s: unknown query kind (known: latest, window, counts)", m.Name))
+				}
+				continue
+			}
+			c.QueryMix = append(c.QueryMix, workload.Weight{Name: kind, Weight: m.Weight})
+		}
+	}
+	if c.MaxLateness < 0 {
+		errs = append(errs, fmt.Errorf("--max-lateness %s: must not be negative", c.MaxLateness))
+	}
+	if c.ProbeInterval <= 0 || c.Tick <= 0 || c.DrainTimeout <= 0 || c.PublishLimit <= 0 || c.QueryTimeout <= 0 {
+		errs = append(errs, errors.New("--probe-interval, --interval, --drain-timeout, --publish-timeout and --query-timeout must be positive"))
+	}
+	if c.RawDuration < 0 {
+		errs = append(errs, fmt.Errorf("--raw-duration %s: must not be negative", c.RawDuration))
+	}
+	switch c.Progress {
+	case "auto", "on", "off":
+	default:
+		errs = append(errs, fmt.Errorf("--progress %q: must be auto, on or off", c.Progress))
+	}
+	if c.FindMax {
+		if !c.Workloads["events"] {
+			errs = append(errs, errors.New("--find-max ramps the event rate: it needs the events workload"))
+		}
+		if !(c.Ramp > 1) || c.Ramp > 100 {
+			errs = append(errs, fmt.Errorf("--ramp %v: must be more than 1, at most 100", c.Ramp))
+		}
+		if c.MaxSteps < 1 || c.MaxSteps > 100 {
+			errs = append(errs, fmt.Errorf("--max-steps %d: must be 1 to 100", c.MaxSteps))
+		}
+		if strings.TrimSpace(*slo) == "" {
+			*slo = defaultFindMaxSLO
+		}
+		if c.RawRate == 0 {
+			c.RawRate = c.EventRate
+		}
+		if !(c.RawRate > 0) || c.RawRate > maxRate {
+			errs = append(errs, fmt.Errorf("--raw-rate %v: must be more than 0 and at most %d per second", c.RawRate, int(maxRate)))
+		}
+	}
+	objs, err := report.ParseObjectives(*slo, report.Names{Kinds: latencyKinds(), Workloads: availableWorkloads})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("--slo: %w", err))
+	}
+	c.Objectives = objs
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	c.Flags = map[string]string{}
+	fs.VisitAll(func(f *flag.Flag) { c.Flags[f.Name] = f.Value.String() })
+	c.Flags["seed"] = fmt.Sprint(c.Seed)
+	return c, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,192 @@
+// Package arrival runs operations open-loop at a constant arrival rate, the
+// way wrk2 does: operation i has the intended start time start + i/rate,
+// whatever happened to the operations before it, and its latency is
+// measured from that intended start, not from when a worker got to it. A
+// server that stalls therefore shows its stall in every operation that
+// queued behind it (no coordinated omission).
+//
+// Operations are handed to a fixed pool of workers. When every worker is
+// still busy MaxLateness after an operation's intended start, the
+// operation is dropped: it is not run, and it is reported through
+// Config.Dropped and counted in Stats, never skipped silently. The pool
+// bounds the harness's own concurrency (and memory) however slow the
+// server gets.
+//
+// The clock is passed in (Config.Clock): tests drive a FakeClock and see
+// exact intended times, latencies and drops without sleeping.
+package arrival
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// Config is one open-loop run.
+type Config[T any] struct {
+	// Rate is the intended operations per second; > 0.
+	Rate float64
+	// Duration is how long operations are started for: operation i is
+	// started only if its intended time is before Start + Duration.
+	Duration time.Duration
+	// Workers is the number of operations that may run at once; >= 1.
+	Workers int
+	// MaxLateness is how long after its intended start an operation may
+	// wait for a free worker before it is dropped; >= 0.
+	MaxLateness time.Duration
+	// Clock is the time source; nil means SystemClock.
+	Clock Clock
+	// Next makes operation seq (0, 1, 2, ...). It is called in order on
+	// one goroutine, for dropped operations too, so a seeded generator
+	// gives the same sequence of operations whatever was dropped.
+	Next func(seq int64) T
+	// Do runs one operation on worker w (0 <= w < Workers), given its
+	// intended start. Calls on the same w never overlap, so per-worker
+	// state needs no lock.
+	Do func(ctx context.Context, w int, op T, intended time.Time)
+	// Done, if set, is called on worker w after Do with the operation's
+	// latency from its intended start.
+	Done func(w int, op T, intended time.Time, latency time.Duration)
+	// Dropped, if set, is called for each dropped operation, on the
+	// scheduling goroutine.
+	Dropped func(op T, intended time.Time)
+}
+
+// Stats says what a run did.
+type Stats struct {
+	Scheduled int64 // operations whose intended start fell in the run
+	Started   int64 // handed to a worker
+	Dropped   int64 // not started: no worker was free within MaxLateness
+	// Start is the intended start of operation 0.
+	Start time.Time
+}
+
+// Interval returns the time between intended starts at rate per second.
+func Interval(rate float64) time.Duration {
+	return time.Duration(math.Round(float64(time.Second) / rate))
+}
+
+// validate says what is wrong with cfg, naming the field.
+func (cfg *Config[T]) validate() error {
+	var errs []error
+	if !(cfg.Rate > 0) || math.IsInf(cfg.Rate, 0) {
+		errs = append(errs, fmt.Errorf("rate %v: must be a positive number of operations per second", cfg.Rate))
+	} else if Interval(cfg.Rate) <= 0 {
+		errs = append(errs, fmt.Errorf("rate %v: more than one operation per nanosecond", cfg.Rate))
+	}
+	if cfg.Duration <= 0 {
+		errs = append(errs, fmt.Errorf("duration %s: must be positive", cfg.Duration))
+	}
+	if cfg.Workers < 1 {
+		errs = append(errs, fmt.Errorf("workers %d: must be at least 1", cfg.Workers))
+	}
+	if cfg.MaxLateness < 0 {
+		errs = append(errs, fmt.Errorf("max lateness %s: must not be negative", cfg.MaxLateness))
+	}
+	if cfg.Next == nil || cfg.Do == nil {
+		errs = append(errs, errors.New("BUG: Next and Do must be set"))
+	}
+	return errors.Join(errs...)
+}
+
+type slot[T any] struct {
+	op       T
+	intended time.Time
+}
+
+// Run starts operations at the configured rate from now until the
+// duration has passed or ctx is done, waits for the started ones to
+// finish, and returns the counts. Cancelling ctx stops scheduling; it is
+// passed to Do so operations in flight can give up.
+func Run[T any](ctx context.Context, cfg Config[T]) (Stats, error) {
+	if err := cfg.validate(); err != nil {
+		return Stats{}, fmt.Errorf("invalid arrival schedule: %w", err)
+	}
+	clock := cfg.Clock
+	if clock == nil {
+		clock = SystemClock{}
+	}
+	nanosPerOp := float64(time.Second) / cfg.Rate
+	stats := Stats{Start: clock.Now()}
+	end := stats.Start.Add(cfg.Duration)
+
+	// Unbuffered: a send succeeds only when a worker is idle, so an
+	// operation never waits in a queue where its lateness would be hidden.
+	work := make(chan slot[T])
+	var wg sync.WaitGroup
+	for w := range cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range work {
+				cfg.Do(ctx, w, s.op, s.intended)
+				if cfg.Done != nil {
+					cfg.Done(w, s.op, s.intended, clock.Now().Sub(s.intended))
+				}
+			}
+		}()
+	}
+	defer func() {
+		close(work)
+		wg.Wait()
+	}()
+
+	for seq := int64(0); ; seq++ {
+		// From seq/rate, not seq whole-nanosecond intervals: a rounded
+		// interval (1/300 s) would drift and start extra operations.
+		intended := stats.Start.Add(time.Duration(math.Round(float64(seq) * nanosPerOp)))
+		if !intended.Before(end) {
+			break
+		}
+		if intended.After(clock.Now()) {
+			c, stop := clock.After(intended)
+			select {
+			case <-c:
+			case <-ctx.Done():
+				stop()
+				return stats, nil
+			}
+		}
+		if ctx.Err() != nil {
+			return stats, nil
+		}
+		s := slot[T]{op: cfg.Next(seq), intended: intended}
+		stats.Scheduled++
+		select {
+		case work <- s:
+			stats.Started++
+			continue
+		default:
+		}
+		deadline := intended.Add(cfg.MaxLateness)
+		if !deadline.After(clock.Now()) {
+			stats.Dropped++
+			if cfg.Dropped != nil {
+				cfg.Dropped(s.op, s.intended)
+			}
+			continue
+		}
+		c, stop := clock.After(deadline)
+		select {
+		case work <- s:
+			stats.Started++
+		case <-c:
+			// A worker may have become free at the deadline itself; the
+			// operation is late beyond the bound either way.
+			stats.Dropped++
+			if cfg.Dropped != nil {
+				cfg.Dropped(s.op, s.intended)
+			}
+		case <-ctx.Done():
+			stats.Scheduled--
+		}
+		stop()
+		if ctx.Err() != nil {
+			return stats, nil
+		}
+	}
+	return stats, nil
+}

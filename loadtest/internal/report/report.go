@@ -1,0 +1,314 @@
+// Package report holds what a load-test run measured and writes it out: a
+// JSON report (the machine-readable record, format version FormatVersion),
+// a human summary, and a single-file HTML report with the data inline and
+// the chart library (uPlot, vendored under vendor/uplot, MIT) embedded, so
+// it opens offline. It also parses and checks --slo objectives (slo.go).
+//
+// Every latency is in seconds; every ratio a fraction.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/eventide/eventide/loadtest/internal/hist"
+)
+
+// FormatVersion is the JSON report's format. Bump it when a field changes
+// meaning or goes away; adding fields keeps it.
+const FormatVersion = 1
+
+// Report is one run.
+type Report struct {
+	FormatVersion int    `json:"format_version"`
+	Tool          string `json:"tool"`
+	Run           string `json:"run"` // the run id in the event types
+	Seed          uint64 `json:"seed"`
+	// Parameters are every flag of the run, as given or defaulted.
+	Parameters map[string]string `json:"parameters"`
+	Git        Git               `json:"git"`
+	Machine    Machine           `json:"machine"`
+	Target     Target            `json:"target"`
+	Started    time.Time         `json:"started"`
+	Finished   time.Time         `json:"finished"`
+	// DurationSeconds is the measured phase (the load itself).
+	DurationSeconds float64 `json:"duration_seconds"`
+
+	// Latency holds, per kind, the latencies from intended start:
+	// "publish" (publish to JetStream ack), "queryable" (probe publish to
+	// readable over HTTP), "query.latest", "query.window",
+	// "query.counts", "raw.publish" and "raw.consume" (the raw JetStream
+	// phase: publish to ack, publish to consumed).
+	Latency map[string]hist.Summary `json:"latency"`
+	// Series is each kind's latency over time, for the charts.
+	Series map[string]hist.Series `json:"series"`
+	// Errors counts failed operations by "<kind>.<cause>".
+	Errors map[string]int64 `json:"errors"`
+
+	Events  *EventsResult  `json:"events,omitempty"`
+	Queries *QueriesResult `json:"queries,omitempty"`
+	DLQ     *DLQResult     `json:"dlq,omitempty"`
+	Raw     *RawResult     `json:"raw_jetstream,omitempty"`
+	Server  *ServerStats   `json:"server,omitempty"`
+	// ServerCounters is how much each of the server's counters (from its
+	// /metrics: eventide_* and process_cpu_seconds_total; histograms as
+	// <name>_count and <name>_sum) moved during the load: WAL fsyncs and
+	// their seconds, writer batches, flushes, compactions, stalls.
+	ServerCounters map[string]float64 `json:"server_counters,omitempty"`
+	// Harness is the harness's own CPU during the load: on a shared
+	// machine it competes with the server.
+	Harness *HarnessStats `json:"harness,omitempty"`
+
+	// FindMax is the ramp of --find-max. The other fields then describe
+	// its highest step that held (or its last step, if none did).
+	FindMax *FindMax `json:"find_max,omitempty"`
+
+	Correctness *Correctness      `json:"correctness,omitempty"`
+	Objectives  []ObjectiveResult `json:"objectives"`
+	// Passed is true when every objective and the correctness check
+	// passed.
+	Passed bool `json:"passed"`
+}
+
+// Git is the revision of the tree the harness ran from.
+type Git struct {
+	Revision string `json:"revision,omitempty"`
+	Dirty    bool   `json:"dirty"`
+}
+
+// Machine is where the harness ran.
+type Machine struct {
+	OS            string `json:"os"`
+	Arch          string `json:"arch"`
+	CPUs          int    `json:"cpus"`
+	CPUModel      string `json:"cpu_model,omitempty"`
+	MemTotalBytes int64  `json:"mem_total_bytes,omitempty"`
+	GoVersion     string `json:"go_version"`
+	Kernel        string `json:"kernel,omitempty"`
+}
+
+// Target is the Eventide under test.
+type Target struct {
+	Spawned bool   `json:"spawned"`
+	NATSURL string `json:"nats_url"`
+	HTTPURL string `json:"http_url"`
+}
+
+// Schedule is what an open-loop workload did with its operations.
+type Schedule struct {
+	TargetRate float64 `json:"target_rate"` // per second
+	Scheduled  int64   `json:"scheduled"`
+	Started    int64   `json:"started"`
+	Dropped    int64   `json:"dropped"`
+	// DroppedRatio is Dropped / Scheduled.
+	DroppedRatio float64 `json:"dropped_ratio"`
+	// DroppedByKind splits Dropped by kind of operation: valid, invalid
+	// and probe events; query kinds.
+	DroppedByKind map[string]int64 `json:"dropped_by_kind,omitempty"`
+	Failed        int64            `json:"failed"`
+	// AchievedRate is the operations that succeeded per second of the run.
+	AchievedRate float64 `json:"achieved_rate"`
+}
+
+// EventsResult is the event stream workload.
+type EventsResult struct {
+	Schedule
+	Types []string `json:"types"`
+	// Acked counts publishes JetStream acknowledged, by kind of event.
+	AckedValid   int64 `json:"acked_valid"`
+	AckedInvalid int64 `json:"acked_invalid"`
+	AckedProbes  int64 `json:"acked_probes"`
+	Late         int64 `json:"late"`
+	OutOfOrder   int64 `json:"out_of_order"`
+	// InvalidByReason counts acknowledged invalid events by the reason
+	// they were made for.
+	InvalidByReason map[string]int64 `json:"invalid_by_reason"`
+	// ProbesQueryable counts probes seen over HTTP within the probe
+	// timeout; ProbesMissing the acknowledged ones never seen.
+	ProbesQueryable int64 `json:"probes_queryable"`
+	ProbesMissing   int64 `json:"probes_missing"`
+	// DrainSeconds is how long after the last publish every valid event
+	// was counted over HTTP (-1 if never, within the drain timeout).
+	DrainSeconds float64 `json:"drain_seconds"`
+}
+
+// QueriesResult is the query workload.
+type QueriesResult struct {
+	Schedule
+	ByKind map[string]int64 `json:"by_kind"` // succeeded
+}
+
+// DLQResult compares the dead-letter stream with the invalid events sent.
+type DLQResult struct {
+	InvalidAcked int64 `json:"invalid_acked"`
+	// InDLQ counts this run's dead letters (subjects dlq.events.lt-<run>-*).
+	InDLQ int64 `json:"in_dlq"`
+	// ReasonMismatches counts dead letters whose Eventide-Error reason is
+	// not the one the event was made for.
+	ReasonMismatches int64 `json:"reason_mismatches"`
+}
+
+// RawResult is the raw JetStream pipeline measured on the same server:
+// publish (async) + pull consume + ack into a stream of its own, no
+// storage, as fast as it goes.
+type RawResult struct {
+	Stream        string  `json:"stream"`
+	Messages      int64   `json:"messages"`
+	Seconds       float64 `json:"seconds"`
+	RatePerSecond float64 `json:"rate_per_second"`
+	// EventsRatio is the event workload's achieved rate over this one.
+	// It is a capacity ratio only when the event rate was the most
+	// Eventide could take (--find-max); otherwise it says how loaded the
+	// run was.
+	EventsRatio float64 `json:"events_ratio"`
+}
+
+// ServerStats is the spawned server's resources over time, read from
+// /proc.
+type ServerStats struct {
+	PID           int       `json:"pid"`
+	Times         []float64 `json:"t"`         // seconds since the run's start
+	RSSBytes      []int64   `json:"rss_bytes"` // resident set size
+	CPUSeconds    []float64 `json:"cpu_seconds"`
+	PeakRSSBytes  int64     `json:"peak_rss_bytes"`
+	CPUSecondsAll float64   `json:"cpu_seconds_total"`
+	// AvgCores is CPU seconds over wall seconds of the measured phase.
+	AvgCores float64 `json:"avg_cores"`
+}
+
+// FindMax is a --find-max ramp: steps of --duration each at rising event
+// rates until an objective breaks, then halving the gap between the
+// highest rate that held and the lowest that did not.
+type FindMax struct {
+	Objectives []string      `json:"objectives"`
+	Steps      []FindMaxStep `json:"steps"`
+	// MaxRate is the highest target event rate whose step held every
+	// objective; 0 if none did.
+	MaxRate float64 `json:"max_rate"`
+	// AllCorrect is true when every step passed the correctness check.
+	AllCorrect bool `json:"all_correct"`
+	// Raw is the same ramp, under the same objectives, of the raw
+	// JetStream pipeline on the same server (publish, pull consume, ack,
+	// nothing stored), when it ran. In its steps "queryable" is publish
+	// to consumed.
+	Raw *RawRamp `json:"raw,omitempty"`
+	// Ratio is MaxRate over Raw.MaxRate: Eventide's sustainable rate as a
+	// fraction of raw JetStream's at the same objectives.
+	Ratio float64 `json:"ratio,omitempty"`
+}
+
+// RawRamp is the raw JetStream pipeline's ramp.
+type RawRamp struct {
+	Steps   []FindMaxStep `json:"steps"`
+	MaxRate float64       `json:"max_rate"`
+}
+
+// FindMaxStep is one step of a ramp.
+type FindMaxStep struct {
+	Run          string  `json:"run"`
+	TargetRate   float64 `json:"target_rate"`
+	AchievedRate float64 `json:"achieved_rate"`
+	DroppedRatio float64 `json:"dropped_ratio"`
+	// Held is true when every objective held; Failed describes the ones
+	// that did not.
+	Held    bool     `json:"held"`
+	Failed  []string `json:"failed,omitempty"`
+	Correct bool     `json:"correct"`
+	// P99 is each latency kind's 99th percentile in seconds.
+	P99 map[string]float64 `json:"p99"`
+	// ServerCores is the spawned server's CPU over the step's load, in
+	// cores (CPU seconds per second); HarnessCores the harness's.
+	ServerCores  float64 `json:"server_cores,omitempty"`
+	HarnessCores float64 `json:"harness_cores,omitempty"`
+	// ServerCounters is as Report.ServerCounters, for this step.
+	ServerCounters map[string]float64 `json:"server_counters,omitempty"`
+}
+
+// HarnessStats is the harness process's CPU over the load phase.
+type HarnessStats struct {
+	CPUSeconds float64 `json:"cpu_seconds"`
+	AvgCores   float64 `json:"avg_cores"`
+}
+
+// Correctness is the check after the run.
+type Correctness struct {
+	Passed bool    `json:"passed"`
+	Checks []Check `json:"checks"`
+}
+
+// Check is one correctness condition.
+type Check struct {
+	Name   string `json:"name"`
+	Passed bool   `json:"passed"`
+	Detail string `json:"detail"`
+}
+
+// WriteJSON writes r, indented, to path.
+func (r *Report) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("cannot encode the JSON report: %w", err)
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("cannot write the JSON report: %w", err)
+	}
+	return nil
+}
+
+// Metric answers objectives (Metrics) from r.
+func (r *Report) Metric(fn, arg string) (float64, bool) {
+	sched := func(w string) (*Schedule, bool) {
+		switch {
+		case w == "events" && r.Events != nil:
+			return &r.Events.Schedule, true
+		case w == "queries" && r.Queries != nil:
+			return &r.Queries.Schedule, true
+		}
+		return nil, false
+	}
+	switch fn {
+	case "drop", "errors":
+		var num, den int64
+		for _, w := range []string{"events", "queries"} {
+			if arg != "" && arg != w {
+				continue
+			}
+			s, ok := sched(w)
+			if !ok {
+				continue
+			}
+			if fn == "drop" {
+				num, den = num+s.Dropped, den+s.Scheduled
+			} else {
+				num, den = num+s.Failed, den+s.Started
+			}
+		}
+		if den == 0 {
+			return 0, false
+		}
+		return float64(num) / float64(den), true
+	case "rate":
+		s, ok := sched(arg)
+		if !ok {
+			return 0, false
+		}
+		return s.AchievedRate, true
+	}
+	sum, ok := r.Latency[arg]
+	if !ok || sum.Count == 0 {
+		return 0, false
+	}
+	switch fn {
+	case "max":
+		return sum.Max, true
+	case "mean":
+		return sum.Mean, true
+	}
+	// A percentile: the summaries hold the fixed list; any other p is
+	// not kept after the run, so the runner fills Latency with the
+	// objectives' percentiles too.
+	v, ok := sum.Percentiles[fn]
+	return v, ok
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eventide/eventide/loadtest/internal/report"
+	"golang.org/x/net/html"
+)
+
+// TestSpawnedRun runs the harness end to end for a few seconds against
+// a spawned all-in-one Eventide, with one objective that holds and one
+// that cannot: the run must exit 1 naming the impossible one, and its
+// reports must show everything else in order, the correctness check
+// passed included.
+func TestSpawnedRun(t *testing.T) {
+	defer checkGoroutines(t, runtime.NumGoroutine())
+	dir := t.TempDir()
+	jsonPath, htmlPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html")
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), []string{
+		"run", "--spawn", "--duration", "3s", "--rate", "300", "--query-rate", "30", "--raw-duration", "1s",
+		"--invalid", "0.03", "--late", "0.05", "--probe-rate", "30", "--seed", "42", "--progress", "off",
+		"--slo", "p99(publish)<1h,p50(queryable)<1ns",
+		"--json", jsonPath, "--html", htmlPath,
+	}, &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	if code != exitFail {
+		t.Fatalf("exit code %d, want %d (an objective failed)", code, exitFail)
+	}
+	if !strings.Contains(stderr.String(), "objective failed: p50(queryable)<1ns") || strings.Contains(stderr.String(), "objective failed: p99(publish)") {
+		t.Errorf("stderr does not name exactly the failed objective")
+	}
+
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r report.Report
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		t.Fatalf("JSON report does not decode as report.Report: %v", err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"format_version", "seed", "run", "parameters", "git", "machine", "target", "latency", "series", "events", "queries", "dlq", "raw_jetstream", "server", "correctness", "objectives", "passed"} {
+		if _, ok := raw[key]; !ok {
+			t.Errorf("JSON report has no %q", key)
+		}
+	}
+	if r.FormatVersion != report.FormatVersion || r.Seed != 42 || r.Parameters["rate"] != "300" || r.Machine.CPUs < 1 || !r.Target.Spawned {
+		t.Errorf("report header: version %d seed %d rate %q cpus %d spawned %v", r.FormatVersion, r.Seed, r.Parameters["rate"], r.Machine.CPUs, r.Target.Spawned)
+	}
+	for _, kind := range []string{"publish", "queryable", "query.latest", "query.window", "query.counts"} {
+		s, ok := r.Latency[kind]
+		if !ok || s.Count == 0 {
+			t.Errorf("latency %s: no values", kind)
+			continue
+		}
+		for _, p := range []string{"p50", "p90", "p99", "p99.9", "p99.99", "p100"} {
+			if v, ok := s.Percentiles[p]; !ok || v <= 0 || v > 60 {
+				t.Errorf("latency %s %s = %v, want seconds in (0, 60]", kind, p, v)
+			}
+		}
+		if len(r.Series[kind].Times) == 0 {
+			t.Errorf("series %s is empty", kind)
+		}
+	}
+	e := r.Events
+	if e.Scheduled != 900 || e.Started+e.Dropped != e.Scheduled || e.AckedValid == 0 || e.AckedInvalid == 0 || e.Late == 0 || e.AckedProbes == 0 {
+		t.Errorf("events = %+v", *e)
+	}
+	if r.Queries.Scheduled != 90 {
+		t.Errorf("queries scheduled %d, want 90", r.Queries.Scheduled)
+	}
+	if r.DLQ.InDLQ != r.DLQ.InvalidAcked || r.DLQ.ReasonMismatches != 0 {
+		t.Errorf("dlq = %+v", *r.DLQ)
+	}
+	if r.Raw.RatePerSecond <= 0 || r.Server.PeakRSSBytes <= 0 || len(r.Server.Times) == 0 {
+		t.Errorf("raw %+v server peak %d", *r.Raw, r.Server.PeakRSSBytes)
+	}
+	if r.ServerCounters["eventide_writer_batch_messages_sum"] < float64(r.Events.AckedValid) || r.ServerCounters["eventide_storage_wal_syncs_total"] == 0 {
+		t.Errorf("server counters over the load = %v, want the writer's batches and WAL fsyncs", r.ServerCounters)
+	}
+	if !r.Correctness.Passed || len(r.Correctness.Checks) != 3 {
+		t.Errorf("correctness = %+v", *r.Correctness)
+	}
+	if len(r.Objectives) != 2 || !r.Objectives[0].Passed || r.Objectives[1].Passed || r.Passed {
+		t.Errorf("objectives = %+v, passed %v", r.Objectives, r.Passed)
+	}
+
+	// The HTML report parses and its data element holds the same report.
+	h, err := os.ReadFile(htmlPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := html.Parse(bytes.NewReader(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data string
+	for n := range doc.Descendants() {
+		if n.Type == html.ElementNode && n.Data == "script" && n.FirstChild != nil {
+			for _, a := range n.Attr {
+				if a.Key == "id" && a.Val == report.DataElementID {
+					data = n.FirstChild.Data
+				}
+			}
+		}
+	}
+	var fromHTML report.Report
+	if err := json.Unmarshal([]byte(data), &fromHTML); err != nil {
+		t.Fatalf("HTML data element: %v", err)
+	}
+	if fromHTML.Run != r.Run || fromHTML.Events.AckedValid != r.Events.AckedValid || len(fromHTML.Series["publish"].Times) != len(r.Series["publish"].Times) {
+		t.Errorf("HTML data differs from the JSON report")
+	}
+}
+
+// Bad configuration fails at start with exit code 2 and says what is
+// wrong.
+func TestBadConfiguration(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--workload", "events,bogus"}, "--workload bogus: unknown workload"},
+		{[]string{"run", "--workload", "social"}, "--workload social: not available yet"},
+		{[]string{"run", "--workload", "fanout"}, "not available yet"},
+		{[]string{"run", "--rate", "0"}, "--rate 0"},
+		{[]string{"run", "--rate", "1e9"}, "--rate 1e+09"},
+		{[]string{"run", "--query-mix", "timeline=1"}, "--query-mix timeline: not available yet"},
+		{[]string{"run", "--slo", "p99(query.nope)<1ms"}, "unknown kind"},
+		{[]string{"run", "--invalid", "2"}, "invalid ratio 2"},
+		{[]string{"run", "--query-types", "click=0"}, "--query-types"},
+		{[]string{"run", "--late-max", "10s"}, "late range 1m0s to 10s"},
+		{[]string{"run", "--find-max", "--workload", "queries"}, "--find-max ramps the event rate"},
+		{[]string{"run", "--nats-url", "nats://" + closed, "--progress", "off"}, "cannot connect to NATS at nats://" + closed},
+		{[]string{"walk"}, `unknown command "walk"`},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := runMain(context.Background(), c.args, &stdout, &stderr)
+			if code != exitConfig || !strings.Contains(stderr.String(), c.want) {
+				t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, stderr.String(), exitConfig, c.want)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := runMain(context.Background(), []string{"run", "-h"}, &stdout, &stderr); code != exitPass || !strings.Contains(stderr.String(), "-slo") {
+		t.Fatalf("exit %d, stderr %s", code, stderr.String())
+	}
+}
+
+// --find-max ramps while the objectives hold, Eventide then raw
+// JetStream: two short steps each that both hold report the second rate,
+// a ratio of 1, and the run passes.
+func TestFindMaxRamps(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "r.json")
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), []string{
+		"run", "--spawn", "--find-max", "--duration", "1s", "--rate", "200", "--ramp", "2", "--max-steps", "2",
+		"--workload", "events", "--raw-duration", "1s", "--probe-rate", "20", "--seed", "5", "--progress", "off",
+		"--slo", "p99(queryable)<1h", "--json", jsonPath,
+	}, &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	if code != exitPass {
+		t.Fatalf("exit code %d, want %d", code, exitPass)
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r report.Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	fm := r.FindMax
+	if fm == nil || len(fm.Steps) != 2 || fm.MaxRate != 400 || !fm.AllCorrect {
+		t.Fatalf("find_max = %+v", fm)
+	}
+	if fm.Steps[0].TargetRate != 200 || !fm.Steps[0].Held || fm.Steps[1].TargetRate != 400 || !fm.Steps[1].Held {
+		t.Errorf("steps = %+v", fm.Steps)
+	}
+	if fm.Raw == nil || len(fm.Raw.Steps) != 2 || fm.Raw.MaxRate != 400 || fm.Ratio != 1 {
+		t.Errorf("raw ramp = %+v, ratio %v", fm.Raw, fm.Ratio)
+	} else if p99 := fm.Raw.Steps[1].P99["queryable"]; p99 <= 0 {
+		t.Errorf("raw step has no publish-to-consumed p99")
+	}
+	if r.Events.TargetRate != 400 || r.Queries != nil {
+		t.Errorf("the report's figures are not those of the 400/s step: events %+v", r.Events)
+	}
+}
+
+// checkGoroutines fails the test if, within 5 s, the goroutines do not
+// come back to before: a run must stop every worker, poller and
+// connection it started.
+func checkGoroutines(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines left running, %d before the run:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

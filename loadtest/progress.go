@@ -1,0 +1,149 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/eventide/eventide/loadtest/internal/hist"
+	"github.com/eventide/eventide/loadtest/internal/report"
+	"github.com/eventide/eventide/loadtest/internal/target"
+)
+
+// progress draws one live line on a terminal, and nothing when the output
+// is not one (CI logs stay clean).
+type progress struct {
+	w  io.Writer
+	on bool
+	mu sync.Mutex
+}
+
+func newProgress(mode string, w io.Writer) *progress {
+	on := mode == "on"
+	if mode == "auto" {
+		if f, ok := w.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				on = true
+			}
+		}
+	}
+	return &progress{w: w, on: on}
+}
+
+func (p *progress) line(elapsed time.Duration, rate float64, events *eventLoad, queries *queryLoad, probes *probeTracker, lat *hist.Set) {
+	if !p.on {
+		return
+	}
+	s := fmt.Sprintf("[%5.0fs] %.0f/s", elapsed.Seconds(), rate)
+	if events != nil {
+		s += fmt.Sprintf(" events acked %d failed %d", events.acked.Load(), events.failed.Load())
+		if q, ok := lat.Quantile("publish", 99); ok {
+			s += " p99 " + report.FormatSeconds(q)
+		}
+		pending, _ := probes.outstanding()
+		s += fmt.Sprintf(" | probes waiting %d", pending)
+	}
+	if queries != nil {
+		s += fmt.Sprintf(" | queries ok %d failed %d", queries.ok.Load(), queries.failed.Load())
+	}
+	p.mu.Lock()
+	fmt.Fprintf(p.w, "\r\033[K%s", s)
+	p.mu.Unlock()
+}
+
+// note prints a line of what the run is doing (always: it goes to stderr).
+func (p *progress) note(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.on {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+	fmt.Fprintf(p.w, "loadtest: "+format+"\n", args...)
+}
+
+func (p *progress) clear() {
+	if p.on {
+		p.mu.Lock()
+		fmt.Fprint(p.w, "\r\033[K")
+		p.mu.Unlock()
+	}
+}
+
+// serverSampler records the spawned server's RSS and CPU over time: the
+// sampler goroutine appends, the steps read (under mu).
+type serverSampler struct {
+	pid   int
+	start time.Time
+
+	mu      sync.Mutex
+	samples []target.ProcSample
+	errs    int
+}
+
+// maxServerSamples bounds the samples kept; beyond it every other one is
+// dropped, as the latency series does.
+const maxServerSamples = 2048
+
+func (s *serverSampler) sample() {
+	ps, err := target.ReadProc(s.pid)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.errs++
+		return
+	}
+	s.samples = append(s.samples, ps)
+	if len(s.samples) >= maxServerSamples {
+		kept := s.samples[:0]
+		for i := 0; i < len(s.samples); i += 2 {
+			kept = append(kept, s.samples[i])
+		}
+		s.samples = kept
+	}
+}
+
+func (s *serverSampler) stats(loadEnd time.Time) *report.ServerStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := &report.ServerStats{PID: s.pid}
+	var atEnd *target.ProcSample
+	for i, ps := range s.samples {
+		st.Times = append(st.Times, ps.At.Sub(s.start).Seconds())
+		st.RSSBytes = append(st.RSSBytes, ps.RSSBytes)
+		st.CPUSeconds = append(st.CPUSeconds, ps.CPUSeconds)
+		st.PeakRSSBytes = max(st.PeakRSSBytes, ps.RSSBytes)
+		if !ps.At.After(loadEnd) {
+			atEnd = &s.samples[i]
+		}
+	}
+	if len(s.samples) > 0 {
+		st.CPUSecondsAll = s.samples[len(s.samples)-1].CPUSeconds
+		first := s.samples[0]
+		if atEnd != nil && atEnd.At.After(first.At) {
+			st.AvgCores = (atEnd.CPUSeconds - first.CPUSeconds) / atEnd.At.Sub(first.At).Seconds()
+		}
+	}
+	return st
+}
+
+// coresBetween returns the server's CPU over [from, to] in cores, from
+// the samples nearest inside that span; 0 without two of them.
+func (s *serverSampler) coresBetween(from, to time.Time) float64 {
+	var first, last *target.ProcSample
+	for i := range s.samples {
+		ps := &s.samples[i]
+		if ps.At.Before(from) || ps.At.After(to) {
+			continue
+		}
+		if first == nil {
+			first = ps
+		}
+		last = ps
+	}
+	if first == nil || last == first {
+		return 0
+	}
+	return (last.CPUSeconds - first.CPUSeconds) / last.At.Sub(first.At).Seconds()
+}

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/eventide/eventide/loadtest/internal/arrival"
+	"github.com/eventide/eventide/loadtest/internal/hist"
+	"github.com/eventide/eventide/loadtest/internal/report"
+	"github.com/eventide/eventide/loadtest/internal/target"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// rawCeiling measures the raw JetStream pipeline on the server under
+// test: async publishes of events of the run's median size into a file
+// stream of its own, a pull consumer that acks each message, nothing
+// stored anywhere else. It runs for d as fast as it goes and returns the
+// consumed rate. The stream is deleted afterwards.
+//
+// It is what Eventide's ingest cannot beat on the same server: the writer
+// does the same consume and ack, plus validation and storage.
+func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration, payload int) (*report.RawResult, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		return nil, fmt.Errorf("cannot open JetStream for the raw phase: %w", err)
+	}
+	name := "LT_RAW_" + strings.ToUpper(run)
+	subject := "ltraw." + run + ".event"
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: []string{subject}, Storage: jetstream.FileStorage, Replicas: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot create raw stream %s: %w", name, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = js.DeleteStream(dctx, name)
+	}()
+	cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 100000,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot create the raw consumer: %w", err)
+	}
+	var consumed atomic.Int64
+	var lastConsumed atomic.Int64 // unix nanos
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		_ = m.Ack()
+		consumed.Add(1)
+		lastConsumed.Store(time.Now().UnixNano())
+	}, jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return nil, fmt.Errorf("cannot consume the raw stream: %w", err)
+	}
+	defer cc.Stop()
+
+	body := []byte(fmt.Sprintf(`{"time":%d,"data":{"pad":"%s"}}`, time.Now().UnixMilli(), strings.Repeat("x", max(payload-48, 1))))
+	start := time.Now()
+	var published, failed int64
+	for time.Since(start) < d && ctx.Err() == nil {
+		if _, err := js.PublishAsync(subject, body); err != nil {
+			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				select {
+				case <-js.PublishAsyncComplete():
+				case <-time.After(time.Second):
+				}
+				continue
+			}
+			failed++
+			continue
+		}
+		published++
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		return nil, errors.New("raw phase: publishes not acknowledged within 30s")
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for consumed.Load() < published {
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("raw phase: consumed %d of %d messages within 30s", consumed.Load(), published)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	elapsed := time.Unix(0, lastConsumed.Load()).Sub(start).Seconds()
+	if elapsed <= 0 || published == 0 {
+		return nil, errors.New("raw phase: nothing was consumed")
+	}
+	return &report.RawResult{
+		Stream: name, Messages: published, Seconds: elapsed, RatePerSecond: float64(published) / elapsed,
+	}, nil
+}
+
+// headerIntended carries a raw message's intended publish start, in Unix
+// nanoseconds, to the consumer that times it.
+const headerIntended = "Eventide-Loadtest-Intended"
+
+// rawStep runs the raw JetStream pipeline open loop at rate for
+// --duration, on a stream of its own deleted afterwards: publishes
+// waiting for their ack, as the event workload's, and a pull consumer
+// acking each message. It returns a report whose "publish" latency is
+// intended start to publish ack and "queryable" intended start to
+// consumed, with the schedule in Events, so the run's objectives apply
+// to it as to Eventide.
+func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Report, error) {
+	cfg := e.cfg
+	js := e.js
+	name := "LT_RAW_" + strings.ToUpper(run)
+	subject := "ltraw." + run + ".event"
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: []string{subject}, Storage: jetstream.FileStorage, Replicas: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot create raw stream %s: %w", name, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = js.DeleteStream(dctx, name)
+	}()
+	cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 100000,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot create the raw consumer: %w", err)
+	}
+	selfStart, selfErr := target.ReadProc(os.Getpid())
+	start := time.Now()
+	lat := hist.NewSet(cfg.Workers+1, start)
+	consumer := cfg.Workers // the consumer's histogram slot
+	var consumed atomic.Int64
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		// Handlers run one at a time, so the consumer's slot is its own.
+		if ns, err := strconv.ParseInt(m.Headers().Get(headerIntended), 10, 64); err == nil {
+			lat.Record(consumer, "queryable", time.Since(time.Unix(0, ns)))
+		}
+		_ = m.Ack()
+		consumed.Add(1)
+	}, jetstream.PullMaxMessages(1000))
+	if err != nil {
+		return nil, fmt.Errorf("cannot consume the raw stream: %w", err)
+	}
+	defer cc.Stop()
+
+	body := []byte(fmt.Sprintf(`{"time":%d,"data":{"pad":"%s"}}`, time.Now().UnixMilli(), strings.Repeat("x", max(cfg.Events.PayloadMedian-48, 1))))
+	lastErr := make([]error, cfg.Workers)
+	var acked, failed atomic.Int64
+	tickCtx, stopTicking := context.WithCancel(ctx)
+	tickDone := make(chan struct{})
+	go func() {
+		defer close(tickDone)
+		t := time.NewTicker(cfg.Tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-tickCtx.Done():
+				return
+			case now := <-t.C:
+				lat.Tick(now)
+			}
+		}
+	}()
+	stats, err := arrival.Run(ctx, arrival.Config[int64]{
+		Rate: rate, Duration: cfg.Duration, Workers: cfg.Workers, MaxLateness: cfg.MaxLateness,
+		Next: func(seq int64) int64 { return seq },
+		Do: func(ctx context.Context, w int, _ int64, intended time.Time) {
+			msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{headerIntended: {strconv.FormatInt(intended.UnixNano(), 10)}}}
+			pctx, cancel := context.WithTimeout(ctx, cfg.PublishLimit)
+			_, lastErr[w] = js.PublishMsg(pctx, msg)
+			cancel()
+			if lastErr[w] != nil {
+				failed.Add(1)
+				return
+			}
+			acked.Add(1)
+		},
+		Done: func(w int, _ int64, _ time.Time, latency time.Duration) {
+			if lastErr[w] == nil {
+				lat.Record(w, "publish", latency)
+			}
+		},
+	})
+	loadEnd := time.Now()
+	var harness *report.HarnessStats
+	if selfEnd, err := target.ReadProc(os.Getpid()); err == nil && selfErr == nil {
+		cpu := selfEnd.CPUSeconds - selfStart.CPUSeconds
+		harness = &report.HarnessStats{CPUSeconds: cpu, AvgCores: cpu / loadEnd.Sub(start).Seconds()}
+	}
+	if err != nil {
+		stopTicking()
+		<-tickDone
+		return nil, configError{err}
+	}
+	deadline := loadEnd.Add(cfg.DrainTimeout)
+	for consumed.Load() < acked.Load() && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond) // polling the consumer's count, with a deadline
+	}
+	stopTicking()
+	<-tickDone
+	lat.Tick(time.Now())
+	// Started and Finished bound the load, for the server's CPU.
+	r := &report.Report{
+		Started: start, Finished: loadEnd, Harness: harness,
+		Events:  &report.EventsResult{Schedule: schedule(rate, stats, failed.Load(), loadEnd.Sub(start), nil)},
+		Latency: map[string]hist.Summary{},
+	}
+	for _, kind := range lat.Kinds() {
+		sum := lat.Summary(kind)
+		for _, o := range cfg.Objectives {
+			if p, ok := o.Percentile(); ok && o.Arg == kind {
+				sum.Percentiles[o.Func], _ = lat.Quantile(kind, p)
+			}
+		}
+		r.Latency[kind] = sum
+	}
+	if n := consumed.Load(); n < acked.Load() {
+		return nil, fmt.Errorf("raw step at %.0f/s: consumed %d of %d acked messages within %s", rate, n, acked.Load(), cfg.DrainTimeout)
+	}
+	return r, nil
+}
