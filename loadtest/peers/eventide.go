@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/eventide/eventide/storage"
 )
@@ -104,6 +105,11 @@ func (e *eventideEngine) diskBytes() (int64, error) { return dirSize(e.dir) }
 
 func (e *eventideEngine) close() error { return e.db.Close() }
 
+// dirSize is the bytes the files under dir take: each file's size, or
+// what the filesystem allocated to it when that is less. Eventide's WAL
+// segments are preallocated sparse files (64 MiB apparent, only the
+// written part allocated), and counting their apparent size made a
+// 300,000-event store look 7x larger than it is.
 func dirSize(dir string) (int64, error) {
 	var total int64
 	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
@@ -116,7 +122,11 @@ func dirSize(dir string) (int64, error) {
 			return err
 		}
 		if !info.IsDir() {
-			total += info.Size()
+			size := info.Size()
+			if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Blocks*512 < size {
+				size = st.Blocks * 512
+			}
+			total += size
 		}
 		return nil
 	})
