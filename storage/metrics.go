@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -247,8 +248,11 @@ func (db *DB) Metrics() Metrics {
 	return out
 }
 
-// walBytes sums the sizes of the files in the WAL directory. A segment
-// removed between the listing and its Stat is simply not counted.
+// walBytes sums the bytes the files in the WAL directory take: each file's
+// size, or what the filesystem allocated to it when that is less, since
+// segments are preallocated sparse (SegmentTargetSize apparent, only the
+// written part allocated). A segment removed between the listing and its
+// Stat is simply not counted.
 func (db *DB) walBytes() int64 {
 	names, err := db.opts.FS.List(db.walDir)
 	if err != nil {
@@ -257,7 +261,11 @@ func (db *DB) walBytes() int64 {
 	var n int64
 	for _, name := range names {
 		if fi, err := db.opts.FS.Stat(filepath.Join(db.walDir, name)); err == nil && !fi.IsDir() {
-			n += fi.Size()
+			size := fi.Size()
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Blocks*512 < size {
+				size = st.Blocks * 512
+			}
+			n += size
 		}
 	}
 	return n
