@@ -18,6 +18,36 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// rawStreamName is the name of run's raw stream.
+func rawStreamName(run string) string { return "LT_RAW_" + strings.ToUpper(run) }
+
+// createRawStream creates the raw phase's own file stream for run, on
+// subject ltraw.<run>.event, with a durable consumer that acks
+// explicitly; remove deletes the stream (and so the consumer).
+func createRawStream(ctx context.Context, js jetstream.JetStream, run string) (subject string, cons jetstream.Consumer, remove func(), err error) {
+	name := rawStreamName(run)
+	subject = "ltraw." + run + ".event"
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: []string{subject}, Storage: jetstream.FileStorage, Replicas: 1,
+	})
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("cannot create raw stream %s: %w", name, err)
+	}
+	remove = func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = js.DeleteStream(dctx, name)
+	}
+	cons, err = s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 100000,
+	})
+	if err != nil {
+		remove()
+		return "", nil, nil, fmt.Errorf("cannot create the raw consumer: %w", err)
+	}
+	return subject, cons, remove, nil
+}
+
 // rawCeiling measures the raw JetStream pipeline on the server under
 // test: async publishes of events of the run's median size into a file
 // stream of its own, a pull consumer that acks each message, nothing
@@ -31,25 +61,11 @@ func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration,
 	if err != nil {
 		return nil, fmt.Errorf("cannot open JetStream for the raw phase: %w", err)
 	}
-	name := "LT_RAW_" + strings.ToUpper(run)
-	subject := "ltraw." + run + ".event"
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: []string{subject}, Storage: jetstream.FileStorage, Replicas: 1,
-	})
+	subject, cons, remove, err := createRawStream(ctx, js, run)
 	if err != nil {
-		return nil, fmt.Errorf("cannot create raw stream %s: %w", name, err)
+		return nil, err
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = js.DeleteStream(dctx, name)
-	}()
-	cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 100000,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cannot create the raw consumer: %w", err)
-	}
+	defer remove()
 	var consumed atomic.Int64
 	var lastConsumed atomic.Int64 // unix nanos
 	cc, err := cons.Consume(func(m jetstream.Msg) {
@@ -102,7 +118,7 @@ func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration,
 		return nil, errors.New("raw phase: nothing was consumed")
 	}
 	return &report.RawResult{
-		Stream: name, Messages: published, Seconds: elapsed, RatePerSecond: float64(published) / elapsed,
+		Stream: rawStreamName(run), Messages: published, Seconds: elapsed, RatePerSecond: float64(published) / elapsed,
 	}, nil
 }
 
@@ -120,25 +136,11 @@ const headerIntended = "Eventide-Loadtest-Intended"
 func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Report, error) {
 	cfg := e.cfg
 	js := e.js
-	name := "LT_RAW_" + strings.ToUpper(run)
-	subject := "ltraw." + run + ".event"
-	s, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: []string{subject}, Storage: jetstream.FileStorage, Replicas: 1,
-	})
+	subject, cons, remove, err := createRawStream(ctx, js, run)
 	if err != nil {
-		return nil, fmt.Errorf("cannot create raw stream %s: %w", name, err)
+		return nil, err
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = js.DeleteStream(dctx, name)
-	}()
-	cons, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 100000,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cannot create the raw consumer: %w", err)
-	}
+	defer remove()
 	selfStart, selfErr := target.ReadProc(os.Getpid())
 	start := time.Now()
 	lat := hist.NewSet(cfg.Workers+1, start)

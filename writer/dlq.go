@@ -37,7 +37,7 @@ func (w *Writer) deadLetter(m jetstream.Msg, epoch, seq uint64, rej *rejection) 
 	dl := nats.NewMsg(w.cfg.DLQSubjectPrefix() + w.validator.dlqType(m.Subject()))
 	// The producer's headers come along unless they alone would take a
 	// large part of the server's max payload.
-	if orig := m.Headers(); headerSize(orig) <= int(w.nc.MaxPayload())/4 {
+	if orig := m.Headers(); consumer.HeaderSize(orig) <= int(w.nc.MaxPayload())/4 {
 		for k, vs := range orig {
 			if strings.HasPrefix(strings.ToLower(k), "nats-") {
 				continue // Nats-Msg-Id, Nats-Expected-*: meant for the original publish
@@ -52,7 +52,7 @@ func (w *Writer) deadLetter(m jetstream.Msg, epoch, seq uint64, rej *rejection) 
 	dl.Header.Set(HeaderStreamSeq, strconv.FormatUint(seq, 10))
 	dl.Header.Set(jetstream.MsgIDHeader, w.deadLetterID(epoch, seq))
 	body := m.Data()
-	if limit := int(w.nc.MaxPayload()) - headerSize(dl.Header) - 64; len(body) > limit {
+	if limit := int(w.nc.MaxPayload()) - consumer.HeaderSize(dl.Header) - 64; len(body) > limit {
 		dl.Header.Set(HeaderTruncated, strconv.Itoa(len(body)))
 		body = body[:max(limit, 0)]
 	}
@@ -143,15 +143,4 @@ func headerValue(s string) string {
 		}
 		return r
 	}, s)
-}
-
-// headerSize is the encoded size of h ("NATS/1.0\r\n", "k: v\r\n"..., "\r\n").
-func headerSize(h nats.Header) int {
-	n := len("NATS/1.0\r\n\r\n")
-	for k, vs := range h {
-		for _, v := range vs {
-			n += len(k) + len(": ") + len(v) + len("\r\n")
-		}
-	}
-	return n
 }

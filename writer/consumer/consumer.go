@@ -453,7 +453,7 @@ const readyPullExpiry = time.Millisecond
 func msgSize(m jetstream.Msg) int {
 	n := len(m.Subject()) + len(m.Reply()) + len(m.Data())
 	if h := m.Headers(); len(h) > 0 {
-		n += headerSize(h)
+		n += HeaderSize(h)
 	}
 	return n
 }
@@ -534,8 +534,10 @@ func (c *Consumer) idleCheck(ctx context.Context) (needReset bool) {
 	return false
 }
 
-// headerSize is the encoded size of h ("NATS/1.0\r\n", "k: v\r\n"..., "\r\n").
-func headerSize(h nats.Header) int {
+// HeaderSize is the encoded size of h ("NATS/1.0\r\n", "k: v\r\n"...,
+// "\r\n"), as the server counts it against max_payload and a pull's
+// max_bytes.
+func HeaderSize(h nats.Header) int {
 	n := len("NATS/1.0\r\n\r\n")
 	for k, vs := range h {
 		for _, v := range vs {
