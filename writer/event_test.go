@@ -369,7 +369,7 @@ func FuzzStoredEventIsJSON(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// As cmd/internal/server renders an event.
+		// As cmd/internal/httpapi renders an event.
 		rendered, err := json.Marshal(struct {
 			ID     string          `json:"id"`
 			Type   string          `json:"type"`
