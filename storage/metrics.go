@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -145,7 +146,7 @@ func (c *collector) counters() []counterDesc {
 var (
 	sstablesDesc = prometheus.NewDesc("eventide_storage_sstables", "Live SSTables per table.", []string{"table"}, nil)
 	bytesDesc    = prometheus.NewDesc("eventide_storage_sstable_bytes", "Bytes on disk of live SSTables per table.", []string{"table"}, nil)
-	walBytesDesc = prometheus.NewDesc("eventide_storage_wal_bytes", "Bytes on disk of WAL segments (those not yet flushed, and the one being written).", nil, nil)
+	walBytesDesc = prometheus.NewDesc("eventide_storage_wal_bytes", "Bytes on disk of WAL segments (those not yet flushed, and the one being written): blocks allocated, not the preallocated size.", nil, nil)
 	memDesc      = prometheus.NewDesc("eventide_storage_memtable_bytes", "Estimated bytes held in memtables (mutable and frozen).", nil, nil)
 	immDesc      = prometheus.NewDesc("eventide_storage_memtables_frozen", "Frozen memtables waiting for a flush.", nil, nil)
 )
@@ -247,8 +248,12 @@ func (db *DB) Metrics() Metrics {
 	return out
 }
 
-// walBytes sums the sizes of the files in the WAL directory. A segment
-// removed between the listing and its Stat is simply not counted.
+// walBytes sums the bytes the files in the WAL directory take on disk. A
+// segment is preallocated by setting its size, so it is sparse: its size
+// says 64 MiB from the first record on, while only what was written takes
+// space. Where the file system says (the Stat_t of a real file), the
+// blocks allocated are counted, else the size. A segment removed between
+// the listing and its Stat is simply not counted.
 func (db *DB) walBytes() int64 {
 	names, err := db.opts.FS.List(db.walDir)
 	if err != nil {
@@ -256,7 +261,13 @@ func (db *DB) walBytes() int64 {
 	}
 	var n int64
 	for _, name := range names {
-		if fi, err := db.opts.FS.Stat(filepath.Join(db.walDir, name)); err == nil && !fi.IsDir() {
+		fi, err := db.opts.FS.Stat(filepath.Join(db.walDir, name))
+		if err != nil || fi.IsDir() {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			n += st.Blocks * 512 // st_blocks counts 512-byte units whatever the block size
+		} else {
 			n += fi.Size()
 		}
 	}
