@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -34,6 +35,10 @@ const (
 	dlqReadTimeout   = 10 * time.Second
 	dlqScrapeTimeout = 2 * time.Second
 )
+
+// maxStartTime is the latest start time JetStream can take (in Unix
+// nanoseconds, 2262-04-11); nothing is stored after it.
+var maxStartTime = time.Unix(0, math.MaxInt64)
 
 // errNATSDown is returned by DeadLetters when the NATS connection is not
 // connected: /v1/dlq answers 503 at once instead of waiting.
@@ -176,6 +181,11 @@ func (a *api) dlq(w http.ResponseWriter, r *http.Request) {
 func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error) {
 	if !d.js.Conn().IsConnected() {
 		return nil, errNATSDown
+	}
+	if q.hasFrom && q.startSeq == 0 && q.from.After(maxStartTime) {
+		// JetStream takes the start time in Unix nanoseconds: a later one
+		// wraps around to before 1970 and would list every dead letter.
+		return &dlqResponse{DeadLetters: []deadLetterJSON{}}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, dlqReadTimeout)
 	defer cancel()
