@@ -184,7 +184,7 @@ func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error
 	}
 	if q.hasFrom && q.startSeq == 0 && q.from.After(maxStartTime) {
 		// JetStream takes the start time in Unix nanoseconds: a later one
-		// wraps around to before 1970 and would list every dead letter.
+		// wraps around and would list every dead letter.
 		return &dlqResponse{DeadLetters: []deadLetterJSON{}}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, dlqReadTimeout)
@@ -203,7 +203,9 @@ func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error
 	switch {
 	case q.startSeq > 0:
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, q.startSeq
-	case q.hasFrom:
+	case q.hasFrom && q.from.After(time.Unix(0, 0)):
+		// Not before 1970: in Unix nanoseconds, a time before 1678 wraps
+		// to the future, and nothing is stored before 1970 anyway.
 		from := q.from.UTC()
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &from
 	}

@@ -188,7 +188,8 @@ func TestDLQ(t *testing.T) {
 	}{
 		{"from=" + url.QueryEscape(publishedAt.Format(time.RFC3339Nano)), len(rejected)},
 		{"from=" + url.QueryEscape(now.Format(time.RFC3339Nano)), 0},
-		{"from=9999-12-31T23:59:59Z", 0}, // past JetStream's Unix nanoseconds
+		{"from=9999-12-31T23:59:59Z", 0},             // past JetStream's Unix nanoseconds
+		{"from=1000-01-01T00:00:00Z", len(rejected)}, // before them
 		{"to=" + url.QueryEscape(publishedAt.Format(time.RFC3339Nano)), 0},
 		{"type=view&to=" + url.QueryEscape(now.Format(time.RFC3339Nano)), 1},
 		{"type=signup", 0},
