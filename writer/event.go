@@ -340,6 +340,9 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 		if raw[0] != '{' {
 			return p, reject(reasonInvalidData, "data must be a JSON object, got %s", clip(raw))
 		}
+		if num, ok := numberOutOfRange(raw); ok {
+			return p, reject(reasonInvalidData, "data holds the number %s, outside the range of a 64-bit float", clip(num))
+		}
 		data = raw
 	}
 
@@ -412,4 +415,37 @@ func clipString(s string) string {
 		return s
 	}
 	return s[:maxEcho] + "..."
+}
+
+// numberOutOfRange returns the first number in the valid JSON value raw
+// that a 64-bit float cannot hold (1e400): valid JSON, but encoding/json
+// refuses to decode it into any or float64, so stored in data it would
+// break every page that returns the event for such clients. Only numbers
+// with an exponent or of more than 300 bytes can be out of range, so the
+// others are not parsed.
+func numberOutOfRange(raw []byte) ([]byte, bool) {
+	for i := 0; i < len(raw); {
+		switch c := raw[i]; {
+		case c == '"':
+			for i++; i < len(raw) && raw[i] != '"'; i++ {
+				if raw[i] == '\\' {
+					i++
+				}
+			}
+			i++
+		case c == '-' || c >= '0' && c <= '9':
+			start, exp := i, false
+			for ; i < len(raw) && strings.IndexByte("+-.0123456789eE", raw[i]) >= 0; i++ {
+				exp = exp || raw[i] == 'e' || raw[i] == 'E'
+			}
+			if num := raw[start:i]; exp || len(num) > 300 {
+				if _, err := strconv.ParseFloat(string(num), 64); err != nil {
+					return num, true
+				}
+			}
+		default:
+			i++
+		}
+	}
+	return nil, false
 }

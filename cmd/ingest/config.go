@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
@@ -191,6 +193,21 @@ func (c *config) check() error {
 		return fmt.Errorf("--dlq-stream and --stream are both %q: they must differ", c.Writer.Stream)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("--shutdown-timeout %s: want a positive duration", c.ShutdownTimeout)
+	}
+	// The writer refuses these too, but only after NATS and storage have
+	// started, with exit code 1 and without naming the flags.
+	allow := c.Writer.AllowTypes
+	for _, name := range allow {
+		if err := bucket.ValidateEventType(name); err != nil {
+			return fmt.Errorf("--allow-types: %w", err)
+		}
+	}
+	if len(allow) > 0 && c.Types != nil {
+		for _, name := range slices.Sorted(maps.Keys(c.Types.Types)) {
+			if !slices.Contains(allow, name) {
+				return fmt.Errorf("--types sets event type %q, which --allow-types %s does not list: list it, or drop its settings", name, strings.Join(allow, ","))
+			}
+		}
 	}
 	return nil
 }

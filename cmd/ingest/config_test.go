@@ -79,6 +79,8 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--warn-tombstones", "10", "--fail-tombstones", "5"}, nil, "--warn-tombstones 10 is above --fail-tombstones 5"},
 		{[]string{"--dlq-stream", "EVENTS"}, nil, `--dlq-stream and --stream are both "EVENTS"`},
 		{[]string{"--data", ""}, nil, "--data is empty"},
+		{[]string{"--allow-types", "click,Click"}, nil, `--allow-types: invalid event type "Click"`},
+		{[]string{"--allow-types", "click", "--types", "view:ttl=1h,click:sub=2"}, nil, `--types sets event type "view", which --allow-types click does not list`},
 		{[]string{"serve"}, nil, `unexpected argument "serve"`},
 		{[]string{"--no-such-flag"}, nil, "flag provided but not defined: -no-such-flag"},
 	}

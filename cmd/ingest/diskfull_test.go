@@ -8,7 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,7 +77,9 @@ func TestDiskFullPipeline(t *testing.T) {
 		}
 	}
 	stored := func() int {
-		var page struct{ Events []struct{ Data struct{ N int } } }
+		var page struct {
+			Events []struct{ Data struct{ N int } }
+		}
 		getJSON(t, client, base+"/v1/events?type=fill&limit=1000", 200, &page)
 		seen := map[int]bool{}
 		for _, e := range page.Events {
@@ -174,6 +178,126 @@ func TestDiskFullPipeline(t *testing.T) {
 	}
 	cancel()
 	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+}
+
+// TestDiskFullEmbeddedNATS fills the data directory of the default layout,
+// where the embedded NATS server's store shares the disk with storage.
+// nats-server keeps a stream's write error until it restarts, so once
+// space is back the pipeline must either take events again or fail
+// /livez, naming the stream, so that an orchestrator restarts it; it must
+// never stay live while refusing every event.
+func TestDiskFullEmbeddedNATS(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (%v: %s)", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", mnt, err, out)
+		}
+	})
+
+	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
+	var stdout, stderr syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--data", filepath.Join(mnt, "data"), "--http", httpAddr, "--nats-listen", natsAddr},
+			envFrom(nil), &stdout, &stderr)
+	}()
+	// Stopped before the tmpfs is unmounted, also when the test fails.
+	stop := sync.OnceValue(func() error { cancel(); return <-done })
+	t.Cleanup(func() { stop() })
+	base := "http://" + httpAddr
+	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	waitReady(t, client, base, done, &stderr)
+
+	nc, err := nats.Connect("nats://" + natsAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	payload := strings.Repeat("x", 2000)
+	publish := func() error {
+		pctx, pcancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer pcancel()
+		body := fmt.Sprintf(`{"time":%d,"data":{"pad":%q}}`, time.Now().UnixMilli(), payload)
+		_, err := js.Publish(pctx, "events.fill", []byte(body))
+		return err
+	}
+	for i := range 20 {
+		if err := publish(); err != nil {
+			t.Fatalf("publish %d before the disk is full: %v", i, err)
+		}
+	}
+
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := []byte(strings.Repeat("f", 4096))
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	f.Close()
+	refused := false
+	for range 100 {
+		if publish() != nil {
+			refused = true
+			break
+		}
+	}
+	if !refused {
+		t.Fatal("the embedded NATS server stored every event on a full disk")
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if publish() == nil {
+			break // the pipeline takes events again
+		}
+		resp, err := client.Get(base + "/livez")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var live struct {
+			Live   bool
+			Checks []struct {
+				Name, Detail string
+				OK           bool
+			}
+		}
+		err = json.NewDecoder(resp.Body).Decode(&live)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("/livez body: %v", err)
+		}
+		if resp.StatusCode == 503 && slices.ContainsFunc(live.Checks, func(c struct {
+			Name, Detail string
+			OK           bool
+		}) bool {
+			return c.Name == "nats-store" && !c.OK && strings.Contains(c.Detail, "EVENTS")
+		}) {
+			break // an orchestrator restarts it
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("space is back, the embedded NATS server refuses events and /livez answers %d %+v; want the events taken or /livez 503 naming the stream", resp.StatusCode, live)
+		}
+	}
+	if err := stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 }

@@ -197,6 +197,14 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		}
 		return nil
 	})
+	if ns := n.ns; ns != nil {
+		// A stream of the embedded server that hit a write error (its
+		// store shares --data's disk, so a full disk does it) refuses
+		// every message until the process restarts, even after space is
+		// back: only a restart recovers, so it fails liveness too.
+		n.health.Add("nats-store", func() error { return natsembed.StreamsHealth(ns) })
+		n.health.AddLiveness("nats-store", func() error { return natsembed.StreamsHealth(ns) })
+	}
 	// The writer's Health names what stops it: not running, no NATS
 	// connection, a failing storage batch, or acknowledged messages that
 	// storage lost and the stream no longer holds.

@@ -8,7 +8,8 @@
 // logger to slog.
 //
 // It owns nothing after start: streams and consumers belong to package
-// writer, the connection to whoever calls nats.Connect.
+// writer, the connection to whoever calls nats.Connect. StreamsHealth says
+// when a stream of the server failed in a way only a restart clears.
 //
 // Use:
 //
@@ -24,6 +25,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/server"
@@ -120,4 +122,29 @@ func (n natsLogger) Tracef(format string, v ...any)  {}
 // failure surfaces as a server that is not ready or not running.
 func (n natsLogger) Fatalf(format string, v ...any) {
 	n.l.Error(fmt.Sprintf(format, v...), "fatal", true)
+}
+
+// StreamsHealth returns an error naming every JetStream stream of ns that
+// the server reports broken: one it could not recover, or one with a write
+// error. nats-server keeps a stream's write error (a full disk, for
+// example) until it restarts: the stream refuses every message even after
+// space is back, so a process embedding ns can recover only by restarting,
+// and this belongs in its liveness check. It returns nil while ns is not
+// running or not yet taking connections (starting or shutting down), which
+// are no stream's fault.
+func StreamsHealth(ns *natsserver.Server) error {
+	if !ns.Running() {
+		return nil
+	}
+	st := ns.Healthz(&natsserver.HealthzOptions{Details: true})
+	var broken []string
+	for _, e := range st.Errors {
+		if e.Type == natsserver.HealthzErrorStream {
+			broken = append(broken, e.Error)
+		}
+	}
+	if len(broken) == 0 {
+		return nil
+	}
+	return fmt.Errorf("embedded NATS: %s; it clears only when the process restarts", strings.Join(broken, "; "))
 }

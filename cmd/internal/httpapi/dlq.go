@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +36,10 @@ const (
 	dlqScrapeTimeout = 2 * time.Second
 )
 
+// maxStartTime is the latest start time JetStream can take (in Unix
+// nanoseconds, 2262-04-11); nothing is stored after it.
+var maxStartTime = time.Unix(0, math.MaxInt64)
+
 // errNATSDown is returned by DeadLetters when the NATS connection is not
 // connected: /v1/dlq answers 503 at once instead of waiting.
 var errNATSDown = errors.New("the NATS connection is down")
@@ -44,13 +50,14 @@ var errNATSDown = errors.New("the NATS connection is down")
 type DeadLetters struct {
 	js     jetstream.JetStream
 	stream string
+	prefix string // of its subjects: the writer's Config.DLQSubjectPrefix for stream
 }
 
 // NewDeadLetters reads the dead-letter stream named stream (--dlq-stream)
-// through js, and registers eventide_dlq_messages and eventide_dlq_bytes
+// through js, under the subjects package writer gives that name, and registers eventide_dlq_messages and eventide_dlq_bytes
 // on reg, read from the stream's state at each scrape.
 func NewDeadLetters(js jetstream.JetStream, stream string, reg prometheus.Registerer) (*DeadLetters, error) {
-	d := &DeadLetters{js: js, stream: stream}
+	d := &DeadLetters{js: js, stream: stream, prefix: writer.Config{DLQStream: stream}.DLQSubjectPrefix()}
 	if reg != nil {
 		if err := reg.Register(dlqCollector{d}); err != nil {
 			return nil, fmt.Errorf("cannot register the dead-letter metrics: %w", err)
@@ -97,6 +104,12 @@ func parseDLQQuery(rawQuery string) (dlqQuery, *problem) {
 	if q.typ = p.get("type"); q.typ != "" {
 		if err := bucket.ValidateEventType(q.typ); err != nil {
 			bad := badParameter(fmt.Sprintf("parameter type: %v (dead letters of messages whose subject names no valid type are under type=unknown)", err))
+			return q, &bad
+		}
+		// A NATS subject has no empty token, so no dead letter has such a
+		// type, and the filter subject it would make is refused by NATS.
+		if slices.Contains(strings.Split(q.typ, "."), "") {
+			bad := badParameter(fmt.Sprintf("parameter type: %q has an empty dot-separated token, which no subject can name", q.typ))
 			return q, &bad
 		}
 	}
@@ -169,11 +182,16 @@ func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error
 	if !d.js.Conn().IsConnected() {
 		return nil, errNATSDown
 	}
+	if q.hasFrom && q.startSeq == 0 && q.from.After(maxStartTime) {
+		// JetStream takes the start time in Unix nanoseconds: a later one
+		// wraps around and would list every dead letter.
+		return &dlqResponse{DeadLetters: []deadLetterJSON{}}, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, dlqReadTimeout)
 	defer cancel()
-	filter := writer.DLQSubjects
+	filter := d.prefix + ">"
 	if q.typ != "" {
-		filter = writer.DLQSubjectPrefix + q.typ
+		filter = d.prefix + q.typ
 	}
 	cfg := jetstream.ConsumerConfig{
 		AckPolicy:         jetstream.AckNonePolicy,
@@ -185,7 +203,9 @@ func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error
 	switch {
 	case q.startSeq > 0:
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, q.startSeq
-	case q.hasFrom:
+	case q.hasFrom && q.from.After(time.Unix(0, 0)):
+		// Not before 1970: in Unix nanoseconds, a time before 1678 wraps
+		// to the future, and nothing is stored before 1970 anyway.
 		from := q.from.UTC()
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &from
 	}
@@ -218,7 +238,7 @@ func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error
 		if q.hasTo && !meta.Timestamp.Before(q.to) {
 			return resp, nil // past the window: no next page
 		}
-		resp.DeadLetters = append(resp.DeadLetters, deadLetter(m, meta))
+		resp.DeadLetters = append(resp.DeadLetters, deadLetter(m, meta, d.prefix))
 		last = *meta
 	}
 	if err := batch.Error(); err != nil {
@@ -235,12 +255,12 @@ func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error
 
 // deadLetter turns one message of the dead-letter stream into JSON,
 // reading the headers package writer sets.
-func deadLetter(m jetstream.Msg, meta *jetstream.MsgMetadata) deadLetterJSON {
+func deadLetter(m jetstream.Msg, meta *jetstream.MsgMetadata, prefix string) deadLetterJSON {
 	h := m.Headers()
 	dl := deadLetterJSON{
 		Seq:             meta.Sequence.Stream,
 		Time:            meta.Timestamp.UTC().Format(time.RFC3339Nano),
-		Type:            strings.TrimPrefix(m.Subject(), writer.DLQSubjectPrefix),
+		Type:            strings.TrimPrefix(m.Subject(), prefix),
 		Error:           h.Get(writer.HeaderError),
 		OriginalSubject: h.Get(writer.HeaderOriginalSubject),
 	}

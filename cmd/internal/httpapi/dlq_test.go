@@ -55,6 +55,12 @@ var rejected = []struct {
 // real writer in front of it, after the writer has dead-lettered every
 // message of rejected. publishedAt is a time before any of them.
 func dlqFixture(t *testing.T) (f *fixture, js jetstream.JetStream, publishedAt time.Time) {
+	return dlqFixtureFor(t, writer.DefaultDLQStream)
+}
+
+// dlqFixtureFor is dlqFixture with the writer and /v1/dlq on the
+// dead-letter stream dlqStream (--dlq-stream).
+func dlqFixtureFor(t *testing.T, dlqStream string) (f *fixture, js jetstream.JetStream, publishedAt time.Time) {
 	t.Helper()
 	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "nats")})
 	if err != nil {
@@ -71,7 +77,7 @@ func dlqFixture(t *testing.T) (f *fixture, js jetstream.JetStream, publishedAt t
 		t.Fatal(err)
 	}
 	f = newFixture(t, reader.Options{})
-	w, err := writer.New(t.Context(), nc, f.db, writer.Config{Logger: slog.New(slog.DiscardHandler)})
+	w, err := writer.New(t.Context(), nc, f.db, writer.Config{Logger: slog.New(slog.DiscardHandler), DLQStream: dlqStream})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +87,7 @@ func dlqFixture(t *testing.T) (f *fixture, js jetstream.JetStream, publishedAt t
 	t.Cleanup(func() { cancel(); <-done })
 
 	reg := NewRegistry()
-	dl, err := NewDeadLetters(js, writer.DefaultDLQStream, reg)
+	dl, err := NewDeadLetters(js, dlqStream, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +109,7 @@ func dlqFixture(t *testing.T) (f *fixture, js jetstream.JetStream, publishedAt t
 			t.Fatal(err)
 		}
 	}
-	s, err := js.Stream(t.Context(), writer.DefaultDLQStream)
+	s, err := js.Stream(t.Context(), dlqStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,6 +188,8 @@ func TestDLQ(t *testing.T) {
 	}{
 		{"from=" + url.QueryEscape(publishedAt.Format(time.RFC3339Nano)), len(rejected)},
 		{"from=" + url.QueryEscape(now.Format(time.RFC3339Nano)), 0},
+		{"from=9999-12-31T23:59:59Z", 0},             // past JetStream's Unix nanoseconds
+		{"from=1000-01-01T00:00:00Z", len(rejected)}, // before them
 		{"to=" + url.QueryEscape(publishedAt.Format(time.RFC3339Nano)), 0},
 		{"type=view&to=" + url.QueryEscape(now.Format(time.RFC3339Nano)), 1},
 		{"type=signup", 0},
@@ -196,6 +204,8 @@ func TestDLQ(t *testing.T) {
 		{"page=abc", `parameter page: "abc" is not a page token of /v1/dlq`},
 		{"page=0", `parameter page: "0" is not a page token of /v1/dlq`},
 		{"type=Click", "parameter type: "},
+		{"type=a..b", `parameter type: "a..b" has an empty dot-separated token`},
+		{"type=.a", `parameter type: ".a" has an empty dot-separated token`},
 		{"limit=1001", "parameter limit: 1001 is out of range; use 1 to 1000"},
 		{"step=1m", `unknown parameter "step"; this endpoint accepts type, from, to, limit, page`},
 	} {
@@ -218,6 +228,29 @@ func TestDLQ(t *testing.T) {
 	resp.Body.Close()
 	if want := fmt.Sprintf(`eventide_dlq_messages{stream="EVENTS_DLQ"} %d`, len(rejected)); !strings.Contains(string(metrics), want) {
 		t.Errorf("/metrics lacks %s", want)
+	}
+}
+
+// TestDLQOtherStream: with a --dlq-stream other than the default, whose
+// subjects are dlq.<name>.>, /v1/dlq lists the dead letters and filters
+// and names their types as with the default.
+func TestDLQOtherStream(t *testing.T) {
+	f, _, _ := dlqFixtureFor(t, "OTHER_DLQ")
+	var got dlqBody
+	get(t, f, "/v1/dlq", 200, "application/json", &got)
+	if len(got.DeadLetters) != len(rejected) {
+		t.Fatalf("got %d dead letters, want %d", len(got.DeadLetters), len(rejected))
+	}
+	get(t, f, "/v1/dlq?type=click", 200, "application/json", &got)
+	var seqs []uint64
+	for _, dl := range got.DeadLetters {
+		seqs = append(seqs, dl.Seq)
+		if dl.Type != "click" {
+			t.Errorf("dead letter %d: type %q, want click", dl.Seq, dl.Type)
+		}
+	}
+	if fmt.Sprint(seqs) != "[1 3 4]" {
+		t.Errorf("type=click: sequences %v, want [1 3 4]", seqs)
 	}
 }
 
