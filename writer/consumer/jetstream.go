@@ -134,9 +134,16 @@ func (c *Consumer) reportLost(r ackedUnstored) {
 		c.lost.last = r.last
 	}
 	c.m.AckedUnstored.Add(float64(r.last - newFirst + 1))
+	// Storage loses acknowledged batches in two ways: recovery cut a
+	// damaged final WAL record (it says so in its own WARN and in
+	// Recovery), or the directory was swapped for an older copy.
+	cause := "The storage directory was most likely replaced by an older copy or a fresh one; restore the matching one, or replay from another copy"
+	if rec := c.db.Recovery(); rec.CutBytes > 0 {
+		cause = fmt.Sprintf("At open, storage cut %d damaged bytes from the end of WAL segment %d (%s): the batch they held had been acknowledged. Check the disk; replay from another copy",
+			rec.CutBytes, rec.CutSegment, rec.CutReason)
+	}
 	c.log.Error("consumer: messages were acknowledged to JetStream but are not in storage, and the stream no longer "+
-		"holds them (work-queue or interest retention, max age): they are lost to this storage. The storage directory "+
-		"was most likely replaced by an older copy or a fresh one; restore the matching one, or replay from another copy",
+		"holds them (work-queue or interest retention, max age): they are lost to this storage. "+cause,
 		"consumer", c.cfg.Durable, "stream", c.cfg.Stream, "lost_first_seq", r.first, "lost_last_seq", r.last,
 		"count", r.last-r.first+1)
 }
