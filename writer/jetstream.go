@@ -13,13 +13,13 @@ import (
 
 // ErrNoJetStream is returned by New when the NATS server does not run
 // JetStream.
-var ErrNoJetStream = errors.New("writer: the NATS server does not have JetStream enabled; enable JetStream " +
+var ErrNoJetStream = errors.New("the NATS server does not have JetStream enabled; enable JetStream " +
 	"(nats-server -js, or a jetstream {} block in its configuration)")
 
 // ErrReplicasUnsupported is returned by New when Config.Replicas is more
 // than 1 and the NATS server is not part of a JetStream cluster: a
 // configuration error (cmd/ingest exits with 2).
-var ErrReplicasUnsupported = errors.New("writer: more than 1 replica needs a clustered NATS JetStream")
+var ErrReplicasUnsupported = errors.New("more than 1 replica needs a clustered NATS JetStream")
 
 // ensureStreams creates or updates the event and dead-letter streams. If
 // it created the event stream and then cannot create the dead-letter

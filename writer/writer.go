@@ -85,14 +85,16 @@ func New(ctx context.Context, nc *nats.Conn, db *storage.DB, cfg Config) (*Write
 		m:         newMetrics(),
 		validator: newValidator(cfg),
 	}
+	// Errors here already say what failed; the caller adds that the
+	// writer could not start.
 	if err := catalog.EnsureBuiltinTables(db); err != nil {
-		return nil, fmt.Errorf("writer: %w", err)
+		return nil, err
 	}
 	if err := catalog.CheckEventTypes(db, cfg.Types); err != nil {
-		return nil, fmt.Errorf("writer: %w", err)
+		return nil, err
 	}
 	if err := w.ensureStreams(ctx); err != nil {
-		return nil, fmt.Errorf("writer: %w", err)
+		return nil, err
 	}
 	w.c, err = consumer.New(ctx, nc, db, consumer.Config{
 		Stream:          cfg.Stream,
@@ -108,11 +110,11 @@ func New(ctx context.Context, nc *nats.Conn, db *storage.DB, cfg Config) (*Write
 		Metrics:         w.m.consumer,
 	}, w)
 	if err != nil {
-		return nil, fmt.Errorf("writer: %w", err)
+		return nil, err
 	}
 	if cfg.Registerer != nil {
 		if err := w.m.register(cfg.Registerer); err != nil {
-			return nil, fmt.Errorf("writer: %w", err)
+			return nil, fmt.Errorf("cannot register the writer's metrics: %w", err)
 		}
 	}
 	return w, nil

@@ -124,7 +124,7 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	opts.Registerer = reg
 	opts.WALSyncMode = cfg.WALSync
 	if n.db, err = storage.Open(storageDir, opts); err != nil {
-		return n, fmt.Errorf("cannot open storage in %s: %w", storageDir, err)
+		return n, fmt.Errorf("cannot open storage: %w", err) // storage names the directory
 	}
 	n.storageOpen.Store(true)
 	if err := catalog.EnsureBuiltinTables(n.db); err != nil {
