@@ -174,8 +174,8 @@ func (r *Reader) walkEvents(qs *queryState, q EventQuery, from, to time.Time, af
 		scan := partitionScan{r: r, query: qs, table: schema.EventsTable, partitions: partitions,
 			start: start, end: end, reverse: reverse, limit: need}
 		err = scan.run(func(_ []byte, row *storage.Row) bool {
-			if len(page.Events) == limit {
-				more = true
+			if len(page.Events) == limit || len(page.Events) > 0 && len(arena) >= r.opts.MaxPageBytes {
+				more = true // this row proves there is more
 				return false
 			}
 			var e schema.Event

@@ -34,6 +34,10 @@ const (
 	// MaxCountPoints bounds the points of one count query, as Prometheus
 	// bounds a range query: a week at a one-minute step (10080) fits.
 	MaxCountPoints = 11000
+	// DefaultMaxPageBytes bounds the event data one page of an event
+	// query holds: MaxLimit events of the largest accepted body would be
+	// gigabytes in memory and on the wire.
+	DefaultMaxPageBytes = 8 << 20
 )
 
 // Options configure a Reader. The zero value of each field means its
@@ -49,6 +53,10 @@ type Options struct {
 	MaxBuckets int
 	// MaxCountBuckets bounds the hour buckets one count query may touch.
 	MaxCountBuckets int
+	// MaxPageBytes bounds the event data of one page: once a page holds
+	// this many bytes of data it ends early, with a page token (a short
+	// page is not the end). At least one event is always returned.
+	MaxPageBytes int
 	// Types holds the event types' TTLs and sub-partitions; it must be the
 	// writer's, with the history catalog.RecordEventTypes returns, so each
 	// hour bucket is read with the settings it was written with.
@@ -74,6 +82,9 @@ func (o *Options) fillDefaults() {
 	}
 	if o.MaxCountBuckets <= 0 {
 		o.MaxCountBuckets = DefaultMaxCountBuckets
+	}
+	if o.MaxPageBytes <= 0 {
+		o.MaxPageBytes = DefaultMaxPageBytes
 	}
 	if o.Types == nil {
 		o.Types = &schema.EventTypes{}
