@@ -211,6 +211,12 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 		at := firstInvalidUTF8(body)
 		return p, reject(reasonInvalidUTF8, "body is not valid UTF-8: invalid byte 0x%02x at offset %d", body[at], at)
 	}
+	// An escaped lone UTF-16 surrogate ("\ud800" without its pair) is no
+	// character: encoding/json decodes it to U+FFFD and strict parsers
+	// refuse the page, as with invalid UTF-8.
+	if at := loneSurrogateEscape(body); at >= 0 {
+		return p, reject(reasonInvalidUTF8, "body escapes a lone UTF-16 surrogate (%s at offset %d), which is no Unicode character; escape a pair, or send the character as UTF-8", body[at:at+6], at)
+	}
 	if fields.depth > MaxNestingDepth {
 		return p, reject(reasonTooDeep, "body nests objects and arrays %d deep, more than the %d allowed", fields.depth, MaxNestingDepth)
 	}
@@ -448,4 +454,37 @@ func numberOutOfRange(raw []byte) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// loneSurrogateEscape returns the offset of the first \uXXXX escape of a
+// UTF-16 surrogate that is not a high surrogate followed at once by an
+// escaped low one, or -1. body must be valid JSON: a backslash then only
+// starts an escape inside a string.
+func loneSurrogateEscape(body []byte) int {
+	surrogate := func(i int) (rune, bool) { // the escape \uXXXX at i
+		if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(string(body[i+2:i+6]), 16, 16)
+		if err != nil || v < 0xd800 || v > 0xdfff {
+			return 0, false
+		}
+		return rune(v), true
+	}
+	for i := 0; i < len(body); i++ {
+		j := bytes.IndexByte(body[i:], '\\')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		if r, ok := surrogate(i); ok {
+			if low, ok := surrogate(i + 6); r <= 0xdbff && ok && low >= 0xdc00 {
+				i += 11 // the pair; the loop adds the last byte
+				continue
+			}
+			return i
+		}
+		i++ // the escaped byte: never the start of another escape
+	}
+	return -1
 }
