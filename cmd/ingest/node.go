@@ -222,7 +222,19 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	if err != nil {
 		return n, err
 	}
-	h, err := httpapi.NewHandler(httpapi.Config{Reader: rd, DeadLetters: dl, Health: n.health, Registry: reg, Logger: logger.With("component", "http")})
+	var tl *reader.Timelines
+	if cfg.Fanout.Enabled {
+		// Reads bounded by the fan-out's own timeline TTL.
+		if tl, err = reader.NewTimelines(n.db, reader.TimelineOptions{
+			TimelineTTL:    cfg.Fanout.Options.TimelineTTL,
+			FailTombstones: cfg.Reader.FailTombstones,
+			Logger:         logger.With("component", "reader"),
+			Registerer:     reg,
+		}); err != nil {
+			return n, fmt.Errorf("cannot create the timeline reader: %w", err)
+		}
+	}
+	h, err := httpapi.NewHandler(httpapi.Config{Reader: rd, Timelines: tl, DeadLetters: dl, Health: n.health, Registry: reg, Logger: logger.With("component", "http")})
 	if err != nil {
 		return n, err
 	}
@@ -493,7 +505,7 @@ func printBanner(w io.Writer, n *node) {
 	fmt.Fprintf(w, `
 Eventide is running. Ctrl-C stops it cleanly.
   NATS   %s
-  HTTP   %s  (/v1/events, /v1/counts, /v1/dlq, /readyz, /livez, /metrics)
+  HTTP   %s  (/v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user}, /readyz, /livez, /metrics)
 `, natsLine, httpURL)
 	if n.adminLn != nil {
 		fmt.Fprintf(w, "  admin  http://%s/debug/pprof/\n", n.adminLn.Addr())
