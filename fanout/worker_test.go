@@ -21,11 +21,13 @@ import (
 // natsEnv is a real embedded JetStream server, a store on real files, a
 // running writer and a running fan-out worker.
 type natsEnv struct {
-	t      *testing.T
+	t      testing.TB
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	db     *storage.DB
 	reg    *prometheus.Registry
+	wr     *writer.Writer
+	opts   []func(*Options)
 	f      *Fanout
 	w      *Worker
 	stop   func()
@@ -33,7 +35,7 @@ type natsEnv struct {
 	tl     *reader.Timelines
 }
 
-func newNATSEnv(t *testing.T) *natsEnv {
+func newNATSEnv(t testing.TB, opts ...func(*Options)) *natsEnv {
 	t.Helper()
 	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
@@ -54,13 +56,14 @@ func newNATSEnv(t *testing.T) *natsEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	e := &natsEnv{t: t, nc: nc, js: js, db: db}
+	e := &natsEnv{t: t, nc: nc, js: js, db: db, opts: opts}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	wr, err := writer.New(ctx, nc, db, writer.Config{FetchWait: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.wr = wr
 	wdone := make(chan error, 1)
 	go func() { wdone <- wr.Run(ctx) }()
 	t.Cleanup(func() {
@@ -86,6 +89,9 @@ func (e *natsEnv) startWorker() {
 	e.t.Helper()
 	e.reg = prometheus.NewRegistry()
 	o := DefaultOptions()
+	for _, set := range e.opts {
+		set(&o)
+	}
 	o.Registerer = e.reg
 	var err error
 	if e.f, err = Open(e.db, o); err != nil {
@@ -213,7 +219,7 @@ func TestWorkerOverJetStream(t *testing.T) {
 
 // counterValue is the value of a counter (with reason label, if not
 // empty) in reg; 0 if absent.
-func counterValue(t *testing.T, reg *prometheus.Registry, name, reason string) float64 {
+func counterValue(t testing.TB, reg *prometheus.Registry, name, reason string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
