@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -81,7 +82,10 @@ func NewWorker(ctx context.Context, nc *nats.Conn, db *storage.DB, f *Fanout, cf
 		return nil, fmt.Errorf("fan-out: %w", err)
 	}
 	w := &Worker{f: f, parser: parser, log: cfg.Logger, warn: consumer.NewRateLimitedLogger(cfg.Logger, 10*time.Second)}
+	// JetStream refuses overlapping filters: each type once.
 	types := append([]string{f.opts.FollowType, f.opts.UnfollowType, f.opts.DeleteType}, f.opts.PostTypes...)
+	slices.Sort(types)
+	types = slices.Compact(types)
 	filter := parser.TypeSubjects(types)
 	if filter == nil {
 		cfg.Logger.Info("fan-out: the stream's subjects do not name event types; the fan-out consumer reads every message")
