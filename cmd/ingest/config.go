@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/fanout"
 	"github.com/eventide/eventide/reader"
@@ -216,6 +217,11 @@ func (c *config) check() error {
 		return fmt.Errorf("--fanout-consumer and --consumer are both %q: the fan-out worker needs its own durable consumer", c.Writer.Consumer)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("--shutdown-timeout %s: want a positive duration", c.ShutdownTimeout)
+	}
+	for _, t := range c.Fanout.Options.PostTypes {
+		if err := bucket.ValidateEventType(t); err != nil {
+			return fmt.Errorf("--post-types: %w", err)
+		}
 	}
 	return nil
 }

@@ -79,6 +79,10 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--warn-tombstones", "10", "--fail-tombstones", "5"}, nil, "--warn-tombstones 10 is above --fail-tombstones 5"},
 		{[]string{"--dlq-stream", "EVENTS"}, nil, `--dlq-stream and --stream are both "EVENTS"`},
 		{[]string{"--data", ""}, nil, "--data is empty"},
+		{[]string{"--post-types", "post,Status"}, nil, `--post-types: invalid event type "Status"`},
+		{[]string{"--fanout-consumer", "eventide-writer"}, nil, `--fanout-consumer and --consumer are both "eventide-writer"`},
+		{nil, map[string]string{"EVENTIDE_FANOUT_THRESHOLD": "-1"}, `invalid value "-1" for EVENTIDE_FANOUT_THRESHOLD: -1 is outside 0..1073741824`},
+		{[]string{"--timeline-ttl", "10ms"}, nil, "10ms is below the minimum 1s"},
 		{[]string{"serve"}, nil, `unexpected argument "serve"`},
 		{[]string{"--no-such-flag"}, nil, "flag provided but not defined: -no-such-flag"},
 	}
