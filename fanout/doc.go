@@ -18,6 +18,28 @@
 // Apply does Prepare, Apply and Committed for callers (tests, tools) that
 // keep no checkpoint of their own.
 //
+// Worker (worker.go) is that loop over JetStream: its own durable consumer
+// (DefaultConsumer, "eventide-fanout") on the writer's event stream,
+// through package writer/consumer, so the fan-out's effects are applied
+// exactly once per stream message across crashes and redeliveries (the
+// checkpoint is in the batch with them). The consumer is filtered to the
+// subjects of the fan-out's event types (writer.Parser.TypeSubjects; every
+// subject when the stream's subjects do not name types). Each message is
+// parsed by the writer's rules (writer.Parser), so a post's id is the id
+// of the stored event, derived from (stream, epoch, sequence) when the
+// producer sent none; a message the writer rejects is the writer's to
+// dead-letter, and the fan-out skips it, counted under the reason
+// "rejected_<writer reason>". Parsing uses the message's stream time as
+// now, so a redelivery parses the same way; the writer uses its clock, so
+// an event at the very edge of max skew or of its TTL can be judged
+// differently by the two (it is then stored but not fanned out, or the
+// other way round). The ids agree as long as the writer's and the
+// fan-out's checkpoint epochs agree (both 0 unless a checkpoint was reset
+// after the stream was recreated: reset both).
+//
+//	w, _ := fanout.NewWorker(ctx, nc, db, f, fanout.WorkerConfig{Writer: wcfg})
+//	go w.Run(ctx) // consumes and works chunks until ctx ends
+//
 // What each event does (tables in catalog/fanout_tables.go):
 //   - follow (user, author): the edge in followers and following, the
 //     author's follower count; unless the author is large, the author's

@@ -40,6 +40,10 @@
 //     redelivered message rewrites the same row. The id's time is the
 //     event time, which decides its hour partition and count minute.
 //
+// Parser (parser.go) gives other consumers of the stream (the fan-out
+// worker) the writer's validation and its event ids, so they see exactly
+// the events the writer stores.
+//
 // Bodies are read by a single-pass scanner (jsonscan.go) that accepts
 // exactly what encoding/json accepts (a differential fuzz target checks
 // it), at a fraction of the cost.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/fanout"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/writer"
@@ -39,12 +40,21 @@ type config struct {
 
 	Writer writer.Config  // the fields the flags set; wiring adds the rest
 	Reader reader.Options // likewise
+	Fanout fanoutConfig   // likewise
 
 	// explicit records the flags set on the command line or in the
 	// environment.
 	explicit map[string]bool
 	// fs holds every flag with its effective value, for the log line.
 	fs *flag.FlagSet
+}
+
+// fanoutConfig is what the flags set of the fan-out worker.
+type fanoutConfig struct {
+	Enabled   bool
+	Consumer  string
+	Options   fanout.Options
+	threshold int // Options.LargeThreshold, as the flag holds it
 }
 
 // usageError is a configuration the process refuses: exit code 2.
@@ -83,8 +93,10 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 			MaxBuckets:      reader.DefaultMaxBuckets,
 			MaxCountBuckets: reader.DefaultMaxCountBuckets,
 		},
+		Fanout:   fanoutConfig{Enabled: true, Consumer: fanout.DefaultConsumer, Options: fanout.DefaultOptions()},
 		explicit: map[string]bool{},
 	}
+	c.Fanout.threshold = int(c.Fanout.Options.LargeThreshold)
 	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c.fs = fs
@@ -136,6 +148,16 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.Var(intValue{&r.MaxBuckets, 1, 1 << 20}, "max-buckets", "most hour buckets (`N`) one event query may touch")
 	fs.Var(intValue{&r.MaxCountBuckets, 1, 1 << 20}, "max-count-buckets", "most hour buckets (`N`) one count query may touch")
 
+	fo := &c.Fanout
+	fs.BoolVar(&fo.Enabled, "fanout", true, "run the fan-out worker: follow graph and timelines (GET /v1/timeline/{user})")
+	fs.StringVar(&fo.Consumer, "fanout-consumer", fanout.DefaultConsumer, "durable consumer `name` of the fan-out worker")
+	fs.Var(&listValue{list: &fo.Options.PostTypes}, "post-types", "comma-separated event `types` that are posts (field author) for the timelines")
+	fs.Var(intValue{&fo.threshold, 0, 1 << 30}, "fanout-threshold", "an author with more followers (`N`) than this is merged into timelines at read time instead of pushed")
+	fs.Var(intValue{&fo.Options.ChunkSize, 1, 1 << 20}, "fanout-chunk-size", "most followers (`N`) one fan-out chunk writes")
+	fs.Var(intValue{&fo.Options.Backfill, 0, 10_000}, "fanout-backfill", "how many of an author's newest posts (`N`) a follow copies into the follower's timeline")
+	fs.Var(durationValue{&fo.Options.TimelineTTL, time.Second}, "timeline-ttl", "how long a timeline copy lives after its post time (`duration`)")
+	fs.Var(intValue{&fo.Options.TimelineCap, 1, 1 << 20}, "timeline-cap", "length (`N`) a timeline is trimmed back to")
+
 	fs.Usage = func() { printUsage(fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -174,6 +196,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	c.LogFormat = logFormat.value
 	w.Retention = retention.value
 	w.Types, r.Types = c.Types, c.Types
+	fo.Options.LargeThreshold = int64(fo.threshold)
 	if err := c.check(); err != nil {
 		return nil, usageError{err}
 	}
@@ -191,6 +214,8 @@ func (c *config) check() error {
 		return fmt.Errorf("--warn-tombstones %d is above --fail-tombstones %d: queries would fail before they warn", c.Reader.WarnTombstones, c.Reader.FailTombstones)
 	case c.Writer.DLQStream == c.Writer.Stream:
 		return fmt.Errorf("--dlq-stream and --stream are both %q: they must differ", c.Writer.Stream)
+	case c.Fanout.Enabled && c.Fanout.Consumer == c.Writer.Consumer:
+		return fmt.Errorf("--fanout-consumer and --consumer are both %q: the fan-out worker needs its own durable consumer", c.Writer.Consumer)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("--shutdown-timeout %s: want a positive duration", c.ShutdownTimeout)
 	}
@@ -207,6 +232,11 @@ func (c *config) check() error {
 			if !slices.Contains(allow, name) {
 				return fmt.Errorf("--types sets event type %q, which --allow-types %s does not list: list it, or drop its settings", name, strings.Join(allow, ","))
 			}
+		}
+	}
+	for _, t := range c.Fanout.Options.PostTypes {
+		if err := bucket.ValidateEventType(t); err != nil {
+			return fmt.Errorf("--post-types: %w", err)
 		}
 	}
 	return nil

@@ -81,6 +81,10 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--data", ""}, nil, "--data is empty"},
 		{[]string{"--allow-types", "click,Click"}, nil, `--allow-types: invalid event type "Click"`},
 		{[]string{"--allow-types", "click", "--types", "view:ttl=1h,click:sub=2"}, nil, `--types sets event type "view", which --allow-types click does not list`},
+		{[]string{"--post-types", "post,Status"}, nil, `--post-types: invalid event type "Status"`},
+		{[]string{"--fanout-consumer", "eventide-writer"}, nil, `--fanout-consumer and --consumer are both "eventide-writer"`},
+		{nil, map[string]string{"EVENTIDE_FANOUT_THRESHOLD": "-1"}, `invalid value "-1" for EVENTIDE_FANOUT_THRESHOLD: -1 is outside 0..1073741824`},
+		{[]string{"--timeline-ttl", "10ms"}, nil, "10ms is below the minimum 1s"},
 		{[]string{"serve"}, nil, `unexpected argument "serve"`},
 		{[]string{"--no-such-flag"}, nil, "flag provided but not defined: -no-such-flag"},
 	}

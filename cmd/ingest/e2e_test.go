@@ -151,8 +151,8 @@ func TestIngestEndToEnd(t *testing.T) {
 			names = append(names, c.Name)
 		}
 	}
-	if !ready.Ready || strings.Join(names, ",") != "nats,storage,nats-store,writer,shutdown" {
-		t.Errorf("/readyz = %+v, want ready with nats, storage, nats-store, writer and shutdown passing", ready)
+	if !ready.Ready || strings.Join(names, ",") != "nats,storage,nats-store,writer,fanout,shutdown" {
+		t.Errorf("/readyz = %+v, want ready with nats, storage, nats-store, writer, fanout and shutdown passing", ready)
 	}
 
 	resp, err := client.Get(base + "/metrics")

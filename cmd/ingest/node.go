@@ -17,9 +17,11 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/cmd/internal/httpapi"
+	"github.com/eventide/eventide/fanout"
 	"github.com/eventide/eventide/internal/natsembed"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
@@ -45,6 +47,10 @@ type node struct {
 
 	writerCancel context.CancelFunc
 	writerDone   chan struct{} // closed when Writer.Run returned
+
+	fanoutCancel context.CancelFunc
+	fanoutDone   chan struct{} // closed when fanout.Worker.Run returned
+	fanout       *fanout.Worker
 
 	// step is what start is doing, for /readyz while starting.
 	step atomic.Pointer[string]
@@ -177,9 +183,11 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		}
 	}()
 
-	// The fan-out worker (package fanout, timelines) starts here when it
-	// exists: its own durable consumer on n.nc, writing to n.db, a
-	// readiness check, and a stop in shutdown right after the writer's.
+	if cfg.Fanout.Enabled {
+		if err := n.startFanout(ctx, wcfg, reg); err != nil {
+			return n, err
+		}
+	}
 
 	n.health.Add("nats", func() error {
 		if s := n.nc.Status(); s != nats.CONNECTED {
@@ -209,6 +217,10 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	// connection, a failing storage batch, or acknowledged messages that
 	// storage lost and the stream no longer holds.
 	n.health.Add("writer", w.Health)
+	if n.fanout != nil {
+		// Running, connected, storing (its chunks retry on their own).
+		n.health.Add("fanout", n.fanout.Health)
+	}
 
 	js, err := jetstream.New(n.nc)
 	if err != nil {
@@ -218,7 +230,19 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	if err != nil {
 		return n, err
 	}
-	h, err := httpapi.NewHandler(httpapi.Config{Reader: rd, DeadLetters: dl, Health: n.health, Registry: reg, Logger: logger.With("component", "http")})
+	var tl *reader.Timelines
+	if cfg.Fanout.Enabled {
+		// Reads bounded by the fan-out's own timeline TTL.
+		if tl, err = reader.NewTimelines(n.db, reader.TimelineOptions{
+			TimelineTTL:    cfg.Fanout.Options.TimelineTTL,
+			FailTombstones: cfg.Reader.FailTombstones,
+			Logger:         logger.With("component", "reader"),
+			Registerer:     reg,
+		}); err != nil {
+			return n, fmt.Errorf("cannot create the timeline reader: %w", err)
+		}
+	}
+	h, err := httpapi.NewHandler(httpapi.Config{Reader: rd, Timelines: tl, DeadLetters: dl, Health: n.health, Registry: reg, Logger: logger.With("component", "http")})
 	if err != nil {
 		return n, err
 	}
@@ -229,6 +253,48 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	}
 	logger.Info("eventide started", "http", n.httpLn.Addr().String(), "nats", n.natsURL())
 	return n, nil
+}
+
+// startFanout starts the fan-out worker: its own durable consumer on the
+// writer's stream (which writer.New created), writing timelines to n.db,
+// checked by /readyz after the writer. shutdown stops it right after the
+// writer.
+func (n *node) startFanout(ctx context.Context, wcfg writer.Config, reg prometheus.Registerer) error {
+	fc := n.cfg.Fanout
+	opts := fc.Options
+	opts.Logger = n.logger.With("component", "fanout")
+	opts.Registerer = reg
+	f, err := fanout.Open(n.db, opts)
+	if err != nil {
+		return fmt.Errorf("cannot open the fan-out: %w", err)
+	}
+	n.setStep("starting the fan-out worker", "stream", wcfg.Stream, "consumer", fc.Consumer)
+	w, err := fanout.NewWorker(ctx, n.nc, n.db, f, fanout.WorkerConfig{
+		Writer:          wcfg,
+		Consumer:        fc.Consumer,
+		FetchBatch:      wcfg.FetchBatch,
+		FetchWait:       wcfg.FetchWait,
+		FetchMaxBytes:   wcfg.FetchMaxBytes,
+		ResetCheckpoint: wcfg.ResetCheckpoint,
+		Logger:          opts.Logger,
+		Registerer:      reg,
+	})
+	if err != nil {
+		return fmt.Errorf("cannot start the fan-out worker: %w", err)
+	}
+	fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	n.fanoutCancel, n.fanoutDone = cancel, make(chan struct{})
+	go func() {
+		defer close(n.fanoutDone)
+		err := w.Run(fctx)
+		if fctx.Err() == nil {
+			n.fail(fmt.Errorf("fan-out worker stopped: %w", errOrUnexpected(err)))
+		} else if err != nil {
+			n.logger.Error("fan-out worker stopped with an error", "err", err)
+		}
+	}()
+	n.fanout = w
+	return nil
 }
 
 // storageHealth says whether storage can take work (err nil) and, when it
@@ -369,7 +435,12 @@ func (n *node) shutdown() error {
 		<-n.writerDone
 		log.Info("shutdown: writer stopped")
 	}
-	// The fan-out worker stops here.
+	if n.fanoutCancel != nil {
+		log.Info("shutdown: stopping the fan-out worker (finishing its in-flight batch and chunks)")
+		n.fanoutCancel()
+		<-n.fanoutDone
+		log.Info("shutdown: fan-out worker stopped")
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)
 	defer cancel()
@@ -442,7 +513,7 @@ func printBanner(w io.Writer, n *node) {
 	fmt.Fprintf(w, `
 Eventide is running. Ctrl-C stops it cleanly.
   NATS   %s
-  HTTP   %s  (/v1/events, /v1/counts, /v1/dlq, /readyz, /livez, /metrics)
+  HTTP   %s  (/v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user}, /readyz, /livez, /metrics)
 `, natsLine, httpURL)
 	if n.adminLn != nil {
 		fmt.Fprintf(w, "  admin  http://%s/debug/pprof/\n", n.adminLn.Addr())

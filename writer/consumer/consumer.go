@@ -48,6 +48,11 @@ type Config struct {
 	Stream      string // the stream, which must exist
 	Durable     string // durable consumer name; also names the checkpoint
 	Description string // of the durable consumer
+	// FilterSubjects, when not empty, are the only subjects the consumer
+	// is delivered (JetStream's FilterSubjects): a consumer that needs a
+	// few event types skips the rest server-side. The stream sequences it
+	// sees then have gaps, which the checkpoint covers like any other.
+	FilterSubjects []string
 
 	FetchBatch    int           // most messages per fetch (and per storage batch), default 1000
 	FetchMaxBytes int           // most bytes per fetch (a larger message is fetched alone), default 16 MiB

@@ -50,6 +50,8 @@
 //   - Backpressure: at most two batches are held. While storage stalls,
 //     Apply blocks, fetching stops and JetStream holds the backlog;
 //     InProgress keeps held batches from being redelivered meanwhile.
+//   - Config.FilterSubjects limits deliveries to some subjects; the
+//     checkpoint then skips the other sequences like stored ones.
 //   - Each fetch is bounded by FetchBatch messages and FetchMaxBytes bytes
 //     (server side); a single larger message is fetched alone.
 //

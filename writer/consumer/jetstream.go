@@ -13,13 +13,14 @@ import (
 
 func (c *Consumer) consumerConfig() jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:       c.cfg.Durable,
-		Description:   c.cfg.Description,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       c.cfg.AckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: 2 * c.cfg.FetchBatch,
+		Durable:        c.cfg.Durable,
+		Description:    c.cfg.Description,
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        c.cfg.AckWait,
+		MaxDeliver:     -1,
+		MaxAckPending:  2 * c.cfg.FetchBatch,
+		FilterSubjects: c.cfg.FilterSubjects,
 	}
 }
 

@@ -29,6 +29,10 @@ type Config struct {
 	// DeadLetters answers /v1/dlq. Optional: without it, /v1/dlq answers
 	// 404.
 	DeadLetters *DeadLetters
+	// Timelines answers /v1/timeline/{user} and /v1/users/{user}/followers
+	// and /following. Optional: without it (no fan-out worker), they
+	// answer 404 saying so.
+	Timelines *reader.Timelines
 	// Now is the clock of default query windows. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -41,7 +45,8 @@ var (
 )
 
 // NewHandler returns the handler of Eventide's HTTP API: /livez, /readyz,
-// /metrics, /v1/events, /v1/counts and /v1/dlq. docs/http-api.md describes it.
+// /metrics, /v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user} and
+// /v1/users/{user}/followers and /following. docs/http-api.md describes it.
 func NewHandler(cfg Config) (http.Handler, error) {
 	if cfg.Reader == nil || cfg.Health == nil || cfg.Registry == nil {
 		return nil, errors.New("server.NewHandler: Reader, Health and Registry are required")
@@ -56,7 +61,7 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &api{reader: cfg.Reader, deadLetters: cfg.DeadLetters, logger: cfg.Logger, now: cfg.Now}
+	a := &api{reader: cfg.Reader, timelines: cfg.Timelines, deadLetters: cfg.DeadLetters, logger: cfg.Logger, now: cfg.Now}
 	routes := []struct {
 		path string
 		h    http.Handler
@@ -71,6 +76,9 @@ func NewHandler(cfg Config) (http.Handler, error) {
 		{"/v1/events", http.HandlerFunc(a.events)},
 		{"/v1/counts", http.HandlerFunc(a.counts)},
 		{"/v1/dlq", http.HandlerFunc(a.dlq)},
+		{"/v1/timeline/{user}", http.HandlerFunc(a.timeline)},
+		{"/v1/users/{user}/followers", http.HandlerFunc(a.followers)},
+		{"/v1/users/{user}/following", http.HandlerFunc(a.following)},
 	}
 	mux := http.NewServeMux()
 	for _, r := range routes {
@@ -100,12 +108,13 @@ func notFound(w http.ResponseWriter, r *http.Request) {
 	writeProblem(w, problem{
 		Type:   problemAboutBlank,
 		Status: http.StatusNotFound,
-		Detail: fmt.Sprintf("no endpoint at %s; the API serves /v1/events, /v1/counts, /v1/dlq, /livez, /readyz and /metrics", r.URL.Path),
+		Detail: fmt.Sprintf("no endpoint at %s; the API serves /v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user}, /v1/users/{user}/followers, /v1/users/{user}/following, /livez, /readyz and /metrics", r.URL.Path),
 	})
 }
 
 type api struct {
 	reader      *reader.Reader
+	timelines   *reader.Timelines
 	deadLetters *DeadLetters
 	logger      *slog.Logger
 	now         func() time.Time

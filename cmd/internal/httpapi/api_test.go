@@ -48,6 +48,9 @@ func newFixture(t testing.TB, opts reader.Options) *fixture {
 	if err := catalog.EnsureBuiltinTables(db); err != nil {
 		t.Fatal(err)
 	}
+	if err := catalog.EnsureFanoutTables(db); err != nil {
+		t.Fatal(err)
+	}
 	var b storage.Batch
 	for i := range fixtureEvents {
 		at := base.Add(time.Duration(i) * time.Minute)
@@ -72,7 +75,12 @@ func newFixture(t testing.TB, opts reader.Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewHandler(Config{Reader: r, Health: NewHealth(), Registry: reg, Now: now})
+	// Timelines read by the real clock: their posts are recent.
+	tl, err := reader.NewTimelines(db, reader.TimelineOptions{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHandler(Config{Reader: r, Timelines: tl, Health: NewHealth(), Registry: reg, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +315,7 @@ func TestBadRequests(t *testing.T) {
 		{"/v1/counts?type=click&limit=5", 400, ProblemUnknownParameter,
 			`unknown parameter "limit"; this endpoint accepts type, from, to, step, trace`},
 		{"/v1/nothing", 404, problemAboutBlank,
-			"no endpoint at /v1/nothing; the API serves /v1/events, /v1/counts, /v1/dlq, /livez, /readyz and /metrics"},
+			"no endpoint at /v1/nothing; the API serves /v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user}, /v1/users/{user}/followers, /v1/users/{user}/following, /livez, /readyz and /metrics"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.target, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -12,7 +13,8 @@ import (
 
 // fuzzRoutes are the paths FuzzRoutes and TestNastyQueries send queries
 // to: every route of the handler, and one it does not have.
-var fuzzRoutes = []string{"/v1/events", "/v1/counts", "/v1/dlq", "/livez", "/readyz", "/metrics", "/nothing"}
+var fuzzRoutes = []string{"/v1/events", "/v1/counts", "/v1/dlq", "/livez", "/readyz", "/metrics", "/nothing",
+	"/v1/timeline/gmason", "/v1/users/gwashington/followers", "/v1/users/gmason/following", "/v1/timeline/%ff%00"}
 
 // nastyQueries are query strings that once broke, or could break, the
 // parsing and planning of a route: overflowing windows and steps, the
@@ -50,6 +52,9 @@ var nastyQueries = []string{
 	"page=18446744073709551616",
 	"page=-1&limit=0",
 	"from=9999-12-31T23:59:59Z&page=1",
+	"limit=1001",
+	"limit=0&page=AQMAAAAAAAAAAA",
+	"page=AQQAAAAAAAAAAAA",
 }
 
 // checkRouteAnswer sends GET path?query to the handler and fails on a
@@ -58,7 +63,12 @@ var nastyQueries = []string{
 func checkRouteAnswer(t *testing.T, h http.Handler, path, query string) {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
-	req.URL.Path, req.URL.RawQuery = path, query
+	if p, err := url.PathUnescape(path); err == nil {
+		req.URL.Path, req.URL.RawPath = p, path
+	} else {
+		req.URL.Path = path
+	}
+	req.URL.RawQuery = query
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	if rec.Code >= 500 {
@@ -74,6 +84,7 @@ func checkRouteAnswer(t *testing.T, h http.Handler, path, query string) {
 
 func TestNastyQueries(t *testing.T) {
 	f := newFixture(t, reader.Options{})
+	seedTimelines(t, f.db)
 	for _, path := range fuzzRoutes {
 		for _, q := range nastyQueries {
 			checkRouteAnswer(t, f.h, path, q)
@@ -90,6 +101,7 @@ func FuzzRoutes(f *testing.F) {
 	f.Add(uint8(0), "type=click&from=2026-11-22T10:00:00Z&to=2026-11-22T10:05:00Z&limit=3&order=asc&trace=1")
 	f.Add(uint8(1), "type=click&from=2026-11-22T09:00:00Z&step=15m")
 	fx := newFixture(f, reader.Options{})
+	seedTimelines(f, fx.db)
 	f.Fuzz(func(t *testing.T, route uint8, query string) {
 		checkRouteAnswer(t, fx.h, fuzzRoutes[int(route)%len(fuzzRoutes)], query)
 	})
