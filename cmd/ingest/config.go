@@ -197,6 +197,11 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	w.Retention = retention.value
 	w.Types, r.Types = c.Types, c.Types
 	fo.Options.LargeThreshold = int64(fo.threshold)
+	if c.explicit["stream"] && !c.explicit["dlq-stream"] && w.Stream != writer.DefaultStream {
+		// A second deployment on the same NATS names its own stream; its
+		// dead letters follow, instead of landing in the first one's.
+		w.DLQStream = w.Stream + "_DLQ"
+	}
 	if err := c.check(); err != nil {
 		return nil, usageError{err}
 	}

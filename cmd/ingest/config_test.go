@@ -128,3 +128,29 @@ func TestConfigLogAttrsRedactPasswords(t *testing.T) {
 		t.Fatalf("log line %q", line)
 	}
 }
+
+// TestDLQStreamFollowsStream: a deployment that names its own stream gets
+// its own dead-letter stream unless it names one, so two deployments on
+// one NATS never share dead letters by leaving --dlq-stream at its default.
+func TestDLQStreamFollowsStream(t *testing.T) {
+	tests := []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{nil, nil, "EVENTS_DLQ"},
+		{[]string{"--stream", "EVENTS"}, nil, "EVENTS_DLQ"},
+		{[]string{"--stream", "CLICKS", "--subjects", "clicks.>"}, nil, "CLICKS_DLQ"},
+		{nil, map[string]string{"EVENTIDE_STREAM": "CLICKS", "EVENTIDE_SUBJECTS": "clicks.>"}, "CLICKS_DLQ"},
+		{[]string{"--stream", "CLICKS", "--subjects", "clicks.>", "--dlq-stream", "REJECTS"}, nil, "REJECTS"},
+	}
+	for _, tt := range tests {
+		c, err := parseConfig(tt.args, envFrom(tt.env), io.Discard)
+		if err != nil {
+			t.Fatalf("%v %v: %v", tt.args, tt.env, err)
+		}
+		if c.Writer.DLQStream != tt.want {
+			t.Errorf("%v %v: dead-letter stream %q, want %q", tt.args, tt.env, c.Writer.DLQStream, tt.want)
+		}
+	}
+}
