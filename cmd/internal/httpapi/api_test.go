@@ -151,6 +151,7 @@ func do(t *testing.T, f *fixture, method, target string, wantStatus int, wantTyp
 	if resp.StatusCode != wantStatus {
 		t.Fatalf("%s %s: status %d, want %d; body %s", method, target, resp.StatusCode, wantStatus, body)
 	}
+	checkAgainstSpec(t, req, resp.StatusCode, resp.Header, body)
 	if ct := resp.Header.Get("Content-Type"); ct != wantType {
 		t.Fatalf("%s %s: Content-Type %q, want %q", method, target, ct, wantType)
 	}
@@ -315,7 +316,7 @@ func TestBadRequests(t *testing.T) {
 		{"/v1/counts?type=click&limit=5", 400, ProblemUnknownParameter,
 			`unknown parameter "limit"; this endpoint accepts type, from, to, step, trace`},
 		{"/v1/nothing", 404, problemAboutBlank,
-			"no endpoint at /v1/nothing; the API serves /v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user}, /v1/users/{user}/followers, /v1/users/{user}/following, /livez, /readyz and /metrics"},
+			"no endpoint at /v1/nothing; the API serves /v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user}, /v1/users/{user}/followers, /v1/users/{user}/following, /livez, /readyz, /metrics and /openapi.yaml"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.target, func(t *testing.T) {
