@@ -291,6 +291,11 @@ func TestBadRequests(t *testing.T) {
 		{"/v1/events?type=click&to=2026-11-22", 400, ProblemInvalidParameter, `parameter to: "2026-11-22" is not an RFC 3339 time such as 2026-11-22T10:00:00Z`},
 		{"/v1/events?type=click&to=2026-11-22T10:00:00+01:00", 400, ProblemInvalidParameter,
 			`parameter to: "2026-11-22T10:00:00 01:00" is not an RFC 3339 time such as 2026-11-22T10:00:00Z; write a + in a time offset as %2B in a URL`},
+		// time.Parse takes these; RFC 3339 (and the spec's date-time) does not.
+		{"/v1/events?type=click&to=2026-11-22T9:00:00Z", 400, ProblemInvalidParameter,
+			`parameter to: "2026-11-22T9:00:00Z" is not an RFC 3339 time such as 2026-11-22T10:00:00Z`},
+		{"/v1/counts?type=click&from=2026-11-22T09:00:00,5Z", 400, ProblemInvalidParameter,
+			`parameter from: "2026-11-22T09:00:00,5Z" is not an RFC 3339 time such as 2026-11-22T10:00:00Z`},
 		{"/v1/events?type=click&from=2026-11-22T11:00:00Z&to=2026-11-22T10:00:00Z", 400, ProblemInvalidParameter,
 			"parameter from (2026-11-22T11:00:00Z) is not before to (2026-11-22T10:00:00Z); the window is [from, to)"},
 		{"/v1/events?type=click&from=2026-11-22T10:00:00Z&to=2026-11-22T10:00:00Z", 400, ProblemInvalidParameter, "...is not before to"},
