@@ -179,6 +179,12 @@ func TestEveryRouteAgainstSpec(t *testing.T) {
 		{"GET", "/v1/events?type=click&colour=red", 400, problemType},
 		{"GET", "/v1/events?type=click&page=nonsense", 400, problemType},
 		{"GET", "/v1/counts?type=click&from=" + from + "&to=" + to + "&step=5m&trace=1", 200, jsonType},
+		// Forms time.ParseDuration and strconv.Atoi take, which the spec must too.
+		{"GET", "/v1/counts?type=click&step=%2B1m", 200, jsonType},
+		{"GET", "/v1/counts?type=click&step=.5h", 200, jsonType},
+		{"GET", "/v1/counts?type=click&step=1h0m30s30s", 200, jsonType},
+		{"GET", "/v1/events?type=click&limit=%2B5", 200, jsonType},
+		{"GET", "/v1/events?type=click&limit=007", 200, jsonType},
 		{"GET", "/v1/counts?type=click&step=30s", 400, problemType},
 		{"GET", "/v1/counts?type=click&from=2000-01-01T00:00:00Z&to=2026-01-01T00:00:00Z&step=1m", 400, problemType},
 		{"GET", "/v1/dlq?limit=2", 200, jsonType},
