@@ -20,6 +20,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 
 	eventideapi "github.com/eventide/eventide/api"
+	"github.com/eventide/eventide/reader"
 )
 
 // The spec, loaded once for every test of the package.
@@ -228,5 +229,29 @@ func TestEveryRouteAgainstSpec(t *testing.T) {
 			json.Unmarshal(body, &pr)
 			t.Errorf("GET %s (spec path %s): 404 %s", target, p, pr.Detail)
 		}
+	}
+}
+
+// TestServesSpec: /openapi.yaml is the embedded document, byte for byte,
+// as YAML.
+func TestServesSpec(t *testing.T) {
+	f := newFixture(t, reader.Options{})
+	resp, err := f.srv.Client().Get(f.srv.URL + "/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/yaml" {
+		t.Fatalf("GET /openapi.yaml: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if !bytes.Equal(body, eventideapi.OpenAPIYAML()) {
+		t.Fatalf("GET /openapi.yaml: %d bytes that are not api/openapi.yaml (%d bytes)", len(body), len(eventideapi.OpenAPIYAML()))
+	}
+	if _, err := openapi3.NewLoader().LoadFromData(body); err != nil {
+		t.Fatalf("GET /openapi.yaml: cannot load the served document: %v", err)
 	}
 }
