@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	eventideapi "github.com/eventide/eventide/api"
 	"github.com/eventide/eventide/reader"
 )
 
@@ -45,7 +47,7 @@ var (
 )
 
 // NewHandler returns the handler of Eventide's HTTP API: /livez, /readyz,
-// /metrics, /v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user} and
+// /metrics, /openapi.yaml (the spec, api/openapi.yaml), /v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user} and
 // /v1/users/{user}/followers and /following. docs/http-api.md describes it.
 func NewHandler(cfg Config) (http.Handler, error) {
 	if cfg.Reader == nil || cfg.Health == nil || cfg.Registry == nil {
@@ -62,29 +64,12 @@ func NewHandler(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	a := &api{reader: cfg.Reader, timelines: cfg.Timelines, deadLetters: cfg.DeadLetters, logger: cfg.Logger, now: cfg.Now}
-	routes := []struct {
-		path string
-		h    http.Handler
-	}{
-		{"/livez", http.HandlerFunc(cfg.Health.serveLivez)},
-		{"/readyz", http.HandlerFunc(cfg.Health.serveReadyz)},
-		{"/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{
-			Registry:      cfg.Registry,
-			ErrorLog:      slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelError),
-			ErrorHandling: promhttp.ContinueOnError,
-		})},
-		{"/v1/events", http.HandlerFunc(a.events)},
-		{"/v1/counts", http.HandlerFunc(a.counts)},
-		{"/v1/dlq", http.HandlerFunc(a.dlq)},
-		{"/v1/timeline/{user}", http.HandlerFunc(a.timeline)},
-		{"/v1/users/{user}/followers", http.HandlerFunc(a.followers)},
-		{"/v1/users/{user}/following", http.HandlerFunc(a.following)},
-	}
+	table := routeTable(cfg, a)
 	mux := http.NewServeMux()
-	for _, r := range routes {
+	for _, r := range table {
 		mux.Handle(r.path, m.instrument(r.path, onlyGET(r.h)))
 	}
-	mux.Handle("/", m.instrument("other", http.HandlerFunc(notFound)))
+	mux.Handle("/", m.instrument("other", notFound(table)))
 	return accessLog(cfg.Logger, mux), nil
 }
 
@@ -104,11 +89,54 @@ func onlyGET(h http.Handler) http.Handler {
 	})
 }
 
-func notFound(w http.ResponseWriter, r *http.Request) {
-	writeProblem(w, problem{
-		Type:   problemAboutBlank,
-		Status: http.StatusNotFound,
-		Detail: fmt.Sprintf("no endpoint at %s; the API serves /v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user}, /v1/users/{user}/followers, /v1/users/{user}/following, /livez, /readyz and /metrics", r.URL.Path),
+// route is one path of the API and its handler. routeTable is the only
+// list of them: the mux, the 404 detail and the test that holds
+// api/openapi.yaml to the handler all read it.
+type route struct {
+	path string // a net/http ServeMux pattern without a method
+	h    http.Handler
+}
+
+func routeTable(cfg Config, a *api) []route {
+	return []route{
+		{"/v1/events", http.HandlerFunc(a.events)},
+		{"/v1/counts", http.HandlerFunc(a.counts)},
+		{"/v1/dlq", http.HandlerFunc(a.dlq)},
+		{"/v1/timeline/{user}", http.HandlerFunc(a.timeline)},
+		{"/v1/users/{user}/followers", http.HandlerFunc(a.followers)},
+		{"/v1/users/{user}/following", http.HandlerFunc(a.following)},
+		{"/livez", http.HandlerFunc(cfg.Health.serveLivez)},
+		{"/readyz", http.HandlerFunc(cfg.Health.serveReadyz)},
+		{"/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{
+			Registry:      cfg.Registry,
+			ErrorLog:      slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelError),
+			ErrorHandling: promhttp.ContinueOnError,
+		})},
+		{"/openapi.yaml", http.HandlerFunc(serveOpenAPI)},
+	}
+}
+
+// serveOpenAPI answers /openapi.yaml with the spec this binary was built
+// with (package api).
+func serveOpenAPI(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Write(eventideapi.OpenAPIYAML())
+}
+
+// notFound answers every path the table does not hold, listing those it
+// does.
+func notFound(table []route) http.Handler {
+	paths := make([]string, 0, len(table))
+	for _, r := range table {
+		paths = append(paths, r.path)
+	}
+	detail := "; the API serves " + strings.Join(paths[:len(paths)-1], ", ") + " and " + paths[len(paths)-1]
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, problem{
+			Type:   problemAboutBlank,
+			Status: http.StatusNotFound,
+			Detail: fmt.Sprintf("no endpoint at %s", r.URL.Path) + detail,
+		})
 	})
 }
 

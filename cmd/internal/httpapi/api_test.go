@@ -151,6 +151,7 @@ func do(t *testing.T, f *fixture, method, target string, wantStatus int, wantTyp
 	if resp.StatusCode != wantStatus {
 		t.Fatalf("%s %s: status %d, want %d; body %s", method, target, resp.StatusCode, wantStatus, body)
 	}
+	checkAgainstSpec(t, req, resp.StatusCode, resp.Header, body)
 	if ct := resp.Header.Get("Content-Type"); ct != wantType {
 		t.Fatalf("%s %s: Content-Type %q, want %q", method, target, ct, wantType)
 	}
@@ -290,6 +291,11 @@ func TestBadRequests(t *testing.T) {
 		{"/v1/events?type=click&to=2026-11-22", 400, ProblemInvalidParameter, `parameter to: "2026-11-22" is not an RFC 3339 time such as 2026-11-22T10:00:00Z`},
 		{"/v1/events?type=click&to=2026-11-22T10:00:00+01:00", 400, ProblemInvalidParameter,
 			`parameter to: "2026-11-22T10:00:00 01:00" is not an RFC 3339 time such as 2026-11-22T10:00:00Z; write a + in a time offset as %2B in a URL`},
+		// time.Parse takes these; RFC 3339 (and the spec's date-time) does not.
+		{"/v1/events?type=click&to=2026-11-22T9:00:00Z", 400, ProblemInvalidParameter,
+			`parameter to: "2026-11-22T9:00:00Z" is not an RFC 3339 time such as 2026-11-22T10:00:00Z`},
+		{"/v1/counts?type=click&from=2026-11-22T09:00:00,5Z", 400, ProblemInvalidParameter,
+			`parameter from: "2026-11-22T09:00:00,5Z" is not an RFC 3339 time such as 2026-11-22T10:00:00Z`},
 		{"/v1/events?type=click&from=2026-11-22T11:00:00Z&to=2026-11-22T10:00:00Z", 400, ProblemInvalidParameter,
 			"parameter from (2026-11-22T11:00:00Z) is not before to (2026-11-22T10:00:00Z); the window is [from, to)"},
 		{"/v1/events?type=click&from=2026-11-22T10:00:00Z&to=2026-11-22T10:00:00Z", 400, ProblemInvalidParameter, "...is not before to"},
@@ -315,7 +321,7 @@ func TestBadRequests(t *testing.T) {
 		{"/v1/counts?type=click&limit=5", 400, ProblemUnknownParameter,
 			`unknown parameter "limit"; this endpoint accepts type, from, to, step, trace`},
 		{"/v1/nothing", 404, problemAboutBlank,
-			"no endpoint at /v1/nothing; the API serves /v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user}, /v1/users/{user}/followers, /v1/users/{user}/following, /livez, /readyz and /metrics"},
+			"no endpoint at /v1/nothing; the API serves /v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user}, /v1/users/{user}/followers, /v1/users/{user}/following, /livez, /readyz, /metrics and /openapi.yaml"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.target, func(t *testing.T) {

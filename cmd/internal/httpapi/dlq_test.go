@@ -95,7 +95,11 @@ func dlqFixtureFor(t *testing.T, dlqStream string) (f *fixture, js jetstream.Jet
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewHandler(Config{Reader: r, Health: NewHealth(), Registry: reg, DeadLetters: dl})
+	tl, err := reader.NewTimelines(f.db, reader.TimelineOptions{Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewHandler(Config{Reader: r, Timelines: tl, Health: NewHealth(), Registry: reg, DeadLetters: dl})
 	if err != nil {
 		t.Fatal(err)
 	}

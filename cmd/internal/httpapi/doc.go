@@ -1,13 +1,17 @@
 // Package httpapi is Eventide's HTTP API as the commands serve it: the
 // query endpoints (/v1/events, /v1/counts), the dead-letter listing
 // (/v1/dlq, read from the JetStream dead-letter stream), the health
-// endpoints (/livez, /readyz), the Prometheus registry and /metrics. The embedded NATS server
-// is package internal/natsembed's.
+// endpoints (/livez, /readyz), the Prometheus registry and /metrics, and
+// /openapi.yaml, the spec of all of them (package api). The embedded NATS
+// server is package internal/natsembed's.
 //
 // It is wiring, not logic: queries are planned and run by package reader,
 // events are written by package writer; this package turns HTTP requests
 // into reader queries and reader results into JSON. Its contract with
-// clients is docs/http-api.md, and the two change together.
+// clients is docs/http-api.md and api/openapi.yaml, and the three change
+// together: the tests fail when the route table (routeTable) and the
+// spec's paths differ, and validate every request and response of the API
+// tests against the spec (kin-openapi, test-only).
 //
 // Use:
 //

@@ -22,7 +22,9 @@ func TestReadyz(t *testing.T) {
 	}
 	readyz := func() (int, report) {
 		rec := httptest.NewRecorder()
-		h.serveReadyz(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
+		h.serveReadyz(rec, req)
+		checkAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
 		var r report
 		if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
 			t.Fatalf("cannot decode %s: %v", rec.Body, err)
@@ -66,7 +68,9 @@ func TestStartingHandler(t *testing.T) {
 		{"/v1/events", 503, `"detail":"the server is starting (opening storage); retry shortly"`},
 	} {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tt.path, nil))
+		req := httptest.NewRequest(http.MethodGet, tt.path, nil)
+		h.ServeHTTP(rec, req)
+		checkAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
 		if rec.Code != tt.status || !strings.Contains(rec.Body.String(), tt.body) {
 			t.Errorf("%s: %d %s, want %d with %s", tt.path, rec.Code, rec.Body, tt.status, tt.body)
 		}
@@ -89,12 +93,16 @@ func TestLivez(t *testing.T) {
 	})
 	livez := func() (int, string) {
 		rec := httptest.NewRecorder()
-		h.serveLivez(rec, httptest.NewRequest(http.MethodGet, "/livez", nil))
+		req := httptest.NewRequest(http.MethodGet, "/livez", nil)
+		h.serveLivez(rec, req)
+		checkAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
 		return rec.Code, strings.TrimSpace(rec.Body.String())
 	}
 	readyz := func() int {
 		rec := httptest.NewRecorder()
-		h.serveReadyz(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
+		h.serveReadyz(rec, req)
+		checkAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
 		return rec.Code
 	}
 	for _, s := range []struct {

@@ -90,9 +90,12 @@ func (p params) window(now time.Time) (from, to time.Time, pr *problem) {
 	return from, to, nil
 }
 
+// parseTime parses an RFC 3339 time. time.Parse alone is not enough: it
+// also takes a one-digit hour (T9:00:00Z) and a comma before the fraction
+// (09:00:00,5Z), which RFC 3339 and api/openapi.yaml's date-time do not.
 func parseTime(name, s string) (time.Time, *problem) {
 	t, err := time.Parse(time.RFC3339Nano, s)
-	if err == nil {
+	if err == nil && isRFC3339(s) {
 		return t, nil
 	}
 	detail := fmt.Sprintf("parameter %s: %q is not an RFC 3339 time such as %s", name, s, exampleTime)
@@ -102,6 +105,46 @@ func parseTime(name, s string) (time.Time, *problem) {
 	}
 	pr := badParameter(detail)
 	return time.Time{}, &pr
+}
+
+// isRFC3339 reports whether s has RFC 3339's date-time shape with an
+// upper-case T and Z (as time.Parse wants them):
+// YYYY-MM-DDTHH:MM:SS[.F+](Z|+HH:MM|-HH:MM). The values are time.Parse's
+// to check.
+func isRFC3339(s string) bool {
+	const shape = "dddd-dd-ddTdd:dd:dd"
+	if len(s) < len(shape) {
+		return false
+	}
+	for i := range len(shape) {
+		if c := s[i]; shape[i] == 'd' && (c < '0' || c > '9') || shape[i] != 'd' && c != shape[i] {
+			return false
+		}
+	}
+	rest := s[len(shape):]
+	if len(rest) > 0 && rest[0] == '.' {
+		digits := 1
+		for digits < len(rest) && '0' <= rest[digits] && rest[digits] <= '9' {
+			digits++
+		}
+		if digits == 1 {
+			return false
+		}
+		rest = rest[digits:]
+	}
+	if rest == "Z" {
+		return true
+	}
+	return len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && isDigits(rest[1:3]) && rest[3] == ':' && isDigits(rest[4:6])
+}
+
+func isDigits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // intParam parses a whole number in [lo, hi]; absent gives def.

@@ -58,8 +58,9 @@ var nastyQueries = []string{
 }
 
 // checkRouteAnswer sends GET path?query to the handler and fails on a
-// panic (the handler runs in this goroutine), a 5xx, or a body that is
-// not JSON where JSON is promised.
+// panic (the handler runs in this goroutine), a 5xx, a body that is
+// not JSON where JSON is promised, or an exchange api/openapi.yaml does
+// not describe (checkAgainstSpec).
 func checkRouteAnswer(t *testing.T, h http.Handler, path, query string) {
 	t.Helper()
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
@@ -74,6 +75,7 @@ func checkRouteAnswer(t *testing.T, h http.Handler, path, query string) {
 	if rec.Code >= 500 {
 		t.Fatalf("GET %s?%s: status %d: %s", path, query, rec.Code, rec.Body)
 	}
+	checkAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
 	if path == "/metrics" && rec.Code == 200 {
 		return // the Prometheus text format
 	}
@@ -93,7 +95,8 @@ func TestNastyQueries(t *testing.T) {
 }
 
 // FuzzRoutes sends arbitrary query strings to every route of the real
-// handler over a real small store: no panic, no 5xx, JSON bodies.
+// handler over a real small store: no panic, no 5xx, JSON bodies, and
+// every answer as the spec describes it.
 func FuzzRoutes(f *testing.F) {
 	for i, q := range nastyQueries {
 		f.Add(uint8(i), q)

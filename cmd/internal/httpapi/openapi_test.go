@@ -1,0 +1,257 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+
+	eventideapi "github.com/eventide/eventide/api"
+	"github.com/eventide/eventide/reader"
+)
+
+// The spec, loaded once for every test of the package.
+var (
+	specOnce   sync.Once
+	specDoc    *openapi3.T
+	specRouter routers.Router
+	specErr    error
+)
+
+func loadSpec(t testing.TB) (*openapi3.T, routers.Router) {
+	t.Helper()
+	specOnce.Do(func() {
+		loader := openapi3.NewLoader()
+		specDoc, specErr = loader.LoadFromData(eventideapi.OpenAPIYAML())
+		if specErr != nil {
+			return
+		}
+		if specErr = specDoc.Validate(loader.Context); specErr != nil {
+			return
+		}
+		// The spec's server is the default listen address; the tests'
+		// servers listen on other ports, so match on the path alone.
+		specDoc.Servers = nil
+		specRouter, specErr = gorillamux.NewRouter(specDoc)
+	})
+	if specErr != nil {
+		t.Fatalf("cannot load api/openapi.yaml: %v", specErr)
+	}
+	return specDoc, specRouter
+}
+
+// checkAgainstSpec validates one exchange with the handler against
+// api/openapi.yaml: a request the handler accepted (2xx) must be valid by
+// the spec, and every response must be one the spec declares for its
+// route and status, body included. Requests outside the spec (other
+// methods, unknown paths) must get the problem the spec's 405 and 404
+// responses describe.
+func checkAgainstSpec(t testing.TB, req *http.Request, status int, header http.Header, body []byte) {
+	t.Helper()
+	doc, router := loadSpec(t)
+	// The router matches the request's URL; the validators read its
+	// query and path, never its body (every route is GET).
+	specReq := req.Clone(context.Background())
+	specReq.Method = http.MethodGet
+	route, pathParams, err := router.FindRoute(specReq)
+	if err != nil || (req.Method != http.MethodGet && req.Method != http.MethodHead) {
+		want := "NotFound"
+		if err == nil {
+			want = "MethodNotAllowed"
+		} else if !errors.Is(err, routers.ErrPathNotFound) {
+			t.Fatalf("%s %s: the spec router: %v", req.Method, req.URL, err)
+		}
+		checkProblemResponse(t, doc, req, want, status, header, body)
+		return
+	}
+	opts := &openapi3filter.Options{
+		IncludeResponseStatus: true, // a status the spec does not declare fails
+		MultiError:            true,
+		AuthenticationFunc:    openapi3filter.NoopAuthenticationFunc,
+	}
+	if req.Method == http.MethodHead {
+		opts.ExcludeResponseBody = true
+	}
+	in := &openapi3filter.RequestValidationInput{Request: specReq, PathParams: pathParams, Route: route, Options: opts}
+	if status/100 == 2 {
+		if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
+			t.Errorf("%s %s: the handler answered %d but the spec refuses the request: %v", req.Method, req.URL, status, err)
+		}
+	}
+	out := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in,
+		Status:                 status,
+		Header:                 header,
+		Body:                   io.NopCloser(bytes.NewReader(body)),
+		Options:                opts,
+	}
+	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
+		t.Errorf("%s %s: the response (%d %s) does not match the spec: %v", req.Method, req.URL, status, body, err)
+	}
+}
+
+// checkProblemResponse checks a response outside the spec's operations
+// against components/responses/name.
+func checkProblemResponse(t testing.TB, doc *openapi3.T, req *http.Request, name string, status int, header http.Header, body []byte) {
+	t.Helper()
+	wantStatus := map[string]int{"NotFound": http.StatusNotFound, "MethodNotAllowed": http.StatusMethodNotAllowed}[name]
+	if status != wantStatus {
+		t.Errorf("%s %s: status %d; the spec has no such operation, so want %d", req.Method, req.URL, status, wantStatus)
+		return
+	}
+	resp := doc.Components.Responses[name].Value
+	if name == "MethodNotAllowed" && header.Get("Allow") != "GET, HEAD" {
+		t.Errorf("%s %s: Allow %q, want the spec's \"GET, HEAD\"", req.Method, req.URL, header.Get("Allow"))
+	}
+	if req.Method == http.MethodHead {
+		return
+	}
+	mt := resp.Content.Get(header.Get("Content-Type"))
+	if mt == nil {
+		t.Errorf("%s %s: Content-Type %q is not one of the spec's for %s", req.Method, req.URL, header.Get("Content-Type"), name)
+		return
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Errorf("%s %s: body is not JSON: %v", req.Method, req.URL, err)
+		return
+	}
+	if err := mt.Schema.Value.VisitJSON(v); err != nil {
+		t.Errorf("%s %s: the %d body %s does not match the spec's %s: %v", req.Method, req.URL, status, body, name, err)
+	}
+}
+
+// TestRoutesMatchSpec holds the handler's route table and the spec's
+// paths to the same set, in both directions.
+func TestRoutesMatchSpec(t *testing.T) {
+	doc, _ := loadSpec(t)
+	table := routeTable(Config{Health: NewHealth(), Registry: NewRegistry(), Logger: slog.New(slog.DiscardHandler)}, &api{})
+	var served []string
+	for _, r := range table {
+		served = append(served, r.path)
+		if doc.Paths.Find(r.path) == nil {
+			t.Errorf("the handler serves %s, which api/openapi.yaml does not describe", r.path)
+		}
+	}
+	for _, p := range doc.Paths.InMatchingOrder() {
+		if !slices.Contains(served, p) {
+			t.Errorf("api/openapi.yaml describes %s, which the handler's route table does not serve", p)
+		}
+	}
+}
+
+// TestEveryRouteAgainstSpec drives every route with good and bad requests
+// over a real store with timelines and real NATS with dead letters; do
+// checks each exchange against the spec, this test the statuses.
+func TestEveryRouteAgainstSpec(t *testing.T) {
+	f, _, _ := dlqFixture(t)
+	seedTimelines(t, f.db)
+	const (
+		jsonType    = "application/json"
+		problemType = "application/problem+json"
+	)
+	from, to := url.QueryEscape(base.Format("2006-01-02T15:04:05Z07:00")), url.QueryEscape(base.Add(20*60e9).Format("2006-01-02T15:04:05.999Z07:00"))
+	tests := []struct {
+		method, target string
+		status         int
+		contentType    string
+	}{
+		{"GET", "/v1/events?type=click&from=" + from + "&to=" + to + "&limit=3&order=ASC&trace=TRUE", 200, jsonType},
+		{"GET", "/v1/events?type=click&from=" + from + "&to=" + to + "&limit=100", 200, jsonType},
+		{"HEAD", "/v1/events?type=click", 200, jsonType},
+		{"GET", "/v1/events", 400, problemType},
+		{"GET", "/v1/events?type=click&limit=0", 400, problemType},
+		{"GET", "/v1/events?type=click&limit=10001", 400, problemType},
+		{"GET", "/v1/events?type=click&order=up", 400, problemType},
+		{"GET", "/v1/events?type=Click", 400, problemType},
+		{"GET", "/v1/events?type=click&colour=red", 400, problemType},
+		{"GET", "/v1/events?type=click&page=nonsense", 400, problemType},
+		{"GET", "/v1/counts?type=click&from=" + from + "&to=" + to + "&step=5m&trace=1", 200, jsonType},
+		// Forms time.ParseDuration and strconv.Atoi take, which the spec must too.
+		{"GET", "/v1/counts?type=click&step=%2B1m", 200, jsonType},
+		{"GET", "/v1/counts?type=click&step=.5h", 200, jsonType},
+		{"GET", "/v1/counts?type=click&step=1h0m30s30s", 200, jsonType},
+		{"GET", "/v1/events?type=click&limit=%2B5", 200, jsonType},
+		{"GET", "/v1/events?type=click&limit=007", 200, jsonType},
+		{"GET", "/v1/counts?type=click&step=30s", 400, problemType},
+		{"GET", "/v1/counts?type=click&from=2000-01-01T00:00:00Z&to=2026-01-01T00:00:00Z&step=1m", 400, problemType},
+		{"GET", "/v1/dlq?limit=2", 200, jsonType},
+		{"GET", "/v1/dlq?type=click&from=2000-01-01T00:00:00Z", 200, jsonType},
+		{"GET", "/v1/dlq?page=0", 400, problemType},
+		{"GET", "/v1/dlq?limit=1001", 400, problemType},
+		{"GET", "/v1/timeline/gmason?limit=1", 200, jsonType},
+		{"GET", "/v1/timeline/nobody", 200, jsonType},
+		{"GET", "/v1/timeline/gmason?limit=1001", 400, problemType},
+		{"GET", "/v1/timeline/gmason?page=bogus", 400, problemType},
+		{"GET", "/v1/users/gwashington/followers?limit=5", 200, jsonType},
+		{"GET", "/v1/users/gmason/following", 200, jsonType},
+		{"GET", "/v1/users/gmason/following?limit=x", 400, problemType},
+		{"GET", "/livez", 200, jsonType},
+		{"GET", "/readyz", 200, jsonType},
+		{"GET", "/metrics", 200, "text/plain; version=0.0.4; charset=utf-8; escaping=underscores"},
+		{"GET", "/openapi.yaml", 200, "application/yaml"},
+		{"POST", "/v1/events?type=click", 405, problemType},
+		{"DELETE", "/openapi.yaml", 405, problemType},
+		{"GET", "/v2/events", 404, problemType},
+	}
+	for _, tt := range tests {
+		do(t, f, tt.method, tt.target, tt.status, tt.contentType, nil)
+	}
+	// Every spec path is served: each answers something other than the
+	// catch-all 404 (every route is enabled in this fixture).
+	doc, _ := loadSpec(t)
+	for _, p := range doc.Paths.InMatchingOrder() {
+		target := strings.ReplaceAll(p, "{user}", "gmason")
+		if strings.HasPrefix(p, "/v1/events") || strings.HasPrefix(p, "/v1/counts") {
+			target += "?type=click"
+		}
+		var pr problemBody
+		resp, err := f.srv.Client().Get(f.srv.URL + target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusNotFound {
+			json.Unmarshal(body, &pr)
+			t.Errorf("GET %s (spec path %s): 404 %s", target, p, pr.Detail)
+		}
+	}
+}
+
+// TestServesSpec: /openapi.yaml is the embedded document, byte for byte,
+// as YAML.
+func TestServesSpec(t *testing.T) {
+	f := newFixture(t, reader.Options{})
+	resp, err := f.srv.Client().Get(f.srv.URL + "/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/yaml" {
+		t.Fatalf("GET /openapi.yaml: %d %q", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	if !bytes.Equal(body, eventideapi.OpenAPIYAML()) {
+		t.Fatalf("GET /openapi.yaml: %d bytes that are not api/openapi.yaml (%d bytes)", len(body), len(eventideapi.OpenAPIYAML()))
+	}
+	if _, err := openapi3.NewLoader().LoadFromData(body); err != nil {
+		t.Fatalf("GET /openapi.yaml: cannot load the served document: %v", err)
+	}
+}
