@@ -157,6 +157,11 @@ func (w *Worker) Health() error {
 // pending).
 func (w *Worker) LastAppliedSeq() uint64 { return w.c.Stats().LastAppliedSeq }
 
+// Stats are the worker's consumer's: its checkpoint, the stream time of
+// the message there, and its lag in messages. The timelines and follow
+// graph reflect them (fan-out chunks may still be pending).
+func (w *Worker) Stats() consumer.Stats { return w.c.Stats() }
+
 // workerBatch is one fetch, parsed.
 type workerBatch struct {
 	w        *Worker

@@ -55,6 +55,11 @@ type Stats struct {
 	// LastAppliedSeq is the checkpoint: the stream sequence up to which
 	// every message has been stored or dead-lettered.
 	LastAppliedSeq uint64
+	// LastAppliedTime, Pending and PendingKnown: what the stored data
+	// reflects, as in consumer.Stats.
+	LastAppliedTime time.Time
+	Pending         uint64
+	PendingKnown    bool
 }
 
 // New prepares a writer: it creates the built-in tables, the event and
@@ -157,5 +162,9 @@ func (w *Writer) Stats() Stats {
 		Rejected:       w.rejected.Load(),
 		Skipped:        cs.Skipped,
 		LastAppliedSeq: cs.LastAppliedSeq,
+
+		LastAppliedTime: cs.LastAppliedTime,
+		Pending:         cs.Pending,
+		PendingKnown:    cs.PendingKnown,
 	}
 }

@@ -72,7 +72,8 @@ func TestIngestEndToEnd(t *testing.T) {
 	}
 
 	// And one the writer rejects, which /v1/dlq lists.
-	if _, err := js.Publish(t.Context(), "events.click", []byte("not json")); err != nil {
+	rejectAck, err := js.Publish(t.Context(), "events.click", []byte("not json"))
+	if err != nil {
 		t.Fatal(err)
 	}
 
@@ -104,6 +105,22 @@ func TestIngestEndToEnd(t *testing.T) {
 		if e.Type != "click" || e.Time != wantTime.Format(time.RFC3339Nano) || e.User != fmt.Sprintf("u%d", i%3) ||
 			string(e.Data) != fmt.Sprintf(`{"i":%d}`, i) || page.NextPage != "" {
 			t.Fatalf("event %d = %+v (data %s), want click %d at %s", i, e, e.Data, i, wantTime.Format(time.RFC3339Nano))
+		}
+	}
+
+	// The answers say what they reflect: once the writer has taken the
+	// last message (the reject), its sequence, a time, nothing pending.
+	var fresh freshnessResp
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) { // polling the process under test
+		getJSON(t, client, base+"/v1/counts?type=click", 200, &fresh)
+		if s := fresh.Freshness.Shards; len(s) == 1 && s[0].AppliedSeq == rejectAck.Sequence && s[0].Pending != nil && *s[0].Pending == 0 {
+			if s[0].Shard != 0 || s[0].AppliedTime == "" {
+				t.Errorf("freshness %+v: want shard 0 with an applied_time", s[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 20s /v1/counts says freshness %+v, want applied_seq %d and pending 0", fresh.Freshness, rejectAck.Sequence)
 		}
 	}
 
@@ -357,6 +374,18 @@ func waitReady(t *testing.T, client *http.Client, base string, done <-chan error
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// freshnessResp is the freshness member of a data response.
+type freshnessResp struct {
+	Freshness struct {
+		Shards []struct {
+			Shard       int     `json:"shard"`
+			AppliedSeq  uint64  `json:"applied_seq"`
+			AppliedTime string  `json:"applied_time"`
+			Pending     *uint64 `json:"pending"`
+		} `json:"shards"`
+	} `json:"freshness"`
 }
 
 func getJSON(t *testing.T, client *http.Client, url string, wantStatus int, out any) {

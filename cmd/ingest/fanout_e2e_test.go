@@ -127,6 +127,13 @@ func TestFanoutEndToEnd(t *testing.T) {
 	}
 	waitTimelines()
 
+	// Timelines reflect the fan-out's consumer (filtered to its types).
+	var fresh freshnessResp
+	getJSON(t, client, base+"/v1/timeline/gmason", 200, &fresh)
+	if s := fresh.Freshness.Shards; len(s) != 1 || s[0].AppliedSeq == 0 || s[0].AppliedTime == "" {
+		t.Errorf("timeline freshness %+v, want shard 0 past sequence 0 with a time", fresh.Freshness)
+	}
+
 	// The ids are the stored events' (sent without ids: derived by the writer).
 	var events struct {
 		Events []struct{ ID, Author string }

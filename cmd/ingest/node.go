@@ -242,7 +242,20 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 			return n, fmt.Errorf("cannot create the timeline reader: %w", err)
 		}
 	}
-	h, err := httpapi.NewHandler(httpapi.Config{Reader: rd, Timelines: tl, DeadLetters: dl, Health: n.health, Registry: reg, Logger: logger.With("component", "http")})
+	// This node is one shard, shard 0: the writer's consumer is what
+	// events and counts reflect, the fan-out's what timelines reflect.
+	hcfg := httpapi.Config{Reader: rd, Timelines: tl, DeadLetters: dl, Health: n.health, Registry: reg, Logger: logger.With("component", "http"),
+		Freshness: httpapi.FreshnessFunc(func() []httpapi.ShardFreshness {
+			st := w.Stats()
+			return []httpapi.ShardFreshness{{AppliedSeq: st.LastAppliedSeq, AppliedTime: st.LastAppliedTime, Pending: st.Pending, PendingKnown: st.PendingKnown}}
+		})}
+	if fw := n.fanout; fw != nil {
+		hcfg.TimelineFreshness = httpapi.FreshnessFunc(func() []httpapi.ShardFreshness {
+			st := fw.Stats()
+			return []httpapi.ShardFreshness{{AppliedSeq: st.LastAppliedSeq, AppliedTime: st.LastAppliedTime, Pending: st.Pending, PendingKnown: st.PendingKnown}}
+		})
+	}
+	h, err := httpapi.NewHandler(hcfg)
 	if err != nil {
 		return n, err
 	}

@@ -25,6 +25,12 @@ type preparedBatch struct {
 	// oldest is the stream time of the first delivery above the
 	// checkpoint; zero if none is.
 	oldest time.Time
+	// newest is the stream time of the last delivery above the
+	// checkpoint: what the stored data reflects once the batch is.
+	newest time.Time
+	// pending is the consumer's NumPending after the batch's last
+	// delivery.
+	pending uint64
 	// from is the checkpoint before this batch, handled the checkpoint
 	// once it is stored: the highest sequence handled.
 	from, handled uint64
@@ -43,6 +49,7 @@ func (c *Consumer) prepare(ds []Delivery, from uint64) *preparedBatch {
 			continue
 		}
 		pb.handled = d.Seq
+		pb.newest = d.Time
 		if fresh == nil {
 			fresh = make([]Delivery, 0, len(ds)-i)
 			pb.oldest = d.Time
@@ -89,7 +96,13 @@ func (c *Consumer) commit(ctx context.Context, pb *preparedBatch) error {
 	}
 
 	c.ckpt.Seq = pb.handled
+	if !pb.newest.IsZero() {
+		// Not stored with lastSeqAt as one: Stats may pair a sequence
+		// with the time of the batch that follows it, one batch apart.
+		c.appliedTimeNanos.Store(pb.newest.UnixNano())
+	}
 	c.lastSeqAt.Store(pb.handled)
+	c.setPending(pb.pending)
 	c.m.LastApplied.Set(float64(pb.handled))
 	c.skipped.Add(uint64(pb.skipped))
 	c.m.Skipped.Add(float64(pb.skipped))

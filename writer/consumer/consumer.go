@@ -154,6 +154,14 @@ type Consumer struct {
 
 	running, draining, storageFailing atomic.Bool
 	skipped, lastSeqAt                atomic.Uint64
+	// appliedTimeNanos is the stream time (unix ns) of the message at
+	// lastSeqAt; 0 when unknown.
+	appliedTimeNanos atomic.Int64
+	// pending is the consumer's NumPending as last counted (the last
+	// stored batch's last delivery, or an idle check); pendingKnown says
+	// whether it has been counted since New.
+	pending      atomic.Uint64
+	pendingKnown atomic.Bool
 }
 
 // Stats are running totals since New.
@@ -162,6 +170,18 @@ type Stats struct {
 	// LastAppliedSeq is the checkpoint: the stream sequence up to which
 	// every message has been stored.
 	LastAppliedSeq uint64
+	// LastAppliedTime is when the stream stored the message at
+	// LastAppliedSeq: what the stored data reflects, in the stream's
+	// clock. Zero when unknown (nothing applied yet, or after New the
+	// stream no longer holds the checkpoint's message).
+	LastAppliedTime time.Time
+	// Pending is how many messages of the consumer's subjects follow the
+	// ones it holds, as JetStream counted them at the last fetch whose
+	// batch is now stored, or at the last idle check (every 2s while
+	// idle): the consumer lag in messages, at most one batch stale.
+	// Meaningful only when PendingKnown.
+	Pending      uint64
+	PendingKnown bool
 }
 
 // New prepares the loop: it creates the built-in tables, creates or updates
@@ -240,6 +260,13 @@ func New(ctx context.Context, nc *nats.Conn, db *storage.DB, cfg Config, h Handl
 	}
 	c.lastSeqAt.Store(ckpt.Seq)
 	c.m.LastApplied.Set(float64(ckpt.Seq))
+	if ckpt.Seq > 0 {
+		// Best effort: a checkpoint's message the stream no longer
+		// holds leaves the time unknown until the next batch is stored.
+		if m, err := s.GetMsg(ctx, ckpt.Seq); err == nil {
+			c.appliedTimeNanos.Store(m.Time.UnixNano())
+		}
+	}
 	return c, nil
 }
 
@@ -317,7 +344,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 		msgs, fetchErr := c.fetch(ctx)
 		if len(msgs) > 0 {
-			ds, complete := c.deliveries(msgs)
+			ds, pending, complete := c.deliveries(msgs)
 			if !complete {
 				// Applying past a delivery we never saw would let the
 				// checkpoint cover a message that was not stored.
@@ -327,6 +354,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			}
 			if len(ds) > 0 {
 				pb := c.prepare(ds, queued)
+				pb.pending = pending
 				// While it waits behind a long storage stall, pb must not be
 				// redelivered either.
 				stopKeepAlive := c.keepAlive(pb.ds)
@@ -404,9 +432,25 @@ func (c *Consumer) Health() error {
 	return nil
 }
 
-// Stats returns running totals.
+// Stats returns running totals and what the stored data reflects. Safe
+// to call from any goroutine.
 func (c *Consumer) Stats() Stats {
-	return Stats{Skipped: c.skipped.Load(), LastAppliedSeq: c.lastSeqAt.Load()}
+	st := Stats{
+		Skipped:        c.skipped.Load(),
+		LastAppliedSeq: c.lastSeqAt.Load(),
+		Pending:        c.pending.Load(),
+		PendingKnown:   c.pendingKnown.Load(),
+	}
+	if ns := c.appliedTimeNanos.Load(); ns != 0 {
+		st.LastAppliedTime = time.Unix(0, ns).UTC()
+	}
+	return st
+}
+
+// setPending records the consumer's NumPending for Stats.
+func (c *Consumer) setPending(n uint64) {
+	c.pending.Store(n)
+	c.pendingKnown.Store(true)
 }
 
 // fetch returns the next messages to process: whatever the consumer has
@@ -493,8 +537,9 @@ type Delivery struct {
 }
 
 // deliveries returns the leading messages whose consumer sequences follow
-// on from the last delivery seen, and whether that was all of them.
-func (c *Consumer) deliveries(msgs []jetstream.Msg) ([]Delivery, bool) {
+// on from the last delivery seen, the consumer's NumPending after the last
+// of them, and whether that was all of them.
+func (c *Consumer) deliveries(msgs []jetstream.Msg) ([]Delivery, uint64, bool) {
 	ds := make([]Delivery, 0, len(msgs))
 	var pending uint64
 	for _, m := range msgs {
@@ -504,7 +549,7 @@ func (c *Consumer) deliveries(msgs []jetstream.Msg) ([]Delivery, bool) {
 				c.log.Debug("consumer: delivery out of sequence", "want_consumer_seq", c.nextDeliverySeq,
 					"consumer_seq", md.Sequence.Consumer, "stream_seq", md.Sequence.Stream, "delivered", md.NumDelivered)
 			}
-			return ds, false
+			return ds, pending, false
 		}
 		c.nextDeliverySeq++
 		pending = md.NumPending
@@ -513,7 +558,7 @@ func (c *Consumer) deliveries(msgs []jetstream.Msg) ([]Delivery, bool) {
 	if len(ds) > 0 {
 		c.m.Pending.Set(float64(pending))
 	}
-	return ds, true
+	return ds, pending, true
 }
 
 // idleCheck refreshes the lag gauge while idle, and reports whether the
@@ -531,6 +576,9 @@ func (c *Consumer) idleCheck(ctx context.Context) (needReset bool) {
 		return false
 	}
 	c.m.Pending.Set(float64(info.NumPending))
+	// Idle with no batch being stored: everything delivered is applied,
+	// so NumPending is exactly how far the checkpoint is behind.
+	c.setPending(info.NumPending)
 	if info.NumAckPending > 0 {
 		c.log.Info("consumer: consumer has deliveries this process does not hold; repositioning after the checkpoint",
 			"ack_pending", info.NumAckPending)

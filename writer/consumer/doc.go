@@ -15,6 +15,12 @@
 //	c, err := consumer.New(ctx, nc, db, consumer.Config{Stream: "EVENTS", Durable: "eventide-writer", ...}, handler)
 //	...
 //	err = c.Run(ctx) // until ctx is cancelled
+//	st := c.Stats()  // any goroutine: checkpoint, its stream time, pending
+//
+// Stats is what the stored data reflects (the HTTP API's "freshness"):
+// LastAppliedSeq and LastAppliedTime move when a batch is stored; Pending
+// is JetStream's count of messages after the last stored batch, taken at
+// its fetch, or every 2s while idle; it stops moving when Run stops.
 //
 // Invariants:
 //

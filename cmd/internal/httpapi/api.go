@@ -35,6 +35,12 @@ type Config struct {
 	// and /following. Optional: without it (no fan-out worker), they
 	// answer 404 saying so.
 	Timelines *reader.Timelines
+	// Freshness says what /v1/events and /v1/counts reflect: the
+	// writer's consumer. TimelineFreshness says what the timeline and
+	// follow-graph endpoints reflect: the fan-out worker's consumer.
+	// Optional: without one, those responses carry no "freshness".
+	Freshness         FreshnessSource
+	TimelineFreshness FreshnessSource
 	// Now is the clock of default query windows. Defaults to time.Now.
 	Now func() time.Time
 }
@@ -63,7 +69,8 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &api{reader: cfg.Reader, timelines: cfg.Timelines, deadLetters: cfg.DeadLetters, logger: cfg.Logger, now: cfg.Now}
+	a := &api{reader: cfg.Reader, timelines: cfg.Timelines, deadLetters: cfg.DeadLetters, logger: cfg.Logger, now: cfg.Now,
+		freshness: cfg.Freshness, timelineFreshness: cfg.TimelineFreshness}
 	table := routeTable(cfg, a)
 	mux := http.NewServeMux()
 	for _, r := range table {
@@ -146,6 +153,8 @@ type api struct {
 	deadLetters *DeadLetters
 	logger      *slog.Logger
 	now         func() time.Time
+
+	freshness, timelineFreshness FreshnessSource
 }
 
 // eventJSON is one event as /v1/events returns it.
@@ -159,9 +168,10 @@ type eventJSON struct {
 }
 
 type eventsResponse struct {
-	Events   []eventJSON `json:"events"`
-	NextPage string      `json:"next_page,omitempty"`
-	Trace    string      `json:"trace,omitempty"`
+	Events    []eventJSON    `json:"events"`
+	NextPage  string         `json:"next_page,omitempty"`
+	Trace     string         `json:"trace,omitempty"`
+	Freshness *freshnessJSON `json:"freshness,omitempty"`
 }
 
 func (a *api) events(w http.ResponseWriter, r *http.Request) {
@@ -170,12 +180,13 @@ func (a *api) events(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, *pr)
 		return
 	}
+	fresh := freshnessOf(a.freshness)
 	page, err := a.reader.Events(r.Context(), q)
 	if err != nil {
 		a.queryFailed(w, r, err)
 		return
 	}
-	resp := eventsResponse{Events: make([]eventJSON, 0, len(page.Events)), NextPage: page.NextPage}
+	resp := eventsResponse{Events: make([]eventJSON, 0, len(page.Events)), NextPage: page.NextPage, Freshness: fresh}
 	for i := range page.Events {
 		e := &page.Events[i]
 		data := json.RawMessage(e.Data)
@@ -232,8 +243,9 @@ type countPointJSON struct {
 }
 
 type countsResponse struct {
-	Points []countPointJSON `json:"points"`
-	Trace  string           `json:"trace,omitempty"`
+	Points    []countPointJSON `json:"points"`
+	Trace     string           `json:"trace,omitempty"`
+	Freshness *freshnessJSON   `json:"freshness,omitempty"`
 }
 
 func (a *api) counts(w http.ResponseWriter, r *http.Request) {
@@ -242,12 +254,13 @@ func (a *api) counts(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, *pr)
 		return
 	}
+	fresh := freshnessOf(a.freshness)
 	points, tr, err := a.reader.CountsTrace(r.Context(), q)
 	if err != nil {
 		a.queryFailed(w, r, err)
 		return
 	}
-	resp := countsResponse{Points: make([]countPointJSON, 0, len(points))}
+	resp := countsResponse{Points: make([]countPointJSON, 0, len(points)), Freshness: fresh}
 	for _, p := range points {
 		resp.Points = append(resp.Points, countPointJSON{Time: p.Time.UTC().Format(time.RFC3339Nano), Count: p.Count})
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
+	"github.com/eventide/eventide/writer"
 )
 
 // base is the hour the fixtures' events fall in; the clock of the handler
@@ -32,6 +33,8 @@ type fixture struct {
 	srv *httptest.Server
 	h   http.Handler
 	db  *storage.DB
+	// writer is the real writer of dlqFixture's store; nil in newFixture's.
+	writer *writer.Writer
 }
 
 // newFixture opens a real store in a temporary directory holding
@@ -107,8 +110,9 @@ type eventsBody struct {
 		Author string          `json:"author"`
 		Data   json.RawMessage `json:"data"`
 	} `json:"events"`
-	NextPage *string `json:"next_page"`
-	Trace    string  `json:"trace"`
+	NextPage  *string        `json:"next_page"`
+	Trace     string         `json:"trace"`
+	Freshness *freshnessBody `json:"freshness"`
 }
 
 type countsBody struct {
@@ -116,7 +120,8 @@ type countsBody struct {
 		Time  string `json:"time"`
 		Count int64  `json:"count"`
 	} `json:"points"`
-	Trace string `json:"trace"`
+	Trace     string         `json:"trace"`
+	Freshness *freshnessBody `json:"freshness"`
 }
 
 type problemBody struct {

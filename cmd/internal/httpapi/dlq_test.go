@@ -99,11 +99,12 @@ func dlqFixtureFor(t *testing.T, dlqStream string) (f *fixture, js jetstream.Jet
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewHandler(Config{Reader: r, Timelines: tl, Health: NewHealth(), Registry: reg, DeadLetters: dl})
+	h, err := NewHandler(Config{Reader: r, Timelines: tl, Health: NewHealth(), Registry: reg, DeadLetters: dl,
+		Freshness: writerFreshness(w), TimelineFreshness: fixedFreshness})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.h = h
+	f.h, f.writer = h, w
 	f.srv = httptest.NewServer(h)
 	t.Cleanup(f.srv.Close)
 

@@ -20,12 +20,17 @@
 //	health.Add("storage", func() error { ... })      // readiness: nil or the cause
 //	health.AddLiveness("storage", func() error { ... }) // fails only when a restart is needed
 //	dl, err := httpapi.NewDeadLetters(js, "EVENTS_DLQ", reg)  // optional: /v1/dlq
-//	h, err := httpapi.NewHandler(httpapi.Config{Reader: r, DeadLetters: dl, Health: health, Registry: reg})
+//	fresh := httpapi.FreshnessFunc(func() []httpapi.ShardFreshness { ... }) // from the writer's Stats
+//	h, err := httpapi.NewHandler(httpapi.Config{Reader: r, DeadLetters: dl, Health: health, Registry: reg, Freshness: fresh})
 //
 // Invariants:
 //   - Every error response is application/problem+json (RFC 9457) whose
 //     detail tells the client what to change; server-side failures get a
 //     generic detail with an error id, and the log gets the cause.
+//   - Every data response (events, counts, timeline, follow lists) carries
+//     "freshness" when Config gives a FreshnessSource: per shard, the
+//     stream sequence and time its consumer has applied and how many
+//     messages it is behind, read before the query runs.
 //   - Parameters are strict: unknown or repeated parameters are refused,
 //     so a typo never silently falls back to a default.
 package httpapi

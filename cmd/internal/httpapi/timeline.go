@@ -29,13 +29,15 @@ type timelinePostJSON struct {
 }
 
 type timelineResponse struct {
-	Posts    []timelinePostJSON `json:"posts"`
-	NextPage string             `json:"next_page,omitempty"`
+	Posts     []timelinePostJSON `json:"posts"`
+	NextPage  string             `json:"next_page,omitempty"`
+	Freshness *freshnessJSON     `json:"freshness,omitempty"`
 }
 
 type followsResponse struct {
-	Users    []string `json:"users"`
-	NextPage string   `json:"next_page,omitempty"`
+	Users     []string       `json:"users"`
+	NextPage  string         `json:"next_page,omitempty"`
+	Freshness *freshnessJSON `json:"freshness,omitempty"`
 }
 
 // pathUser returns the {user} of the path, checked.
@@ -85,12 +87,13 @@ func (a *api) timeline(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, *pr)
 		return
 	}
+	fresh := freshnessOf(a.timelineFreshness)
 	page, err := a.timelines.Timeline(r.Context(), q)
 	if err != nil {
 		a.queryFailed(w, r, err)
 		return
 	}
-	resp := timelineResponse{Posts: make([]timelinePostJSON, 0, len(page.Posts)), NextPage: page.NextPage}
+	resp := timelineResponse{Posts: make([]timelinePostJSON, 0, len(page.Posts)), NextPage: page.NextPage, Freshness: fresh}
 	for _, post := range page.Posts {
 		data := json.RawMessage(post.Data)
 		if len(data) == 0 {
@@ -140,12 +143,13 @@ func (a *api) follows(w http.ResponseWriter, r *http.Request,
 		writeProblem(w, *pr)
 		return
 	}
+	fresh := freshnessOf(a.timelineFreshness)
 	page, err := read(a.timelines, r.Context(), user, limit, p.get("page"))
 	if err != nil {
 		a.queryFailed(w, r, err)
 		return
 	}
-	resp := followsResponse{Users: page.Names, NextPage: page.NextPage}
+	resp := followsResponse{Users: page.Names, NextPage: page.NextPage, Freshness: fresh}
 	if resp.Users == nil {
 		resp.Users = []string{}
 	}

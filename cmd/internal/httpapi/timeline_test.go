@@ -70,12 +70,14 @@ type timelineBody struct {
 		Time   string          `json:"time"`
 		Data   json.RawMessage `json:"data"`
 	} `json:"posts"`
-	NextPage *string `json:"next_page"`
+	NextPage  *string        `json:"next_page"`
+	Freshness *freshnessBody `json:"freshness"`
 }
 
 type followsBody struct {
-	Users    []string `json:"users"`
-	NextPage *string  `json:"next_page"`
+	Users     []string       `json:"users"`
+	NextPage  *string        `json:"next_page"`
+	Freshness *freshnessBody `json:"freshness"`
 }
 
 func TestTimelineEndpoint(t *testing.T) {
