@@ -245,6 +245,7 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	// This node is one shard, shard 0: the writer's consumer is what
 	// events and counts reflect, the fan-out's what timelines reflect.
 	hcfg := httpapi.Config{Reader: rd, Timelines: tl, DeadLetters: dl, Health: n.health, Registry: reg, Logger: logger.With("component", "http"),
+		Token: cfg.HTTP.Token, CORSOrigins: cfg.HTTP.CORSOrigins, MaxQueryTimeout: cfg.HTTP.MaxQueryTimeout,
 		Freshness: httpapi.FreshnessFunc(func() []httpapi.ShardFreshness {
 			st := w.Stats()
 			return []httpapi.ShardFreshness{{AppliedSeq: st.LastAppliedSeq, AppliedTime: st.LastAppliedTime, Pending: st.Pending, PendingKnown: st.PendingKnown}}
