@@ -524,6 +524,11 @@ func printBanner(w io.Writer, n *node) {
 	if u := n.natsURL(); u != "nats://127.0.0.1:4222" {
 		server = "--server " + u + " "
 	}
+	curlAuth := ""
+	if n.cfg.HTTP.Token != "" {
+		// The banner never prints the token itself.
+		curlAuth = "-H 'Authorization: Bearer <token>' "
+	}
 	fmt.Fprintf(w, `
 Eventide is running. Ctrl-C stops it cleanly.
   NATS   %s
@@ -537,7 +542,7 @@ Eventide is running. Ctrl-C stops it cleanly.
 Publish an event (nats CLI, through JetStream; the subject names the type):
   nats pub --jetstream %sevents.click "{\"time\":\"$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ)\",\"data\":{\"button\":\"buy\"}}"
 Read it back:
-  curl '%s/v1/events?type=click'
+  curl %s'%s/v1/events?type=click'
 
-`, n.cfg.DataDir, server, httpURL)
+`, n.cfg.DataDir, server, curlAuth, httpURL)
 }

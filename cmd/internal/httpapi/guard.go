@@ -67,13 +67,15 @@ func requireToken(token string, h http.Handler) http.Handler {
 // the browser keeps the answer from its page.
 func corsHeaders(origins []string, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The answer depends on Origin whether or not it matches: a
+		// cache must not hand one origin's answer to another.
+		hdr := w.Header()
+		hdr.Add("Vary", "Origin")
 		origin := r.Header.Get("Origin")
 		if origin == "" || !slices.Contains(origins, origin) {
 			h.ServeHTTP(w, r)
 			return
 		}
-		hdr := w.Header()
-		hdr.Add("Vary", "Origin")
 		hdr.Set("Access-Control-Allow-Origin", origin)
 		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
 			hdr.Set("Access-Control-Allow-Methods", "GET, HEAD")
