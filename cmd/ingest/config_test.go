@@ -4,6 +4,9 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +154,83 @@ func TestDLQStreamFollowsStream(t *testing.T) {
 		}
 		if c.Writer.DLQStream != tt.want {
 			t.Errorf("%v %v: dead-letter stream %q, want %q", tt.args, tt.env, c.Writer.DLQStream, tt.want)
+		}
+	}
+}
+
+func TestConfigHTTPGuards(t *testing.T) {
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("  file-s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	emptyFile := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(emptyFile, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name        string
+		args        []string
+		env         map[string]string
+		wantToken   string
+		wantOrigins []string
+		wantMax     time.Duration
+		wantErr     string // part of the usage error; "" is none
+	}{
+		{name: "defaults", wantMax: 30 * time.Second},
+		{name: "token flag", args: []string{"--http-token", "flag-s3cret"}, wantToken: "flag-s3cret", wantMax: 30 * time.Second},
+		{name: "token env", env: map[string]string{"EVENTIDE_HTTP_TOKEN": "env-s3cret"}, wantToken: "env-s3cret", wantMax: 30 * time.Second},
+		{name: "token file", args: []string{"--http-token-file", tokenFile}, wantToken: "file-s3cret", wantMax: 30 * time.Second},
+		{name: "token file env", env: map[string]string{"EVENTIDE_HTTP_TOKEN_FILE": tokenFile}, wantToken: "file-s3cret", wantMax: 30 * time.Second},
+		{name: "both", args: []string{"--http-token", "x", "--http-token-file", tokenFile}, wantErr: "give one"},
+		{name: "empty file", args: []string{"--http-token-file", emptyFile}, wantErr: "is empty"},
+		{name: "missing file", args: []string{"--http-token-file", filepath.Join(t.TempDir(), "none")}, wantErr: "cannot read the token"},
+		{name: "origins", args: []string{"--cors-origins", "https://dash.example.com, http://localhost:3000"},
+			wantOrigins: []string{"https://dash.example.com", "http://localhost:3000"}, wantMax: 30 * time.Second},
+		{name: "origins env", env: map[string]string{"EVENTIDE_CORS_ORIGINS": "https://a.example"}, wantOrigins: []string{"https://a.example"}, wantMax: 30 * time.Second},
+		{name: "origin star", args: []string{"--cors-origins", "*"}, wantErr: "is not an origin"},
+		{name: "origin with path", args: []string{"--cors-origins", "https://a.example/"}, wantErr: "is not an origin"},
+		{name: "origin without scheme", args: []string{"--cors-origins", "a.example"}, wantErr: "is not an origin"},
+		{name: "max timeout", args: []string{"--max-query-timeout", "2m"}, wantMax: 2 * time.Minute},
+		{name: "max timeout env", env: map[string]string{"EVENTIDE_MAX_QUERY_TIMEOUT": "5s"}, wantMax: 5 * time.Second},
+		{name: "max timeout zero", args: []string{"--max-query-timeout", "0s"}, wantErr: "below the minimum"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConfig(tt.args, envFrom(tt.env), io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || exitCode(err) != 2 || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v (exit code %d), want a usage error with %q", err, exitCode(err), tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.HTTP.Token != tt.wantToken || !slices.Equal(c.HTTP.CORSOrigins, tt.wantOrigins) || c.HTTP.MaxQueryTimeout != tt.wantMax {
+				t.Fatalf("token %q origins %q max %s; want %q %q %s", c.HTTP.Token, c.HTTP.CORSOrigins, c.HTTP.MaxQueryTimeout, tt.wantToken, tt.wantOrigins, tt.wantMax)
+			}
+		})
+	}
+}
+
+// TestConfigLogAttrsRedactToken: the start-up line never holds the token,
+// from the flag or the variable.
+func TestConfigLogAttrsRedactToken(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+	}{
+		{[]string{"--http-token", "tok-s3cret"}, nil},
+		{nil, map[string]string{"EVENTIDE_HTTP_TOKEN": "tok-s3cret"}},
+	} {
+		c, err := parseConfig(tt.args, envFrom(tt.env), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		slog.New(slog.NewTextHandler(&b, nil)).Info("eventide starting", c.logAttrs()...)
+		if line := b.String(); strings.Contains(line, "tok-s3cret") || !strings.Contains(line, "http-token=REDACTED") {
+			t.Fatalf("log line %q", line)
 		}
 	}
 }

@@ -245,6 +245,7 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	// This node is one shard, shard 0: the writer's consumer is what
 	// events and counts reflect, the fan-out's what timelines reflect.
 	hcfg := httpapi.Config{Reader: rd, Timelines: tl, DeadLetters: dl, Health: n.health, Registry: reg, Logger: logger.With("component", "http"),
+		Token: cfg.HTTP.Token, CORSOrigins: cfg.HTTP.CORSOrigins, MaxQueryTimeout: cfg.HTTP.MaxQueryTimeout,
 		Freshness: httpapi.FreshnessFunc(func() []httpapi.ShardFreshness {
 			st := w.Stats()
 			return []httpapi.ShardFreshness{{AppliedSeq: st.LastAppliedSeq, AppliedTime: st.LastAppliedTime, Pending: st.Pending, PendingKnown: st.PendingKnown}}
@@ -523,6 +524,11 @@ func printBanner(w io.Writer, n *node) {
 	if u := n.natsURL(); u != "nats://127.0.0.1:4222" {
 		server = "--server " + u + " "
 	}
+	curlAuth := ""
+	if n.cfg.HTTP.Token != "" {
+		// The banner never prints the token itself.
+		curlAuth = "-H 'Authorization: Bearer <token>' "
+	}
 	fmt.Fprintf(w, `
 Eventide is running. Ctrl-C stops it cleanly.
   NATS   %s
@@ -536,7 +542,7 @@ Eventide is running. Ctrl-C stops it cleanly.
 Publish an event (nats CLI, through JetStream; the subject names the type):
   nats pub --jetstream %sevents.click "{\"time\":\"$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ)\",\"data\":{\"button\":\"buy\"}}"
 Read it back:
-  curl '%s/v1/events?type=click'
+  curl %s'%s/v1/events?type=click'
 
-`, n.cfg.DataDir, server, httpURL)
+`, n.cfg.DataDir, server, curlAuth, httpURL)
 }

@@ -43,13 +43,24 @@ type Config struct {
 	TimelineFreshness FreshnessSource
 	// Now is the clock of default query windows. Defaults to time.Now.
 	Now func() time.Time
+
+	// Token, when not empty, is the bearer token every request needs
+	// (Authorization: Bearer <Token>) except /livez, /readyz and
+	// /openapi.yaml; others get 401. Empty: no authentication.
+	Token string
+	// CORSOrigins are the origins (scheme://host[:port]) whose browser
+	// pages may read the API. Empty: no CORS headers at all.
+	CORSOrigins []string
+	// MaxQueryTimeout caps the timeout parameter of the data routes and
+	// is their deadline without one. Zero means DefaultMaxQueryTimeout.
+	MaxQueryTimeout time.Duration
 }
 
 // The parameters each endpoint accepts, in the order error messages list
 // them.
 var (
-	eventsParams = []string{"type", "from", "to", "limit", "order", "page", "trace"}
-	countsParams = []string{"type", "from", "to", "step", "trace"}
+	eventsParams = []string{"type", "from", "to", "limit", "order", "page", "trace", "timeout"}
+	countsParams = []string{"type", "from", "to", "step", "trace", "timeout"}
 )
 
 // NewHandler returns the handler of Eventide's HTTP API: /livez, /readyz,
@@ -65,6 +76,12 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.MaxQueryTimeout < 0 {
+		return nil, fmt.Errorf("server.NewHandler: MaxQueryTimeout %s is negative", cfg.MaxQueryTimeout)
+	}
+	if cfg.MaxQueryTimeout == 0 {
+		cfg.MaxQueryTimeout = DefaultMaxQueryTimeout
+	}
 	m, err := newHTTPMetrics(cfg.Registry)
 	if err != nil {
 		return nil, err
@@ -77,7 +94,14 @@ func NewHandler(cfg Config) (http.Handler, error) {
 		mux.Handle(r.path, m.instrument(r.path, onlyGET(r.h)))
 	}
 	mux.Handle("/", m.instrument("other", notFound(table)))
-	return accessLog(cfg.Logger, mux), nil
+	var h http.Handler = mux
+	if cfg.Token != "" {
+		h = requireToken(cfg.Token, h)
+	}
+	if len(cfg.CORSOrigins) > 0 {
+		h = corsHeaders(cfg.CORSOrigins, h)
+	}
+	return accessLog(cfg.Logger, h), nil
 }
 
 // onlyGET answers 405 to every method but GET and HEAD.
@@ -105,13 +129,21 @@ type route struct {
 }
 
 func routeTable(cfg Config, a *api) []route {
+	// The data routes run under the timeout parameter's deadline.
+	data := func(h http.HandlerFunc) http.Handler {
+		max := cfg.MaxQueryTimeout
+		if max == 0 {
+			max = DefaultMaxQueryTimeout
+		}
+		return withTimeout(max, h)
+	}
 	return []route{
-		{"/v1/events", http.HandlerFunc(a.events)},
-		{"/v1/counts", http.HandlerFunc(a.counts)},
-		{"/v1/dlq", http.HandlerFunc(a.dlq)},
-		{"/v1/timeline/{user}", http.HandlerFunc(a.timeline)},
-		{"/v1/users/{user}/followers", http.HandlerFunc(a.followers)},
-		{"/v1/users/{user}/following", http.HandlerFunc(a.following)},
+		{"/v1/events", data(a.events)},
+		{"/v1/counts", data(a.counts)},
+		{"/v1/dlq", data(a.dlq)},
+		{"/v1/timeline/{user}", data(a.timeline)},
+		{"/v1/users/{user}/followers", data(a.followers)},
+		{"/v1/users/{user}/following", data(a.following)},
 		{"/livez", http.HandlerFunc(cfg.Health.serveLivez)},
 		{"/readyz", http.HandlerFunc(cfg.Health.serveReadyz)},
 		{"/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{
@@ -300,6 +332,8 @@ func (a *api) queryFailed(w http.ResponseWriter, r *http.Request, err error) {
 		writeProblem(w, badQuery(err.Error()))
 	case errors.Is(err, reader.ErrTooManyTombstones):
 		writeProblem(w, problem{Type: ProblemTooManyTombstones, Title: "Too many tombstones", Status: http.StatusUnprocessableEntity, Detail: err.Error()})
+	case timedOut(r):
+		writeQueryTimeout(w, r)
 	case r.Context().Err() != nil:
 		// The client left; nobody reads an answer.
 		a.logger.Debug("query abandoned by the client", "url", r.URL.String(), "err", err)

@@ -43,6 +43,13 @@ type fixture struct {
 // data of event i is {"n":i}.
 func newFixture(t testing.TB, opts reader.Options) *fixture {
 	t.Helper()
+	return newFixtureWith(t, opts, nil)
+}
+
+// newFixtureWith is newFixture with the handler's Config changed by
+// configure (token, CORS, timeouts) before the handler is built.
+func newFixtureWith(t testing.TB, opts reader.Options, configure func(*Config)) *fixture {
+	t.Helper()
 	db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +90,11 @@ func newFixture(t testing.TB, opts reader.Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewHandler(Config{Reader: r, Timelines: tl, Health: NewHealth(), Registry: reg, Now: now})
+	cfg := Config{Reader: r, Timelines: tl, Health: NewHealth(), Registry: reg, Now: now}
+	if configure != nil {
+		configure(&cfg)
+	}
+	h, err := NewHandler(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

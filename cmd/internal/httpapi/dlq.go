@@ -27,7 +27,7 @@ const (
 )
 
 // dlqParams are the parameters /v1/dlq accepts.
-var dlqParams = []string{"type", "from", "to", "limit", "page"}
+var dlqParams = []string{"type", "from", "to", "limit", "page", "timeout"}
 
 // dlqReadTimeout bounds the NATS requests of one /v1/dlq page;
 // dlqScrapeTimeout the one of a scrape, which must not hold up /metrics.
@@ -157,6 +157,10 @@ func (a *api) dlq(w http.ResponseWriter, r *http.Request) {
 	}
 	resp, err := a.deadLetters.page(r.Context(), q)
 	if err != nil {
+		if timedOut(r) {
+			writeQueryTimeout(w, r)
+			return
+		}
 		if r.Context().Err() != nil {
 			a.logger.Debug("dead-letter listing abandoned by the client", "url", r.URL.String(), "err", err)
 			return

@@ -31,6 +31,11 @@
 //     "freshness" when Config gives a FreshnessSource: per shard, the
 //     stream sequence and time its consumer has applied and how many
 //     messages it is behind, read before the query runs.
+//   - With Config.Token, every path but /livez, /readyz and /openapi.yaml
+//     needs "Authorization: Bearer <token>" (401 otherwise). CORS headers
+//     are sent only to Config.CORSOrigins. Every data route runs under its
+//     timeout parameter (at most Config.MaxQueryTimeout) as its context's
+//     deadline, and answers 503 query-timeout when that runs out.
 //   - Parameters are strict: unknown or repeated parameters are refused,
 //     so a typo never silently falls back to a default.
 package httpapi

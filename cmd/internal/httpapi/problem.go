@@ -17,6 +17,8 @@ const (
 	ProblemUnknownParameter  = problemBase + "#unknown-parameter"
 	ProblemInvalidQuery      = problemBase + "#invalid-query"
 	ProblemTooManyTombstones = problemBase + "#too-many-tombstones"
+	ProblemUnauthorized      = problemBase + "#unauthorized"
+	ProblemQueryTimeout      = problemBase + "#query-timeout"
 	// Plain HTTP failures carry "about:blank": the status says it all.
 	problemAboutBlank = "about:blank"
 )

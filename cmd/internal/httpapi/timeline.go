@@ -13,8 +13,8 @@ import (
 
 // The parameters of the timeline and follow-graph endpoints.
 var (
-	timelineParams = []string{"limit", "page"}
-	followsParams  = []string{"limit", "page"}
+	timelineParams = []string{"limit", "page", "timeout"}
+	followsParams  = []string{"limit", "page", "timeout"}
 )
 
 // maxUserLen is the longest user name the timeline endpoints accept: a
