@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,18 +25,7 @@ import (
 // itself and every event JetStream acknowledged is stored exactly once.
 // NATS keeps its store elsewhere, as an external cluster would.
 func TestDiskFullPipeline(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs; storage's TestDiskFull covers the engine with a byte quota")
-	}
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (%v: %s); storage's TestDiskFull covers the engine with a byte quota", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
+	mnt := mountTmpfs(t, "16m")
 
 	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
@@ -45,18 +33,13 @@ func TestDiskFullPipeline(t *testing.T) {
 	}
 	defer natsembed.Stop(ns)
 	httpAddr := freeAddr(t)
-	var stdout, stderr syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--data", filepath.Join(mnt, "data"), "--http", httpAddr},
-			envFrom(map[string]string{"EVENTIDE_NATS_URL": ns.ClientURL()}), &stdout, &stderr)
-	}()
+	node := startOnTmpfs(t, []string{"--data", filepath.Join(mnt, "data"), "--http", httpAddr},
+		map[string]string{"EVENTIDE_NATS_URL": ns.ClientURL()})
+	stderr := &node.stderr
 	base := "http://" + httpAddr
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
-	waitReady(t, client, base, done, &stderr)
+	waitReady(t, client, base, node.done, stderr)
 
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
@@ -102,18 +85,7 @@ func TestDiskFullPipeline(t *testing.T) {
 	waitStored(100)
 
 	// Fill what is left of the filesystem.
-	filler := filepath.Join(mnt, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := []byte(strings.Repeat("f", 4096))
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			break
-		}
-	}
-	f.Close()
+	filler := fillFilesystem(t, mnt)
 
 	publish(300)
 	var ready struct {
@@ -176,8 +148,7 @@ func TestDiskFullPipeline(t *testing.T) {
 			t.Fatalf("/readyz still %d after space came back", resp.StatusCode)
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := node.stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
 }
@@ -189,35 +160,15 @@ func TestDiskFullPipeline(t *testing.T) {
 // /livez, naming the stream, so that an orchestrator restarts it; it must
 // never stay live while refusing every event.
 func TestDiskFullEmbeddedNATS(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a tmpfs")
-	}
-	mnt := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", mnt).CombinedOutput(); err != nil {
-		t.Skipf("cannot mount a tmpfs (%v: %s)", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", mnt, err, out)
-		}
-	})
+	mnt := mountTmpfs(t, "16m")
 
 	httpAddr, natsAddr := freeAddr(t), freeAddr(t)
-	var stdout, stderr syncBuffer
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"--data", filepath.Join(mnt, "data"), "--http", httpAddr, "--nats-listen", natsAddr},
-			envFrom(nil), &stdout, &stderr)
-	}()
-	// Stopped before the tmpfs is unmounted, also when the test fails.
-	stop := sync.OnceValue(func() error { cancel(); return <-done })
-	t.Cleanup(func() { stop() })
+	node := startOnTmpfs(t, []string{"--data", filepath.Join(mnt, "data"), "--http", httpAddr, "--nats-listen", natsAddr}, nil)
+	stderr := &node.stderr
 	base := "http://" + httpAddr
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
-	waitReady(t, client, base, done, &stderr)
+	waitReady(t, client, base, node.done, stderr)
 
 	nc, err := nats.Connect("nats://" + natsAddr)
 	if err != nil {
@@ -239,18 +190,7 @@ func TestDiskFullEmbeddedNATS(t *testing.T) {
 		}
 	}
 
-	filler := filepath.Join(mnt, "filler")
-	f, err := os.Create(filler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chunk := []byte(strings.Repeat("f", 4096))
-	for {
-		if _, err := f.Write(chunk); err != nil {
-			break
-		}
-	}
-	f.Close()
+	filler := fillFilesystem(t, mnt)
 	refused := false
 	for range 100 {
 		if publish() != nil {
@@ -297,7 +237,78 @@ func TestDiskFullEmbeddedNATS(t *testing.T) {
 			t.Fatalf("space is back, the embedded NATS server refuses events and /livez answers %d %+v; want the events taken or /livez 503 naming the stream", resp.StatusCode, live)
 		}
 	}
-	if err := stop(); err != nil {
+	if err := node.stop(); err != nil {
 		t.Fatalf("run: %v", err)
 	}
+}
+
+// mountTmpfs mounts a tmpfs of size (as mount's size=) on a new temporary
+// directory, unmounted when the test ends. It skips the test where it
+// cannot (not root, no mount): storage's TestDiskFull covers the engine
+// with a byte-quota filesystem that always runs.
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a tmpfs; storage's TestDiskFull covers the engine with a byte quota")
+	}
+	mnt := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (%v: %s); storage's TestDiskFull covers the engine with a byte quota", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", mnt, err, out)
+		}
+	})
+	return mnt
+}
+
+// fillFilesystem writes a file in dir until the filesystem is full and
+// returns its path; removing it gives the space back.
+func fillFilesystem(t *testing.T, dir string) string {
+	t.Helper()
+	filler := filepath.Join(dir, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := []byte(strings.Repeat("f", 4096))
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			return filler
+		}
+	}
+}
+
+// tmpfsNode is an in-process ingest whose data directory is on a tmpfs.
+type tmpfsNode struct {
+	stdout, stderr syncBuffer
+	done           chan error // run's result, for waitReady
+	exited         chan struct{}
+	err            error
+	cancel         context.CancelFunc
+}
+
+// startOnTmpfs runs ingest with args and env in this process. Call it after
+// mountTmpfs: its cleanup stops the process first, also when the test
+// fails (even after waitReady took run's result from done), so the tmpfs
+// is never unmounted under it.
+func startOnTmpfs(t *testing.T, args []string, env map[string]string) *tmpfsNode {
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &tmpfsNode{done: make(chan error, 1), exited: make(chan struct{}), cancel: cancel}
+	go func() {
+		n.err = run(ctx, args, envFrom(env), &n.stdout, &n.stderr)
+		n.done <- n.err
+		close(n.exited)
+	}()
+	t.Cleanup(func() { n.stop() })
+	return n
+}
+
+// stop cancels the process and returns run's error once it has returned.
+func (n *tmpfsNode) stop() error {
+	n.cancel()
+	<-n.exited
+	return n.err
 }
