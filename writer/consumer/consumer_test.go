@@ -3,13 +3,13 @@ package consumer
 import (
 	"context"
 	"fmt"
+	"github.com/eventide/eventide/internal/natsembed"
 	"io"
 	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -70,24 +70,7 @@ func readCount(t *testing.T, db *storage.DB, minute time.Time) int64 {
 // writer's) over several runs: every message takes effect exactly once and
 // the checkpoint ends at the stream's last sequence.
 func TestHandlerExactlyOnce(t *testing.T) {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := startJetStream(t)
 	ctx := context.Background()
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SEAM", Subjects: []string{"seam.>"}}); err != nil {
 		t.Fatal(err)
@@ -137,4 +120,25 @@ func TestHandlerExactlyOnce(t *testing.T) {
 	if err != nil || ckpt.Seq != uint64(total) || ckpt.Key != "seam" {
 		t.Errorf("checkpoint %+v, %v; want seq %d under key seam", ckpt, err, total)
 	}
+}
+
+// startJetStream starts an embedded NATS server with JetStream (as
+// cmd/ingest does) and connects to it; both end with the test.
+func startJetStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	s, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { natsembed.Stop(s) })
+	nc, err := nats.Connect(s.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
 }

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventide/eventide/storage"
@@ -53,24 +51,7 @@ func (b *gatedBatch) Write(ctx context.Context, sb *storage.Batch) error {
 // pending 0, and that a new Consumer knows the checkpoint's time before
 // it stores anything.
 func TestStatsFreshness(t *testing.T) {
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	nc, err := nats.Connect(s.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := startJetStream(t)
 	ctx := context.Background()
 	stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "FRESH", Subjects: []string{"fresh.>"}})
 	if err != nil {
