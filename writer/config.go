@@ -70,6 +70,18 @@ type Config struct {
 	// its own settings in Types must be on it.
 	AllowTypes []string
 
+	// OwnsPartition, when set, says which storage partitions this writer
+	// stores: events and per-minute counts of other partitions are left
+	// out of its batches, while their messages are still checkpointed and
+	// acknowledged. A node of a sharded deployment passes the shards it
+	// owns (bucket.Shard of the partition key). nil: every partition.
+	OwnsPartition func(partition []byte) bool
+	// NoDeadLetters leaves rejected messages out of the dead-letter
+	// stream (they are still counted, checkpointed and acknowledged). In a
+	// sharded deployment every node reads every message and one of them,
+	// the owner of shard 0, dead-letters for all.
+	NoDeadLetters bool
+
 	// ResetCheckpoint lets New start over from the beginning of the
 	// stream when the stored checkpoint is past the stream's last
 	// sequence (the stream was deleted and recreated). It has no effect
