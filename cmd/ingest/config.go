@@ -19,6 +19,7 @@ import (
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/cmd/internal/httpapi"
 	"github.com/eventide/eventide/fanout"
+	"github.com/eventide/eventide/internal/queryrpc"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/writer"
@@ -40,6 +41,7 @@ type config struct {
 	LogFormat       string
 	ShutdownTimeout time.Duration
 	HTTP            httpConfig
+	Shard           shardConfig
 
 	Writer writer.Config  // the fields the flags set; wiring adds the rest
 	Reader reader.Options // likewise
@@ -61,6 +63,25 @@ type httpConfig struct {
 	CORSOrigins     []string
 	MaxQueryTimeout time.Duration
 }
+
+// shardConfig is this node's place in a sharded deployment.
+type shardConfig struct {
+	// NodeID names the node: its storage service subjects are
+	// eventide.storage.<NodeID>.*, and, when set explicitly, its durable
+	// consumers are named after it.
+	NodeID string
+	// Shards is the deployment's shard count; Own the shards this node
+	// stores (every shard by default).
+	Shards  int
+	ownSpec string
+	Own     []int
+}
+
+// sharded says whether the node stores only some of the shards.
+func (s shardConfig) sharded() bool { return len(s.Own) < s.Shards }
+
+// DefaultNodeID is the node id of a process without --node-id.
+const DefaultNodeID = "local"
 
 // secretFlags hold secrets: the log line shows them as REDACTED.
 var secretFlags = []string{"http-token"}
@@ -110,6 +131,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 			MaxCountBuckets: reader.DefaultMaxCountBuckets,
 		},
 		Fanout:   fanoutConfig{Enabled: true, Consumer: fanout.DefaultConsumer, Options: fanout.DefaultOptions()},
+		Shard:    shardConfig{Shards: 1},
 		explicit: map[string]bool{},
 	}
 	c.Fanout.threshold = int(c.Fanout.Options.LargeThreshold)
@@ -148,6 +170,13 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"comma-separated `origins` (scheme://host[:port]) whose browser pages may read the API; empty: no CORS headers")
 	fs.Var(durationValue{&hc.MaxQueryTimeout, time.Millisecond}, "max-query-timeout",
 		"longest a data request may run (`duration`): the cap of its timeout parameter and its timeout without one")
+
+	sc := &c.Shard
+	fs.StringVar(&sc.NodeID, "node-id", DefaultNodeID,
+		"`name` of this storage node: its read service answers on eventide.storage.<name>.*, and its durable consumers are <consumer>-<name> when it is set")
+	fs.Var(intValue{&sc.Shards, 1, 1 << 16}, "shards", "shard count (`N`) of the deployment: a partition's shard is xxhash64(partition key) mod N; fixed for its life")
+	fs.StringVar(&sc.ownSpec, "own-shards", "all",
+		"`shards` this node stores, e.g. 0-3 or 0,2,5-7; all: every shard")
 
 	w := &c.Writer
 	fs.StringVar(&w.Stream, "stream", writer.DefaultStream, "JetStream `stream` of events (created if missing)")
@@ -228,6 +257,9 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		// dead letters follow, instead of landing in the first one's.
 		w.DLQStream = w.Stream + "_DLQ"
 	}
+	if err := c.checkShards(); err != nil {
+		return nil, usageError{err}
+	}
 	if err := c.check(); err != nil {
 		return nil, usageError{err}
 	}
@@ -237,6 +269,36 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		}
 	}
 	return c, nil
+}
+
+// checkShards parses --own-shards and names the consumers of a node with
+// --node-id: every node of a sharded deployment reads the whole stream
+// through durable consumers of its own.
+func (c *config) checkShards() error {
+	sc := &c.Shard
+	if err := queryrpc.CheckNodeID(sc.NodeID); err != nil {
+		return fmt.Errorf("--node-id: %w", err)
+	}
+	own, err := queryrpc.ParseShardSet(sc.ownSpec, sc.Shards)
+	if err != nil {
+		return fmt.Errorf("--own-shards: %w", err)
+	}
+	if len(own) == 0 {
+		return fmt.Errorf("--own-shards %q names no shard", sc.ownSpec)
+	}
+	sc.Own = own
+	if sc.sharded() && !c.explicit["node-id"] {
+		return fmt.Errorf("--own-shards %s stores only part of the %d shards: give --node-id, so that this node's read service and consumers are its own", sc.ownSpec, sc.Shards)
+	}
+	if c.explicit["node-id"] {
+		if !c.explicit["consumer"] {
+			c.Writer.Consumer = writer.DefaultConsumer + "-" + sc.NodeID
+		}
+		if !c.explicit["fanout-consumer"] {
+			c.Fanout.Consumer = fanout.DefaultConsumer + "-" + sc.NodeID
+		}
+	}
+	return nil
 }
 
 // readTokenFile sets Token from the content of tokenFile.
