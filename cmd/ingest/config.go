@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,7 +16,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
-	"github.com/eventide/eventide/cmd/internal/httpapi"
+	"github.com/eventide/eventide/cmd/internal/httpflags"
 	"github.com/eventide/eventide/fanout"
 	"github.com/eventide/eventide/internal/queryrpc"
 	"github.com/eventide/eventide/reader"
@@ -40,7 +39,7 @@ type config struct {
 	LogLevel        slog.Level
 	LogFormat       string
 	ShutdownTimeout time.Duration
-	HTTP            httpConfig
+	HTTP            httpflags.Guards
 	Shard           shardConfig
 
 	Writer writer.Config  // the fields the flags set; wiring adds the rest
@@ -52,16 +51,6 @@ type config struct {
 	explicit map[string]bool
 	// fs holds every flag with its effective value, for the log line.
 	fs *flag.FlagSet
-}
-
-// httpConfig is what the flags set of the HTTP API's guards.
-type httpConfig struct {
-	// Token is the bearer token, from --http-token or the content of
-	// --http-token-file; empty: no authentication. Never logged.
-	Token           string
-	tokenFile       string
-	CORSOrigins     []string
-	MaxQueryTimeout time.Duration
 }
 
 // shardConfig is this node's place in a sharded deployment.
@@ -84,7 +73,7 @@ func (s shardConfig) sharded() bool { return len(s.Own) < s.Shards }
 const DefaultNodeID = "local"
 
 // secretFlags hold secrets: the log line shows them as REDACTED.
-var secretFlags = []string{"http-token"}
+var secretFlags = []string{httpflags.SecretFlag}
 
 // fanoutConfig is what the flags set of the fan-out worker.
 type fanoutConfig struct {
@@ -160,16 +149,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.Var(logFormat, "log-format", "log `format`: text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second,
 		"longest wait for in-flight HTTP requests at shutdown")
-	hc := &c.HTTP
-	hc.MaxQueryTimeout = httpapi.DefaultMaxQueryTimeout
-	fs.StringVar(&hc.Token, "http-token", "",
-		"bearer `token` every HTTP request needs but /livez, /readyz and /openapi.yaml; empty: no authentication. Prefer --http-token-file: a flag shows in ps")
-	fs.StringVar(&hc.tokenFile, "http-token-file", "",
-		"`file` holding the bearer token (surrounding whitespace dropped); excludes --http-token")
-	fs.Var(&listValue{list: &hc.CORSOrigins, emptyOK: true}, "cors-origins",
-		"comma-separated `origins` (scheme://host[:port]) whose browser pages may read the API; empty: no CORS headers")
-	fs.Var(durationValue{&hc.MaxQueryTimeout, time.Millisecond}, "max-query-timeout",
-		"longest a data request may run (`duration`): the cap of its timeout parameter and its timeout without one")
+	c.HTTP.Register(fs)
 
 	sc := &c.Shard
 	fs.StringVar(&sc.NodeID, "node-id", DefaultNodeID,
@@ -263,10 +243,8 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	if err := c.check(); err != nil {
 		return nil, usageError{err}
 	}
-	if hc.tokenFile != "" {
-		if err := hc.readTokenFile(); err != nil {
-			return nil, usageError{err}
-		}
+	if err := c.HTTP.Finish(); err != nil {
+		return nil, usageError{err}
 	}
 	return c, nil
 }
@@ -301,30 +279,6 @@ func (c *config) checkShards() error {
 	return nil
 }
 
-// readTokenFile sets Token from the content of tokenFile.
-func (hc *httpConfig) readTokenFile() error {
-	b, err := os.ReadFile(hc.tokenFile)
-	if err != nil {
-		return fmt.Errorf("--http-token-file: cannot read the token: %w", err)
-	}
-	hc.Token = strings.TrimSpace(string(b))
-	if hc.Token == "" {
-		return fmt.Errorf("--http-token-file %s is empty: write the token in it, or drop the flag to run without authentication", hc.tokenFile)
-	}
-	return nil
-}
-
-// checkOrigin refuses a --cors-origins item that is not an origin a
-// browser would send: scheme://host[:port], nothing else.
-func checkOrigin(o string) error {
-	u, err := url.Parse(o)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || o != u.Scheme+"://"+u.Host {
-		return fmt.Errorf("--cors-origins: %q is not an origin such as https://dash.example.com or http://localhost:3000 (scheme, host and port only, no path or trailing slash; * is not supported)", o)
-	}
-	return nil
-}
-
 // check refuses combinations no single flag can.
 func (c *config) check() error {
 	switch {
@@ -340,13 +294,6 @@ func (c *config) check() error {
 		return fmt.Errorf("--fanout-consumer and --consumer are both %q: the fan-out worker needs its own durable consumer", c.Writer.Consumer)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("--shutdown-timeout %s: want a positive duration", c.ShutdownTimeout)
-	case c.HTTP.Token != "" && c.HTTP.tokenFile != "":
-		return errors.New("--http-token and --http-token-file are both set: give one")
-	}
-	for _, o := range c.HTTP.CORSOrigins {
-		if err := checkOrigin(o); err != nil {
-			return err
-		}
 	}
 	// The writer refuses these too, but only after NATS and storage have
 	// started, with exit code 1 and without naming the flags.

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -53,11 +55,14 @@ type ServerConfig struct {
 	Ready func() error
 
 	SubjectPrefix string        // DefaultSubjectPrefix when empty
-	Version       string        // the service version micro reports; "0.0.0" when empty
+	Version       string        // the service version micro reports; "0.0.0" unless SemVer (a leading v dropped)
 	MaxSliceTime  time.Duration // DefaultMaxSliceTime when zero
 	MaxConcurrent int           // DefaultMaxConcurrent when zero
 	Logger        *slog.Logger
 }
+
+// semver is what micro accepts as a service version.
+var semver = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
 
 // Server is a node's storage service. Stop it before closing the store.
 type Server struct {
@@ -84,7 +89,9 @@ func Serve(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 	if cfg.SubjectPrefix == "" {
 		cfg.SubjectPrefix = DefaultSubjectPrefix
 	}
-	if cfg.Version == "" {
+	// micro wants SemVer; a development build's "(devel)" is not.
+	cfg.Version = strings.TrimPrefix(cfg.Version, "v")
+	if !semver.MatchString(cfg.Version) {
 		cfg.Version = "0.0.0"
 	}
 	if cfg.MaxSliceTime <= 0 {
