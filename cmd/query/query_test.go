@@ -36,7 +36,7 @@ var (
 
 // buildIngest builds cmd/ingest once per test binary run: the storage
 // nodes run as child processes, as in a deployment.
-func buildIngest(t *testing.T) string {
+func buildIngest(t testing.TB) string {
 	t.Helper()
 	ingestOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "eventide-query-test")
@@ -64,7 +64,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -103,7 +103,7 @@ type storageNode struct {
 const testShards = 4
 
 // startNode starts a storage node on natsURL owning shards own.
-func startNode(t *testing.T, natsURL, id, own string) *storageNode {
+func startNode(t testing.TB, natsURL, id, own string) *storageNode {
 	t.Helper()
 	n := &storageNode{id: id, http: freeAddr(t), log: &syncBuffer{}, exited: make(chan error, 1)}
 	n.cmd = exec.Command(buildIngest(t), "--data", t.TempDir(), "--nats-url", natsURL, "--http", n.http,
@@ -120,7 +120,7 @@ func startNode(t *testing.T, natsURL, id, own string) *storageNode {
 }
 
 // stop ends the node with SIGTERM (a clean shutdown) and waits.
-func (n *storageNode) stop(t *testing.T) {
+func (n *storageNode) stop(t testing.TB) {
 	t.Helper()
 	if n.cmd.ProcessState != nil {
 		return
@@ -139,7 +139,7 @@ func (n *storageNode) stop(t *testing.T) {
 
 // waitStatus polls url until it answers status, failing if the process
 // behind it exits first.
-func waitStatus(t *testing.T, url string, status int, exited <-chan error, log fmt.Stringer) {
+func waitStatus(t testing.TB, url string, status int, exited <-chan error, log fmt.Stringer) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -170,7 +170,7 @@ type splitDeployment struct {
 	log     *syncBuffer
 }
 
-func startSplit(t *testing.T, extraArgs ...string) *splitDeployment {
+func startSplit(t testing.TB, extraArgs ...string) *splitDeployment {
 	t.Helper()
 	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
