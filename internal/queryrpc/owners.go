@@ -57,6 +57,9 @@ func ParseShardSet(spec string, shards int) ([]int, error) {
 // shard must have exactly one owner. The result is the owner of each
 // shard, by index.
 func ParseOwners(spec string, shards int) ([]string, error) {
+	if shards < 1 || shards > maxShards {
+		return nil, fmt.Errorf("shard count %d is not in 1..%d", shards, maxShards)
+	}
 	if !strings.Contains(spec, "=") {
 		b, err := os.ReadFile(spec)
 		if err != nil {
