@@ -363,3 +363,43 @@ func TestPartialAnswers(t *testing.T) {
 		t.Errorf("/readyz with node-b stopped: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestSingleNodeDefaults: a cmd/ingest without shard flags (node id
+// local, every shard) serves a cmd/query without --owners, as the README
+// says.
+func TestSingleNodeDefaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/ingest and runs it")
+	}
+	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { natsembed.Stop(ns) })
+	n := &storageNode{id: "local", http: freeAddr(t), log: &syncBuffer{}, exited: make(chan error, 1)}
+	n.cmd = exec.Command(buildIngest(t), "--data", t.TempDir(), "--nats-url", ns.ClientURL(), "--http", n.http)
+	n.cmd.Stdout, n.cmd.Stderr = io.Discard, n.log
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { n.exited <- n.cmd.Wait() }()
+	t.Cleanup(func() { n.stop(t) })
+	waitStatus(t, "http://"+n.http+"/readyz", 200, n.exited, n.log)
+
+	httpAddr, log := freeAddr(t), &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"--nats-url", ns.ClientURL(), "--http", httpAddr}, noEnv, io.Discard, log) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("query run: %v", err)
+		}
+	}()
+	waitStatus(t, "http://"+httpAddr+"/readyz", 200, done, log)
+	var a eventsAnswer
+	getAnswer(t, "http://"+httpAddr+"/v1/events?type=click", 200, &a)
+	if a.Partial || len(a.Freshness.Shards) != 1 || a.Freshness.Shards[0].Shard != 0 {
+		t.Errorf("single node: partial %v, freshness %+v", a.Partial, a.Freshness)
+	}
+}

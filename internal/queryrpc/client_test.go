@@ -260,3 +260,30 @@ func TestTooManyTombstonesCrossesTheWire(t *testing.T) {
 		t.Errorf("got %v, want an error wrapping storage.ErrTooManyTombstones", err)
 	}
 }
+
+// TestDeadlineTravels: the node runs a slice under the deadline the
+// request carries; one already past is answered 504, not run.
+func TestDeadlineTravels(t *testing.T) {
+	c := startCluster(t)
+	c.fill(t)
+	req := appendSliceRequest(nil, &sliceRequest{Query: storage.SliceQuery{Table: schema.EventsTable, Partition: []byte("p0")},
+		Deadline: time.Now().Add(-time.Second)})
+	owner := c.owners[bucket.Shard([]byte("p0"), testShards)]
+	msg, err := c.nc.Request(DefaultSubjectPrefix+"."+owner+".slice", req, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := msg.Header.Get("Nats-Service-Error-Code"); code != "504" {
+		t.Errorf("a request past its deadline: code %q (%s), want 504", code, msg.Header.Get("Nats-Service-Error"))
+	}
+	req = appendSliceRequest(nil, &sliceRequest{Query: storage.SliceQuery{Table: schema.EventsTable, Partition: []byte("p0")},
+		Deadline: time.Now().Add(time.Minute)})
+	msg, err = c.nc.Request(DefaultSubjectPrefix+"."+owner+".slice", req, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := decodeSliceReply(msg.Data)
+	if err != nil || len(reply.Rows) != 30 {
+		t.Errorf("a request within its deadline: %v, %v", reply, err)
+	}
+}
