@@ -389,7 +389,9 @@ func TestSingleNodeDefaults(t *testing.T) {
 	httpAddr, log := freeAddr(t), &syncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"--nats-url", ns.ClientURL(), "--http", httpAddr}, noEnv, io.Discard, log) }()
+	go func() {
+		done <- run(ctx, []string{"--nats-url", ns.ClientURL(), "--http", httpAddr}, noEnv, io.Discard, log)
+	}()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
