@@ -82,16 +82,14 @@ func (eb *eventBatch) Write(ctx context.Context, b *storage.Batch) error {
 	var counts []int64
 	countIndex := map[countKey]int{}
 	var keys []countKey
-	owns := w.cfg.OwnsPartition
+	stores := w.cfg.StoresPartition
 	eb.stored = 0
 	for i := range eb.events {
 		ev := &eb.events[i]
-		// Every event is counted, whichever node stores it: its count's
-		// partition may be this node's when its own is not.
-		if owns == nil || owns(eventPartition(ev)) {
-			if err := catalog.PutEvent(b, &ev.event, ev.subPartitions, ev.remainingTTLSeconds, writeMicros); err != nil {
-				return fmt.Errorf("BUG: writer: a validated event does not store: %w", err)
-			}
+		if err := catalog.PutEvent(b, &ev.event, ev.subPartitions, ev.remainingTTLSeconds, writeMicros); err != nil {
+			return fmt.Errorf("BUG: writer: a validated event does not store: %w", err)
+		}
+		if stores == nil || stores(schema.EventsTable, eventPartition(ev)) {
 			eb.stored++
 		}
 		k := countKey{ev.event.Type, ev.event.Time().Truncate(time.Minute)}
@@ -105,18 +103,14 @@ func (eb *eventBatch) Write(ctx context.Context, b *storage.Batch) error {
 		counts[j]++
 	}
 	for j, k := range keys {
-		if owns != nil {
-			partition, err := schema.CountsPartition(k.eventType, k.minute)
-			if err != nil {
-				return fmt.Errorf("BUG: writer: a validated event has no counts partition: %w", err)
-			}
-			if !owns(partition) {
-				continue
-			}
-		}
 		if err := catalog.AddCount(b, k.eventType, k.minute, counts[j]); err != nil {
 			return fmt.Errorf("BUG: writer: a validated event cannot be counted: %w", err)
 		}
+	}
+	if stores != nil {
+		// Every event is counted before the filter, whichever node stores
+		// it: its count's partition may be this node's when its own is not.
+		b.Filter(stores)
 	}
 	return nil
 }
@@ -139,7 +133,7 @@ func (eb *eventBatch) Stored() {
 	w.rejected.Add(uint64(len(eb.letters)))
 	perType := map[string]int{}
 	for i := range eb.events {
-		if w.cfg.OwnsPartition == nil || w.cfg.OwnsPartition(eventPartition(&eb.events[i])) {
+		if w.cfg.StoresPartition == nil || w.cfg.StoresPartition(schema.EventsTable, eventPartition(&eb.events[i])) {
 			perType[eb.events[i].event.Type]++
 		}
 	}

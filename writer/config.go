@@ -70,12 +70,13 @@ type Config struct {
 	// its own settings in Types must be on it.
 	AllowTypes []string
 
-	// OwnsPartition, when set, says which storage partitions this writer
-	// stores: events and per-minute counts of other partitions are left
-	// out of its batches, while their messages are still checkpointed and
-	// acknowledged. A node of a sharded deployment passes the shards it
-	// owns (bucket.Shard of the partition key). nil: every partition.
-	OwnsPartition func(partition []byte) bool
+	// StoresPartition, when set, says which rows this writer stores: the
+	// mutations of its batches (events, counts and whatever else they
+	// derive) whose table and partition it refuses are left out, while
+	// every message is still checkpointed and acknowledged. A node of a
+	// sharded deployment refuses the partitions of sharded tables whose
+	// shard (bucket.Shard) it does not own. nil: everything.
+	StoresPartition func(table string, partition []byte) bool
 	// NoDeadLetters leaves rejected messages out of the dead-letter
 	// stream (they are still counted, checkpointed and acknowledged). In a
 	// sharded deployment every node reads every message and one of them,

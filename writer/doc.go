@@ -23,10 +23,11 @@
 // before that batch is applied.
 //
 // A node of a sharded deployment (cmd/ingest --own-shards) sets
-// Config.OwnsPartition: its batches then hold only the events and counts
-// of the partitions whose shard (bucket.Shard) it owns, while every
-// message is still checkpointed and acked, and Config.NoDeadLetters on
-// every node but one, so each reject is dead-lettered once.
+// Config.StoresPartition: its batches then hold only the rows of sharded
+// tables (events, counts) whose shard (bucket.Shard) it owns, and every
+// row of the others, while every message is still checkpointed and
+// acked; and Config.NoDeadLetters on every node but one, so each reject
+// is dead-lettered once.
 //
 // The loop that fetches, stores with the checkpoint, acks and
 // repositions is package writer/consumer, whose doc lists the invariants

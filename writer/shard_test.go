@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/eventide/eventide/bucket"
+	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -21,13 +22,17 @@ func TestShardedWriters(t *testing.T) {
 	nc := connect(t, s.ClientURL())
 	types := testTypes(t)
 	const shards = 2
-	owns := func(shard int) func([]byte) bool {
-		return func(p []byte) bool { return bucket.Shard(p, shards) == shard }
+	// As cmd/ingest's nodes: the events and counts tables sharded, the
+	// rest (the checkpoint) stored by every node.
+	owns := func(shard int) func(string, []byte) bool {
+		return func(table string, p []byte) bool {
+			return (table != schema.EventsTable && table != schema.CountsTable) || bucket.Shard(p, shards) == shard
+		}
 	}
 	dbs := []*storage.DB{openDB(t, t.TempDir()), openDB(t, t.TempDir())}
 	ws := []*Writer{
-		newWriter(t, nc, dbs[0], Config{Types: types, Consumer: "w-node-a", OwnsPartition: owns(0)}),
-		newWriter(t, nc, dbs[1], Config{Types: types, Consumer: "w-node-b", OwnsPartition: owns(1), NoDeadLetters: true}),
+		newWriter(t, nc, dbs[0], Config{Types: types, Consumer: "w-node-a", StoresPartition: owns(0)}),
+		newWriter(t, nc, dbs[1], Config{Types: types, Consumer: "w-node-b", StoresPartition: owns(1), NoDeadLetters: true}),
 	}
 	for _, w := range ws {
 		runWriter(t, w)

@@ -173,7 +173,11 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		for _, s := range sc.Own {
 			owned[s] = true
 		}
-		wcfg.OwnsPartition = func(p []byte) bool { return owned[bucket.Shard(p, sc.Shards)] }
+		// queryrpc.IsSharded is the one list of sharded tables: routing
+		// reads it too, so a table is read where it is stored.
+		wcfg.StoresPartition = func(table string, p []byte) bool {
+			return !queryrpc.IsSharded(table) || owned[bucket.Shard(p, sc.Shards)]
+		}
 		wcfg.NoDeadLetters = !owned[0]
 	}
 	wcfg.Logger = logger.With("component", "writer")
