@@ -18,7 +18,7 @@ func TestAPISuite(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--data", t.TempDir(), "--nats-listen", natsAddr, "--http", httpAddr},
+		done <- run(ctx, []string{"--data", t.TempDir(), "--nats-listen", natsAddr, "--http", httpAddr, "--http-token", "suite-token"},
 			envFrom(nil), &stdout, &stderr)
 	}()
 	defer func() {
@@ -30,5 +30,5 @@ func TestAPISuite(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	waitReady(t, client, "http://"+httpAddr, done, &stderr)
-	apitest.Run(t, apitest.Target{BaseURL: "http://" + httpAddr, NATSURL: "nats://" + natsAddr, Prefix: "aio"})
+	apitest.Run(t, apitest.Target{BaseURL: "http://" + httpAddr, NATSURL: "nats://" + natsAddr, Prefix: "aio", Token: "suite-token"})
 }

@@ -204,8 +204,8 @@ func TestAPISuite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cmd/ingest and runs two storage nodes")
 	}
-	d := startSplit(t)
-	apitest.Run(t, apitest.Target{BaseURL: d.base, NATSURL: d.natsURL, Prefix: "split"})
+	d := startSplit(t, "--http-token", "suite-token")
+	apitest.Run(t, apitest.Target{BaseURL: d.base, NATSURL: d.natsURL, Prefix: "split", Token: "suite-token"})
 }
 
 type eventsAnswer struct {

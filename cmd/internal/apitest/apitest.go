@@ -42,6 +42,10 @@ type Target struct {
 	// Prefix makes the suite's event types and users unique, so several
 	// runs may share one stream: "a" gives types a_click, a_view, ...
 	Prefix string
+	// Token is the API's bearer token, when it runs with one: every
+	// request carries it, and the suite checks that one without it is
+	// refused.
+	Token string
 }
 
 // Suite's data: per type, eventsPerType events spread over the last
@@ -70,6 +74,9 @@ func Run(t *testing.T, tg Target) {
 	t.Run("dlq", s.dlq)
 	t.Run("errors", s.errors)
 	t.Run("health", s.health)
+	if tg.Token != "" {
+		t.Run("auth", s.auth)
+	}
 }
 
 type suite struct {
@@ -79,6 +86,8 @@ type suite struct {
 	now    time.Time
 	// published[type] lists the data n of its events, newest first.
 	published map[string][]int
+	// anonymous leaves the token out of requests.
+	anonymous bool
 }
 
 func (s *suite) typ(name string) string  { return s.tg.Prefix + "_" + name }
@@ -351,12 +360,26 @@ func (s *suite) errors(t *testing.T) {
 	}
 }
 
+func (s *suite) auth(t *testing.T) {
+	s.anonymous = true
+	defer func() { s.anonymous = false }()
+	for _, path := range []string{"/v1/events?type=" + s.typ("click"), "/v1/counts?type=" + s.typ("click") + "&step=1m", "/v1/dlq", "/v1/timeline/" + s.user("reader")} {
+		var p problem
+		s.mustGet(t, path, 401, &p)
+		if !strings.HasSuffix(p.Type, "#unauthorized") {
+			t.Errorf("%s without the token: problem %+v", path, p)
+		}
+	}
+	var v any
+	s.mustGet(t, "/readyz", 200, &v)
+}
+
 func (s *suite) health(t *testing.T) {
 	for _, path := range []string{"/readyz", "/livez"} {
 		var v any
 		s.mustGet(t, path, 200, &v)
 	}
-	resp, err := s.client.Get(s.tg.BaseURL + "/openapi.yaml")
+	resp, err := s.client.Get(s.tg.BaseURL + "/openapi.yaml") // open without the token
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,6 +398,9 @@ func (s *suite) get(path string, out any) (int, []byte) {
 	req, err := http.NewRequest(http.MethodGet, s.tg.BaseURL+path, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s.tg.Token != "" && !s.anonymous {
+		req.Header.Set("Authorization", "Bearer "+s.tg.Token)
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
