@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,8 +31,10 @@ type server struct {
 	httpSrv *http.Server
 	nc      *nats.Conn
 	client  *queryrpc.Client
-	step    atomic.Pointer[string]
-	failed  chan error
+	// positions caches the nodes' consumer positions for freshness.
+	positions *nodePositions
+	step      atomic.Pointer[string]
+	failed    chan error
 }
 
 func (s *server) setStep(step string, attrs ...any) {
@@ -81,6 +84,7 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	if s.client, err = queryrpc.NewClient(s.nc, queryrpc.ClientConfig{Owners: cfg.Owners, NodeTimeout: cfg.NodeTimeout}); err != nil {
 		return s, err
 	}
+	s.positions = &nodePositions{client: s.client}
 
 	reg := httpapi.NewRegistry()
 	if err := httpapi.RegisterBuildInfo(reg, build.Version, build.Revision, build.GoVersion); err != nil {
@@ -150,12 +154,45 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	return s, nil
 }
 
+// freshnessMaxAge is how old the nodes' positions a data answer reports
+// may be. An older position is still true of the answer ("holds at least
+// this much"), and asking every node on every request would add a round
+// trip to each one (and, while a node hangs, a whole --node-timeout).
+const freshnessMaxAge = 250 * time.Millisecond
+
+// nodePositions caches the storage nodes' freshness answers. A request
+// finding them older than freshnessMaxAge refreshes them and waits for
+// it; requests meanwhile use the previous answers rather than queue
+// behind it.
+type nodePositions struct {
+	client     *queryrpc.Client
+	mu         sync.Mutex
+	nodes      map[string]*queryrpc.NodeFreshness
+	at         time.Time
+	refreshing bool
+}
+
+func (p *nodePositions) get() map[string]*queryrpc.NodeFreshness {
+	p.mu.Lock()
+	if (p.nodes != nil && time.Since(p.at) <= freshnessMaxAge) || (p.refreshing && p.nodes != nil) {
+		defer p.mu.Unlock()
+		return p.nodes
+	}
+	p.refreshing = true
+	p.mu.Unlock()
+	nodes := p.client.Freshness(context.Background())
+	p.mu.Lock()
+	p.nodes, p.at, p.refreshing = nodes, time.Now(), false
+	p.mu.Unlock()
+	return nodes
+}
+
 // freshness reports, per shard, the position of one consumer (picked by
-// which) of the shard's owner; shards whose owner does not answer are
-// left out.
+// which) of the shard's owner; shards whose owner did not answer the last
+// refresh are left out.
 func (s *server) freshness(which func(*queryrpc.NodeFreshness) *queryrpc.ConsumerPosition) httpapi.FreshnessSource {
 	return httpapi.FreshnessFunc(func() []httpapi.ShardFreshness {
-		nodes := s.client.Freshness(context.Background())
+		nodes := s.positions.get()
 		var out []httpapi.ShardFreshness
 		for shard, owner := range s.cfg.Owners {
 			f := nodes[owner]
