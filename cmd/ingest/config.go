@@ -153,7 +153,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 
 	sc := &c.Shard
 	fs.StringVar(&sc.NodeID, "node-id", DefaultNodeID,
-		"`name` of this storage node: its read service answers on eventide.storage.<name>.*, and its durable consumers are <consumer>-<name> when it is set")
+		"`name` of this storage node: its read service answers on eventide.storage.<name>.*; with --own-shards fewer than all, its durable consumers are <consumer>-<name>")
 	fs.Var(intValue{&sc.Shards, 1, 1 << 16}, "shards", "shard count (`N`) of the deployment: a partition's shard is xxhash64(partition key) mod N; fixed for its life")
 	fs.StringVar(&sc.ownSpec, "own-shards", "all",
 		"`shards` this node stores, e.g. 0-3 or 0,2,5-7; all: every shard")
@@ -249,9 +249,9 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	return c, nil
 }
 
-// checkShards parses --own-shards and names the consumers of a node with
-// --node-id: every node of a sharded deployment reads the whole stream
-// through durable consumers of its own.
+// checkShards parses --own-shards and names the consumers of a node that
+// stores part of the shards: every node of a sharded deployment reads the
+// whole stream through durable consumers of its own.
 func (c *config) checkShards() error {
 	sc := &c.Shard
 	if err := queryrpc.CheckNodeID(sc.NodeID); err != nil {
@@ -268,7 +268,11 @@ func (c *config) checkShards() error {
 	if sc.sharded() && !c.explicit["node-id"] {
 		return fmt.Errorf("--own-shards %s stores only part of the %d shards: give --node-id, so that this node's read service and consumers are its own", sc.ownSpec, sc.Shards)
 	}
-	if c.explicit["node-id"] {
+	// Only a node storing part of the shards names its consumers after
+	// itself: the checkpoint is kept per consumer name, so renaming the
+	// consumers of an existing store would replay the stream into it and
+	// count every event again.
+	if sc.sharded() {
 		if !c.explicit["consumer"] {
 			c.Writer.Consumer = writer.DefaultConsumer + "-" + sc.NodeID
 		}

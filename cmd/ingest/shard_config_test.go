@@ -31,8 +31,15 @@ func TestConfigShards(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Writer.Consumer != "w" || c.Fanout.Consumer != "eventide-fanout-n1" {
-		t.Errorf("explicit --consumer: consumers %s %s", c.Writer.Consumer, c.Fanout.Consumer)
+	if c.Shard.NodeID != "n1" || c.Writer.Consumer != "w" || c.Fanout.Consumer != "eventide-fanout" {
+		t.Errorf("a node id alone keeps the consumers (renaming them would replay the stream): %s, consumers %s %s", c.Shard.NodeID, c.Writer.Consumer, c.Fanout.Consumer)
+	}
+	c, err = parseConfig([]string{"--node-id", "n2", "--shards", "2", "--own-shards", "1", "--consumer", "w"}, envFrom(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Writer.Consumer != "w" || c.Fanout.Consumer != "eventide-fanout-n2" {
+		t.Errorf("explicit --consumer on a sharded node: consumers %s %s", c.Writer.Consumer, c.Fanout.Consumer)
 	}
 	for _, tt := range []struct {
 		args []string
