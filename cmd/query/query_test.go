@@ -359,7 +359,17 @@ func TestPartialAnswers(t *testing.T) {
 		t.Error("counts with node-b stopped do not say partial")
 	}
 
-	resp, err := http.Get(d.base + "/readyz")
+	resp, err := http.Get(d.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `eventide_query_node_requests_total{endpoint="slice",node="node-b",result="unavailable"}`; !strings.Contains(string(metrics), want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+
+	resp, err = http.Get(d.base + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,15 +81,14 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	if err != nil {
 		return s, fmt.Errorf("cannot connect to NATS at %s (--nats-url): %w", redactURLs(cfg.NATSURL), err)
 	}
-	if s.client, err = queryrpc.NewClient(s.nc, queryrpc.ClientConfig{Owners: cfg.Owners, NodeTimeout: cfg.NodeTimeout}); err != nil {
-		return s, err
-	}
-	s.positions = &nodePositions{client: s.client}
-
 	reg := httpapi.NewRegistry()
 	if err := httpapi.RegisterBuildInfo(reg, build.Version, build.Revision, build.GoVersion); err != nil {
 		return s, err
 	}
+	if s.client, err = queryrpc.NewClient(s.nc, queryrpc.ClientConfig{Owners: cfg.Owners, NodeTimeout: cfg.NodeTimeout, Registerer: reg}); err != nil {
+		return s, err
+	}
+	s.positions = &nodePositions{client: s.client}
 	// Every hour bucket is read with the settings it was written with:
 	// the history the storage nodes recorded (replicated on each).
 	s.setStep("reading the event type settings from a storage node", "nodes", s.client.Nodes())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
@@ -52,6 +53,8 @@ type ClientConfig struct {
 	// ByteBudget bounds the rows of one slice reply; DefaultByteBudget
 	// when zero.
 	ByteBudget int
+	// Registerer receives the client's metrics; nil registers none.
+	Registerer prometheus.Registerer
 }
 
 // Client reads the storage nodes of a deployment over NATS
@@ -63,6 +66,9 @@ type Client struct {
 	nc    *nats.Conn
 	cfg   ClientConfig
 	nodes []string // distinct owners, sorted
+
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
 }
 
 // NewClient returns a client of the nodes cfg names.
@@ -86,7 +92,25 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	}
 	nodes := slices.Clone(cfg.Owners)
 	slices.Sort(nodes)
-	return &Client{nc: nc, cfg: cfg, nodes: slices.Compact(nodes)}, nil
+	c := &Client{nc: nc, cfg: cfg, nodes: slices.Compact(nodes),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "eventide_query_node_requests_total",
+			Help: "Requests to storage nodes, by node, endpoint (slice, freshness, health) and result (ok; unavailable: no answer within the node timeout, so its shards were missing; error).",
+		}, []string{"node", "endpoint", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "eventide_query_node_request_duration_seconds",
+			Help:    "Time from sending a request to a storage node to its answer (or giving up), by node and endpoint.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
+		}, []string{"node", "endpoint"}),
+	}
+	if cfg.Registerer != nil {
+		for _, col := range []prometheus.Collector{c.requests, c.duration} {
+			if err := cfg.Registerer.Register(col); err != nil {
+				return nil, fmt.Errorf("cannot register the query client's metrics: %w", err)
+			}
+		}
+	}
+	return c, nil
 }
 
 // Shards is the shard count.
@@ -132,12 +156,24 @@ var errUnavailable = errors.New("node unavailable")
 // request sends one request to node and returns the reply, or an error:
 // wrapping errUnavailable when the node did not answer within the node
 // timeout (while ctx was still alive), ctx's error when ctx ended.
-func (c *Client) request(ctx context.Context, node, endpoint string, build func(deadline time.Time) []byte) (*nats.Msg, error) {
+func (c *Client) request(ctx context.Context, node, endpoint string, build func(deadline time.Time) []byte) (msg *nats.Msg, err error) {
+	start := time.Now()
+	defer func() {
+		result := "ok"
+		switch {
+		case errors.Is(err, errUnavailable):
+			result = "unavailable"
+		case err != nil:
+			result = "error"
+		}
+		c.requests.WithLabelValues(node, endpoint, result).Inc()
+		c.duration.WithLabelValues(node, endpoint).Observe(time.Since(start).Seconds())
+	}()
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.NodeTimeout)
 	defer cancel()
 	deadline, _ := cctx.Deadline()
 	subject := c.subject(node, endpoint)
-	msg, err := c.nc.RequestWithContext(cctx, subject, build(deadline))
+	msg, err = c.nc.RequestWithContext(cctx, subject, build(deadline))
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("cannot ask node %s (%s): %w", node, subject, ctx.Err())
