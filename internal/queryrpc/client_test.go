@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -285,5 +286,37 @@ func TestDeadlineTravels(t *testing.T) {
 	reply, err := decodeSliceReply(msg.Data)
 	if err != nil || len(reply.Rows) != 30 {
 		t.Errorf("a request within its deadline: %v, %v", reply, err)
+	}
+}
+
+// TestServerStopLeavesNoGoroutines: slices run in goroutines of their
+// own; once Stop returned and the last ones answered, none is left.
+func TestServerStopLeavesNoGoroutines(t *testing.T) {
+	c := startCluster(t)
+	c.fill(t)
+	client, err := NewClient(c.nc, ClientConfig{Owners: c.owners})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range 20 {
+		rows, err := client.Slice(context.Background(), storage.SliceQuery{Table: schema.EventsTable, Partition: []byte(fmt.Sprintf("p%d", p))})
+		collect(t, rows, err)
+	}
+	for _, s := range c.servers {
+		if err := s.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		if !strings.Contains(stacks, "queryrpc.(*Server)") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a storage service goroutine outlives Stop:\n%s", stacks)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
