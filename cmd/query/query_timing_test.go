@@ -19,10 +19,27 @@ import (
 // dashboard's "latest events") over HTTP, sequentially, against the
 // all-in-one process (cmd/ingest reading its local storage) and through
 // cmd/query over NATS with two storage nodes. Each has benchEvents events
-// of the type in the last hour. It reports p50 and p99 besides ns/op:
+// of the type in the last hour. It reports p50 and p99 besides ns/op
+// (no concurrent ingestion: the loadtest harness measures that):
 //
 //	go test ./cmd/query -run '^$' -bench Latest50 -benchtime 2000x
 func BenchmarkLatest50(b *testing.B) {
+	benchBoth(b, time.Hour, "/v1/events?type=bench&limit=50")
+}
+
+// BenchmarkCounts24h measures GET /v1/counts over the last 24 hours at a
+// one-minute step (1440 points, 25 hour partitions, one slice each), as
+// BenchmarkLatest50 does:
+//
+//	go test ./cmd/query -run '^$' -bench Counts24h -benchtime 500x
+func BenchmarkCounts24h(b *testing.B) {
+	now := time.Now().UTC()
+	benchBoth(b, 24*time.Hour, "/v1/counts?type=bench&step=1m&from="+now.Add(-24*time.Hour).Format(time.RFC3339)+"&to="+now.Add(time.Minute).Format(time.RFC3339))
+}
+
+// benchBoth runs target against both deployments, each holding
+// benchEvents events of type bench spread over the last span.
+func benchBoth(b *testing.B, span time.Duration, target string) {
 	b.Run("all-in-one", func(b *testing.B) {
 		natsAddr, httpAddr := freeAddr(b), freeAddr(b)
 		cmd := exec.Command(buildIngest(b), "--data", b.TempDir(), "--nats-listen", natsAddr, "--http", httpAddr, "--log-level", "warn")
@@ -31,17 +48,17 @@ func BenchmarkLatest50(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer func() { cmd.Process.Signal(os.Interrupt); cmd.Wait() }()
-		benchLatest(b, "http://"+httpAddr, "nats://"+natsAddr)
+		benchGet(b, "http://"+httpAddr, "nats://"+natsAddr, span, target)
 	})
 	b.Run("cmd-query-2-nodes", func(b *testing.B) {
 		d := startSplit(b)
-		benchLatest(b, d.base, d.natsURL)
+		benchGet(b, d.base, d.natsURL, span, target)
 	})
 }
 
 const benchEvents = 5000
 
-func benchLatest(b *testing.B, base, natsURL string) {
+func benchGet(b *testing.B, base, natsURL string, span time.Duration, path string) {
 	waitStatus(b, base+"/readyz", 200, nil, &syncBuffer{})
 	nc, err := nats.Connect(natsURL)
 	if err != nil {
@@ -55,7 +72,7 @@ func benchLatest(b *testing.B, base, natsURL string) {
 	now := time.Now().UTC()
 	acks := make([]jetstream.PubAckFuture, 0, benchEvents)
 	for i := range benchEvents {
-		at := now.Add(-time.Duration(i) * time.Hour / benchEvents)
+		at := now.Add(-time.Duration(i) * span / benchEvents)
 		f, err := js.PublishAsync("events.bench", fmt.Appendf(nil, `{"time":%q,"user":"u%d","data":{"n":%d,"pad":"0123456789012345678901234567890123456789"}}`, at.Format(time.RFC3339Nano), i%100, i))
 		if err != nil {
 			b.Fatal(err)
@@ -69,11 +86,11 @@ func benchLatest(b *testing.B, base, natsURL string) {
 			b.Fatal(err)
 		}
 	}
-	target := base + "/v1/events?type=bench&limit=50"
+	target := base + path
 	// Until the last event is stored: the count of the hour's counts.
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(base + "/v1/counts?type=bench&step=1h&from=" + now.Add(-2*time.Hour).Format(time.RFC3339) + "&to=" + now.Add(time.Minute).Format(time.RFC3339))
+		resp, err := http.Get(base + "/v1/counts?type=bench&step=1h&from=" + now.Add(-span-time.Hour).Format(time.RFC3339) + "&to=" + now.Add(time.Minute).Format(time.RFC3339))
 		if err == nil {
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
