@@ -340,7 +340,7 @@ func (n *node) serveReads(w *writer.Writer, version string) error {
 		return queryrpc.ConsumerPosition{AppliedSeq: st.LastAppliedSeq, AppliedTime: st.LastAppliedTime, Pending: st.Pending, PendingKnown: st.PendingKnown}
 	}
 	scfg := queryrpc.ServerConfig{
-		Node: n.cfg.Shard.NodeID, Store: n.db, Shards: n.cfg.Shard.Shards, Owned: n.cfg.Shard.Own,
+		Node: n.cfg.Shard.NodeID, Store: n.db, Metrics: n.db.Metrics, Shards: n.cfg.Shard.Shards, Owned: n.cfg.Shard.Own,
 		Writer: func() queryrpc.ConsumerPosition { return position(w.Stats()) },
 		Ready: func() error {
 			if ready, results := n.health.Check(); !ready {

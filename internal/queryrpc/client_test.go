@@ -66,7 +66,7 @@ func startCluster(t *testing.T) *cluster {
 		}
 		srv, err := Serve(connect(), ServerConfig{Node: node, Store: db, Shards: testShards, Owned: owned,
 			Writer: func() ConsumerPosition { return ConsumerPosition{AppliedSeq: 42, PendingKnown: true} },
-			Ready:  func() error { return nil }})
+			Ready:  func() error { return nil }, Metrics: db.Metrics})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,6 +224,11 @@ func TestMissingShard(t *testing.T) {
 	err = client.Health(ctx)
 	if err == nil || !strings.Contains(err.Error(), "node-b (shards 2,3)") || strings.Contains(err.Error(), "node-a") {
 		t.Errorf("health with node-b down: %v", err)
+	}
+	stats, missingNodes := client.Stats(ctx)
+	if len(stats) != 1 || stats["node-a"] == nil || !slices.Equal(missingNodes, []string{"node-b"}) || stats["node-a"].Storage.Batches == 0 ||
+		stats["node-a"].Writer.AppliedSeq != 42 || !slices.Equal(stats["node-a"].Owned, []int{0, 1}) {
+		t.Errorf("stats with node-b down: %+v, missing %v", stats, missingNodes)
 	}
 	fresh := client.Freshness(ctx)
 	if len(fresh) != 1 || fresh["node-a"] == nil || fresh["node-a"].Writer.AppliedSeq != 42 || !slices.Equal(fresh["node-a"].Owned, []int{0, 1}) {

@@ -3,7 +3,7 @@
 // and the stateless query service (cmd/query) reads them through Client,
 // a reader.Store, so the same reader and HTTP handler run in both modes.
 //
-// A node registers the service "eventide-storage" (Serve) with three
+// A node registers the service "eventide-storage" (Serve) with four
 // endpoints on subjects of its own, <prefix>.<node>.<endpoint>, prefix
 // "eventide.storage" by default:
 //
@@ -15,7 +15,9 @@
 //     reduced by what it has);
 //   - freshness: the positions of the node's writer and fan-out
 //     consumers, and the shards it owns;
-//   - health: whether the node is ready, and why not.
+//   - health: whether the node is ready, and why not;
+//   - stats: the node's storage.Metrics and consumer positions (JSON: one
+//     small document, not rows), for the stats route.
 //
 // The messages are a versioned compact binary format documented byte by
 // byte at the top of wire.go; every decoder refuses unknown versions and

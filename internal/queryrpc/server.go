@@ -53,6 +53,9 @@ type ServerConfig struct {
 	// Ready is the node's readiness (nil: ready), the health endpoint's
 	// answer. Required.
 	Ready func() error
+	// Metrics is the node's storage snapshot for the stats endpoint
+	// ((*storage.DB).Metrics). Required.
+	Metrics func() storage.Metrics
 
 	SubjectPrefix string        // DefaultSubjectPrefix when empty
 	Version       string        // the service version micro reports; "0.0.0" unless SemVer (a leading v dropped)
@@ -76,15 +79,15 @@ type Server struct {
 }
 
 // Serve registers the storage service of cfg.Node on nc: the endpoints
-// slice, freshness and health. The slice endpoint runs each request in
+// slice, freshness, health and stats. The slice endpoint runs each request in
 // its own goroutine (at most MaxConcurrent at once; more wait in NATS's
 // subscription buffer).
 func Serve(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 	if err := checkToken("node", cfg.Node); err != nil {
 		return nil, err
 	}
-	if cfg.Store == nil || cfg.Writer == nil || cfg.Ready == nil {
-		return nil, errors.New("queryrpc.Serve: Store, Writer and Ready are required")
+	if cfg.Store == nil || cfg.Writer == nil || cfg.Ready == nil || cfg.Metrics == nil {
+		return nil, errors.New("queryrpc.Serve: Store, Writer, Ready and Metrics are required")
 	}
 	if cfg.SubjectPrefix == "" {
 		cfg.SubjectPrefix = DefaultSubjectPrefix
@@ -111,7 +114,7 @@ func Serve(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     cfg.Version,
-		Description: "Eventide storage node reads: slices, freshness, health",
+		Description: "Eventide storage node reads: slices, freshness, health, stats",
 		Metadata:    map[string]string{"node": cfg.Node, "shards": strconv.Itoa(cfg.Shards)},
 	})
 	if err != nil {
@@ -129,6 +132,7 @@ func Serve(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 		{"slice", s.handleSlice},
 		{"freshness", s.handleFreshness},
 		{"health", s.handleHealth},
+		{"stats", s.handleStats},
 	} {
 		if err := g.AddEndpoint(ep.name, ep.h); err != nil {
 			svc.Stop()

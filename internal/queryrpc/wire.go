@@ -71,6 +71,10 @@ import (
 //	uvarint shard count of the node's configuration
 //	uvarint owned shard count n, then n x uvarint shard
 //
+// Stats reply (subject <prefix>.<node>.stats, empty request): a JSON
+// document, NodeStats (stats.go), with "version": statsReplyV1; small and
+// rare, so readable beats compact there.
+//
 // Health reply (subject <prefix>.<node>.health, empty request):
 //
 //	u8      version = healthReplyV1

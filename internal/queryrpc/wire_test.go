@@ -189,3 +189,20 @@ func FuzzDecodeHealthReply(f *testing.F) {
 		}
 	})
 }
+
+func FuzzDecodeStatsReply(f *testing.F) {
+	f.Add([]byte(`{"version":1,"node":"a","shards":4,"owned":[0,1],"storage":{"Tables":[{"Name":"events"}],"Batches":3},"writer":{"AppliedSeq":9}}`))
+	f.Add([]byte(`{"version":2}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := decodeStatsReply(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadMessage) {
+				t.Fatalf("error %v does not wrap ErrBadMessage", err)
+			}
+			return
+		}
+		if st.Shards < 1 || len(st.Owned) > st.Shards {
+			t.Fatalf("accepted %d owned of %d shards", len(st.Owned), st.Shards)
+		}
+	})
+}
