@@ -171,7 +171,7 @@ func (s *Server) handleSlice(req micro.Request) {
 func (s *Server) serveSlice(req micro.Request) {
 	r, err := decodeSliceRequest(req.Data())
 	if err != nil {
-		req.Error("400", err.Error(), nil)
+		req.Error("400", headerSafe(err.Error()), nil)
 		return
 	}
 	deadline := time.Now().Add(s.cfg.MaxSliceTime)
@@ -193,7 +193,7 @@ func (s *Server) serveSlice(req micro.Request) {
 		if code == "500" {
 			s.cfg.Logger.Error("storage service: slice failed", "table", r.Query.Table, "partition", string(r.Query.Partition), "err", err)
 		}
-		req.Error(code, err.Error(), nil)
+		req.Error(code, headerSafe(err.Error()), nil)
 		return
 	}
 	if err := req.Respond(body); err != nil {
@@ -228,6 +228,17 @@ func (s *Server) runSlice(ctx context.Context, q storage.SliceQuery, budget int)
 	out := appendReplyHeader(make([]byte, 0, len(rows)+64), more, it.Stats())
 	out = binary.AppendUvarint(out, uint64(n))
 	return append(out, rows...), nil
+}
+
+// headerSafe makes an error message one header line: micro sends it in
+// the Nats-Service-Error header.
+func headerSafe(msg string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, msg)
 }
 
 // errorCode maps a slice error to its wire code.
