@@ -71,7 +71,14 @@ func LoadEventTypes(db *storage.DB) (*schema.EventTypes, error) {
 	if _, ok := db.Table(schema.EventTypesTable); !ok {
 		return nil, nil
 	}
-	it, err := db.Slice(context.Background(), storage.SliceQuery{Table: schema.EventTypesTable, Partition: eventTypesPartition})
+	return LoadEventTypesFrom(context.Background(), db.Slice)
+}
+
+// LoadEventTypesFrom is LoadEventTypes through slice: (*storage.DB).Slice,
+// or a remote store's (cmd/query reads the history a storage node
+// recorded). The table must exist.
+func LoadEventTypesFrom(ctx context.Context, slice func(context.Context, storage.SliceQuery) (storage.Rows, error)) (*schema.EventTypes, error) {
+	it, err := slice(ctx, storage.SliceQuery{Table: schema.EventTypesTable, Partition: eventTypesPartition})
 	if err != nil {
 		return nil, fmt.Errorf("cannot load event type settings: %w", err)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/google/uuid"
 
 	"github.com/eventide/eventide/bucket"
@@ -99,9 +98,11 @@ func Open(db *storage.DB, opts Options) (*Fanout, error) {
 	return f, nil
 }
 
-// Shard returns the shard of a timeline partition (a user name).
+// Shard returns the shard of a timeline partition (a user name):
+// bucket.Shard of its key, so fan-out chunks group by the same shards the
+// storage nodes own.
 func Shard(user string, shards int) int32 {
-	return int32(xxhash.Sum64String(user) % uint64(shards))
+	return int32(bucket.Shard([]byte(user), shards))
 }
 
 // Prepared is what Prepare did, for Committed.

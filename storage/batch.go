@@ -58,9 +58,29 @@ func (b *Batch) Reset() {
 }
 
 func (b *Batch) add(m mutation) {
-	b.sizeBytes += 32 + len(m.partition) + len(m.cell.Clustering) + len(m.cell.Column) + len(m.cell.Value) +
-		len(m.rangeTomb.Start.Key) + len(m.rangeTomb.End.Key)
+	b.sizeBytes += mutationSize(&m)
 	b.mutations = append(b.mutations, m)
+}
+
+func mutationSize(m *mutation) int {
+	return 32 + len(m.partition) + len(m.cell.Clustering) + len(m.cell.Column) + len(m.cell.Value) +
+		len(m.rangeTomb.Start.Key) + len(m.rangeTomb.End.Key)
+}
+
+// Filter keeps only the mutations whose table and partition keep accepts,
+// in order. A storage node of a sharded deployment uses it to leave out
+// the partitions of shards it does not own.
+func (b *Batch) Filter(keep func(table string, partition []byte) bool) {
+	kept := b.mutations[:0]
+	b.sizeBytes = 0
+	for i := range b.mutations {
+		if m := &b.mutations[i]; keep(m.table, m.partition) {
+			b.sizeBytes += mutationSize(m)
+			kept = append(kept, *m)
+		}
+	}
+	clear(b.mutations[len(kept):])
+	b.mutations = kept
 }
 
 // Put upserts a cell. It expires after the table's default TTL, if the

@@ -8,7 +8,8 @@
 //	DB.CreateTable(TableDef)           name, compaction strategy, default TTL, gc_grace,
 //	                                   compression, counters
 //	Batch                              Put, PutTTL, DeleteCell, DeleteRow, DeleteRange,
-//	                                   DeletePartition, AddCounter across tables
+//	                                   DeletePartition, AddCounter across tables;
+//	                                   Filter(keep) drops mutations by table and partition
 //	DB.Apply(*Batch)                   atomic and durable (WAL group commit)
 //	DB.Slice(ctx, SliceQuery) Rows     bounded, forward or reverse, limit, tombstone cap,
 //	                                   ReadStats trace; stops when ctx is done

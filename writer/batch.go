@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/eventide/eventide/bucket"
+	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/writer/consumer"
@@ -26,8 +28,11 @@ type countKey struct {
 
 // eventBatch is one fetch's worth of messages, validated.
 type eventBatch struct {
-	w       *Writer
-	events  []parsedEvent
+	w      *Writer
+	events []parsedEvent
+	// stored is how many of events Write put in the batch: those of the
+	// partitions the writer owns.
+	stored  int
 	letters []*nats.Msg
 	reasons []string
 }
@@ -68,7 +73,7 @@ func (w *Writer) logRejection(d consumer.Delivery, rej *rejection) {
 // counts to b.
 func (eb *eventBatch) Write(ctx context.Context, b *storage.Batch) error {
 	w := eb.w
-	if len(eb.letters) > 0 {
+	if len(eb.letters) > 0 && !w.cfg.NoDeadLetters {
 		if err := w.publishDeadLetters(ctx, eb.letters); err != nil {
 			return err
 		}
@@ -77,10 +82,15 @@ func (eb *eventBatch) Write(ctx context.Context, b *storage.Batch) error {
 	var counts []int64
 	countIndex := map[countKey]int{}
 	var keys []countKey
+	stores := w.cfg.StoresPartition
+	eb.stored = 0
 	for i := range eb.events {
 		ev := &eb.events[i]
 		if err := catalog.PutEvent(b, &ev.event, ev.subPartitions, ev.remainingTTLSeconds, writeMicros); err != nil {
 			return fmt.Errorf("BUG: writer: a validated event does not store: %w", err)
+		}
+		if stores == nil || stores(schema.EventsTable, eventPartition(ev)) {
+			eb.stored++
 		}
 		k := countKey{ev.event.Type, ev.event.Time().Truncate(time.Minute)}
 		j, ok := countIndex[k]
@@ -97,17 +107,35 @@ func (eb *eventBatch) Write(ctx context.Context, b *storage.Batch) error {
 			return fmt.Errorf("BUG: writer: a validated event cannot be counted: %w", err)
 		}
 	}
+	if stores != nil {
+		// Every event is counted before the filter, whichever node stores
+		// it: its count's partition may be this node's when its own is not.
+		b.Filter(stores)
+	}
 	return nil
+}
+
+// eventPartition is the storage partition of ev, as catalog.PutEvent
+// computes it.
+func eventPartition(ev *parsedEvent) []byte {
+	pk, err := bucket.PartitionKeyFor(ev.event.ID, ev.event.Type, ev.subPartitions)
+	if err != nil {
+		// Validation checked the type and sub-partitions.
+		panic(fmt.Sprintf("BUG: writer: a validated event has no partition: %v", err))
+	}
+	return []byte(pk.String())
 }
 
 // Stored counts the batch once it is stored and acked.
 func (eb *eventBatch) Stored() {
 	w := eb.w
-	w.ingested.Add(uint64(len(eb.events)))
+	w.ingested.Add(uint64(eb.stored))
 	w.rejected.Add(uint64(len(eb.letters)))
 	perType := map[string]int{}
 	for i := range eb.events {
-		perType[eb.events[i].event.Type]++
+		if w.cfg.StoresPartition == nil || w.cfg.StoresPartition(schema.EventsTable, eventPartition(&eb.events[i])) {
+			perType[eb.events[i].event.Type]++
+		}
 	}
 	for typ, n := range perType {
 		w.m.ingested.WithLabelValues(w.m.typeLabel(typ)).Add(float64(n))

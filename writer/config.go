@@ -70,6 +70,19 @@ type Config struct {
 	// its own settings in Types must be on it.
 	AllowTypes []string
 
+	// StoresPartition, when set, says which rows this writer stores: the
+	// mutations of its batches (events, counts and whatever else they
+	// derive) whose table and partition it refuses are left out, while
+	// every message is still checkpointed and acknowledged. A node of a
+	// sharded deployment refuses the partitions of sharded tables whose
+	// shard (bucket.Shard) it does not own. nil: everything.
+	StoresPartition func(table string, partition []byte) bool
+	// NoDeadLetters leaves rejected messages out of the dead-letter
+	// stream (they are still counted, checkpointed and acknowledged). In a
+	// sharded deployment every node reads every message and one of them,
+	// the owner of shard 0, dead-letters for all.
+	NoDeadLetters bool
+
 	// ResetCheckpoint lets New start over from the beginning of the
 	// stream when the stored checkpoint is past the stream's last
 	// sequence (the stream was deleted and recreated). It has no effect

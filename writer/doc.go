@@ -22,6 +22,13 @@
 // to the dead-letter stream, with the reason in the Eventide-Error header,
 // before that batch is applied.
 //
+// A node of a sharded deployment (cmd/ingest --own-shards) sets
+// Config.StoresPartition: its batches then hold only the rows of sharded
+// tables (events, counts) whose shard (bucket.Shard) it owns, and every
+// row of the others, while every message is still checkpointed and
+// acked; and Config.NoDeadLetters on every node but one, so each reject
+// is dead-lettered once.
+//
 // The loop that fetches, stores with the checkpoint, acks and
 // repositions is package writer/consumer, whose doc lists the invariants
 // it keeps (ack after durability, exactly-once effect through the

@@ -9,7 +9,6 @@ import (
 	"maps"
 	"net"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,8 +16,9 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
-	"github.com/eventide/eventide/cmd/internal/httpapi"
+	"github.com/eventide/eventide/cmd/internal/httpflags"
 	"github.com/eventide/eventide/fanout"
+	"github.com/eventide/eventide/internal/queryrpc"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/writer"
@@ -39,7 +39,8 @@ type config struct {
 	LogLevel        slog.Level
 	LogFormat       string
 	ShutdownTimeout time.Duration
-	HTTP            httpConfig
+	HTTP            httpflags.Guards
+	Shard           shardConfig
 
 	Writer writer.Config  // the fields the flags set; wiring adds the rest
 	Reader reader.Options // likewise
@@ -52,18 +53,27 @@ type config struct {
 	fs *flag.FlagSet
 }
 
-// httpConfig is what the flags set of the HTTP API's guards.
-type httpConfig struct {
-	// Token is the bearer token, from --http-token or the content of
-	// --http-token-file; empty: no authentication. Never logged.
-	Token           string
-	tokenFile       string
-	CORSOrigins     []string
-	MaxQueryTimeout time.Duration
+// shardConfig is this node's place in a sharded deployment.
+type shardConfig struct {
+	// NodeID names the node: its storage service subjects are
+	// eventide.storage.<NodeID>.*, and, when set explicitly, its durable
+	// consumers are named after it.
+	NodeID string
+	// Shards is the deployment's shard count; Own the shards this node
+	// stores (every shard by default).
+	Shards  int
+	ownSpec string
+	Own     []int
 }
 
+// sharded says whether the node stores only some of the shards.
+func (s shardConfig) sharded() bool { return len(s.Own) < s.Shards }
+
+// DefaultNodeID is the node id of a process without --node-id.
+const DefaultNodeID = "local"
+
 // secretFlags hold secrets: the log line shows them as REDACTED.
-var secretFlags = []string{"http-token"}
+var secretFlags = []string{httpflags.SecretFlag}
 
 // fanoutConfig is what the flags set of the fan-out worker.
 type fanoutConfig struct {
@@ -110,6 +120,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 			MaxCountBuckets: reader.DefaultMaxCountBuckets,
 		},
 		Fanout:   fanoutConfig{Enabled: true, Consumer: fanout.DefaultConsumer, Options: fanout.DefaultOptions()},
+		Shard:    shardConfig{Shards: 1},
 		explicit: map[string]bool{},
 	}
 	c.Fanout.threshold = int(c.Fanout.Options.LargeThreshold)
@@ -138,16 +149,14 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.Var(logFormat, "log-format", "log `format`: text or json")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second,
 		"longest wait for in-flight HTTP requests at shutdown")
-	hc := &c.HTTP
-	hc.MaxQueryTimeout = httpapi.DefaultMaxQueryTimeout
-	fs.StringVar(&hc.Token, "http-token", "",
-		"bearer `token` every HTTP request needs but /livez, /readyz and /openapi.yaml; empty: no authentication. Prefer --http-token-file: a flag shows in ps")
-	fs.StringVar(&hc.tokenFile, "http-token-file", "",
-		"`file` holding the bearer token (surrounding whitespace dropped); excludes --http-token")
-	fs.Var(&listValue{list: &hc.CORSOrigins, emptyOK: true}, "cors-origins",
-		"comma-separated `origins` (scheme://host[:port]) whose browser pages may read the API; empty: no CORS headers")
-	fs.Var(durationValue{&hc.MaxQueryTimeout, time.Millisecond}, "max-query-timeout",
-		"longest a data request may run (`duration`): the cap of its timeout parameter and its timeout without one")
+	c.HTTP.Register(fs)
+
+	sc := &c.Shard
+	fs.StringVar(&sc.NodeID, "node-id", DefaultNodeID,
+		"`name` of this storage node: its read service answers on eventide.storage.<name>.*; with --own-shards fewer than all, its durable consumers are <consumer>-<name>")
+	fs.Var(intValue{&sc.Shards, 1, 1 << 16}, "shards", "shard count (`N`) of the deployment: a partition's shard is xxhash64(partition key) mod N; fixed for its life")
+	fs.StringVar(&sc.ownSpec, "own-shards", "all",
+		"`shards` this node stores, e.g. 0-3 or 0,2,5-7; all: every shard")
 
 	w := &c.Writer
 	fs.StringVar(&w.Stream, "stream", writer.DefaultStream, "JetStream `stream` of events (created if missing)")
@@ -228,37 +237,48 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		// dead letters follow, instead of landing in the first one's.
 		w.DLQStream = w.Stream + "_DLQ"
 	}
+	if err := c.checkShards(); err != nil {
+		return nil, usageError{err}
+	}
 	if err := c.check(); err != nil {
 		return nil, usageError{err}
 	}
-	if hc.tokenFile != "" {
-		if err := hc.readTokenFile(); err != nil {
-			return nil, usageError{err}
-		}
+	if err := c.HTTP.Finish(); err != nil {
+		return nil, usageError{err}
 	}
 	return c, nil
 }
 
-// readTokenFile sets Token from the content of tokenFile.
-func (hc *httpConfig) readTokenFile() error {
-	b, err := os.ReadFile(hc.tokenFile)
+// checkShards parses --own-shards and names the consumers of a node that
+// stores part of the shards: every node of a sharded deployment reads the
+// whole stream through durable consumers of its own.
+func (c *config) checkShards() error {
+	sc := &c.Shard
+	if err := queryrpc.CheckNodeID(sc.NodeID); err != nil {
+		return fmt.Errorf("--node-id: %w", err)
+	}
+	own, err := queryrpc.ParseShardSet(sc.ownSpec, sc.Shards)
 	if err != nil {
-		return fmt.Errorf("--http-token-file: cannot read the token: %w", err)
+		return fmt.Errorf("--own-shards: %w", err)
 	}
-	hc.Token = strings.TrimSpace(string(b))
-	if hc.Token == "" {
-		return fmt.Errorf("--http-token-file %s is empty: write the token in it, or drop the flag to run without authentication", hc.tokenFile)
+	if len(own) == 0 {
+		return fmt.Errorf("--own-shards %q names no shard", sc.ownSpec)
 	}
-	return nil
-}
-
-// checkOrigin refuses a --cors-origins item that is not an origin a
-// browser would send: scheme://host[:port], nothing else.
-func checkOrigin(o string) error {
-	u, err := url.Parse(o)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
-		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || o != u.Scheme+"://"+u.Host {
-		return fmt.Errorf("--cors-origins: %q is not an origin such as https://dash.example.com or http://localhost:3000 (scheme, host and port only, no path or trailing slash; * is not supported)", o)
+	sc.Own = own
+	if sc.sharded() && !c.explicit["node-id"] {
+		return fmt.Errorf("--own-shards %s stores only part of the %d shards: give --node-id, so that this node's read service and consumers are its own", sc.ownSpec, sc.Shards)
+	}
+	// Only a node storing part of the shards names its consumers after
+	// itself: the checkpoint is kept per consumer name, so renaming the
+	// consumers of an existing store would replay the stream into it and
+	// count every event again.
+	if sc.sharded() {
+		if !c.explicit["consumer"] {
+			c.Writer.Consumer = writer.DefaultConsumer + "-" + sc.NodeID
+		}
+		if !c.explicit["fanout-consumer"] {
+			c.Fanout.Consumer = fanout.DefaultConsumer + "-" + sc.NodeID
+		}
 	}
 	return nil
 }
@@ -278,13 +298,6 @@ func (c *config) check() error {
 		return fmt.Errorf("--fanout-consumer and --consumer are both %q: the fan-out worker needs its own durable consumer", c.Writer.Consumer)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("--shutdown-timeout %s: want a positive duration", c.ShutdownTimeout)
-	case c.HTTP.Token != "" && c.HTTP.tokenFile != "":
-		return errors.New("--http-token and --http-token-file are both set: give one")
-	}
-	for _, o := range c.HTTP.CORSOrigins {
-		if err := checkOrigin(o); err != nil {
-			return err
-		}
 	}
 	// The writer refuses these too, but only after NATS and storage have
 	// started, with exit code 1 and without naming the flags.

@@ -13,6 +13,13 @@
 // (including --replicas above 1 on a NATS server that is not clustered),
 // 3 when another process holds the data directory.
 //
+// It also serves its storage's reads to cmd/query over NATS (the micro
+// service eventide-storage on eventide.storage.<--node-id>.*, package
+// internal/queryrpc). With --shards and --own-shards it is one storage
+// node of a sharded deployment: it reads the whole stream through
+// consumers named after --node-id and stores the events and counts of its
+// shards only (README, "Split mode").
+//
 // The first thing it does is lock the data directory (a flock on
 // <data>/eventide.lock): a second process on the same --data stops there,
 // before it starts an embedded NATS server on the live JetStream store.

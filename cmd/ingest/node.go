@@ -19,10 +19,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/cmd/internal/httpapi"
 	"github.com/eventide/eventide/fanout"
 	"github.com/eventide/eventide/internal/natsembed"
+	"github.com/eventide/eventide/internal/queryrpc"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/writer"
@@ -51,6 +53,8 @@ type node struct {
 	fanoutCancel context.CancelFunc
 	fanoutDone   chan struct{} // closed when fanout.Worker.Run returned
 	fanout       *fanout.Worker
+
+	rpc *queryrpc.Server // the storage read service
 
 	// step is what start is doing, for /readyz while starting.
 	step atomic.Pointer[string]
@@ -162,6 +166,20 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 
 	wcfg := cfg.Writer
 	wcfg.Types = types
+	if sc := cfg.Shard; sc.sharded() {
+		// Every node reads the whole stream and stores the partitions of
+		// its shards; the owner of shard 0 dead-letters for all.
+		owned := make([]bool, sc.Shards)
+		for _, s := range sc.Own {
+			owned[s] = true
+		}
+		// queryrpc.IsSharded is the one list of sharded tables: routing
+		// reads it too, so a table is read where it is stored.
+		wcfg.StoresPartition = func(table string, p []byte) bool {
+			return !queryrpc.IsSharded(table) || owned[bucket.Shard(p, sc.Shards)]
+		}
+		wcfg.NoDeadLetters = !owned[0]
+	}
 	wcfg.Logger = logger.With("component", "writer")
 	wcfg.Registerer = reg
 	n.setStep("starting the writer", "stream", wcfg.Stream, "consumer", wcfg.Consumer)
@@ -261,6 +279,9 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		return n, err
 	}
 	root.set(h)
+	if err := n.serveReads(w, build.Version); err != nil {
+		return n, err
+	}
 	if n.adminLn != nil {
 		n.adminSrv = newHTTPServer(adminHandler(), logger)
 		n.serve("admin", n.adminSrv, n.adminLn)
@@ -308,6 +329,47 @@ func (n *node) startFanout(ctx context.Context, wcfg writer.Config, reg promethe
 		}
 	}()
 	n.fanout = w
+	return nil
+}
+
+// serveReads registers the node's storage read service, which cmd/query
+// calls: slices of this node's store, the writer's and fan-out's
+// positions, and readiness.
+func (n *node) serveReads(w *writer.Writer, version string) error {
+	position := func(st writer.Stats) queryrpc.ConsumerPosition {
+		return queryrpc.ConsumerPosition{AppliedSeq: st.LastAppliedSeq, AppliedTime: st.LastAppliedTime, Pending: st.Pending, PendingKnown: st.PendingKnown}
+	}
+	scfg := queryrpc.ServerConfig{
+		Node: n.cfg.Shard.NodeID, Store: n.db, Metrics: n.db.Metrics, Shards: n.cfg.Shard.Shards, Owned: n.cfg.Shard.Own,
+		Writer: func() queryrpc.ConsumerPosition { return position(w.Stats()) },
+		Ready: func() error {
+			if ready, results := n.health.Check(); !ready {
+				var errs []error
+				for _, r := range results {
+					if !r.OK {
+						errs = append(errs, fmt.Errorf("%s: %s", r.Name, r.Detail))
+					}
+				}
+				return errors.Join(errs...)
+			}
+			return nil
+		},
+		Version: version,
+		Logger:  n.logger.With("component", "storage-service"),
+	}
+	if fw := n.fanout; fw != nil {
+		scfg.Fanout = func() queryrpc.ConsumerPosition {
+			st := fw.Stats()
+			return queryrpc.ConsumerPosition{AppliedSeq: st.LastAppliedSeq, AppliedTime: st.LastAppliedTime, Pending: st.Pending, PendingKnown: st.PendingKnown}
+		}
+	}
+	srv, err := queryrpc.Serve(n.nc, scfg)
+	if err != nil {
+		return err
+	}
+	n.rpc = srv
+	n.logger.Info("storage read service registered", "node", scfg.Node, "subjects", queryrpc.DefaultSubjectPrefix+"."+scfg.Node+".>",
+		"shards", n.cfg.Shard.Shards, "own", n.cfg.Shard.ownSpec)
 	return nil
 }
 
@@ -454,6 +516,15 @@ func (n *node) shutdown() error {
 		n.fanoutCancel()
 		<-n.fanoutDone
 		log.Info("shutdown: fan-out worker stopped")
+	}
+
+	if n.rpc != nil {
+		// Before storage closes: cmd/query then sees the node as gone
+		// (its shards missing) rather than failing reads.
+		if err := n.rpc.Stop(); err != nil {
+			log.Warn("shutdown: cannot stop the storage read service", "err", err)
+		}
+		log.Info("shutdown: storage read service stopped")
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ShutdownTimeout)

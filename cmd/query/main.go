@@ -1,23 +1,111 @@
-// Command query will serve Eventide's HTTP API (docs/http-api.md) apart
-// from ingestion. It cannot yet: the storage engine is single-process (one
-// process per data directory, held by its LOCK file), and querying shards
-// owned by other processes over NATS request/reply is still to come. Until
-// then, cmd/ingest serves the same API from the process that writes.
+// Command query serves Eventide's HTTP API (docs/http-api.md) apart from
+// ingestion: a stateless process that reads the storage nodes (cmd/ingest
+// processes, each registering the storage read service of package
+// internal/queryrpc) over NATS request/reply. Each slice of a partition
+// goes to the node owning the partition's shard (xxhash64 of the
+// partition key modulo --shards; owners from --owners); results merge in
+// the same reader, with the same limits, as in the all-in-one process,
+// and the same handler serves them. Run as many as the load needs.
+//
+// A shard whose node does not answer within --node-timeout is left out:
+// the answer says "partial": true with "missing_shards", or is a 503 when
+// the request says complete=true. /readyz names the nodes that do not
+// answer. /v1/dlq reads the dead-letter stream directly. The event type
+// settings (TTLs, sub-partitions) are read from a storage node at start;
+// restart cmd/query after changing the nodes' --types.
+//
+// Configuration is flags, each with an EVENTIDE_* environment variable
+// (run with -h, or see the README's "Split mode"). Exit codes: 0 after a
+// clean shutdown, 1 on a failure, 2 for an invalid configuration.
+// SIGINT or SIGTERM shuts down: /readyz turns 503, HTTP drains, the NATS
+// connection closes; a second signal exits at once.
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	fmt.Fprint(os.Stderr, `eventide query: not supported as a separate process yet.
-The storage engine allows one process per data directory, so the HTTP API is
-served by the process that ingests:
+	ctx, stop := shutdownOnSignal(os.Stderr)
+	err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, errHelp) {
+		fmt.Fprintln(os.Stderr, "eventide query:", err)
+	}
+	os.Exit(exitCode(err))
+}
 
-  go run ./cmd/ingest --data ./data     # HTTP API on 127.0.0.1:8080
+func exitCode(err error) int {
+	var usage usageError
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	case errors.As(err, &usage):
+		return 2
+	default:
+		return 1
+	}
+}
 
-See docs/http-api.md.
-`)
-	os.Exit(2)
+// shutdownOnSignal returns a context cancelled by the first SIGINT or
+// SIGTERM; a second one exits the process at once.
+func shutdownOnSignal(stderr io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		cancel(fmt.Errorf("received %s", sig))
+		sig = <-sigs
+		fmt.Fprintf(stderr, "eventide query: received %s again: exiting now\n", sig)
+		os.Exit(1)
+	}()
+	return ctx, func() { signal.Stop(sigs) }
+}
+
+// run runs the process until ctx is cancelled or a part fails, then
+// shuts down.
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) error {
+	build := readBuildInfo()
+	if wantsVersion(args) {
+		fmt.Fprintln(stdout, build)
+		return nil
+	}
+	cfg, err := parseConfig(args, lookupEnv, stderr)
+	if err != nil {
+		return err
+	}
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	logger := slog.New(slog.NewTextHandler(stderr, opts))
+	if cfg.LogFormat == "json" {
+		logger = slog.New(slog.NewJSONHandler(stderr, opts))
+	}
+	logger.Info("eventide query starting", append([]any{"version", build.Version, "revision", build.Revision, "go", build.GoVersion},
+		cfg.logAttrs()...)...)
+	s, err := start(ctx, cfg, build, logger)
+	if err != nil {
+		if ctx.Err() != nil {
+			logger.Info("stopped before the start completed", "cause", context.Cause(ctx), "err", err)
+			return nil
+		}
+		logger.Error("cannot start", "err", err)
+		return err
+	}
+	fmt.Fprintf(stdout, "\nEventide query service is running. Ctrl-C stops it.\n  HTTP   http://%s\n  NATS   %s\n  shards %d over nodes %v\n\n",
+		s.httpLn.Addr(), redactURLs(cfg.NATSURL), cfg.Shards, s.client.Nodes())
+	var failure error
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "cause", context.Cause(ctx))
+	case failure = <-s.failed:
+		logger.Error("shutting down after a failure", "err", failure)
+	}
+	return errors.Join(failure, s.shutdown())
 }

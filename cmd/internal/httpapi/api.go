@@ -54,13 +54,18 @@ type Config struct {
 	// MaxQueryTimeout caps the timeout parameter of the data routes and
 	// is their deadline without one. Zero means DefaultMaxQueryTimeout.
 	MaxQueryTimeout time.Duration
+	// Partial, when set, tracks the shards a data request could not read
+	// (cmd/query). Their answer then says "partial": true with the
+	// "missing_shards", or is a 503 when the request says complete=true.
+	// Nil: the store holds every shard (cmd/ingest).
+	Partial PartialTracker
 }
 
 // The parameters each endpoint accepts, in the order error messages list
 // them.
 var (
-	eventsParams = []string{"type", "from", "to", "limit", "order", "page", "trace", "timeout"}
-	countsParams = []string{"type", "from", "to", "step", "trace", "timeout"}
+	eventsParams = []string{"type", "from", "to", "limit", "order", "page", "trace", "timeout", "complete"}
+	countsParams = []string{"type", "from", "to", "step", "trace", "timeout", "complete"}
 )
 
 // NewHandler returns the handler of Eventide's HTTP API: /livez, /readyz,
@@ -129,13 +134,14 @@ type route struct {
 }
 
 func routeTable(cfg Config, a *api) []route {
-	// The data routes run under the timeout parameter's deadline.
+	// The data routes run under the timeout parameter's deadline, and
+	// report the shards they miss (the complete parameter).
 	data := func(h http.HandlerFunc) http.Handler {
 		max := cfg.MaxQueryTimeout
 		if max == 0 {
 			max = DefaultMaxQueryTimeout
 		}
-		return withTimeout(max, h)
+		return withTimeout(max, withPartial(cfg.Partial, h))
 	}
 	return []route{
 		{"/v1/events", data(a.events)},
@@ -343,10 +349,18 @@ func (a *api) queryFailed(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
+	missing, complete := missingShards(r)
+	if len(missing) > 0 && complete {
+		writePartialAnswer(w, missing)
+		return
+	}
 	body, err := json.Marshal(v)
 	if err != nil {
 		writeInternalError(w, r, a.logger, fmt.Errorf("cannot encode the response: %w", err))
 		return
+	}
+	if len(missing) > 0 {
+		body = markPartial(body, missing)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")

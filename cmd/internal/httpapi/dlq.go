@@ -27,7 +27,7 @@ const (
 )
 
 // dlqParams are the parameters /v1/dlq accepts.
-var dlqParams = []string{"type", "from", "to", "limit", "page", "timeout"}
+var dlqParams = []string{"type", "from", "to", "limit", "page", "timeout", "complete"}
 
 // dlqReadTimeout bounds the NATS requests of one /v1/dlq page;
 // dlqScrapeTimeout the one of a scrape, which must not hold up /metrics.

@@ -36,6 +36,11 @@
 //     are sent only to Config.CORSOrigins. Every data route runs under its
 //     timeout parameter (at most Config.MaxQueryTimeout) as its context's
 //     deadline, and answers 503 query-timeout when that runs out.
+//   - With Config.Partial (cmd/query, whose store spans storage nodes),
+//     a data request runs under the tracker's context: shards that did not
+//     answer make the answer say "partial": true with "missing_shards",
+//     or, when the request says complete=true, a 503 partial-answer.
+//     Without it every answer is whole and complete=true changes nothing.
 //   - Parameters are strict: unknown or repeated parameters are refused,
 //     so a typo never silently falls back to a default.
 package httpapi

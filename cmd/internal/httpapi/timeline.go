@@ -13,8 +13,8 @@ import (
 
 // The parameters of the timeline and follow-graph endpoints.
 var (
-	timelineParams = []string{"limit", "page", "timeout"}
-	followsParams  = []string{"limit", "page", "timeout"}
+	timelineParams = []string{"limit", "page", "timeout", "complete"}
+	followsParams  = []string{"limit", "page", "timeout", "complete"}
 )
 
 // maxUserLen is the longest user name the timeline endpoints accept: a

@@ -1,0 +1,53 @@
+package httpapi
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/eventide/eventide/reader"
+)
+
+// TestPartialAnswers: with a tracker that reports a missed shard (as
+// cmd/query's does when a storage node is silent), every data answer
+// says partial with the missing shards, spec-valid, and complete=true
+// turns it into 503 partial-answer; without a tracker complete=true is
+// accepted and changes nothing. cmd/query's tests run the real thing.
+func TestPartialAnswers(t *testing.T) {
+	missAll := func(ctx context.Context) (context.Context, func() []int) {
+		return ctx, func() []int { return []int{1, 3} }
+	}
+	f := newFixtureWith(t, reader.Options{}, func(c *Config) { c.Partial = missAll })
+	type partialBody struct {
+		eventsBody
+		Partial       bool  `json:"partial"`
+		MissingShards []int `json:"missing_shards"`
+	}
+	var got partialBody
+	get(t, f, "/v1/events?type=click", 200, "application/json", &got)
+	if !got.Partial || !slices.Equal(got.MissingShards, []int{1, 3}) || len(got.Events) != fixtureEvents {
+		t.Errorf("partial events answer: partial %v, missing %v, %d events", got.Partial, got.MissingShards, len(got.Events))
+	}
+	for _, target := range []string{
+		"/v1/events?type=click&complete=true",
+		"/v1/counts?type=click&step=1m&complete=true",
+		"/v1/timeline/u1?complete=true",
+		"/v1/users/u1/followers?complete=true",
+	} {
+		var pr problemBody
+		get(t, f, target, 503, "application/problem+json", &pr)
+		if pr.Type != ProblemPartialAnswer {
+			t.Errorf("%s: problem type %q, want %q", target, pr.Type, ProblemPartialAnswer)
+		}
+	}
+	var bad problemBody
+	get(t, f, "/v1/events?type=click&complete=yes", 400, "application/problem+json", &bad)
+	get(t, f, "/v1/events?type=click&complete=true&complete=false", 400, "application/problem+json", &bad)
+
+	whole := newFixture(t, reader.Options{})
+	got = partialBody{}
+	get(t, whole, "/v1/events?type=click&complete=true", 200, "application/json", &got)
+	if got.Partial || got.MissingShards != nil {
+		t.Errorf("answer of a store holding every shard says partial %v, missing %v", got.Partial, got.MissingShards)
+	}
+}

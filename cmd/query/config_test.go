@@ -1,0 +1,55 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func noEnv(string) (string, bool) { return "", false }
+
+func TestConfig(t *testing.T) {
+	c, err := parseConfig(nil, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Owners, []string{DefaultNodeID}) || c.NodeTimeout != 2*time.Second || c.HTTP.MaxQueryTimeout != 30*time.Second {
+		t.Errorf("defaults: owners %v, node timeout %s, max query timeout %s", c.Owners, c.NodeTimeout, c.HTTP.MaxQueryTimeout)
+	}
+	env := map[string]string{"EVENTIDE_SHARDS": "4", "EVENTIDE_OWNERS": "0-1=a,2-3=b", "EVENTIDE_HTTP_TOKEN": "s3cret"}
+	c, err = parseConfig([]string{"--node-timeout", "300ms"}, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Owners, []string{"a", "a", "b", "b"}) || c.NodeTimeout != 300*time.Millisecond || c.HTTP.Token != "s3cret" {
+		t.Errorf("from env: owners %v, node timeout %s, token %q", c.Owners, c.NodeTimeout, c.HTTP.Token)
+	}
+	for _, a := range c.logAttrs() {
+		if strings.Contains(a.(interface{ String() string }).String(), "s3cret") {
+			t.Errorf("log attributes show the token: %v", a)
+		}
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--shards", "4", "--owners", "0-2=a"}, "without an owner"},
+		{[]string{"--shards", "4"}, ""}, // every shard on local
+		{[]string{"--node-timeout", "0s"}, "--node-timeout"},
+		{[]string{"--cors-origins", "https://x.example/"}, "--cors-origins"},
+		{[]string{"extra"}, "unexpected argument"},
+	} {
+		_, err := parseConfig(tt.args, noEnv, io.Discard)
+		if tt.want == "" {
+			if err != nil {
+				t.Errorf("%v: %v", tt.args, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: %v, want an error containing %q", tt.args, err, tt.want)
+		}
+	}
+}

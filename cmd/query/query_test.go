@@ -1,0 +1,423 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventide/eventide/bucket"
+	"github.com/eventide/eventide/cmd/internal/apitest"
+	"github.com/eventide/eventide/internal/natsembed"
+)
+
+var (
+	ingestOnce sync.Once
+	ingestBin  string
+	ingestErr  error
+)
+
+// buildIngest builds cmd/ingest once per test binary run: the storage
+// nodes run as child processes, as in a deployment.
+func buildIngest(t testing.TB) string {
+	t.Helper()
+	ingestOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "eventide-query-test")
+		if err != nil {
+			ingestErr = err
+			return
+		}
+		ingestBin = filepath.Join(dir, "ingest")
+		out, err := exec.Command("go", "build", "-o", ingestBin, "../ingest").CombinedOutput()
+		if err != nil {
+			ingestErr = errors.New("go build ../ingest: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if ingestErr != nil {
+		t.Fatal(ingestErr)
+	}
+	return ingestBin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if ingestBin != "" {
+		os.RemoveAll(filepath.Dir(ingestBin))
+	}
+	os.Exit(code)
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// storageNode is a cmd/ingest child process owning some shards.
+type storageNode struct {
+	id     string
+	cmd    *exec.Cmd
+	http   string
+	log    *syncBuffer
+	exited chan error
+}
+
+const testShards = 4
+
+// startNode starts a storage node on natsURL owning shards own.
+func startNode(t testing.TB, natsURL, id, own string) *storageNode {
+	t.Helper()
+	n := &storageNode{id: id, http: freeAddr(t), log: &syncBuffer{}, exited: make(chan error, 1)}
+	n.cmd = exec.Command(buildIngest(t), "--data", t.TempDir(), "--nats-url", natsURL, "--http", n.http,
+		"--node-id", id, "--shards", fmt.Sprint(testShards), "--own-shards", own, "--fetch-wait", "10ms")
+	n.cmd.Env = os.Environ()
+	n.cmd.Stdout, n.cmd.Stderr = io.Discard, n.log
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { n.exited <- n.cmd.Wait() }()
+	t.Cleanup(func() { n.stop(t) })
+	waitStatus(t, "http://"+n.http+"/readyz", 200, n.exited, n.log)
+	return n
+}
+
+// stop ends the node with SIGTERM (a clean shutdown) and waits.
+func (n *storageNode) stop(t testing.TB) {
+	t.Helper()
+	if n.cmd.ProcessState != nil {
+		return
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-n.exited:
+		if err != nil {
+			t.Errorf("node %s: %v; log:\n%s", n.id, err, n.log)
+		}
+	case <-time.After(30 * time.Second):
+		n.cmd.Process.Kill()
+		t.Errorf("node %s did not stop within 30s of SIGTERM", n.id)
+	}
+}
+
+// waitStatus polls url until it answers status, failing if the process
+// behind it exits first.
+func waitStatus(t testing.TB, url string, status int, exited <-chan error, log fmt.Stringer) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			t.Fatalf("exited before %s answered %d: %v; log:\n%s", url, status, err, log)
+		default:
+		}
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == status {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not answer %d within 60s; log:\n%s", url, status, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// splitDeployment is an external NATS server, two storage nodes (node-a
+// owns shards 0-1, node-b 2-3) and cmd/query in this process.
+type splitDeployment struct {
+	natsURL string
+	nodes   map[string]*storageNode
+	base    string
+	log     *syncBuffer
+}
+
+func startSplit(t testing.TB, extraArgs ...string) *splitDeployment {
+	t.Helper()
+	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { natsembed.Stop(ns) })
+	d := &splitDeployment{natsURL: ns.ClientURL(), nodes: map[string]*storageNode{}, log: &syncBuffer{}}
+	d.nodes["node-a"] = startNode(t, d.natsURL, "node-a", "0-1")
+	d.nodes["node-b"] = startNode(t, d.natsURL, "node-b", "2-3")
+	httpAddr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	args := append([]string{"--nats-url", d.natsURL, "--http", httpAddr, "--shards", fmt.Sprint(testShards),
+		"--owners", "0-1=node-a,2-3=node-b", "--node-timeout", "500ms"}, extraArgs...)
+	go func() { done <- run(ctx, args, func(string) (string, bool) { return "", false }, io.Discard, d.log) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("query run: %v", err)
+		}
+	})
+	d.base = "http://" + httpAddr
+	waitStatus(t, d.base+"/readyz", 200, done, d.log)
+	return d
+}
+
+// TestAPISuite runs the shared API suite through cmd/query and two
+// storage nodes owning different shards: the same assertions as against
+// the all-in-one process (cmd/ingest's TestAPISuite).
+func TestAPISuite(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/ingest and runs two storage nodes")
+	}
+	d := startSplit(t, "--http-token", "suite-token")
+	apitest.Run(t, apitest.Target{BaseURL: d.base, NATSURL: d.natsURL, Prefix: "split", Token: "suite-token"})
+}
+
+type eventsAnswer struct {
+	Events []struct {
+		Time string          `json:"time"`
+		Data json.RawMessage `json:"data"`
+	} `json:"events"`
+	Partial       bool  `json:"partial"`
+	MissingShards []int `json:"missing_shards"`
+	Freshness     struct {
+		Shards []struct {
+			Shard int `json:"shard"`
+		} `json:"shards"`
+	} `json:"freshness"`
+}
+
+func getAnswer(t *testing.T, target string, wantStatus int, out any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, target, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != wantStatus {
+		t.Fatalf("GET %s: %d %s, want %d", target, resp.StatusCode, body, wantStatus)
+	}
+	apitest.CheckAgainstSpec(t, req, resp.StatusCode, resp.Header, body)
+	if out != nil {
+		if err := json.Unmarshal(body, out); err != nil {
+			t.Fatalf("GET %s: %s: %v", target, body, err)
+		}
+	}
+}
+
+// TestPartialAnswers stops one storage node: answers hold exactly the
+// events of the other node's shards and say partial with the stopped
+// node's shards, complete=true answers 503 partial-answer, and /readyz
+// names the node.
+func TestPartialAnswers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/ingest and runs two storage nodes")
+	}
+	d := startSplit(t)
+	nc, err := nats.Connect(d.natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One event an hour over 12 hours: 12 partitions "ddmmyyhh|part",
+	// spread over the 4 shards.
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	const hours = 12
+	onA := map[int]bool{} // event n -> its partition is on node-a
+	bShards := map[int]bool{}
+	for i := range hours {
+		at := now.Add(-time.Duration(i) * time.Hour)
+		if _, err := js.Publish(t.Context(), "events.part", fmt.Appendf(nil, `{"time":%q,"data":{"n":%d}}`, at.Format(time.RFC3339Nano), i)); err != nil {
+			t.Fatal(err)
+		}
+		pk, err := bucket.NewPartitionKey(at, "part")
+		if err != nil {
+			t.Fatal(err)
+		}
+		shard := bucket.Shard([]byte(pk.String()), testShards)
+		onA[i] = shard < 2
+		if !onA[i] {
+			bShards[shard] = true
+		}
+	}
+	if len(bShards) == 0 || len(bShards) == hours {
+		t.Skipf("the %d partitions all fell on one node this hour; nothing to tell apart", hours)
+	}
+	window := "&from=" + url.QueryEscape(now.Add(-hours*time.Hour).Format(time.RFC3339Nano)) + "&to=" + url.QueryEscape(now.Add(time.Second).Format(time.RFC3339Nano))
+	target := d.base + "/v1/events?type=part&limit=1000" + window
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var a eventsAnswer
+		getAnswer(t, target, 200, &a)
+		if len(a.Events) == hours {
+			if a.Partial || len(a.Freshness.Shards) != testShards {
+				t.Fatalf("whole answer: partial %v, freshness of %d shards", a.Partial, len(a.Freshness.Shards))
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events readable after 60s", len(a.Events), hours)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	d.nodes["node-b"].stop(t)
+	var a eventsAnswer
+	getAnswer(t, target, 200, &a)
+	var got []int
+	for _, e := range a.Events {
+		var data struct{ N int }
+		json.Unmarshal(e.Data, &data)
+		got = append(got, data.N)
+	}
+	var want []int
+	for i := range hours {
+		if onA[i] {
+			want = append(want, i)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("with node-b stopped: events %v, want node-a's %v", got, want)
+	}
+	var wantMissing []int
+	for s := range bShards {
+		wantMissing = append(wantMissing, s)
+	}
+	slices.Sort(wantMissing)
+	if !a.Partial || !slices.Equal(a.MissingShards, wantMissing) {
+		t.Errorf("with node-b stopped: partial %v missing %v, want true %v", a.Partial, a.MissingShards, wantMissing)
+	}
+	// Freshness comes from positions at most a quarter second old: node-b's
+	// shards leave it once a refresh finds the node silent.
+	for deadline := time.Now().Add(10 * time.Second); len(a.Freshness.Shards) != 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("freshness lists %d shards 10s after node-b stopped, want node-a's 2", len(a.Freshness.Shards))
+		}
+		time.Sleep(20 * time.Millisecond)
+		getAnswer(t, target, 200, &a)
+	}
+
+	var p struct {
+		Type   string `json:"type"`
+		Detail string `json:"detail"`
+	}
+	getAnswer(t, target+"&complete=true", 503, &p)
+	if !strings.HasSuffix(p.Type, "#partial-answer") {
+		t.Errorf("complete=true with a shard missing: problem %+v", p)
+	}
+	// Counts are sharded too: the counts of node-b's partitions are
+	// missing as well.
+	var c struct {
+		Partial bool `json:"partial"`
+	}
+	getAnswer(t, d.base+"/v1/counts?type=part&step=1h"+window, 200, &c)
+	if !c.Partial {
+		t.Error("counts with node-b stopped do not say partial")
+	}
+
+	resp, err := http.Get(d.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := `eventide_query_node_requests_total{endpoint="slice",node="node-b",result="unavailable"}`; !strings.Contains(string(metrics), want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+
+	resp, err = http.Get(d.base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.Contains(string(body), "node-b (shards 2,3)") || strings.Contains(string(body), "node-a") {
+		t.Errorf("/readyz with node-b stopped: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestSingleNodeDefaults: a cmd/ingest without shard flags (node id
+// local, every shard) serves a cmd/query without --owners, as the README
+// says.
+func TestSingleNodeDefaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/ingest and runs it")
+	}
+	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { natsembed.Stop(ns) })
+	n := &storageNode{id: "local", http: freeAddr(t), log: &syncBuffer{}, exited: make(chan error, 1)}
+	n.cmd = exec.Command(buildIngest(t), "--data", t.TempDir(), "--nats-url", ns.ClientURL(), "--http", n.http)
+	n.cmd.Stdout, n.cmd.Stderr = io.Discard, n.log
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { n.exited <- n.cmd.Wait() }()
+	t.Cleanup(func() { n.stop(t) })
+	waitStatus(t, "http://"+n.http+"/readyz", 200, n.exited, n.log)
+
+	httpAddr, log := freeAddr(t), &syncBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--nats-url", ns.ClientURL(), "--http", httpAddr}, noEnv, io.Discard, log)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("query run: %v", err)
+		}
+	}()
+	waitStatus(t, "http://"+httpAddr+"/readyz", 200, done, log)
+	var a eventsAnswer
+	getAnswer(t, "http://"+httpAddr+"/v1/events?type=click", 200, &a)
+	if a.Partial || len(a.Freshness.Shards) != 1 || a.Freshness.Shards[0].Shard != 0 {
+		t.Errorf("single node: partial %v, freshness %+v", a.Partial, a.Freshness)
+	}
+}

@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventide/eventide/catalog"
+	"github.com/eventide/eventide/cmd/internal/httpapi"
+	"github.com/eventide/eventide/internal/queryrpc"
+	"github.com/eventide/eventide/reader"
+)
+
+// server is one running query process.
+type server struct {
+	cfg     *config
+	logger  *slog.Logger
+	health  *httpapi.Health
+	httpLn  net.Listener
+	httpSrv *http.Server
+	nc      *nats.Conn
+	client  *queryrpc.Client
+	// positions caches the nodes' consumer positions for freshness.
+	positions *nodePositions
+	step      atomic.Pointer[string]
+	failed    chan error
+}
+
+func (s *server) setStep(step string, attrs ...any) {
+	s.step.Store(&step)
+	s.logger.Info(step, attrs...)
+}
+
+// typesRetry is the pause between two attempts to read the event type
+// settings while no storage node answers.
+const typesRetry = 500 * time.Millisecond
+
+// start connects, reads the event type settings from a storage node and
+// serves the API. Until then HTTP answers /livez and says "starting".
+func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logger) (s *server, err error) {
+	s = &server{cfg: cfg, logger: logger, health: httpapi.NewHealth(), failed: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, s.shutdown())
+			s = nil
+		}
+	}()
+	if s.httpLn, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return s, fmt.Errorf("cannot listen for HTTP (--http): %w", err)
+	}
+	s.setStep("starting")
+	var root switchHandler
+	root.set(httpapi.StartingHandler(func() string { return *s.step.Load() }))
+	s.httpSrv = &http.Server{Handler: &root, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(logger.With("component", "http").Handler(), slog.LevelWarn)}
+	go func() {
+		if err := s.httpSrv.Serve(s.httpLn); !errors.Is(err, http.ErrServerClosed) {
+			s.fail(fmt.Errorf("HTTP server stopped: %w", err))
+		}
+	}()
+
+	s.setStep("connecting to NATS", "url", redactURLs(cfg.NATSURL))
+	s.nc, err = nats.Connect(cfg.NATSURL, nats.Name("eventide-query"), nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			if !nc.IsClosed() {
+				logger.Warn("NATS disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted()) }))
+	if err != nil {
+		return s, fmt.Errorf("cannot connect to NATS at %s (--nats-url): %w", redactURLs(cfg.NATSURL), err)
+	}
+	reg := httpapi.NewRegistry()
+	if err := httpapi.RegisterBuildInfo(reg, build.Version, build.Revision, build.GoVersion); err != nil {
+		return s, err
+	}
+	if s.client, err = queryrpc.NewClient(s.nc, queryrpc.ClientConfig{Owners: cfg.Owners, NodeTimeout: cfg.NodeTimeout, Registerer: reg}); err != nil {
+		return s, err
+	}
+	s.positions = &nodePositions{client: s.client}
+	// Every hour bucket is read with the settings it was written with:
+	// the history the storage nodes recorded (replicated on each).
+	s.setStep("reading the event type settings from a storage node", "nodes", s.client.Nodes())
+	ropts := cfg.Reader
+	for attempt := 0; ; attempt++ {
+		ropts.Types, err = catalog.LoadEventTypesFrom(ctx, s.client.Slice)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return s, err
+		}
+		if attempt == 0 {
+			logger.Warn("no storage node answers yet; retrying", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return s, err
+		case <-time.After(typesRetry):
+		}
+	}
+	ropts.Logger = logger.With("component", "reader")
+	ropts.Registerer = reg
+	rd, err := reader.New(s.client, ropts)
+	if err != nil {
+		return s, fmt.Errorf("cannot create reader: %w", err)
+	}
+	var tl *reader.Timelines
+	if cfg.Timelines {
+		if tl, err = reader.NewTimelines(s.client, reader.TimelineOptions{TimelineTTL: cfg.TimelineTTL, FailTombstones: cfg.Reader.FailTombstones,
+			Logger: logger.With("component", "reader"), Registerer: reg}); err != nil {
+			return s, fmt.Errorf("cannot create the timeline reader: %w", err)
+		}
+	}
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		return s, fmt.Errorf("cannot use JetStream: %w", err)
+	}
+	dl, err := httpapi.NewDeadLetters(js, cfg.DLQStream, reg)
+	if err != nil {
+		return s, err
+	}
+	s.health.Add("nats", func() error {
+		if st := s.nc.Status(); st != nats.CONNECTED {
+			return fmt.Errorf("NATS connection is %s", st)
+		}
+		return nil
+	})
+	s.health.Add("storage-nodes", func() error { return s.client.Health(context.Background()) })
+
+	h, err := httpapi.NewHandler(httpapi.Config{Reader: rd, Timelines: tl, DeadLetters: dl, Health: s.health, Registry: reg,
+		Logger: logger.With("component", "http"), Token: cfg.HTTP.Token, CORSOrigins: cfg.HTTP.CORSOrigins, MaxQueryTimeout: cfg.HTTP.MaxQueryTimeout,
+		Partial:           queryrpc.TrackMisses,
+		Freshness:         s.freshness(func(f *queryrpc.NodeFreshness) *queryrpc.ConsumerPosition { return f.Writer }),
+		TimelineFreshness: s.freshness(func(f *queryrpc.NodeFreshness) *queryrpc.ConsumerPosition { return f.Fanout }),
+	})
+	if err != nil {
+		return s, err
+	}
+	root.set(h)
+	logger.Info("eventide query started", "http", s.httpLn.Addr().String(), "shards", cfg.Shards, "nodes", s.client.Nodes())
+	return s, nil
+}
+
+// freshnessMaxAge is how old the nodes' positions a data answer reports
+// may be. An older position is still true of the answer ("holds at least
+// this much"), and asking every node on every request would add a round
+// trip to each one (and, while a node hangs, a whole --node-timeout).
+const freshnessMaxAge = 250 * time.Millisecond
+
+// nodePositions caches the storage nodes' freshness answers. A request
+// finding them older than freshnessMaxAge refreshes them and waits for
+// it; requests meanwhile use the previous answers rather than queue
+// behind it.
+type nodePositions struct {
+	client     *queryrpc.Client
+	mu         sync.Mutex
+	nodes      map[string]*queryrpc.NodeFreshness
+	at         time.Time
+	refreshing bool
+}
+
+func (p *nodePositions) get() map[string]*queryrpc.NodeFreshness {
+	p.mu.Lock()
+	if (p.nodes != nil && time.Since(p.at) <= freshnessMaxAge) || (p.refreshing && p.nodes != nil) {
+		defer p.mu.Unlock()
+		return p.nodes
+	}
+	p.refreshing = true
+	p.mu.Unlock()
+	nodes := p.client.Freshness(context.Background())
+	p.mu.Lock()
+	p.nodes, p.at, p.refreshing = nodes, time.Now(), false
+	p.mu.Unlock()
+	return nodes
+}
+
+// freshness reports, per shard, the position of one consumer (picked by
+// which) of the shard's owner; shards whose owner did not answer the last
+// refresh are left out.
+func (s *server) freshness(which func(*queryrpc.NodeFreshness) *queryrpc.ConsumerPosition) httpapi.FreshnessSource {
+	return httpapi.FreshnessFunc(func() []httpapi.ShardFreshness {
+		nodes := s.positions.get()
+		var out []httpapi.ShardFreshness
+		for shard, owner := range s.cfg.Owners {
+			f := nodes[owner]
+			if f == nil {
+				continue
+			}
+			if p := which(f); p != nil {
+				out = append(out, httpapi.ShardFreshness{Shard: shard, AppliedSeq: p.AppliedSeq, AppliedTime: p.AppliedTime,
+					Pending: p.Pending, PendingKnown: p.PendingKnown})
+			}
+		}
+		return out
+	})
+}
+
+func (s *server) fail(err error) {
+	select {
+	case s.failed <- err:
+	default:
+	}
+}
+
+// shutdown stops what start started, in order.
+func (s *server) shutdown() error {
+	s.health.Drain()
+	var errs []error
+	if s.httpSrv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		defer cancel()
+		if err := s.httpSrv.Shutdown(ctx); err != nil {
+			s.logger.Warn("shutdown: HTTP requests still running at the timeout; closing them", "err", err)
+			s.httpSrv.Close()
+		}
+	} else if s.httpLn != nil {
+		s.httpLn.Close()
+	}
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	s.logger.Info("shutdown complete")
+	return errors.Join(errs...)
+}
+
+// switchHandler serves the handler last set.
+type switchHandler struct{ h atomic.Pointer[http.Handler] }
+
+func (sw *switchHandler) set(h http.Handler) { sw.h.Store(&h) }
+
+func (sw *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*sw.h.Load()).ServeHTTP(w, r)
+}
+
+// redactURLs hides passwords in a comma-separated list of URLs.
+func redactURLs(list string) string {
+	parts := strings.Split(list, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}

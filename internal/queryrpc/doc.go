@@ -1,0 +1,51 @@
+// Package queryrpc is the storage service of Eventide's split mode: each
+// storage process (cmd/ingest) serves its reads as a NATS micro service,
+// and the stateless query service (cmd/query) reads them through Client,
+// a reader.Store, so the same reader and HTTP handler run in both modes.
+//
+// A node registers the service "eventide-storage" (Serve) with four
+// endpoints on subjects of its own, <prefix>.<node>.<endpoint>, prefix
+// "eventide.storage" by default:
+//
+//   - slice: one storage.SliceQuery (table, partition, bounds, order,
+//     limit, tombstone budget) with the caller's deadline, run under that
+//     deadline; the rows come back in one reply bounded by a byte budget,
+//     with a "more" flag when the budget cut them (the client asks again
+//     from after the last row, with the limit and tombstone budget
+//     reduced by what it has);
+//   - freshness: the positions of the node's writer and fan-out
+//     consumers, and the shards it owns;
+//   - health: whether the node is ready, and why not;
+//   - stats: the node's storage.Metrics and consumer positions (JSON: one
+//     small document, not rows), for the stats route.
+//
+// The messages are a versioned compact binary format documented byte by
+// byte at the top of wire.go; every decoder refuses unknown versions and
+// malformed input with an error wrapping ErrBadMessage, and has a fuzz
+// target.
+//
+// Routing: a partition's shard is bucket.Shard(partition key, shards); the
+// owner map (ParseOwners, e.g. "0-3=node-a,4-7=node-b") names each shard's
+// node. The events and counts tables are sharded (IsSharded): only the
+// owner stores a partition, so only the owner is asked. Every other table
+// (event type settings, follow graph, timelines, the fan-out's tables) is
+// replicated on every node, so the owner of the partition's shard is asked
+// first and the others in turn when it does not answer.
+//
+// Partial answers: a node that does not answer within the node timeout
+// (ClientConfig.NodeTimeout, capped by the request's deadline) makes its
+// shard missing. Under a context from TrackMisses the slice is then empty
+// and the shard recorded, so a query merges what the other shards hold
+// and the HTTP API reports "partial" with the missing shards; without it
+// the slice fails with ErrShardUnavailable. A request whose own deadline
+// passes fails with the context's error instead (a timeout, not a
+// partial answer).
+//
+// Invariants:
+//   - A remote slice returns exactly the rows the owner's store returns
+//     for the same query, in the same order, whatever the byte budget.
+//   - A node runs each slice under min(request deadline, MaxSliceTime) and
+//     at most MaxConcurrent slices at once.
+//   - Errors keep their meaning across the wire: too many tombstones
+//     arrives as storage.ErrTooManyTombstones.
+package queryrpc

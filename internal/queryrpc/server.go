@@ -1,0 +1,272 @@
+package queryrpc
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+
+	"github.com/eventide/eventide/reader"
+	"github.com/eventide/eventide/storage"
+)
+
+// Defaults of ServerConfig and ClientConfig.
+const (
+	// DefaultSubjectPrefix is the first tokens of every endpoint subject:
+	// <prefix>.<node>.slice and so on.
+	DefaultSubjectPrefix = "eventide.storage"
+	// ServiceName is the micro service's name (nats micro ls shows it).
+	ServiceName = "eventide-storage"
+	// DefaultByteBudget bounds the rows of one slice reply: well below
+	// NATS's default max payload (1 MiB), with room for the headers.
+	DefaultByteBudget = 512 << 10
+	// DefaultMaxSliceTime caps how long a node runs one slice request,
+	// whatever deadline it carries (and is the deadline of one without).
+	DefaultMaxSliceTime = 30 * time.Second
+	// DefaultMaxConcurrent bounds the slices one node runs at once.
+	DefaultMaxConcurrent = 64
+)
+
+// ServerConfig is what a storage node serves.
+type ServerConfig struct {
+	// Node names the node; its endpoints are <SubjectPrefix>.<Node>.*.
+	// Required: a NATS subject token (no '.', '*', '>' or spaces).
+	Node string
+	// Store runs the slices (the node's *storage.DB). Required.
+	Store reader.Store
+	// Shards is the deployment's shard count and Owned the shards this
+	// node stores (every shard when empty), reported by freshness.
+	Shards int
+	Owned  []int
+	// Writer and Fanout report the positions of the node's consumers;
+	// Fanout is nil on a node without a fan-out worker. Writer is
+	// required.
+	Writer, Fanout func() ConsumerPosition
+	// Ready is the node's readiness (nil: ready), the health endpoint's
+	// answer. Required.
+	Ready func() error
+	// Metrics is the node's storage snapshot for the stats endpoint
+	// ((*storage.DB).Metrics). Required.
+	Metrics func() storage.Metrics
+
+	SubjectPrefix string        // DefaultSubjectPrefix when empty
+	Version       string        // the service version micro reports; "0.0.0" unless SemVer (a leading v dropped)
+	MaxSliceTime  time.Duration // DefaultMaxSliceTime when zero
+	MaxConcurrent int           // DefaultMaxConcurrent when zero
+	Logger        *slog.Logger
+}
+
+// semver is what micro accepts as a service version.
+var semver = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$`)
+
+// Server is a node's storage service. Stop it before closing the store.
+type Server struct {
+	cfg ServerConfig
+	svc micro.Service
+	nc  *nats.Conn
+	sem chan struct{}
+	// stop cancels the slices under way at Stop.
+	stop context.CancelFunc
+	ctx  context.Context
+}
+
+// Serve registers the storage service of cfg.Node on nc: the endpoints
+// slice, freshness, health and stats. The slice endpoint runs each request in
+// its own goroutine (at most MaxConcurrent at once; more wait in NATS's
+// subscription buffer).
+func Serve(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
+	if err := checkToken("node", cfg.Node); err != nil {
+		return nil, err
+	}
+	if cfg.Store == nil || cfg.Writer == nil || cfg.Ready == nil || cfg.Metrics == nil {
+		return nil, errors.New("queryrpc.Serve: Store, Writer, Ready and Metrics are required")
+	}
+	if cfg.SubjectPrefix == "" {
+		cfg.SubjectPrefix = DefaultSubjectPrefix
+	}
+	// micro wants SemVer; a development build's "(devel)" is not.
+	cfg.Version = strings.TrimPrefix(cfg.Version, "v")
+	if !semver.MatchString(cfg.Version) {
+		cfg.Version = "0.0.0"
+	}
+	if cfg.MaxSliceTime <= 0 {
+		cfg.MaxSliceTime = DefaultMaxSliceTime
+	}
+	if cfg.MaxConcurrent <= 0 {
+		cfg.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if cfg.Shards <= 0 {
+		cfg.Shards = 1
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, nc: nc, sem: make(chan struct{}, cfg.MaxConcurrent), ctx: ctx, stop: cancel}
+	svc, err := micro.AddService(nc, micro.Config{
+		Name:        ServiceName,
+		Version:     cfg.Version,
+		Description: "Eventide storage node reads: slices, freshness, health, stats",
+		Metadata:    map[string]string{"node": cfg.Node, "shards": strconv.Itoa(cfg.Shards)},
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("cannot register the storage service of node %s: %w", cfg.Node, err)
+	}
+	s.svc = svc
+	// No queue group: a node's subjects are its own, and a second process
+	// claiming the same node id must not silently share its requests.
+	g := svc.AddGroup(cfg.SubjectPrefix+"."+cfg.Node, micro.WithGroupQueueGroupDisabled())
+	for _, ep := range []struct {
+		name string
+		h    micro.HandlerFunc
+	}{
+		{"slice", s.handleSlice},
+		{"freshness", s.handleFreshness},
+		{"health", s.handleHealth},
+		{"stats", s.handleStats},
+	} {
+		if err := g.AddEndpoint(ep.name, ep.h); err != nil {
+			svc.Stop()
+			cancel()
+			return nil, fmt.Errorf("cannot add endpoint %s of node %s: %w", ep.name, cfg.Node, err)
+		}
+	}
+	return s, nil
+}
+
+// Stop removes the service's subscriptions (draining them) and cancels
+// the slices still running. It waits for none of them: they end within a
+// few hundred cells of the cancellation.
+func (s *Server) Stop() error {
+	err := s.svc.Stop()
+	s.stop()
+	if err != nil {
+		return fmt.Errorf("cannot stop the storage service of node %s: %w", s.cfg.Node, err)
+	}
+	return nil
+}
+
+func (s *Server) handleSlice(req micro.Request) {
+	select {
+	case s.sem <- struct{}{}:
+	case <-s.ctx.Done():
+		req.Error("503", "node is stopping", nil)
+		return
+	}
+	go func() {
+		defer func() { <-s.sem }()
+		s.serveSlice(req)
+	}()
+}
+
+func (s *Server) serveSlice(req micro.Request) {
+	r, err := decodeSliceRequest(req.Data())
+	if err != nil {
+		req.Error("400", headerSafe(err.Error()), nil)
+		return
+	}
+	deadline := time.Now().Add(s.cfg.MaxSliceTime)
+	if !r.Deadline.IsZero() && r.Deadline.Before(deadline) {
+		deadline = r.Deadline
+	}
+	ctx, cancel := context.WithDeadline(s.ctx, deadline)
+	defer cancel()
+	budget := r.ByteBudget
+	if budget <= 0 || budget > DefaultByteBudget {
+		budget = DefaultByteBudget
+	}
+	if max := int(s.nc.MaxPayload()) - 4096; budget > max {
+		budget = max
+	}
+	body, err := s.runSlice(ctx, r.Query, budget)
+	if err != nil {
+		code := errorCode(ctx, err)
+		if code == "500" {
+			s.cfg.Logger.Error("storage service: slice failed", "table", r.Query.Table, "partition", string(r.Query.Partition), "err", err)
+		}
+		req.Error(code, headerSafe(err.Error()), nil)
+		return
+	}
+	if err := req.Respond(body); err != nil {
+		s.cfg.Logger.Warn("storage service: cannot send a slice reply", "bytes", len(body), "err", err)
+	}
+}
+
+// runSlice runs q and encodes its reply: the rows up to budget bytes
+// (always at least one), with replyMore when rows may follow.
+func (s *Server) runSlice(ctx context.Context, q storage.SliceQuery, budget int) ([]byte, error) {
+	it, err := s.cfg.Store.Slice(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	var rows []byte
+	n, more := 0, false
+	for it.Next() {
+		if n > 0 && len(rows) >= budget {
+			more = true
+			break
+		}
+		rows = appendRow(rows, it.Row())
+		n++
+	}
+	if err := it.Close(); err != nil {
+		return nil, err
+	}
+	if len(rows) > int(s.nc.MaxPayload())-1024 {
+		return nil, fmt.Errorf("a row of partition %q of table %q is %d bytes encoded, more than a NATS message holds (max payload %d)",
+			q.Partition, q.Table, len(rows), s.nc.MaxPayload())
+	}
+	out := appendReplyHeader(make([]byte, 0, len(rows)+64), more, it.Stats())
+	out = binary.AppendUvarint(out, uint64(n))
+	return append(out, rows...), nil
+}
+
+// headerSafe makes an error message one header line: micro sends it in
+// the Nats-Service-Error header.
+func headerSafe(msg string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, msg)
+}
+
+// errorCode maps a slice error to its wire code.
+func errorCode(ctx context.Context, err error) string {
+	switch {
+	case errors.Is(err, storage.ErrTooManyTombstones):
+		return "422"
+	case errors.Is(err, storage.ErrClosed):
+		return "503"
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		return "504"
+	case errors.Is(err, storage.ErrUnknownTable) || errors.Is(err, ErrBadMessage):
+		return "400"
+	}
+	return "500"
+}
+
+func (s *Server) handleFreshness(req micro.Request) {
+	f := NodeFreshness{Shards: s.cfg.Shards, Owned: s.cfg.Owned}
+	w := s.cfg.Writer()
+	f.Writer = &w
+	if s.cfg.Fanout != nil {
+		fo := s.cfg.Fanout()
+		f.Fanout = &fo
+	}
+	req.Respond(appendFreshnessReply(nil, &f))
+}
+
+func (s *Server) handleHealth(req micro.Request) {
+	req.Respond(appendHealthReply(nil, s.cfg.Ready()))
+}

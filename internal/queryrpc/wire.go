@@ -1,0 +1,563 @@
+package queryrpc
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/eventide/eventide/storage"
+)
+
+// The wire format of the storage service. Every message starts with its
+// format version, a byte; a decoder refuses a version it does not know
+// (ErrBadMessage), so a node and a query service of different releases
+// fail loudly instead of misreading each other. Integers are Go's
+// encoding/binary varints: "uvarint" unsigned, "varint" zig-zag signed.
+// "bytes" is a uvarint length followed by that many bytes.
+//
+// Slice request (query service -> node, subject <prefix>.<node>.slice):
+//
+//	u8      version = sliceRequestV1
+//	varint  deadline, unix microseconds; 0: none (the node applies its own cap)
+//	uvarint byte budget of the reply's rows; 0: the node's default
+//	bytes   table name
+//	bytes   partition key
+//	u8      flags: flagReverse | flagStart | flagStartInclusive | flagEnd | flagEndInclusive
+//	bytes   start clustering key     (only with flagStart; absent: unbounded)
+//	bytes   end clustering key       (only with flagEnd)
+//	uvarint limit, rows; 0: no limit
+//	uvarint max tombstones; 0: no limit
+//
+// Slice reply (node -> query service), when the node could run the slice:
+//
+//	u8      version = sliceReplyV1
+//	u8      flags: replyMore (the byte budget ended the reply: rows may
+//	        follow the last one; ask again from after it)
+//	11 x uvarint  the read's storage.ReadStats, in field order: Rows,
+//	        LiveCells, TombstonesScanned, MemtablesRead, SSTablesRead,
+//	        SSTablesSkipped, SSTablesSkippedByBloom, SSTablesSkippedExpired,
+//	        BlocksRead, BlocksSkipped, and 0 (reserved)
+//	uvarint row count
+//	row count x row:
+//	    bytes   clustering key
+//	    uvarint cell count (at least 1)
+//	    cell count x cell:
+//	        bytes   column
+//	        bytes   value
+//	        varint  write time, microseconds
+//	        varint  expires at, unix seconds; 0: never
+//	        varint  TTL seconds
+//	        u8      cell flags: cellCounter
+//	        varint  counter value   (only with cellCounter)
+//
+// A node that cannot run the slice answers with the micro service error
+// headers (Nats-Service-Error-Code, Nats-Service-Error) and an empty body:
+// code 400 for a query the node refuses (unknown table, bad bounds), 422
+// for too many tombstones, 504 when the deadline passed, 503 when the node
+// is shutting down, 500 for anything else; the description is the node's
+// error message.
+//
+// Freshness reply (subject <prefix>.<node>.freshness, empty request):
+//
+//	u8      version = freshnessReplyV1
+//	u8      flags: freshWriter | freshFanout (which positions follow)
+//	per position present, writer first:
+//	    uvarint applied stream sequence
+//	    varint  time of the applied message, unix nanoseconds; 0: unknown
+//	    u8      1 when the pending count is known, else 0
+//	    uvarint pending messages
+//	uvarint shard count of the node's configuration
+//	uvarint owned shard count n, then n x uvarint shard
+//
+// Stats reply (subject <prefix>.<node>.stats, empty request): a JSON
+// document, NodeStats (stats.go), with "version": statsReplyV1; small and
+// rare, so readable beats compact there.
+//
+// Health reply (subject <prefix>.<node>.health, empty request):
+//
+//	u8      version = healthReplyV1
+//	u8      1 when the node is ready, else 0
+//	bytes   detail: why it is not ready ("" when ready)
+const (
+	sliceRequestV1   = 1
+	sliceReplyV1     = 1
+	freshnessReplyV1 = 1
+	healthReplyV1    = 1
+)
+
+// Slice request flags.
+const (
+	flagReverse = 1 << iota
+	flagStart
+	flagStartInclusive
+	flagEnd
+	flagEndInclusive
+	sliceFlagsKnown = flagReverse | flagStart | flagStartInclusive | flagEnd | flagEndInclusive
+)
+
+// Slice reply and cell flags.
+const (
+	replyMore   = 1
+	cellCounter = 1
+
+	freshWriter = 1
+	freshFanout = 2
+)
+
+// statsFields is how many uvarints encode a storage.ReadStats.
+const statsFields = 11
+
+// maxShards bounds the shard counts a freshness reply may carry.
+const maxShards = 1 << 16
+
+// ErrBadMessage is wrapped by every decoding error: the bytes are not a
+// message of a known version of the format.
+var ErrBadMessage = errors.New("eventide/queryrpc: malformed message")
+
+// sliceRequest is one storage.SliceQuery with what travels with it.
+type sliceRequest struct {
+	Query storage.SliceQuery
+	// Deadline is when the caller stops waiting; zero: none.
+	Deadline time.Time
+	// ByteBudget bounds the encoded rows of the reply; 0: the node's
+	// default.
+	ByteBudget int
+}
+
+func appendBytes(dst, b []byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(b)))
+	return append(dst, b...)
+}
+
+// appendSliceRequest appends the encoding of r to dst.
+func appendSliceRequest(dst []byte, r *sliceRequest) []byte {
+	q := &r.Query
+	dst = append(dst, sliceRequestV1)
+	var deadline int64
+	if !r.Deadline.IsZero() {
+		deadline = max(r.Deadline.UnixMicro(), 1)
+	}
+	dst = binary.AppendVarint(dst, deadline)
+	dst = binary.AppendUvarint(dst, uint64(max(r.ByteBudget, 0)))
+	dst = appendBytes(dst, []byte(q.Table))
+	dst = appendBytes(dst, q.Partition)
+	var flags byte
+	if q.Reverse {
+		flags |= flagReverse
+	}
+	if q.Start.Key != nil {
+		flags |= flagStart
+		if q.Start.Inclusive {
+			flags |= flagStartInclusive
+		}
+	}
+	if q.End.Key != nil {
+		flags |= flagEnd
+		if q.End.Inclusive {
+			flags |= flagEndInclusive
+		}
+	}
+	dst = append(dst, flags)
+	if q.Start.Key != nil {
+		dst = appendBytes(dst, q.Start.Key)
+	}
+	if q.End.Key != nil {
+		dst = appendBytes(dst, q.End.Key)
+	}
+	dst = binary.AppendUvarint(dst, uint64(max(q.Limit, 0)))
+	dst = binary.AppendUvarint(dst, uint64(max(q.MaxTombstones, 0)))
+	return dst
+}
+
+// decoder reads the fields of one message; the first error sticks.
+type decoder struct {
+	b    []byte
+	what string
+	err  error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s: %s", ErrBadMessage, d.what, fmt.Sprintf(format, args...))
+	}
+}
+
+func (d *decoder) byte(field string) byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.fail("cannot read %s: message ends", field)
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) uvarint(field string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("cannot read %s: bad or truncated uvarint", field)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint(field string) int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("cannot read %s: bad or truncated varint", field)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// int reads a uvarint that must fit a non-negative int32-range count.
+func (d *decoder) int(field string) int {
+	v := d.uvarint(field)
+	if v > math.MaxInt32 {
+		d.fail("%s %d is out of range", field, v)
+		return 0
+	}
+	return int(v)
+}
+
+// bytes reads a length-prefixed field; the result aliases the message.
+func (d *decoder) bytes(field string) []byte {
+	n := d.uvarint(field + " length")
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.fail("%s length %d exceeds the %d bytes left", field, n, len(d.b))
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) version(want byte) {
+	if v := d.byte("version"); d.err == nil && v != want {
+		d.fail("version %d, want %d", v, want)
+	}
+}
+
+func (d *decoder) end() error {
+	if d.err == nil && len(d.b) > 0 {
+		d.fail("%d bytes left after the message", len(d.b))
+	}
+	return d.err
+}
+
+// decodeSliceRequest decodes a slice request. Keys alias src.
+func decodeSliceRequest(src []byte) (*sliceRequest, error) {
+	d := decoder{b: src, what: "slice request"}
+	d.version(sliceRequestV1)
+	r := &sliceRequest{}
+	if us := d.varint("deadline"); us != 0 {
+		r.Deadline = time.UnixMicro(us)
+	}
+	r.ByteBudget = d.int("byte budget")
+	r.Query.Table = string(d.bytes("table"))
+	r.Query.Partition = d.bytes("partition")
+	flags := d.byte("flags")
+	if d.err == nil && flags&^sliceFlagsKnown != 0 {
+		d.fail("unknown flags %#x", flags)
+	}
+	if d.err == nil && (flags&flagStart == 0 && flags&flagStartInclusive != 0 || flags&flagEnd == 0 && flags&flagEndInclusive != 0) {
+		d.fail("flags %#x: an inclusive bound without its key", flags)
+	}
+	r.Query.Reverse = flags&flagReverse != 0
+	if flags&flagStart != 0 {
+		r.Query.Start = storage.Bound{Key: nonNil(d.bytes("start key")), Inclusive: flags&flagStartInclusive != 0}
+	}
+	if flags&flagEnd != 0 {
+		r.Query.End = storage.Bound{Key: nonNil(d.bytes("end key")), Inclusive: flags&flagEndInclusive != 0}
+	}
+	r.Query.Limit = d.int("limit")
+	r.Query.MaxTombstones = d.int("max tombstones")
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// nonNil keeps an empty present key present: a nil Key is unbounded.
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// sliceReply is a decoded slice reply.
+type sliceReply struct {
+	More  bool
+	Stats storage.ReadStats
+	Rows  []storage.Row
+}
+
+// appendReplyHeader appends a reply's version, flags and stats: the part
+// before the rows.
+func appendReplyHeader(dst []byte, more bool, s storage.ReadStats) []byte {
+	dst = append(dst, sliceReplyV1)
+	var flags byte
+	if more {
+		flags |= replyMore
+	}
+	dst = append(dst, flags)
+	for _, v := range statsValues(&s) {
+		dst = binary.AppendUvarint(dst, uint64(max(*v, 0)))
+	}
+	return dst
+}
+
+// statsValues lists the fields of s in wire order; the last is reserved.
+func statsValues(s *storage.ReadStats) [statsFields]*int {
+	var reserved int
+	return [statsFields]*int{&s.Rows, &s.LiveCells, &s.TombstonesScanned, &s.MemtablesRead, &s.SSTablesRead,
+		&s.SSTablesSkipped, &s.SSTablesSkippedByBloom, &s.SSTablesSkippedExpired, &s.BlocksRead, &s.BlocksSkipped, &reserved}
+}
+
+// appendRow appends the encoding of one row.
+func appendRow(dst []byte, r *storage.Row) []byte {
+	dst = appendBytes(dst, r.Clustering)
+	dst = binary.AppendUvarint(dst, uint64(len(r.Cells)))
+	for i := range r.Cells {
+		c := &r.Cells[i]
+		dst = appendBytes(dst, c.Column)
+		dst = appendBytes(dst, c.Value)
+		dst = binary.AppendVarint(dst, c.WriteTimeMicros)
+		dst = binary.AppendVarint(dst, c.ExpiresAt)
+		dst = binary.AppendVarint(dst, int64(c.TTLSeconds))
+		if c.Counter {
+			dst = append(dst, cellCounter)
+			dst = binary.AppendVarint(dst, c.CounterValue)
+		} else {
+			dst = append(dst, 0)
+		}
+	}
+	return dst
+}
+
+// appendSliceReply appends a whole reply: header, row count and rows.
+func appendSliceReply(dst []byte, r *sliceReply) []byte {
+	dst = appendReplyHeader(dst, r.More, r.Stats)
+	dst = binary.AppendUvarint(dst, uint64(len(r.Rows)))
+	for i := range r.Rows {
+		dst = appendRow(dst, &r.Rows[i])
+	}
+	return dst
+}
+
+// decodeSliceReply decodes a slice reply. Keys and values alias src.
+func decodeSliceReply(src []byte) (*sliceReply, error) {
+	d := decoder{b: src, what: "slice reply"}
+	d.version(sliceReplyV1)
+	r := &sliceReply{}
+	flags := d.byte("flags")
+	if d.err == nil && flags&^replyMore != 0 {
+		d.fail("unknown flags %#x", flags)
+	}
+	r.More = flags&replyMore != 0
+	for i, v := range statsValues(&r.Stats) {
+		*v = d.int(fmt.Sprintf("stats field %d", i))
+	}
+	n := d.int("row count")
+	// Each row takes at least two bytes: never allocate for more rows
+	// than the message can hold.
+	if d.err == nil && n > len(d.b)/2 {
+		d.fail("row count %d exceeds what %d bytes can hold", n, len(d.b))
+	}
+	if d.err == nil {
+		r.Rows = make([]storage.Row, 0, n)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		row := storage.Row{Clustering: nonNil(d.bytes("clustering key"))}
+		cells := d.int("cell count")
+		if d.err == nil && (cells == 0 || cells > len(d.b)/6) {
+			d.fail("row %d: cell count %d is zero or exceeds what %d bytes can hold", i, cells, len(d.b))
+		}
+		if d.err == nil {
+			row.Cells = make([]storage.Cell, 0, cells)
+		}
+		for j := 0; j < cells && d.err == nil; j++ {
+			c := storage.Cell{Column: d.bytes("column"), Value: d.bytes("value")}
+			c.WriteTimeMicros = d.varint("write time")
+			c.ExpiresAt = d.varint("expiry")
+			ttl := d.varint("ttl")
+			if d.err == nil && (ttl < 0 || ttl > math.MaxInt32) {
+				d.fail("row %d cell %d: ttl %d is out of range", i, j, ttl)
+			}
+			c.TTLSeconds = int32(ttl)
+			cf := d.byte("cell flags")
+			if d.err == nil && cf&^cellCounter != 0 {
+				d.fail("row %d cell %d: unknown cell flags %#x", i, j, cf)
+			}
+			if cf&cellCounter != 0 {
+				c.Counter = true
+				c.CounterValue = d.varint("counter value")
+			}
+			row.Cells = append(row.Cells, c)
+		}
+		r.Rows = append(r.Rows, row)
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// ConsumerPosition is how far one of a node's JetStream consumers has
+// applied the event stream: what the data it wrote reflects.
+type ConsumerPosition struct {
+	AppliedSeq   uint64
+	AppliedTime  time.Time // zero when unknown
+	Pending      uint64
+	PendingKnown bool
+}
+
+// NodeFreshness is what a node's freshness endpoint answers.
+type NodeFreshness struct {
+	// Writer is the event writer's position; Fanout the fan-out worker's,
+	// nil when the node runs none.
+	Writer *ConsumerPosition
+	Fanout *ConsumerPosition
+	// Shards is the node's shard count and Owned the shards it stores.
+	Shards int
+	Owned  []int
+}
+
+func appendPosition(dst []byte, p *ConsumerPosition) []byte {
+	dst = binary.AppendUvarint(dst, p.AppliedSeq)
+	var nanos int64
+	if !p.AppliedTime.IsZero() {
+		nanos = max(p.AppliedTime.UnixNano(), 1)
+	}
+	dst = binary.AppendVarint(dst, nanos)
+	known := byte(0)
+	if p.PendingKnown {
+		known = 1
+	}
+	dst = append(dst, known)
+	return binary.AppendUvarint(dst, p.Pending)
+}
+
+func appendFreshnessReply(dst []byte, f *NodeFreshness) []byte {
+	dst = append(dst, freshnessReplyV1)
+	var flags byte
+	if f.Writer != nil {
+		flags |= freshWriter
+	}
+	if f.Fanout != nil {
+		flags |= freshFanout
+	}
+	dst = append(dst, flags)
+	for _, p := range []*ConsumerPosition{f.Writer, f.Fanout} {
+		if p != nil {
+			dst = appendPosition(dst, p)
+		}
+	}
+	dst = binary.AppendUvarint(dst, uint64(f.Shards))
+	dst = binary.AppendUvarint(dst, uint64(len(f.Owned)))
+	for _, s := range f.Owned {
+		dst = binary.AppendUvarint(dst, uint64(s))
+	}
+	return dst
+}
+
+func (d *decoder) position() *ConsumerPosition {
+	p := &ConsumerPosition{AppliedSeq: d.uvarint("applied sequence")}
+	if nanos := d.varint("applied time"); nanos != 0 {
+		p.AppliedTime = time.Unix(0, nanos).UTC()
+	}
+	switch known := d.byte("pending known"); known {
+	case 0:
+	case 1:
+		p.PendingKnown = true
+	default:
+		d.fail("pending known is %d, want 0 or 1", known)
+	}
+	p.Pending = d.uvarint("pending")
+	return p
+}
+
+func decodeFreshnessReply(src []byte) (*NodeFreshness, error) {
+	d := decoder{b: src, what: "freshness reply"}
+	d.version(freshnessReplyV1)
+	f := &NodeFreshness{}
+	flags := d.byte("flags")
+	if d.err == nil && flags&^(freshWriter|freshFanout) != 0 {
+		d.fail("unknown flags %#x", flags)
+	}
+	if flags&freshWriter != 0 {
+		f.Writer = d.position()
+	}
+	if flags&freshFanout != 0 {
+		f.Fanout = d.position()
+	}
+	f.Shards = d.int("shard count")
+	if d.err == nil && (f.Shards < 1 || f.Shards > maxShards) {
+		d.fail("shard count %d is not in 1..%d", f.Shards, maxShards)
+	}
+	n := d.int("owned shard count")
+	if d.err == nil && n > f.Shards {
+		d.fail("%d owned shards of %d", n, f.Shards)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		s := d.int("owned shard")
+		if d.err == nil && s >= f.Shards {
+			d.fail("owned shard %d is not below the shard count %d", s, f.Shards)
+		}
+		f.Owned = append(f.Owned, s)
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func appendHealthReply(dst []byte, err error) []byte {
+	dst = append(dst, healthReplyV1)
+	if err == nil {
+		dst = append(dst, 1)
+		return appendBytes(dst, nil)
+	}
+	dst = append(dst, 0)
+	return appendBytes(dst, []byte(err.Error()))
+}
+
+// decodeHealthReply returns nil when the node says it is ready, else an
+// error with its detail; a malformed reply is an error wrapping
+// ErrBadMessage.
+func decodeHealthReply(src []byte) (notReady error, err error) {
+	d := decoder{b: src, what: "health reply"}
+	d.version(healthReplyV1)
+	ready := d.byte("ready")
+	if d.err == nil && ready > 1 {
+		d.fail("ready is %d, want 0 or 1", ready)
+	}
+	detail := d.bytes("detail")
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	if ready == 1 {
+		return nil, nil
+	}
+	if len(detail) == 0 {
+		detail = []byte("not ready")
+	}
+	return errors.New(string(detail)), nil
+}

@@ -1,0 +1,208 @@
+package queryrpc
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/eventide/eventide/storage"
+)
+
+func sampleRequests() []*sliceRequest {
+	return []*sliceRequest{
+		{Query: storage.SliceQuery{Table: "events", Partition: []byte("23112610|click")}},
+		{Query: storage.SliceQuery{Table: "events", Partition: []byte("23112610|click|3"), Reverse: true, Limit: 51, MaxTombstones: 100000,
+			Start: storage.Bound{Key: []byte{1, 2, 3}, Inclusive: true}, End: storage.Bound{Key: []byte{}}},
+			Deadline: time.UnixMicro(1795000000123456), ByteBudget: 4096},
+		{Query: storage.SliceQuery{Table: "t", Partition: []byte("p"), End: storage.Bound{Key: []byte{9}, Inclusive: true}}},
+	}
+}
+
+func sampleReplies() []*sliceReply {
+	return []*sliceReply{
+		{},
+		{More: true, Stats: storage.ReadStats{Rows: 2, LiveCells: 3, TombstonesScanned: 4, MemtablesRead: 1, SSTablesRead: 2, SSTablesSkipped: 3,
+			SSTablesSkippedByBloom: 1, SSTablesSkippedExpired: 1, BlocksRead: 5, BlocksSkipped: 6},
+			Rows: []storage.Row{
+				{Clustering: []byte{0x80, 1}, Cells: []storage.Cell{
+					{Column: []byte("data"), Value: []byte(`{"a":1}`), WriteTimeMicros: 1795000000000000, ExpiresAt: 1795600000, TTLSeconds: 604800},
+					{Column: []byte("user"), Value: []byte{}, WriteTimeMicros: -5},
+				}},
+				{Clustering: []byte{}, Cells: []storage.Cell{{Column: []byte("count"), Value: []byte{}, Counter: true, CounterValue: -42}}},
+			}},
+	}
+}
+
+func TestSliceRequestRoundTrip(t *testing.T) {
+	for i, want := range sampleRequests() {
+		got, err := decodeSliceRequest(appendSliceRequest(nil, want))
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if !got.Deadline.Equal(want.Deadline) {
+			t.Errorf("request %d: deadline %v, want %v", i, got.Deadline, want.Deadline)
+		}
+		got.Deadline = want.Deadline
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("request %d: got %+v, want %+v", i, got, want)
+		}
+	}
+}
+
+func TestSliceReplyRoundTrip(t *testing.T) {
+	for i, want := range sampleReplies() {
+		got, err := decodeSliceReply(appendSliceReply(nil, want))
+		if err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		if len(want.Rows) == 0 {
+			want.Rows = []storage.Row{}
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("reply %d: got %+v, want %+v", i, got, want)
+		}
+	}
+}
+
+func TestFreshnessAndHealthRoundTrip(t *testing.T) {
+	want := &NodeFreshness{Writer: &ConsumerPosition{AppliedSeq: 7, AppliedTime: time.Unix(1795000000, 5).UTC(), Pending: 3, PendingKnown: true},
+		Fanout: &ConsumerPosition{AppliedSeq: 1}, Shards: 8, Owned: []int{0, 3, 7}}
+	got, err := decodeFreshnessReply(appendFreshnessReply(nil, want))
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("freshness: got %+v, %v; want %+v", got, err, want)
+	}
+	notReady, err := decodeHealthReply(appendHealthReply(nil, nil))
+	if err != nil || notReady != nil {
+		t.Errorf("ready health: %v, %v", notReady, err)
+	}
+	notReady, err = decodeHealthReply(appendHealthReply(nil, errors.New("storage is closed")))
+	if err != nil || notReady == nil || notReady.Error() != "storage is closed" {
+		t.Errorf("not-ready health: %v, %v", notReady, err)
+	}
+}
+
+func TestDecodersRefuseMalformed(t *testing.T) {
+	req := appendSliceRequest(nil, sampleRequests()[1])
+	reply := appendSliceReply(nil, sampleReplies()[1])
+	for _, tc := range []struct {
+		name string
+		dec  func([]byte) error
+		b    []byte
+	}{
+		{"request empty", decReq, nil},
+		{"request version 2", decReq, append([]byte{2}, req[1:]...)},
+		{"request truncated", decReq, req[:len(req)-1]},
+		{"request trailing", decReq, append(append([]byte{}, req...), 0)},
+		{"request inclusive without key", decReq, []byte{sliceRequestV1, 0, 0, 1, 't', 1, 'p', flagStartInclusive, 0, 0}},
+		{"reply empty", decReply, nil},
+		{"reply version 9", decReply, append([]byte{9}, reply[1:]...)},
+		{"reply truncated", decReply, reply[:len(reply)-3]},
+		{"reply huge row count", decReply, append(appendReplyHeader(nil, false, storage.ReadStats{}), 0xff, 0xff, 0xff, 0x7f)},
+		{"freshness empty", decFresh, nil},
+		{"freshness zero shards", decFresh, []byte{freshnessReplyV1, 0, 0, 0}},
+		{"health bad ready", decHealth, []byte{healthReplyV1, 2, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.dec(tc.b); !errors.Is(err, ErrBadMessage) {
+				t.Errorf("got %v, want an error wrapping ErrBadMessage", err)
+			}
+		})
+	}
+}
+
+func decReq(b []byte) error   { _, err := decodeSliceRequest(b); return err }
+func decReply(b []byte) error { _, err := decodeSliceReply(b); return err }
+func decFresh(b []byte) error { _, err := decodeFreshnessReply(b); return err }
+func decHealth(b []byte) error {
+	_, err := decodeHealthReply(b)
+	return err
+}
+
+func FuzzDecodeSliceRequest(f *testing.F) {
+	for _, r := range sampleRequests() {
+		f.Add(appendSliceRequest(nil, r))
+	}
+	f.Add([]byte{sliceRequestV1, 0, 0, 1, 't', 1, 'p', flagStartInclusive})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeSliceRequest(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadMessage) {
+				t.Fatalf("error %v does not wrap ErrBadMessage", err)
+			}
+			return
+		}
+		// What decodes re-encodes to the same bytes, except a deadline
+		// and budget that were not canonical varints (never produced).
+		again, err := decodeSliceRequest(appendSliceRequest(nil, r))
+		if err != nil {
+			t.Fatalf("re-encoded request does not decode: %v", err)
+		}
+		if !reflect.DeepEqual(again.Query, r.Query) {
+			t.Fatalf("round trip changed the query: %+v -> %+v", r.Query, again.Query)
+		}
+	})
+}
+
+func FuzzDecodeSliceReply(f *testing.F) {
+	for _, r := range sampleReplies() {
+		f.Add(appendSliceReply(nil, r))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeSliceReply(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadMessage) {
+				t.Fatalf("error %v does not wrap ErrBadMessage", err)
+			}
+			return
+		}
+		again, err := decodeSliceReply(appendSliceReply(nil, r))
+		if err != nil || !reflect.DeepEqual(again, r) {
+			t.Fatalf("round trip: %+v -> %+v, %v", r, again, err)
+		}
+	})
+}
+
+func FuzzDecodeFreshnessReply(f *testing.F) {
+	f.Add(appendFreshnessReply(nil, &NodeFreshness{Writer: &ConsumerPosition{AppliedSeq: 9, PendingKnown: true, Pending: 2}, Shards: 4, Owned: []int{1, 2}}))
+	f.Add(appendFreshnessReply(nil, &NodeFreshness{Shards: 1}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeFreshnessReply(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadMessage) {
+				t.Fatalf("error %v does not wrap ErrBadMessage", err)
+			}
+			return
+		}
+		if _, err := decodeFreshnessReply(appendFreshnessReply(nil, r)); err != nil {
+			t.Fatalf("re-encoded reply does not decode: %v", err)
+		}
+	})
+}
+
+func FuzzDecodeHealthReply(f *testing.F) {
+	f.Add(appendHealthReply(nil, nil))
+	f.Add(appendHealthReply(nil, errors.New("writer: not connected")))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := decodeHealthReply(b); err != nil && !errors.Is(err, ErrBadMessage) {
+			t.Fatalf("error %v does not wrap ErrBadMessage", err)
+		}
+	})
+}
+
+func FuzzDecodeStatsReply(f *testing.F) {
+	f.Add([]byte(`{"version":1,"node":"a","shards":4,"owned":[0,1],"storage":{"Tables":[{"Name":"events"}],"Batches":3},"writer":{"AppliedSeq":9}}`))
+	f.Add([]byte(`{"version":2}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		st, err := decodeStatsReply(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadMessage) {
+				t.Fatalf("error %v does not wrap ErrBadMessage", err)
+			}
+			return
+		}
+		if st.Shards < 1 || len(st.Owned) > st.Shards {
+			t.Fatalf("accepted %d owned of %d shards", len(st.Owned), st.Shards)
+		}
+	})
+}
