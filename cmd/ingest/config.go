@@ -19,6 +19,7 @@ import (
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/cmd/internal/httpapi"
 	"github.com/eventide/eventide/fanout"
+	"github.com/eventide/eventide/internal/natsconn"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/writer"
@@ -29,11 +30,14 @@ const envPrefix = "EVENTIDE_"
 
 // config is the effective configuration of one ingest process.
 type config struct {
-	DataDir         string
-	HTTPAddr        string
-	AdminAddr       string
-	NATSURL         string
-	NATSListen      string
+	DataDir    string
+	HTTPAddr   string
+	AdminAddr  string
+	NATSURL    string
+	NATSListen string
+	// NATS is how to connect to --nats-url: its URL (NATSURL) and the
+	// authentication and TLS flags natsconn defines.
+	NATS            natsconn.Options
 	Types           *schema.EventTypes
 	WALSync         storage.WALSyncMode
 	LogLevel        slog.Level
@@ -63,7 +67,7 @@ type httpConfig struct {
 }
 
 // secretFlags hold secrets: the log line shows them as REDACTED.
-var secretFlags = []string{"http-token"}
+var secretFlags = append([]string{"http-token"}, natsconn.SecretFlags...)
 
 // fanoutConfig is what the flags set of the fan-out worker.
 type fanoutConfig struct {
@@ -127,6 +131,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"`URL` of an external NATS server with JetStream (comma-separated for a cluster); empty: run an embedded one")
 	fs.Var(addrValue{&c.NATSListen, false}, "nats-listen",
 		"`host:port` where the embedded NATS server listens for clients (port 0: any free port)")
+	c.NATS.RegisterFlags(fs)
 	types := &typesValue{types: &schema.EventTypes{Types: map[string]schema.TypeSettings{}}}
 	fs.Var(types, "types",
 		"per event type `settings`: type[:ttl=DURATION][:sub=N],... where type * sets the default, e.g. *:ttl=168h,click:ttl=24h:sub=4")
@@ -214,6 +219,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		return nil, usageError{errors.Join(errs...)}
 	}
 
+	c.NATS.URL = c.NATSURL
 	c.Types = types.types
 	c.WALSync = storage.WALSync
 	if walSync.value == "periodic" {
@@ -281,6 +287,16 @@ func (c *config) check() error {
 	case c.HTTP.Token != "" && c.HTTP.tokenFile != "":
 		return errors.New("--http-token and --http-token-file are both set: give one")
 	}
+	if c.NATSURL == "" && c.NATS.Secured() {
+		for _, name := range natsconn.FlagNames {
+			if c.explicit[name] {
+				return fmt.Errorf("--%s is set without --nats-url: NATS authentication and TLS apply to an external server; the embedded one takes only this process's in-process connection", name)
+			}
+		}
+	}
+	if err := c.NATS.Check(); err != nil {
+		return err
+	}
 	for _, o := range c.HTTP.CORSOrigins {
 		if err := checkOrigin(o); err != nil {
 			return err
@@ -316,7 +332,7 @@ func (c *config) logAttrs() []any {
 	c.fs.VisitAll(func(f *flag.Flag) {
 		v := f.Value.String()
 		if f.Name == "nats-url" {
-			v = redactURLs(v)
+			v = natsconn.Redact(v)
 		}
 		if slices.Contains(secretFlags, f.Name) && v != "" {
 			v = "REDACTED"
@@ -324,16 +340,6 @@ func (c *config) logAttrs() []any {
 		attrs = append(attrs, slog.String(f.Name, v))
 	})
 	return attrs
-}
-
-func redactURLs(list string) string {
-	parts := strings.Split(list, ",")
-	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
-			parts[i] = u.Redacted()
-		}
-	}
-	return strings.Join(parts, ",")
 }
 
 func printUsage(fs *flag.FlagSet) {
