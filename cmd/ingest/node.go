@@ -120,6 +120,9 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	if err := registerNATSMetrics(reg, n.nc); err != nil {
 		return n, err
 	}
+	if err := registerOpsMetrics(reg, n.health, cfg.DataDir); err != nil {
+		return n, err
+	}
 	if n.ns != nil {
 		if err := reg.Register(natsembed.NewStoreCollector(filepath.Join(cfg.DataDir, "nats"))); err != nil {
 			return n, fmt.Errorf("cannot register the NATS store metric: %w", err)
