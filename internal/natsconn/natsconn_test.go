@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -317,4 +318,28 @@ func TestRedact(t *testing.T) {
 	if strings.Contains(got, "secret") || !strings.Contains(got, "h2:4222") {
 		t.Errorf("Redact: %q", got)
 	}
+}
+
+// FuzzRedact: Redact never panics, keeps the list's length, and replaces
+// the password of every URL that has one.
+func FuzzRedact(f *testing.F) {
+	for _, s := range []string{"nats://u:p@h:4222", "nats://h1:4222, tls://u:secret@h2:4222", "", ",", "nats://u@h", "%zz", "nats://:@h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, list string) {
+		got := Redact(list)
+		parts, gotParts := strings.Split(list, ","), strings.Split(got, ",")
+		if len(parts) != len(gotParts) {
+			t.Fatalf("Redact(%q) = %q: %d items, want %d", list, got, len(gotParts), len(parts))
+		}
+		for i, p := range parts {
+			u, err := url.Parse(strings.TrimSpace(p))
+			if err != nil || u.User == nil {
+				continue
+			}
+			if pw, ok := u.User.Password(); ok && pw != "" && !strings.Contains(gotParts[i], "xxxxx") {
+				t.Errorf("Redact(%q): item %q keeps its password", list, gotParts[i])
+			}
+		}
+	})
 }
