@@ -77,11 +77,22 @@ func main() {
 			if err != nil {
 				log.Fatalf("round %d, sync_interval %s: %v", r, s, err)
 			}
-			fmt.Printf("round %d  %-8s %s\n", r, s, res)
+			fmt.Printf("round %d  %-8s %s  load %s\n", r, s, res, loadAverage())
 			results[s] = append(results[s], res)
 		}
 	}
 	fmt.Printf("\nmedian over %d rounds (R3, 3 nodes, loopback):\n", *rounds)
+	var ratios []string
+	for _, s := range names[1:] {
+		// Phases of one round ran back to back: their ratio suffers less
+		// from load that changes between rounds than the medians do.
+		var rs []result
+		for i, r := range results[s] {
+			rs = append(rs, result{rate: r.rate / results[names[0]][i].rate})
+		}
+		ratios = append(ratios, fmt.Sprintf("%s %.2fx", s, median(rs, func(r result) float64 { return r.rate })))
+	}
+	fmt.Printf("median of per-round throughput ratios to %s: %s\n", names[0], strings.Join(ratios, ", "))
 	fmt.Printf("| sync_interval | publish msg/s (async, window %d) | ack p50 / p99 under load | one publish at a time: p50 / p99 | vs default |\n|---|---|---|---|---|\n", *window)
 	def := median(results[names[0]], func(r result) float64 { return r.rate })
 	for _, s := range names {
@@ -322,6 +333,15 @@ func measure(dir, setting string, duration time.Duration, maxMsgs, window int, l
 		return result{}, fmt.Errorf("stream holds %d messages, %d were acknowledged", got, res.acked+res.oneCount)
 	}
 	return res, nil
+}
+
+// loadAverage is the 1-minute load average, to judge how much else ran.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Fields(string(b))[0]
 }
 
 func percentile(v []float64, p float64) float64 {
