@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,52 +42,8 @@ func TestMetricsServed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs cmd/ingest")
 	}
-	bin := buildBinary(t, "cmd/ingest")
-	natsPort, httpPort := freePort(t), freePort(t)
-	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	cmd := exec.Command(bin, "--data", t.TempDir(), "--http", fmt.Sprintf("127.0.0.1:%d", httpPort),
-		"--nats-listen", fmt.Sprintf("127.0.0.1:%d", natsPort))
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	var log strings.Builder
-	cmd.Stdout, cmd.Stderr = io.Discard, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	}()
-	client := &http.Client{Timeout: 5 * time.Second}
-	defer client.CloseIdleConnections()
-	get := func(path string) (int, string) {
-		resp, err := client.Get(base + path)
-		if err != nil {
-			return 0, err.Error()
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if code, _ := get("/readyz"); code == 200 {
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("ingest exited: %v\n%s", err, log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ingest not ready within 60s\n%s", log.String())
-		}
-	}
+	natsPort := freePort(t)
+	get := startIngest(t, nil, "--nats-listen", fmt.Sprintf("127.0.0.1:%d", natsPort))
 
 	nc, err := nats.Connect(fmt.Sprintf("nats://127.0.0.1:%d", natsPort))
 	if err != nil {
@@ -110,7 +68,7 @@ func TestMetricsServed(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the event never showed up\n%s", log.String())
+			t.Fatal("the event never showed up")
 		}
 	}
 	get("/v1/counts?type=click")
@@ -297,5 +255,151 @@ func TestDeployClusterWorks(t *testing.T) {
 
 	if _, err := natsconn.Connect(ctx, natsconn.Options{URL: url, User: "eventide", Password: "wrong"}); !errors.Is(err, natsconn.ErrRefused) {
 		t.Errorf("wrong password: %v, want ErrRefused", err)
+	}
+}
+
+// startIngest runs the cmd/ingest binary with a temporary data directory,
+// a free HTTP port, args and env (nothing else from the test's
+// environment), waits until /readyz answers 200 and stops it (SIGINT)
+// when the test ends. It returns a GET on its HTTP API.
+func startIngest(t *testing.T, env []string, args ...string) (get func(path string) (int, string)) {
+	t.Helper()
+	bin := buildBinary(t, "cmd/ingest")
+	httpPort := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	cmd := exec.Command(bin, append([]string{"--data", t.TempDir(), "--http", fmt.Sprintf("127.0.0.1:%d", httpPort)}, args...)...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = io.Discard, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	client := &http.Client{Timeout: 5 * time.Second}
+	t.Cleanup(func() {
+		client.CloseIdleConnections()
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("ingest log:\n%s", log.String())
+		}
+	})
+	get = func(path string) (int, string) {
+		resp, err := client.Get(base + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if code, _ := get("/readyz"); code == 200 {
+			return get
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("ingest exited: %v\n%s", err, log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			_, body := get("/readyz")
+			t.Fatalf("ingest not ready within 60s: %s\n%s", body, log.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the child's writes and the test's
+// reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestIngestOnDeployCluster runs cmd/ingest as a storage node on the
+// deploy/nats cluster the way compose.yaml does: all three URLs, the
+// eventide user with its password from the environment, R3 streams. A
+// producer (the producer user) publishes; the event is stored and served,
+// an invalid one is dead-lettered, and the streams have three replicas.
+func TestIngestOnDeployCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster and cmd/ingest")
+	}
+	servers := startDeployCluster(t)
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, s.ClientURL())
+	}
+	url := strings.Join(urls, ",")
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	// Wait for the cluster's meta leader, as a deployment waits for the
+	// NATS StatefulSet: the storage node's first act is creating streams.
+	nc, err := natsconn.Connect(ctx, natsconn.Options{URL: url, User: "eventide", Password: os.Getenv("EVENTIDE_NATS_PASSWORD")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	for {
+		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := js.AccountInfo(actx)
+		acancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the cluster has no JetStream meta leader: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	get := startIngest(t, []string{"EVENTIDE_NATS_USER=eventide", "EVENTIDE_NATS_PASSWORD=" + os.Getenv("EVENTIDE_NATS_PASSWORD")},
+		"--nats-url", url, "--replicas", "3")
+
+	pc, err := natsconn.Connect(ctx, natsconn.Options{URL: url, User: "producer", Password: os.Getenv("PRODUCER_NATS_PASSWORD")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	pjs, _ := jetstream.New(pc)
+	for _, body := range []string{fmt.Sprintf(`{"time":%d,"user":"on-cluster"}`, time.Now().UnixMilli()), `{"time":`} {
+		if _, err := pjs.Publish(ctx, "events.click", []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, events := get("/v1/events?type=click")
+		_, dlq := get("/v1/dlq")
+		if strings.Contains(events, `"on-cluster"`) && strings.Contains(dlq, "click") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s: events %s\ndlq %s", events, dlq)
+		}
+	}
+	for _, name := range []string{"EVENTS", "EVENTS_DLQ"} {
+		st, err := js.Stream(ctx, name)
+		if err != nil || st.CachedInfo().Config.Replicas != 3 {
+			t.Errorf("stream %s: %v; want 3 replicas", name, err)
+		}
 	}
 }
