@@ -75,6 +75,9 @@ func main() {
 		for _, s := range names {
 			res, err := measure(filepath.Join(base, fmt.Sprintf("r%d-%s", r, s)), s, *duration, *maxMsgs, *window, *latencyFor, *size)
 			if err != nil {
+				if *dir == "" {
+					os.RemoveAll(base) // log.Fatal skips the deferred removal
+				}
 				log.Fatalf("round %d, sync_interval %s: %v", r, s, err)
 			}
 			fmt.Printf("round %d  %-8s %s  load %s\n", r, s, res, loadAverage())
