@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +128,11 @@ func TestNATSSecurityNeedsURL(t *testing.T) {
 	_, err := parseConfig([]string{"--nats-url", "nats://h:4222", "--nats-token", "t", "--nats-user", "u", "--nats-password", "p"}, envFrom(nil), io.Discard)
 	if exitCode(err) != 2 {
 		t.Errorf("two auth methods: %v, want exit code 2", err)
+	}
+	empty := filepath.Join(t.TempDir(), "password")
+	os.WriteFile(empty, nil, 0o600)
+	_, err = parseConfig([]string{"--nats-url", "nats://h:4222", "--nats-user", "u"}, envFrom(map[string]string{"EVENTIDE_NATS_PASSWORD_FILE": empty}), io.Discard)
+	if exitCode(err) != 2 || err == nil || !strings.Contains(err.Error(), "--nats-password-file") {
+		t.Errorf("empty password file: %v (exit code %d), want exit code 2 naming the flag", err, exitCode(err))
 	}
 }

@@ -12,7 +12,9 @@
 //
 //	--nats-user            user name (with --nats-password)
 //	--nats-password        password; secret (see SecretFlags)
+//	--nats-password-file   file holding the password (instead of --nats-password)
 //	--nats-token           authentication token; secret
+//	--nats-token-file      file holding the token (instead of --nats-token)
 //	--nats-nkey            file holding an nkey seed (SU...)
 //	--nats-creds           credentials file (user JWT and nkey seed), decentralized auth
 //	--nats-tls-ca          PEM file of the CA(s) that signed the server certificate
@@ -66,7 +68,9 @@ type Options struct {
 	URL string
 
 	User, Password string
+	PasswordFile   string // read by Connect; excludes Password
 	Token          string
+	TokenFile      string // read by Connect; excludes Token
 	NKeySeedFile   string
 	CredsFile      string
 
@@ -91,7 +95,9 @@ var ErrRefused = errors.New("NATS server refused the credentials")
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.User, "nats-user", o.User, "NATS user `name` (with --nats-password)")
 	fs.StringVar(&o.Password, "nats-password", o.Password, "NATS `password` of --nats-user; prefer the environment variable: a flag shows in ps")
+	fs.StringVar(&o.PasswordFile, "nats-password-file", o.PasswordFile, "`file` holding the password of --nats-user (surrounding whitespace dropped); excludes --nats-password")
 	fs.StringVar(&o.Token, "nats-token", o.Token, "NATS authentication `token`; prefer the environment variable: a flag shows in ps")
+	fs.StringVar(&o.TokenFile, "nats-token-file", o.TokenFile, "`file` holding the NATS token (surrounding whitespace dropped); excludes --nats-token")
 	fs.StringVar(&o.NKeySeedFile, "nats-nkey", o.NKeySeedFile, "`file` holding the NATS nkey seed (SU...) to authenticate with")
 	fs.StringVar(&o.CredsFile, "nats-creds", o.CredsFile, "NATS credentials `file` (user JWT and nkey seed, decentralized auth)")
 	fs.StringVar(&o.TLSCAFile, "nats-tls-ca", o.TLSCAFile, "PEM `file` of the CA(s) to verify the NATS server certificate with; any --nats-tls-* flag requires TLS")
@@ -101,7 +107,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 }
 
 // FlagNames lists the flags RegisterFlags defines, in its order.
-var FlagNames = []string{"nats-user", "nats-password", "nats-token", "nats-nkey", "nats-creds",
+var FlagNames = []string{"nats-user", "nats-password", "nats-password-file", "nats-token", "nats-token-file", "nats-nkey", "nats-creds",
 	"nats-tls-ca", "nats-tls-cert", "nats-tls-key", "nats-tls-server-name"}
 
 // Secured reports whether any authentication or TLS option is set.
@@ -114,10 +120,10 @@ func (o Options) tlsWanted() bool {
 // authMethods names the authentication methods set, by their flags.
 func (o Options) authMethods() []string {
 	var m []string
-	if o.User != "" || o.Password != "" {
+	if o.User != "" || o.Password != "" || o.PasswordFile != "" {
 		m = append(m, "--nats-user/--nats-password")
 	}
-	if o.Token != "" {
+	if o.Token != "" || o.TokenFile != "" {
 		m = append(m, "--nats-token")
 	}
 	if o.NKeySeedFile != "" {
@@ -136,10 +142,14 @@ func (o Options) Check() error {
 		return fmt.Errorf("%s are all set: give one NATS authentication method", strings.Join(m, ", "))
 	}
 	switch {
-	case o.User != "" && o.Password == "":
-		return errors.New("--nats-user is set without --nats-password")
-	case o.Password != "" && o.User == "":
-		return errors.New("--nats-password is set without --nats-user")
+	case o.Password != "" && o.PasswordFile != "":
+		return errors.New("--nats-password and --nats-password-file are both set: give one")
+	case o.Token != "" && o.TokenFile != "":
+		return errors.New("--nats-token and --nats-token-file are both set: give one")
+	case o.User != "" && o.Password == "" && o.PasswordFile == "":
+		return errors.New("--nats-user is set without --nats-password or --nats-password-file")
+	case (o.Password != "" || o.PasswordFile != "") && o.User == "":
+		return errors.New("a NATS password is set without --nats-user")
 	case (o.TLSCertFile == "") != (o.TLSKeyFile == ""):
 		return errors.New("--nats-tls-cert and --nats-tls-key go together: give both for mutual TLS, or neither")
 	}
@@ -149,6 +159,9 @@ func (o Options) Check() error {
 				return fmt.Errorf("--nats-url: %q is not a URL: %w", Redact(u), err)
 			}
 		}
+	}
+	if _, err := o.withSecretFiles(); err != nil {
+		return err
 	}
 	for _, f := range []struct{ flag, path string }{
 		{"--nats-nkey", o.NKeySeedFile}, {"--nats-creds", o.CredsFile},
@@ -165,6 +178,26 @@ func (o Options) Check() error {
 		return err
 	}
 	return nil
+}
+
+// withSecretFiles returns o with Password and Token read from their files.
+func (o Options) withSecretFiles() (Options, error) {
+	for _, f := range []struct {
+		flag, path string
+		dst        *string
+	}{{"--nats-password-file", o.PasswordFile, &o.Password}, {"--nats-token-file", o.TokenFile, &o.Token}} {
+		if f.path == "" {
+			continue
+		}
+		b, err := os.ReadFile(f.path)
+		if err != nil {
+			return o, fmt.Errorf("%s: cannot read %s: %w", f.flag, f.path, err)
+		}
+		if *f.dst = strings.TrimSpace(string(b)); *f.dst == "" {
+			return o, fmt.Errorf("%s %s is empty", f.flag, f.path)
+		}
+	}
+	return o, nil
 }
 
 // tlsConfig builds the client TLS configuration, nil when no TLS flag is
@@ -236,6 +269,10 @@ func Connect(ctx context.Context, o Options, extra ...nats.Option) (*nats.Conn, 
 		return nil, errors.New("cannot connect to NATS: no URL (--nats-url)")
 	}
 	if err := o.Check(); err != nil {
+		return nil, err
+	}
+	o, err := o.withSecretFiles()
+	if err != nil {
 		return nil, err
 	}
 	opts, err := o.natsOptions()

@@ -72,6 +72,27 @@ func TestConnectUserPassword(t *testing.T) {
 	}
 }
 
+// TestConnectSecretFiles: the password and the token can come from files
+// (a mounted secret), surrounding whitespace dropped.
+func TestConnectSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	pw, tok := filepath.Join(dir, "password"), filepath.Join(dir, "token")
+	os.WriteFile(pw, []byte("s3cret\n"), 0o600)
+	os.WriteFile(tok, []byte("  t0ken\n"), 0o600)
+	ns := natstest.Start(t, func(o *natsserver.Options) { o.Username, o.Password = "eventide", "s3cret" })
+	nc, err := Connect(t.Context(), Options{URL: ns.ClientURL(), User: "eventide", PasswordFile: pw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	ns = natstest.Start(t, func(o *natsserver.Options) { o.Authorization = "t0ken" })
+	nc, err = Connect(t.Context(), Options{URL: ns.ClientURL(), TokenFile: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+}
+
 func TestConnectToken(t *testing.T) {
 	ns := natstest.Start(t, func(o *natsserver.Options) { o.Authorization = "t0ken" })
 	nc, err := Connect(t.Context(), Options{URL: ns.ClientURL(), Token: "t0ken"})
@@ -242,6 +263,8 @@ func TestCheck(t *testing.T) {
 	notPEM := filepath.Join(dir, "ca.pem")
 	os.WriteFile(notPEM, []byte("hello"), 0o600)
 	missing := filepath.Join(dir, "missing")
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, []byte(" \n"), 0o600)
 	tests := []struct {
 		o    Options
 		want string // in the error; "" for none
@@ -249,7 +272,13 @@ func TestCheck(t *testing.T) {
 		{Options{}, ""},
 		{Options{User: "u", Password: "p"}, ""},
 		{Options{User: "u"}, "--nats-user is set without --nats-password"},
-		{Options{Password: "p"}, "--nats-password is set without --nats-user"},
+		{Options{Password: "p"}, "a NATS password is set without --nats-user"},
+		{Options{PasswordFile: notPEM}, "a NATS password is set without --nats-user"},
+		{Options{User: "u", Password: "p", PasswordFile: notPEM}, "--nats-password and --nats-password-file are both set"},
+		{Options{Token: "t", TokenFile: notPEM}, "--nats-token and --nats-token-file are both set"},
+		{Options{User: "u", PasswordFile: missing}, "--nats-password-file: cannot read"},
+		{Options{TokenFile: empty}, "--nats-token-file " + empty + " is empty"},
+		{Options{TokenFile: notPEM, NKeySeedFile: notPEM}, "--nats-token, --nats-nkey are all set"},
 		{Options{User: "u", Password: "p", Token: "t"}, "give one NATS authentication method"},
 		{Options{Token: "t", NKeySeedFile: notPEM}, "--nats-token, --nats-nkey are all set"},
 		{Options{CredsFile: missing}, "--nats-creds: cannot read " + missing},
