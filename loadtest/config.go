@@ -8,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/eventide/eventide/internal/natsconn"
 	"github.com/eventide/eventide/loadtest/internal/report"
 	"github.com/eventide/eventide/loadtest/internal/workload"
 )
@@ -54,11 +56,14 @@ var queryKindNames = map[string]string{
 
 type config struct {
 	NATSURL, HTTPURL string
-	NATSCreds        string
-	HTTPAuth         string // reserved
-	Spawn            bool
-	SpawnArgs        string
-	Stream, DLQ      string
+	// NATS holds the authentication and TLS of the connection to
+	// NATSURL (its URL is set at connect time: NATSURL, or the spawned
+	// server's).
+	NATS        natsconn.Options
+	HTTPAuth    string // reserved
+	Spawn       bool
+	SpawnArgs   string
+	Stream, DLQ string
 
 	Workloads map[string]bool
 	Duration  time.Duration
@@ -110,7 +115,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS URL of the Eventide under test (ignored with --spawn)")
 	fs.StringVar(&c.HTTPURL, "http-url", "http://127.0.0.1:8080", "HTTP API URL of the Eventide under test (ignored with --spawn)")
-	fs.StringVar(&c.NATSCreds, "nats-creds", "", "NATS credentials file (.creds) to connect with")
+	c.NATS.RegisterFlags(fs) // --nats-user, --nats-creds, --nats-tls-ca, ...
 	fs.StringVar(&c.HTTPAuth, "http-auth", "", "reserved: HTTP authentication (the API has none yet)")
 	fs.BoolVar(&c.Spawn, "spawn", false, "build cmd/ingest into a temporary directory and run it with a temporary data directory on free loopback ports; record its RSS and CPU")
 	fs.StringVar(&c.SpawnArgs, "spawn-args", "", "extra flags for the spawned server, space-separated, e.g. '--wal-sync periodic'")
@@ -298,11 +303,20 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		errs = append(errs, fmt.Errorf("--slo: %w", err))
 	}
 	c.Objectives = objs
+	if err := c.NATS.Check(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	c.Flags = map[string]string{}
-	fs.VisitAll(func(f *flag.Flag) { c.Flags[f.Name] = f.Value.String() })
+	fs.VisitAll(func(f *flag.Flag) {
+		v := f.Value.String()
+		if slices.Contains(natsconn.SecretFlags, f.Name) && v != "" {
+			v = "REDACTED" // the report is shared; the password is not
+		}
+		c.Flags[f.Name] = v
+	})
 	c.Flags["seed"] = fmt.Sprint(c.Seed)
 	return c, nil
 }

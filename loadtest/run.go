@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eventide/eventide/internal/natsconn"
 	"github.com/eventide/eventide/loadtest/internal/arrival"
 	"github.com/eventide/eventide/loadtest/internal/hist"
 	"github.com/eventide/eventide/loadtest/internal/report"
@@ -468,13 +469,11 @@ func spawn(ctx context.Context, cfg *config, stderr io.Writer) (*target.Server, 
 // event stream exists and the API is ready: an unreachable or wrong
 // server is a configuration error, found before any load.
 func connect(ctx context.Context, cfg *config) (*nats.Conn, jetstream.JetStream, *apiClient, error) {
-	opts := []nats.Option{nats.Name("eventide-loadtest " + cfg.Run), nats.Timeout(5 * time.Second), nats.MaxReconnects(-1)}
-	if cfg.NATSCreds != "" {
-		opts = append(opts, nats.UserCredentials(cfg.NATSCreds))
-	}
-	nc, err := nats.Connect(cfg.NATSURL, opts...)
+	nopts := cfg.NATS
+	nopts.URL = cfg.NATSURL
+	nc, err := natsconn.Connect(ctx, nopts, nats.Name("eventide-loadtest "+cfg.Run), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
 	if err != nil {
-		return nil, nil, nil, configError{fmt.Errorf("cannot connect to NATS at %s (--nats-url): %w", cfg.NATSURL, err)}
+		return nil, nil, nil, configError{fmt.Errorf("%w (--nats-url)", err)}
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

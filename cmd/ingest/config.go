@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/cmd/internal/httpflags"
 	"github.com/eventide/eventide/fanout"
+	"github.com/eventide/eventide/internal/natsconn"
 	"github.com/eventide/eventide/internal/queryrpc"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
@@ -29,11 +29,14 @@ const envPrefix = "EVENTIDE_"
 
 // config is the effective configuration of one ingest process.
 type config struct {
-	DataDir         string
-	HTTPAddr        string
-	AdminAddr       string
-	NATSURL         string
-	NATSListen      string
+	DataDir    string
+	HTTPAddr   string
+	AdminAddr  string
+	NATSURL    string
+	NATSListen string
+	// NATS is how to connect to --nats-url: its URL (NATSURL) and the
+	// authentication and TLS flags natsconn defines.
+	NATS            natsconn.Options
 	Types           *schema.EventTypes
 	WALSync         storage.WALSyncMode
 	LogLevel        slog.Level
@@ -73,7 +76,7 @@ func (s shardConfig) sharded() bool { return len(s.Own) < s.Shards }
 const DefaultNodeID = "local"
 
 // secretFlags hold secrets: the log line shows them as REDACTED.
-var secretFlags = []string{httpflags.SecretFlag}
+var secretFlags = append([]string{httpflags.SecretFlag}, natsconn.SecretFlags...)
 
 // fanoutConfig is what the flags set of the fan-out worker.
 type fanoutConfig struct {
@@ -138,6 +141,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"`URL` of an external NATS server with JetStream (comma-separated for a cluster); empty: run an embedded one")
 	fs.Var(addrValue{&c.NATSListen, false}, "nats-listen",
 		"`host:port` where the embedded NATS server listens for clients (port 0: any free port)")
+	c.NATS.RegisterFlags(fs)
 	types := &typesValue{types: &schema.EventTypes{Types: map[string]schema.TypeSettings{}}}
 	fs.Var(types, "types",
 		"per event type `settings`: type[:ttl=DURATION][:sub=N],... where type * sets the default, e.g. *:ttl=168h,click:ttl=24h:sub=4")
@@ -223,6 +227,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		return nil, usageError{errors.Join(errs...)}
 	}
 
+	c.NATS.URL = c.NATSURL
 	c.Types = types.types
 	c.WALSync = storage.WALSync
 	if walSync.value == "periodic" {
@@ -299,6 +304,16 @@ func (c *config) check() error {
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("--shutdown-timeout %s: want a positive duration", c.ShutdownTimeout)
 	}
+	if c.NATSURL == "" && c.NATS.Secured() {
+		for _, name := range natsconn.FlagNames {
+			if c.explicit[name] {
+				return fmt.Errorf("--%s is set without --nats-url: NATS authentication and TLS apply to an external server; the embedded one takes only this process's in-process connection", name)
+			}
+		}
+	}
+	if err := c.NATS.Check(); err != nil {
+		return err
+	}
 	// The writer refuses these too, but only after NATS and storage have
 	// started, with exit code 1 and without naming the flags.
 	allow := c.Writer.AllowTypes
@@ -329,7 +344,7 @@ func (c *config) logAttrs() []any {
 	c.fs.VisitAll(func(f *flag.Flag) {
 		v := f.Value.String()
 		if f.Name == "nats-url" {
-			v = redactURLs(v)
+			v = natsconn.Redact(v)
 		}
 		if slices.Contains(secretFlags, f.Name) && v != "" {
 			v = "REDACTED"
@@ -337,16 +352,6 @@ func (c *config) logAttrs() []any {
 		attrs = append(attrs, slog.String(f.Name, v))
 	})
 	return attrs
-}
-
-func redactURLs(list string) string {
-	parts := strings.Split(list, ",")
-	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
-			parts[i] = u.Redacted()
-		}
-	}
-	return strings.Join(parts, ",")
 }
 
 func printUsage(fs *flag.FlagSet) {

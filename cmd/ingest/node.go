@@ -23,6 +23,7 @@ import (
 	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/cmd/internal/httpapi"
 	"github.com/eventide/eventide/fanout"
+	"github.com/eventide/eventide/internal/natsconn"
 	"github.com/eventide/eventide/internal/natsembed"
 	"github.com/eventide/eventide/internal/queryrpc"
 	"github.com/eventide/eventide/reader"
@@ -112,7 +113,7 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	}
 	// NATS before storage: the embedded server's port is checked at once,
 	// while opening storage may replay a long WAL.
-	if err := n.connectNATS(); err != nil {
+	if err := n.connectNATS(ctx); err != nil {
 		return n, err
 	}
 
@@ -121,6 +122,9 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		return n, err
 	}
 	if err := registerNATSMetrics(reg, n.nc); err != nil {
+		return n, err
+	}
+	if err := registerOpsMetrics(reg, n.health, cfg.DataDir); err != nil {
 		return n, err
 	}
 	if n.ns != nil {
@@ -399,8 +403,9 @@ func errOrUnexpected(err error) error {
 	return err
 }
 
-// connectNATS starts the embedded server (unless --nats-url) and connects.
-func (n *node) connectNATS() error {
+// connectNATS starts the embedded server (unless --nats-url) and connects;
+// to --nats-url, with the authentication and TLS of natsconn's flags.
+func (n *node) connectNATS(ctx context.Context) error {
 	cfg, logger := n.cfg, n.logger
 	opts := []nats.Option{
 		nats.Name("eventide-ingest"),
@@ -423,10 +428,10 @@ func (n *node) connectNATS() error {
 		}),
 	}
 	if cfg.NATSURL != "" {
-		n.setStep("connecting to NATS", "url", redactURLs(cfg.NATSURL))
-		nc, err := nats.Connect(cfg.NATSURL, opts...)
+		n.setStep("connecting to NATS", "url", natsconn.Redact(cfg.NATSURL))
+		nc, err := natsconn.Connect(ctx, cfg.NATS, opts...)
 		if err != nil {
-			return fmt.Errorf("cannot connect to NATS at %s (--nats-url): %w", redactURLs(cfg.NATSURL), err)
+			return fmt.Errorf("%w (--nats-url)", err) // natsconn names the URL, redacted
 		}
 		n.nc = nc
 		return nil
@@ -451,7 +456,7 @@ func (n *node) natsURL() string {
 	if n.ns != nil {
 		return n.ns.ClientURL()
 	}
-	return redactURLs(n.cfg.NATSURL)
+	return natsconn.Redact(n.cfg.NATSURL)
 }
 
 func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {

@@ -99,3 +99,17 @@ func TestStoreCollector(t *testing.T) {
 		t.Fatalf("dirBytes: %d, %v", want, err)
 	}
 }
+
+// TestSyncInterval: the embedded server runs with the interval the README
+// and deploy/README.md document, not "always".
+func TestSyncInterval(t *testing.T) {
+	ns, err := Start(Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer Stop(ns)
+	jsc := ns.JetStreamConfig()
+	if jsc == nil || jsc.SyncInterval != SyncInterval || jsc.SyncAlways {
+		t.Fatalf("JetStream config %+v, want sync interval %s and not always", jsc, SyncInterval)
+	}
+}
