@@ -8,6 +8,7 @@ require (
 	github.com/cockroachdb/pebble/v2 v2.1.7
 	github.com/eventide/eventide v0.0.0-00010101000000-000000000000
 	github.com/google/uuid v1.6.0
+	github.com/syndtr/goleveldb v1.0.0
 )
 
 require (
