@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/eventide/eventide/storage/internal/memtable"
 	"github.com/eventide/eventide/storage/internal/sstable"
 	"github.com/eventide/eventide/storage/internal/wal"
+	"github.com/eventide/eventide/storage/vfs"
 )
 
 // DB is an open store. All methods are safe for concurrent use.
@@ -89,7 +91,7 @@ var ErrUnknownTable = errors.New("eventide/storage: unknown table")
 func Open(dir string, opts Options) (*DB, error) {
 	opts.fillDefaults()
 	fsys := opts.FS
-	if err := fsys.MkdirAll(filepath.Join(dir, walDirName), 0o755); err != nil {
+	if err := mkdirAllDurable(fsys, filepath.Join(dir, walDirName)); err != nil {
 		return nil, fmt.Errorf("cannot create data directory %s: %w", dir, err)
 	}
 	lock, err := fsys.Lock(filepath.Join(dir, lockFileName))
@@ -129,6 +131,35 @@ func Open(dir string, opts Options) (*DB, error) {
 	go db.compactionLoop()
 	db.maybeScheduleCompaction()
 	return db, nil
+}
+
+// mkdirAllDurable creates dir and its missing parents and syncs the
+// parent of each one it created, so that a power loss after the first
+// acknowledged write cannot take the new store's directories (and every
+// file in them) away: a created directory is an entry of its parent, as
+// durable as any other only after its parent is synced.
+func mkdirAllDurable(fsys vfs.FS, dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fsys.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, iofs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := fsys.SyncDir(filepath.Dir(missing[i])); err != nil {
+			return fmt.Errorf("cannot sync directory %s after creating %s: %w", filepath.Dir(missing[i]), missing[i], err)
+		}
+	}
+	return nil
 }
 
 func (db *DB) recover() error {

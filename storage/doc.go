@@ -47,5 +47,6 @@
 // compaction_picker.go (STCS and TWCS), metrics.go, check.go,
 // filenames.go; internal/base (cells, reconciliation), internal/memtable,
 // internal/wal and internal/sstable (on-disk formats, see FORMAT.md);
-// vfs (the filesystem interface).
+// vfs (the filesystem interface, and MemFS, a filesystem that can crash
+// below the page cache, for tests).
 package storage
