@@ -67,6 +67,9 @@ type Options struct {
 	StallSSTablesPerTable int
 	// BlockCacheSize bounds the cache of decompressed SSTable blocks.
 	BlockCacheSize int64
+	// BlockSize is the target uncompressed size of an SSTable data block;
+	// 0 means the SSTable writer's default (32 KiB).
+	BlockSize int
 	// CompactionConcurrency bounds how many compactions run at once.
 	CompactionConcurrency int
 	// DisableAutoCompaction stops compactions from starting by themselves;
