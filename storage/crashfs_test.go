@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"testing"
 
@@ -26,7 +27,7 @@ func TestCrashBelowPageCacheNewStore(t *testing.T) {
 		}
 		var b Batch
 		b.Put("t", []byte("p"), []byte("c"), []byte("x"), []byte("acknowledged"), 1)
-		if err := db.Apply(&b); err != nil {
+		if err := db.Apply(context.Background(), &b); err != nil {
 			t.Fatal(err)
 		}
 		crashed := m.CrashClone(nil)

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -423,12 +424,16 @@ func (db *DB) lookupTableLocked(name string) (*tableState, error) {
 func (db *DB) NowMicros() int64 { return db.opts.Clock.Now().UnixMicro() }
 
 // Apply writes the batch atomically and durably (per the WAL sync mode).
-// It stalls while flushes or compactions are too far behind.
-func (db *DB) Apply(b *Batch) error {
+// It stalls while flushes or compactions are too far behind; ctx bounds
+// that wait: when ctx is done before the batch reaches the WAL (a stalled
+// Apply returns as soon as it is), Apply writes nothing and returns an
+// error wrapping ctx.Err(). A batch that reached the WAL is not
+// interrupted (its write and fsync take no longer than any other).
+func (db *DB) Apply(ctx context.Context, b *Batch) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	if err := db.waitForRoom(); err != nil {
+	if err := db.waitForRoom(ctx); err != nil {
 		return err
 	}
 	now := db.opts.Clock.Now()
@@ -498,14 +503,27 @@ func (db *DB) applyToMemtable(mem *memtable.Memtable, m *mutation) {
 
 // waitForRoom stalls a writer while too many memtables wait for a flush
 // or a table has too many SSTables, so memory and read amplification stay
-// bounded; the stall is counted and timed in the metrics.
-func (db *DB) waitForRoom() error {
+// bounded; the stall is counted and timed in the metrics. It gives up
+// when ctx is done.
+func (db *DB) waitForRoom(ctx context.Context) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	var stalledAt time.Time
+	var stopWake func() bool
+	defer func() {
+		if stopWake != nil {
+			stopWake()
+		}
+	}()
 	for {
 		if db.closed {
 			return ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			if !stalledAt.IsZero() {
+				db.metrics.stallEnded(time.Since(stalledAt))
+			}
+			return fmt.Errorf("cannot write: gave up waiting for room (%s): %w", db.stallReasonLocked(), err)
 		}
 		if db.bgErr != nil {
 			return fmt.Errorf("cannot write: storage failed earlier: %w", db.bgErr)
@@ -526,6 +544,12 @@ func (db *DB) waitForRoom() error {
 			stalledAt = time.Now()
 			db.metrics.stallStarted(reason)
 			db.log.Debug("write stall", "reason", reason)
+			// The wait is on a sync.Cond: wake it when ctx is done.
+			stopWake = context.AfterFunc(ctx, func() {
+				db.mu.Lock()
+				db.cond.Broadcast()
+				db.mu.Unlock()
+			})
 		}
 		db.cond.Wait()
 	}

@@ -9,7 +9,8 @@
 //	                                   compression, counters
 //	Batch                              Put, PutTTL, DeleteCell, DeleteRow, DeleteRange,
 //	                                   DeletePartition, AddCounter across tables
-//	DB.Apply(*Batch)                   atomic and durable (WAL group commit)
+//	DB.Apply(ctx, *Batch)              atomic and durable (WAL group commit); a
+//	                                   stall waits at most until ctx is done
 //	DB.Slice(ctx, SliceQuery) Rows     bounded, forward or reverse, limit, tombstone cap,
 //	                                   ReadStats trace; stops when ctx is done
 //	DB.Flush, DB.Compact, DB.CompactAll

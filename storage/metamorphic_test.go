@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/binary"
 	"flag"
 	"fmt"
@@ -204,7 +205,7 @@ func runMeta(t *testing.T, seed uint64, cfg metaConfig, ops []metaOp) []string {
 			out = append(out, fmt.Sprintf("op %d %s:\n%s", i, o, rowsString(rows)))
 		}
 		if b.Len() > 0 {
-			err = db.Apply(&b)
+			err = db.Apply(context.Background(), &b)
 		}
 		if err != nil {
 			t.Fatalf("seed %d, config %s: op %d %s: %v", seed, cfg.name, i, o, err)

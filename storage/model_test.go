@@ -511,7 +511,7 @@ func runModel(t *testing.T, seed uint64, ops int, crashes bool) {
 			}
 		}
 		if b.Len() > 0 {
-			if err := db.Apply(&b); err != nil {
+			if err := db.Apply(context.Background(), &b); err != nil {
 				t.Fatalf("seed %d: apply: %v", seed, err)
 			}
 			for _, mu := range b.mutations {

@@ -69,7 +69,7 @@ func (e *eventideEngine) ingest(evs []event, ttls []int32) error {
 			e.batch.Put(eventsTable, []byte(ev.partition), clusteringDesc(ev.id), dataColumn, ev.value, ts)
 		}
 	}
-	return e.db.Apply(&e.batch)
+	return e.db.Apply(context.Background(), &e.batch)
 }
 
 // expire does nothing: the expiry phase's TTLs expire the events.
@@ -83,7 +83,7 @@ func (e *eventideEngine) deleteEvents(evs []event) error {
 	for i := range evs {
 		e.batch.DeleteCell(eventsTable, []byte(evs[i].partition), clusteringDesc(evs[i].id), dataColumn, now)
 	}
-	return e.db.Apply(&e.batch)
+	return e.db.Apply(context.Background(), &e.batch)
 }
 
 // deleteRows deletes each event's row (DeleteRow) at the engine's "now".
@@ -93,7 +93,7 @@ func (e *eventideEngine) deleteRows(evs []event) error {
 	for i := range evs {
 		e.batch.DeleteRow(eventsTable, []byte(evs[i].partition), clusteringDesc(evs[i].id), now)
 	}
-	return e.db.Apply(&e.batch)
+	return e.db.Apply(context.Background(), &e.batch)
 }
 
 // compactedBytes is the bytes Eventide's compactions have written so far.
