@@ -19,7 +19,8 @@ type compaction struct {
 }
 
 // pickCompactionLocked chooses the most useful compaction of any table,
-// skipping SSTables already being compacted. db.mu is held.
+// skipping SSTables already being compacted; when there is none, an idle
+// rewrite of a closed window (compaction_rewrite.go). db.mu is held.
 func (db *DB) pickCompactionLocked() *compaction {
 	now := db.opts.Clock.Now()
 	ids := make([]uint32, 0, len(db.current.sstables))
@@ -51,7 +52,7 @@ func (db *DB) pickCompactionLocked() *compaction {
 			return &compaction{table: t, inputs: in, reason: "size-tiered"}
 		}
 	}
-	return nil
+	return db.pickIdleRewriteLocked(now.UnixMicro())
 }
 
 // pickExpiredLocked finds SSTables whose every cell and deletion is past

@@ -161,7 +161,9 @@ type TableDef struct {
 	// Compression is "zstd" (default), "s2" or "none". A zstd table's
 	// short-lived SSTables (flushes, compactions inside a time window's
 	// active window) are written with s2, which costs far less CPU; every
-	// other compaction writes zstd (see sstableLife in flush.go).
+	// other compaction writes zstd (see sstableLife in flush.go); a closed
+	// time window left with one S2 SSTable is rewritten as zstd when the
+	// engine is idle (compaction_rewrite.go).
 	Compression string `json:"compression,omitempty"`
 	// Counters makes a counter table: cells are AddCounter deltas.
 	Counters bool `json:"counters,omitempty"`
