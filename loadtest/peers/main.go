@@ -1,20 +1,32 @@
-// Command peers measures Eventide's storage engine against Pebble on the
-// same time-series workload, in one run, so the figures can be quoted as
-// ratios. It lives in its own module so the main module never depends on
-// Pebble.
+// Command peers measures Eventide's storage engine against Pebble and
+// goleveldb on the same time-series workload, in one run, so the figures
+// can be quoted as ratios. It lives in its own module so the main module
+// never depends on its peers.
 //
 // Workload (issue 2): N events over 48 hourly buckets x 20 event types
 // (960 partitions), TimeUUID clustering in roughly time order, ~200-byte
-// JSON values, batches of 1,000 with one sync per batch. Phases:
+// JSON values, batches of 1,000 with one sync per batch. Phases (-phases):
 //
-//  1. ingest: events/s, peak RSS (Eventide runs first, so the peak RSS read
-//     after its ingest is its own).
-//  2. flush + full compaction: on-disk bytes per event.
-//  3. "latest 50" of a random partition: p50/p99 latency.
-//  4. expiry: a second store where the oldest 90% of every partition has
-//     expired by TTL (Pebble: the same keys removed by point deletes),
-//     read every live cell of a random partition before any compaction:
-//     p50/p99 latency.
+//  1. latest: ingest (events/s, peak RSS: process-wide, so the first
+//     engine's own only; run -engines X -phases latest for X's), flush +
+//     full compaction (on-disk bytes per event), then "latest 50" of a
+//     random partition: p50/p99 latency.
+//  2. expiry: a second store where the oldest 90% of every partition has
+//     expired by TTL (the peers: the same keys removed by point deletes),
+//     read every live cell of a random partition before any compaction
+//     (goleveldb cannot turn its compactions off).
+//  3. delete (issue 15): a store per delete kind where, after ingest, the
+//     oldest 90% of every partition is deleted (Eventide: cell deletes in
+//     one store, row deletes in another; the peers: point deletes, one
+//     store serving both comparisons), the clock passes gc_grace so
+//     purging is allowed, memtables are flushed, and writes stop. Every
+//     live cell of random partitions is read after background compaction
+//     alone had -delete-settle (60 s), then after a manual compaction;
+//     on-disk bytes both times. -delete-strategy picks Eventide's
+//     compaction strategy for these stores.
+//
+// Memory: each engine's defaults, or -equal-memory (64 MiB memtable and
+// 256 MiB block cache for every engine), or -memtable / -*-cache.
 //
 // Run from this directory: go run . -events 2000000
 //
