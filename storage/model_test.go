@@ -463,6 +463,18 @@ func runModel(t *testing.T, seed uint64, ops int, crashes bool) {
 		}
 	}
 
+	crashCount := 0
+	// final checks every partition of every table, both directions.
+	final := func(when string) {
+		for _, table := range []string{"events", "plain", "shortgc", "counts"} {
+			for p := 0; p < partitions; p++ {
+				for _, rev := range []bool{false, true} {
+					check(SliceQuery{Table: table, Partition: []byte(fmt.Sprintf("p%d", p)), Reverse: rev}, when)
+				}
+			}
+		}
+	}
+
 	for op := 0; op < ops; {
 		var b Batch
 		n := 1 + rng.IntN(8)
@@ -557,6 +569,7 @@ func runModel(t *testing.T, seed uint64, ops int, crashes bool) {
 			for k := range history {
 				history[k] = append(history[k], fmt.Sprintf("  crash (partial writeback %v)\n", writeback != nil))
 			}
+			crashCount++
 			crashed := memFS.CrashClone(writeback)
 			db.Close() // on the filesystem before the crash: nothing it does reaches crashed
 			memFS = crashed
@@ -565,19 +578,10 @@ func runModel(t *testing.T, seed uint64, ops int, crashes bool) {
 			if err := db.Check(); err != nil {
 				t.Fatalf("seed %d: op %d: check after a crash: %v", seed, op, err)
 			}
+			final(fmt.Sprintf("op %d, after a crash", op))
 		}
 	}
-	// Every partition of every table, both directions, after one more
-	// flush and full compaction too.
-	final := func(when string) {
-		for _, table := range []string{"events", "plain", "shortgc", "counts"} {
-			for p := 0; p < partitions; p++ {
-				for _, rev := range []bool{false, true} {
-					check(SliceQuery{Table: table, Partition: []byte(fmt.Sprintf("p%d", p)), Reverse: rev}, when)
-				}
-			}
-		}
-	}
+	// After one more flush and full compaction too.
 	final("end")
 	if err := db.Flush(); err != nil {
 		t.Fatal(err)
@@ -594,7 +598,7 @@ func runModel(t *testing.T, seed uint64, ops int, crashes bool) {
 	if err := db.Check(); err != nil {
 		t.Fatalf("seed %d: check: %v", seed, err)
 	}
-	t.Logf("seed %d: %d ops\n%s", seed, ops, db.Metrics())
+	t.Logf("seed %d: %d ops, %d crashes\n%s", seed, ops, crashCount, db.Metrics())
 }
 
 func rowsEqual(a, b Row) bool {
