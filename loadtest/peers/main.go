@@ -1,5 +1,5 @@
-// Command peers measures Eventide's storage engine against Pebble and
-// goleveldb on the same time-series workload, in one run, so the figures
+// Command peers measures Eventide's storage engine against Pebble,
+// goleveldb and Badger on the same time-series workload, in one run, so the figures
 // can be quoted as ratios. It lives in its own module so the main module
 // never depends on its peers.
 //
@@ -76,6 +76,7 @@ type config struct {
 type memoryConfig struct {
 	memtableBytes                                             int64
 	eventideCacheBytes, pebbleCacheBytes, goleveldbCacheBytes int64
+	badgerCacheBytes                                          int64
 }
 
 // Equal-memory mode (-equal-memory): every engine gets this memtable and
@@ -124,7 +125,7 @@ func main() {
 	flag.IntVar(&cfg.queries, "queries", 2000, "queries per read phase")
 	flag.StringVar(&cfg.dir, "dir", "", "work directory (default: a new temporary directory, removed after)")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "workload seed")
-	only := flag.String("engines", "eventide,pebble,goleveldb", "engines to run, comma-separated")
+	only := flag.String("engines", "eventide,pebble,goleveldb,badger", "engines to run, comma-separated")
 	phases := flag.String("phases", "latest,expiry,delete", "phases to run, comma-separated (latest includes ingest and its peak RSS)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&cfg.reuse, "reuse", false, "with -dir: reuse the stores an earlier run with the same workload flags left there, and run only the read phases")
@@ -133,16 +134,17 @@ func main() {
 	eventideCacheMiB := flag.Int64("eventide-cache", 0, "Eventide's block cache in MiB (0: storage.DefaultOptions)")
 	pebbleCacheMiB := flag.Int64("pebble-cache", 0, "Pebble's block cache in MiB (0: Pebble's default, 8 MiB)")
 	goleveldbCacheMiB := flag.Int64("goleveldb-cache", 0, "goleveldb's block cache in MiB (0: goleveldb's default, 8 MiB)")
+	badgerCacheMiB := flag.Int64("badger-cache", 0, "Badger's block cache in MiB (0: Badger's default, 256 MiB)")
 	memtableMiB := flag.Int64("memtable", 0, "every engine's memtable in MiB (0: each engine's default)")
 	equalMemory := flag.Bool("equal-memory", false, "give every engine a 64 MiB memtable and a 256 MiB block cache (overrides -memtable and the -*-cache flags)")
 	flag.DurationVar(&cfg.deleteSettle, "delete-settle", 60*time.Second, "delete phase: how long background compaction works after the deletes before the reads")
 	flag.StringVar(&cfg.deleteStrategy, "delete-strategy", "time_window", "delete phase: Eventide's compaction strategy (time_window or size_tiered)")
 	flag.Parse()
 	cfg.mem = memoryConfig{memtableBytes: *memtableMiB << 20, eventideCacheBytes: *eventideCacheMiB << 20,
-		pebbleCacheBytes: *pebbleCacheMiB << 20, goleveldbCacheBytes: *goleveldbCacheMiB << 20}
+		pebbleCacheBytes: *pebbleCacheMiB << 20, goleveldbCacheBytes: *goleveldbCacheMiB << 20, badgerCacheBytes: *badgerCacheMiB << 20}
 	if *equalMemory {
 		cfg.mem = memoryConfig{memtableBytes: equalMemtableBytes, eventideCacheBytes: equalCacheBytes,
-			pebbleCacheBytes: equalCacheBytes, goleveldbCacheBytes: equalCacheBytes}
+			pebbleCacheBytes: equalCacheBytes, goleveldbCacheBytes: equalCacheBytes, badgerCacheBytes: equalCacheBytes}
 	}
 	cfg.phases = map[string]bool{}
 	for _, p := range splitComma(*phases) {
@@ -371,8 +373,10 @@ func openWith(name, dir string, cfg config, clock *benchClock, autoCompact bool,
 		return openPebble(dir, autoCompact, cfg.mem)
 	case "goleveldb":
 		return openGoleveldb(dir, cfg.mem)
+	case "badger":
+		return openBadger(dir, autoCompact, cfg.mem)
 	}
-	return nil, fmt.Errorf("unknown engine %q (use eventide, pebble or goleveldb)", name)
+	return nil, fmt.Errorf("unknown engine %q (use eventide, pebble, goleveldb or badger)", name)
 }
 
 func runEngine(name string, cfg config) (*result, error) {
@@ -672,8 +676,8 @@ func peakRSS() int64 {
 func printResults(cfg config, names []string, rs map[string]*result) {
 	mem := "defaults"
 	if cfg.mem != (memoryConfig{}) {
-		mem = fmt.Sprintf("memtable %d MiB, caches eventide %d / pebble %d / goleveldb %d MiB (0: default)",
-			cfg.mem.memtableBytes>>20, cfg.mem.eventideCacheBytes>>20, cfg.mem.pebbleCacheBytes>>20, cfg.mem.goleveldbCacheBytes>>20)
+		mem = fmt.Sprintf("memtable %d MiB, caches eventide %d / pebble %d / goleveldb %d / badger %d MiB (0: default)",
+			cfg.mem.memtableBytes>>20, cfg.mem.eventideCacheBytes>>20, cfg.mem.pebbleCacheBytes>>20, cfg.mem.goleveldbCacheBytes>>20, cfg.mem.badgerCacheBytes>>20)
 	}
 	fmt.Printf("workload: %d events, %d types x %d hours = %d partitions, batch %d, %d queries/phase, memory: %s, GOMAXPROCS %d, %s\n\n",
 		cfg.events, cfg.types, cfg.hours, cfg.types*cfg.hours, cfg.batch, cfg.queries, mem, runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.RFC3339))

@@ -14,10 +14,10 @@ func TestEnginesAgree(t *testing.T) {
 	}
 	cfg := config{events: 6000, types: 4, hours: 6, batch: 500, queries: 40, seed: 3, dir: t.TempDir(),
 		phases: map[string]bool{"latest": true, "expiry": true, "delete": true}, deleteStrategy: "time_window"}
-	for _, mem := range []memoryConfig{{}, {memtableBytes: 1 << 20, eventideCacheBytes: 4 << 20, pebbleCacheBytes: 4 << 20, goleveldbCacheBytes: 4 << 20}} {
+	for _, mem := range []memoryConfig{{}, {memtableBytes: 1 << 20, eventideCacheBytes: 4 << 20, pebbleCacheBytes: 4 << 20, goleveldbCacheBytes: 4 << 20, badgerCacheBytes: 4 << 20}} {
 		cfg.mem = mem
 		rs := map[string]*result{}
-		for _, name := range []string{"eventide", "pebble", "goleveldb"} {
+		for _, name := range []string{"eventide", "pebble", "goleveldb", "badger"} {
 			r, err := runEngine(name, cfg)
 			if err != nil {
 				t.Fatalf("%s: %v", name, err)
