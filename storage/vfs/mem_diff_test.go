@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -10,13 +11,18 @@ import (
 	"time"
 )
 
+var memDiffSeed = flag.Uint64("memfs.seed", 0, "seed of TestMemMatchesDefault (0 = random)")
+
 // TestMemMatchesDefault applies one random sequence of file operations to
 // the operating system's filesystem and to a MemFS and requires the same
 // outcome of each (success or failure, bytes read, names listed, sizes):
 // the crash tests are only as good as MemFS's likeness to the real thing.
 func TestMemMatchesDefault(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	seed := *memDiffSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -memfs.seed=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 3))
 	osRoot := t.TempDir()
 	mem := NewCrashableMem()
