@@ -2,6 +2,7 @@ package storage
 
 import (
 	"sort"
+	"time"
 
 	"github.com/eventide/eventide/storage/internal/sstable"
 )
@@ -11,19 +12,36 @@ import (
 // window is compacted only to merge two or more files. A window that
 // closes holding exactly one such SSTable (one flush, or one active-window
 // compaction that swallowed all the others) would keep its S2 form for
-// good: ~1.5-2x the bytes of its zstd form. When the engine has nothing
-// else to do (no other compaction to pick, none running, no memtable
-// waiting for a flush), pickIdleRewriteLocked rewrites one such window as
-// a long-lived zstd SSTable, newest window first, so closed windows always
-// reach their compact form without competing with writes for the CPU.
-// The picker runs at least every compactionCheckInterval, so a window is
-// rewritten within about a minute of closing on an idle engine.
+// good: ~1.5-2x the bytes of its zstd form. pickRewriteLocked rewrites
+// such a window as one long-lived zstd SSTable, newest window first:
+//   - when the engine is idle (no other compaction to pick, none running,
+//     no memtable waiting for a flush), so the rewrite never competes with
+//     writes for the CPU; the picker runs at least every
+//     compactionCheckInterval, so an idle engine rewrites a window within
+//     about a minute of its closing;
+//   - rate-limited when it is never idle (a sustained ingest always has a
+//     compaction due): one rewrite every rewriteIntervalWhenBusy, ahead of
+//     the other work, so closed windows still reach their compact form.
 
-// pickIdleRewriteLocked returns the rewrite of the newest closed window
-// whose only SSTable is a short-lived S2 file of a zstd table, or nil if
-// the engine is busy or no window needs one. db.mu is held.
-func (db *DB) pickIdleRewriteLocked(nowMicros int64) *compaction {
-	if db.compactions > 0 || len(db.current.imms) > 0 {
+// rewriteIntervalWhenBusy is how often a busy engine takes one closed
+// window's rewrite ahead of its other compactions: a few percent of the
+// compaction time at most (a window's rewrite reads and writes one
+// window's data once).
+const rewriteIntervalWhenBusy = 10 * time.Minute
+
+// pickRewriteLocked returns the rewrite of the newest closed window whose
+// only SSTable is a short-lived S2 file of a zstd table, or nil if no
+// window needs one, a memtable waits for a flush, or (idle) a compaction
+// runs or (!idle) the last rewrite is under rewriteIntervalWhenBusy old.
+// db.mu is held.
+func (db *DB) pickRewriteLocked(nowMicros int64, idle bool) *compaction {
+	if len(db.current.imms) > 0 {
+		return nil
+	}
+	if idle && db.compactions > 0 {
+		return nil
+	}
+	if !idle && nowMicros-db.lastRewriteMicros < rewriteIntervalWhenBusy.Microseconds() {
 		return nil
 	}
 	ids := make([]uint32, 0, len(db.current.sstables))
@@ -36,7 +54,8 @@ func (db *DB) pickIdleRewriteLocked(nowMicros int64) *compaction {
 		if t == nil || t.def.Compaction != TimeWindow || t.codec != sstable.CompressionZstd {
 			continue
 		}
-		if h := closedWindowToRewrite(t, db.current.sstables[id], nowMicros); h != nil && !db.compacting[h.fileNum] {
+		if h := closedWindowToRewrite(t, db.current.sstables[id], nowMicros, db.compacting); h != nil {
+			db.lastRewriteMicros = nowMicros
 			return &compaction{table: t, inputs: []*sstHandle{h}, reason: "time-window rewrite (s2 to zstd)"}
 		}
 	}
@@ -44,8 +63,8 @@ func (db *DB) pickIdleRewriteLocked(nowMicros int64) *compaction {
 }
 
 // closedWindowToRewrite returns the S2 SSTable of the newest closed window
-// that holds only that one SSTable, or nil.
-func closedWindowToRewrite(t *tableState, list []*sstHandle, nowMicros int64) *sstHandle {
+// that holds only that one SSTable and is not being compacted, or nil.
+func closedWindowToRewrite(t *tableState, list []*sstHandle, nowMicros int64, compacting map[uint64]bool) *sstHandle {
 	active := timeWindow(nowMicros, t.def.WindowSeconds)
 	count := map[int64]int{}
 	for _, h := range list {
@@ -55,7 +74,7 @@ func closedWindowToRewrite(t *tableState, list []*sstHandle, nowMicros int64) *s
 	bestWindow := int64(0)
 	for _, h := range list {
 		w := timeWindow(h.props.MaxTimestamp, t.def.WindowSeconds)
-		if w >= active || count[w] != 1 || h.props.Compression != sstable.CompressionS2 {
+		if w >= active || count[w] != 1 || h.props.Compression != sstable.CompressionS2 || compacting[h.fileNum] {
 			continue
 		}
 		if best == nil || w > bestWindow {

@@ -145,3 +145,52 @@ func TestIdleRewriteInBackground(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestRewriteRateLimitedWhenBusy: an engine that always has a compaction
+// due still rewrites a closed window's lone S2 SSTable, one every
+// rewriteIntervalWhenBusy, ahead of the other work.
+func TestRewriteRateLimitedWhenBusy(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 11, 21, 12, 0, 30, 0, time.UTC)}
+	opts := DefaultOptions()
+	opts.Clock = clock
+	opts.DisableAutoCompaction = true
+	db, err := Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.CreateTable(TableDef{Name: "ev", Compaction: TimeWindow, WindowSeconds: 60}); err != nil {
+		t.Fatal(err)
+	}
+	// Window 1: one flush. Window 2: two flushes, a merge due for good
+	// (nothing runs it here).
+	putWindowRows(t, db, "ev", 100)
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Minute)
+	for range 2 {
+		putWindowRows(t, db, "ev", 100)
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(2 * time.Minute) // both windows closed
+	pick := func() *compaction {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		return db.pickCompactionLocked()
+	}
+	isRewrite := func(c *compaction) bool { return c != nil && len(c.inputs) == 1 && !c.intermediate }
+	if c := pick(); c == nil || isRewrite(c) {
+		t.Fatalf("busy, just opened: picked %+v, want the merge of window 2", c)
+	}
+	clock.Advance(rewriteIntervalWhenBusy)
+	c := pick()
+	if !isRewrite(c) || c.inputs[0].props.Compression != sstable.CompressionS2 {
+		t.Fatalf("busy for %s: picked %+v, want the rewrite of window 1", rewriteIntervalWhenBusy, c)
+	}
+	if c := pick(); c == nil || isRewrite(c) {
+		t.Fatalf("right after a rewrite: picked %+v, want the merge of window 2 again", c)
+	}
+}

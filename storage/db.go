@@ -65,7 +65,10 @@ type DB struct {
 	// walErr so that Apply clears it cheaply.
 	walErr, flushErr, compactErr error
 	compactRetries               int // mu: compactions failed in a row for lack of space
-	walFailing                   atomic.Bool
+	// lastRewriteMicros is when (engine clock) the picker last chose a
+	// closed window's S2-to-zstd rewrite, or Open's time (mu).
+	lastRewriteMicros int64
+	walFailing        atomic.Bool
 
 	flushSignal   chan struct{}
 	compactSignal chan struct{}
@@ -113,6 +116,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		closing:       make(chan struct{}),
 	}
 	db.cond = sync.NewCond(&db.mu)
+	db.lastRewriteMicros = opts.Clock.Now().UnixMicro()
 	if opts.BlockCacheSize > 0 {
 		db.cache = sstable.NewCache(opts.BlockCacheSize)
 	}

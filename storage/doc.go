@@ -45,8 +45,8 @@
 // their WAL record), db.go (open, recovery, apply, memtable rotation,
 // stalls), flush.go, manifest.go, version.go (ref-counted snapshots),
 // read.go and merging_iter.go (slices), compaction.go and
-// compaction_picker.go (STCS and TWCS), compaction_rewrite.go (idle
-// S2-to-zstd rewrite of closed windows), metrics.go, check.go,
+// compaction_picker.go (STCS and TWCS), compaction_rewrite.go (S2-to-zstd
+// rewrite of closed windows, when idle or rate-limited), metrics.go, check.go,
 // filenames.go; internal/base (cells, reconciliation), internal/memtable,
 // internal/wal and internal/sstable (on-disk formats, see FORMAT.md);
 // vfs (the filesystem interface, and MemFS, a filesystem that can crash

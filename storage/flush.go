@@ -164,8 +164,8 @@ func writeMemtable(w *sstable.Writer, mem *memtable.Memtable, tableID uint32) er
 // publish-to-queryable latency. The final size is unchanged, since every
 // long-lived file is rewritten at level 7. (A window whose active-window
 // compactions leave exactly one SSTable is not merged when it closes; the
-// idle rewrite of compaction_rewrite.go turns that S2 file into zstd once
-// the engine has nothing else to do.)
+// rewrite of compaction_rewrite.go turns that S2 file into zstd once the
+// engine has nothing else to do, or rate-limited if it never has.)
 type sstableLife int
 
 const (

@@ -163,7 +163,8 @@ type TableDef struct {
 	// active window) are written with s2, which costs far less CPU; every
 	// other compaction writes zstd (see sstableLife in flush.go); a closed
 	// time window left with one S2 SSTable is rewritten as zstd when the
-	// engine is idle (compaction_rewrite.go).
+	// engine is idle, or rate-limited when it never is
+	// (compaction_rewrite.go).
 	Compression string `json:"compression,omitempty"`
 	// Counters makes a counter table: cells are AddCounter deltas.
 	Counters bool `json:"counters,omitempty"`
