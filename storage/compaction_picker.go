@@ -19,9 +19,15 @@ type compaction struct {
 }
 
 // pickCompactionLocked chooses the most useful compaction of any table,
-// skipping SSTables already being compacted. db.mu is held.
+// skipping SSTables already being compacted; when there is none, an idle
+// rewrite of a closed window, and one such rewrite ahead of everything
+// else when the engine has been busy for rewriteIntervalWhenBusy
+// (compaction_rewrite.go). db.mu is held.
 func (db *DB) pickCompactionLocked() *compaction {
 	now := db.opts.Clock.Now()
+	if c := db.pickRewriteLocked(now.UnixMicro(), false); c != nil {
+		return c // rate-limited: the engine has been busy too long
+	}
 	ids := make([]uint32, 0, len(db.current.sstables))
 	for id := range db.current.sstables {
 		ids = append(ids, id)
@@ -51,7 +57,7 @@ func (db *DB) pickCompactionLocked() *compaction {
 			return &compaction{table: t, inputs: in, reason: "size-tiered"}
 		}
 	}
-	return nil
+	return db.pickRewriteLocked(now.UnixMicro(), true)
 }
 
 // pickExpiredLocked finds SSTables whose every cell and deletion is past

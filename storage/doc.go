@@ -10,7 +10,8 @@
 //	Batch                              Put, PutTTL, DeleteCell, DeleteRow, DeleteRange,
 //	                                   DeletePartition, AddCounter across tables;
 //	                                   Filter(keep) drops mutations by table and partition
-//	DB.Apply(*Batch)                   atomic and durable (WAL group commit)
+//	DB.Apply(ctx, *Batch)              atomic and durable (WAL group commit); a
+//	                                   stall waits at most until ctx is done
 //	DB.Slice(ctx, SliceQuery) Rows     bounded, forward or reverse, limit, tombstone cap,
 //	                                   ReadStats trace; stops when ctx is done
 //	DB.Flush, DB.Compact, DB.CompactAll
@@ -45,8 +46,10 @@
 // their WAL record), db.go (open, recovery, apply, memtable rotation,
 // stalls), flush.go, manifest.go, version.go (ref-counted snapshots),
 // read.go and merging_iter.go (slices), compaction.go and
-// compaction_picker.go (STCS and TWCS), metrics.go, check.go,
+// compaction_picker.go (STCS and TWCS), compaction_rewrite.go (S2-to-zstd
+// rewrite of closed windows, when idle or rate-limited), metrics.go, check.go,
 // filenames.go; internal/base (cells, reconciliation), internal/memtable,
 // internal/wal and internal/sstable (on-disk formats, see FORMAT.md);
-// vfs (the filesystem interface).
+// vfs (the filesystem interface, and MemFS, a filesystem that can crash
+// below the page cache, for tests).
 package storage

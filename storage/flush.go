@@ -163,8 +163,9 @@ func writeMemtable(w *sstable.Writer, mem *memtable.Memtable, tableID uint32) er
 // competed with the writer for the CPU and doubled its p99
 // publish-to-queryable latency. The final size is unchanged, since every
 // long-lived file is rewritten at level 7. (A window whose active-window
-// compactions leave exactly one SSTable keeps it in S2: a closed window
-// is rewritten only to merge two or more.)
+// compactions leave exactly one SSTable is not merged when it closes; the
+// rewrite of compaction_rewrite.go turns that S2 file into zstd once the
+// engine has nothing else to do, or rate-limited if it never has.)
 type sstableLife int
 
 const (
@@ -227,6 +228,7 @@ func (db *DB) writeSSTable(t *tableState, life sstableLife, fill func(*sstable.W
 		return nil, fmt.Errorf("cannot create sstable %s: %w", tmp, err)
 	}
 	wopts := life.writerOptions(t.codec)
+	wopts.BlockSize = db.opts.BlockSize
 	w := sstable.NewWriter(&syncEvery{File: f, every: sstableBytesPerSync}, wopts)
 	err = fill(w)
 	if err == nil {

@@ -67,6 +67,9 @@ type Options struct {
 	StallSSTablesPerTable int
 	// BlockCacheSize bounds the cache of decompressed SSTable blocks.
 	BlockCacheSize int64
+	// BlockSize is the target uncompressed size of an SSTable data block;
+	// 0 means the SSTable writer's default (32 KiB).
+	BlockSize int
 	// CompactionConcurrency bounds how many compactions run at once.
 	CompactionConcurrency int
 	// DisableAutoCompaction stops compactions from starting by themselves;
@@ -158,7 +161,10 @@ type TableDef struct {
 	// Compression is "zstd" (default), "s2" or "none". A zstd table's
 	// short-lived SSTables (flushes, compactions inside a time window's
 	// active window) are written with s2, which costs far less CPU; every
-	// other compaction writes zstd (see sstableLife in flush.go).
+	// other compaction writes zstd (see sstableLife in flush.go); a closed
+	// time window left with one S2 SSTable is rewritten as zstd when the
+	// engine is idle, or rate-limited when it never is
+	// (compaction_rewrite.go).
 	Compression string `json:"compression,omitempty"`
 	// Counters makes a counter table: cells are AddCounter deltas.
 	Counters bool `json:"counters,omitempty"`

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -75,7 +76,7 @@ func newFixtureWith(t testing.TB, opts reader.Options, configure func(*Config)) 
 			t.Fatal(err)
 		}
 	}
-	if err := db.Apply(&b); err != nil {
+	if err := db.Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	now := func() time.Time { return base.Add(30 * time.Minute) }
@@ -383,7 +384,7 @@ func TestTooManyTombstones(t *testing.T) {
 		b.DeleteCell(schema.EventsTable, []byte(pk.String()), schema.EventClusteringKey(eventID(t, at, i)),
 			[]byte(schema.ColumnData), f.db.NowMicros())
 	}
-	if err := f.db.Apply(&b); err != nil {
+	if err := f.db.Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	var p problemBody
