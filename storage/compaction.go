@@ -345,9 +345,15 @@ func (db *DB) mergeInputs(c *compaction, w *sstable.Writer) (compactionStats, er
 			}
 			return ts < purgeBelow
 		}
+		// Fragments of every input's ranges: sorted and disjoint, each
+		// with the strongest deletion covering it, so the cells below
+		// are checked with one cursor instead of against every range.
+		if len(members) > 1 {
+			del.Ranges = base.FragmentRanges(del.Ranges)
+		}
 		// Shadowing uses every deletion, purgeable or not: a purged
 		// deletion must take the data it shadows with it.
-		shadowing := del
+		shadowing := base.NewRangeCursor(del.Ranges, false)
 		kept := base.PartitionDeletions{Partition: del.Partition}
 		if !del.Partition.IsLive() && purgeable(del.Partition.MarkedForDeleteAt, del.Partition.LocalDeletionTime) {
 			kept.Partition = base.LiveDeletion
@@ -368,7 +374,7 @@ func (db *DB) mergeInputs(c *compaction, w *sstable.Writer) (compactionStats, er
 		merge := newMergingIter(sources, nil, false)
 		for merge.Next() {
 			cell := merge.Cell()
-			if shadowing.DeletionFor(cell.Clustering).Deletes(cell.Timestamp) {
+			if del.Partition.Max(shadowing.Deletion(cell.Clustering)).Deletes(cell.Timestamp) {
 				st.shadowed++
 				continue
 			}

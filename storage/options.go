@@ -66,6 +66,8 @@ type Options struct {
 	// writers stall until compaction catches up.
 	StallSSTablesPerTable int
 	// BlockCacheSize bounds the cache of decompressed SSTable blocks.
+	// Decoded range tombstones of partitions with many of them are kept
+	// besides, up to a quarter of it.
 	BlockCacheSize int64
 	// CompactionConcurrency bounds how many compactions run at once.
 	CompactionConcurrency int

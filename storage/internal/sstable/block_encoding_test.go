@@ -194,6 +194,17 @@ func TestReadsFormatVersion1(t *testing.T) {
 	if v := r.Properties().FormatVersion; v != formatVersion1 {
 		t.Fatalf("FormatVersion = %d, want %d", v, formatVersion1)
 	}
+	// The version 1 writer stored ranges as given; the properties still
+	// count them so, while the reader hands them out fragmented.
+	var raw, frags int64
+	for _, p := range parts {
+		raw += int64(len(p.del.Ranges))
+		frags += int64(len(base.FragmentRanges(p.del.Ranges)))
+	}
+	if got := r.Properties().RangeTombstones; got != raw {
+		t.Fatalf("RangeTombstones = %d, want %d as written", got, raw)
+	}
+	r.props.RangeTombstones = frags
 	checkTable(t, r, parts, CompressionZstd)
 }
 

@@ -29,6 +29,12 @@
 //     never reused for a different layout. The writer writes version 2;
 //     the reader reads versions 1 and 2.
 //
+// Range tombstones: the writer stores each partition's as fragments
+// (base.FragmentRanges), and Partition hands them out so, fragmenting the
+// lists of files written before; a partition with many (rows deleted one
+// by one) is decoded once and kept by its Reader, within a budget of a
+// quarter of the Cache's capacity shared by the readers of that Cache.
+//
 // Reading: Open keeps the (decompressed) partition and block indexes in
 // memory as compact byte slices plus offset tables, and decodes entries on
 // demand, so memory stays proportional to the on-disk index size. A data

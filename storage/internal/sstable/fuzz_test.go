@@ -198,7 +198,7 @@ func FuzzDecodePartitionIndex(f *testing.F) {
 				break
 			}
 			info := w.info(&e)
-			got, found := pi.find(info.Key)
+			got, found := pi.find(info.Key, nil)
 			if !found || !bytes.Equal(got.Key, info.Key) || got.firstBlock != info.firstBlock {
 				t.Fatalf("find(%x) = %v, %v", info.Key, got, found)
 			}

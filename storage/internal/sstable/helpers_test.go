@@ -262,7 +262,9 @@ func wantProperties(parts []testPartition, c Compression) Properties {
 			p.PartitionDeletions++
 			note(part.del.Partition)
 		}
-		for _, rt := range part.del.Ranges {
+		// Stored as fragments (writers fragment, readers fragment old
+		// files on load).
+		for _, rt := range base.FragmentRanges(part.del.Ranges) {
 			p.RangeTombstones++
 			note(rt.Deletion)
 		}
@@ -317,7 +319,9 @@ func cellsEqual(a, b *base.Cell) bool {
 		a.Timestamp == b.Timestamp && a.TTL == b.TTL && a.LocalDeletionTime == b.LocalDeletionTime && bytes.Equal(a.Value, b.Value)
 }
 
+// deletionsEqual compares deletions as stored: b's ranges fragmented.
 func deletionsEqual(a, b base.PartitionDeletions) bool {
+	b.Ranges = base.FragmentRanges(b.Ranges)
 	if a.Partition != b.Partition || len(a.Ranges) != len(b.Ranges) {
 		return false
 	}

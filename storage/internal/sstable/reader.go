@@ -27,6 +27,9 @@ type Reader struct {
 	blocks     blockIndex
 	partitions partitionIndex
 	bloom      bloomFilter
+	// ranges keeps decoded partition entries that hold many range
+	// tombstones (see partitionIndex.find).
+	ranges rangeCache
 
 	// frames recycles the buffers compressed blocks are read into: a
 	// block keeps only its decompressed bytes, and an iterator lives for
@@ -52,6 +55,7 @@ func Open(f vfs.File, path string, fileNum uint64, cache *Cache) (*Reader, error
 	r := &Reader{f: f, path: path, fileNum: fileNum, cache: cache}
 	if cache != nil {
 		r.dec, r.recycled = &cache.dec, &cache.blocks
+		r.ranges.budget = &cache.rangeBudget
 	} else {
 		r.dec, r.ownDec, r.recycled = &decompressor{}, true, &blockPool{}
 	}
@@ -217,10 +221,13 @@ func (r *Reader) MayContain(partitionKey []byte) bool {
 }
 
 // Partition looks a partition up in the in-memory index.
-func (r *Reader) Partition(key []byte) (PartitionInfo, bool) { return r.partitions.find(key) }
+func (r *Reader) Partition(key []byte) (PartitionInfo, bool) {
+	return r.partitions.find(key, &r.ranges)
+}
 
 // Close closes the file. Iterators must not be used afterwards.
 func (r *Reader) Close() error {
+	r.ranges.release()
 	if r.ownDec {
 		r.dec.close()
 	}

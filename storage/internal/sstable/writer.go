@@ -113,7 +113,8 @@ package sstable
 //	| shared uvarint | keySuffix bytes | restLen uvarint, then rest:  |
 //	| blocks uvarint (0 iff no cells) | flags u8                      |
 //	| [flags&1] partition deletion: markedForDeleteAt varint, ldt     |
-//	| [flags&2] count uvarint (>= 1), then per range tombstone:       |
+//	| [flags&2] count uvarint (>= 1), then per range tombstone, as    |
+//	|           fragments (sorted, disjoint: base.FragmentRanges):    |
 //	|           bounds u8 (1 start bounded, 2 start inclusive,        |
 //	|           4 end bounded, 8 end inclusive), [start bytes],       |
 //	|           [end bytes], markedForDeleteAt varint, ldt            |
@@ -315,9 +316,12 @@ func (w *Writer) StartPartition(key []byte, del base.PartitionDeletions) error {
 		MaxLocalDeletionTime: math.MinInt64,
 		firstBlock:           int(w.props.DataBlocks),
 	}
-	if len(del.Ranges) > 0 {
-		w.cur.Deletions.Ranges = make([]base.RangeTombstone, len(del.Ranges))
-		for i, rt := range del.Ranges {
+	// Stored as fragments (sorted, disjoint), so a read moves one cursor
+	// through them instead of checking every range for every cell.
+	ranges := base.FragmentRanges(del.Ranges)
+	if len(ranges) > 0 {
+		w.cur.Deletions.Ranges = make([]base.RangeTombstone, len(ranges))
+		for i, rt := range ranges {
 			w.cur.Deletions.Ranges[i] = rt.Clone()
 		}
 	}
@@ -325,8 +329,8 @@ func (w *Writer) StartPartition(key []byte, del base.PartitionDeletions) error {
 		w.props.PartitionDeletions++
 		w.noteDeletion(del.Partition)
 	}
-	w.props.RangeTombstones += int64(len(del.Ranges))
-	for _, rt := range del.Ranges {
+	w.props.RangeTombstones += int64(len(ranges))
+	for _, rt := range ranges {
 		w.noteDeletion(rt.Deletion)
 	}
 	w.inPartition, w.haveCell = true, false
