@@ -304,7 +304,7 @@ func (db *DB) mergeInputs(c *compaction, w *sstable.Writer) (compactionStats, er
 		inputs[h] = true
 	}
 	now := db.opts.Clock.Now().Unix()
-	gcBefore := now - c.table.def.gcGraceSeconds()
+	gcBefore := c.table.def.gcBefore(now)
 	var cells []base.Cell
 	for {
 		// The smallest partition key among the inputs.
@@ -419,7 +419,7 @@ func (db *DB) maxPurgeableTimestamp(tableID uint32, pk []byte, inputs map[*sstHa
 	bound := int64(math.MaxInt64)
 	for _, mem := range v.memtables() {
 		if mem.HasPartition(tableID, pk) {
-			bound = min(bound, mem.MinTimestamp())
+			bound = min(bound, mem.MinTimestampOf(tableID))
 		}
 	}
 	for _, h := range v.sstables[tableID] {

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"math"
 	"sort"
 )
@@ -51,7 +52,81 @@ func (db *DB) pickCompactionLocked() *compaction {
 			return &compaction{table: t, inputs: in, reason: "size-tiered"}
 		}
 	}
+	// Nothing else to do: look for SSTables worth compacting for their
+	// tombstones alone.
+	for _, id := range ids {
+		if c := db.pickTombstoneLocked(db.tablesByID[id], now.Unix()); c != nil {
+			return c
+		}
+	}
 	return nil
+}
+
+// pickTombstoneLocked finds the SSTable of t with the highest estimated
+// share of droppable tombstones (tombstones, deletions and expired cells a
+// compaction could purge on time grounds, from the histograms in its
+// properties), at least the table's TombstoneThreshold, written at least
+// TombstoneCompactionIntervalSeconds ago, and compacts it with every
+// SSTable that may hold older data for its partitions (key ranges overlap
+// and their oldest write is not newer than its newest): a purge needs
+// every such file in the compaction, or the tombstone must stay to shadow
+// what it finds outside (Cassandra's tombstone compactions, with their
+// overlaps). A candidate one of whose overlaps is being compacted waits.
+//
+// In a TimeWindow table only the candidate's own window is taken (see
+// pickTimeWindow): merging windows would keep old data in a new window.
+func (db *DB) pickTombstoneLocked(t *tableState, nowSeconds int64) *compaction {
+	threshold := t.def.tombstoneThreshold()
+	if threshold < 0 {
+		return nil
+	}
+	interval := t.def.tombstoneCompactionIntervalSeconds()
+	gcBefore := t.def.gcBefore(nowSeconds)
+	all := db.current.sstables[t.id]
+	memMin := int64(math.MaxInt64)
+	for _, mem := range db.current.memtables() {
+		memMin = min(memMin, mem.MinTimestampOf(t.id))
+	}
+	var best *sstHandle
+	bestRatio := 0.0
+	for _, h := range all {
+		created := h.props.Tombstones.CreatedAt
+		if db.compacting[h.fileNum] || created == 0 || nowSeconds-created < interval {
+			continue
+		}
+		// A memtable with writes as old as the file's may hold data its
+		// tombstones shadow, which keeps them: wait for the flush rather
+		// than rewrite the file for nothing (with a short interval, over
+		// and over).
+		if memMin <= h.props.MaxTimestamp {
+			continue
+		}
+		if r := h.props.DroppableRatio(nowSeconds, gcBefore); r >= threshold && r > bestRatio {
+			best, bestRatio = h, r
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	inputs := []*sstHandle{best}
+	first, last := best.reader.KeyRange()
+	for _, o := range all {
+		if o == best || o.props.MinTimestamp > best.props.MaxTimestamp {
+			continue
+		}
+		if of, ol := o.reader.KeyRange(); of == nil || bytes.Compare(of, last) > 0 || bytes.Compare(ol, first) < 0 {
+			continue
+		}
+		if t.def.Compaction == TimeWindow &&
+			timeWindow(o.props.MaxTimestamp, t.def.WindowSeconds) != timeWindow(best.props.MaxTimestamp, t.def.WindowSeconds) {
+			continue
+		}
+		if db.compacting[o.fileNum] {
+			return nil
+		}
+		inputs = append(inputs, o)
+	}
+	return &compaction{table: t, inputs: inputs, reason: "tombstones"}
 }
 
 // pickExpiredLocked finds SSTables whose every cell and deletion is past
@@ -60,12 +135,12 @@ func (db *DB) pickCompactionLocked() *compaction {
 // dropping them whole cannot resurrect anything (Cassandra's
 // getFullyExpiredSSTables).
 func (db *DB) pickExpiredLocked(t *tableState, free []*sstHandle, nowSeconds int64) *compaction {
-	gcBefore := nowSeconds - t.def.gcGraceSeconds()
+	gcBefore := t.def.gcBefore(nowSeconds)
 	var expired []*sstHandle
 	all := db.current.sstables[t.id]
 	memMin := int64(math.MaxInt64)
 	for _, mem := range db.current.memtables() {
-		memMin = min(memMin, mem.MinTimestamp())
+		memMin = min(memMin, mem.MinTimestampOf(t.id))
 	}
 	for _, h := range free {
 		if h.props.MaxLocalDeletionTime >= gcBefore {

@@ -6,7 +6,8 @@
 //	Open(dir, Options) (*DB, error)    Options from DefaultOptions(): logger, Prometheus
 //	                                   registerer, clock and filesystem are injected
 //	DB.CreateTable(TableDef)           name, compaction strategy, default TTL, gc_grace,
-//	                                   compression, counters
+//	                                   tombstone_gc mode, tombstone compaction threshold
+//	                                   and interval, compression, counters
 //	Batch                              Put, PutTTL, DeleteCell, DeleteRow, DeleteRange,
 //	                                   DeletePartition, AddCounter across tables
 //	DB.Apply(*Batch)                   atomic and durable (WAL group commit)
@@ -35,9 +36,13 @@
 //     timestamp <= its own.
 //   - TTLs are seconds; an expired cell reads as a tombstone whose gc_grace
 //     counts from its write time.
-//   - Compaction purges a tombstone only when it is older than gc_grace and
-//     no SSTable outside the compaction, nor any memtable, may hold older
-//     data for its partition.
+//   - Compaction purges a tombstone only when it is older than gc_grace
+//     (TombstoneGCTimeout, the default; TombstoneGCImmediate tables, whose
+//     writes follow a stream order, do not wait) and no SSTable outside the
+//     compaction, nor any memtable, may hold older data for its partition.
+//     SSTables record estimates of their droppable tombstones; the picker
+//     compacts one past TombstoneThreshold, with its overlaps, once it is
+//     older than TombstoneCompactionIntervalSeconds.
 //   - Counter cells add up; a deleted counter must not be incremented again.
 //
 // Layout of the engine, one file per subsystem: batch.go (mutations and

@@ -227,6 +227,7 @@ func (db *DB) writeSSTable(t *tableState, life sstableLife, fill func(*sstable.W
 		return nil, fmt.Errorf("cannot create sstable %s: %w", tmp, err)
 	}
 	wopts := life.writerOptions(t.codec)
+	wopts.CreatedAtSeconds = db.opts.Clock.Now().Unix()
 	w := sstable.NewWriter(&syncEvery{File: f, every: sstableBytesPerSync}, wopts)
 	err = fill(w)
 	if err == nil {

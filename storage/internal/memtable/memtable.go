@@ -48,7 +48,9 @@ type Memtable struct {
 	sizeBytes    atomic.Int64
 	minTimestamp atomic.Int64
 	maxTimestamp atomic.Int64
-	cells        atomic.Int64
+	// tableMin holds MinTimestampOf each table id (writer-grown).
+	tableMin atomic.Pointer[[]atomic.Int64]
+	cells    atomic.Int64
 }
 
 // New returns an empty memtable.
@@ -76,7 +78,42 @@ func (m *Memtable) MaxTimestamp() int64 { return m.maxTimestamp.Load() }
 // Cells is the number of distinct cell keys held.
 func (m *Memtable) Cells() int64 { return m.cells.Load() }
 
-func (m *Memtable) noteTimestamp(ts int64) {
+// MinTimestampOf is the smallest write timestamp of table's cells and
+// deletions (math.MaxInt64 if it has none): tables may use unrelated
+// timestamp scales (wall-clock micros, stream positions), so a decision
+// about one table's data must not look at another's.
+func (m *Memtable) MinTimestampOf(table uint32) int64 {
+	mins := m.tableMin.Load()
+	if mins == nil || int(table) >= len(*mins) {
+		return math.MaxInt64
+	}
+	return (*mins)[table].Load()
+}
+
+func (m *Memtable) noteTimestamp(table uint32, ts int64) {
+	mins := m.tableMin.Load()
+	if mins == nil || int(table) >= len(*mins) {
+		// Table ids are small and dense: grow the array (copied, so
+		// readers keep a consistent one) to hold this one.
+		n := max(int(table)+1, 8)
+		if mins != nil {
+			n = max(n, 2*len(*mins))
+		}
+		grown := make([]atomic.Int64, n)
+		for i := range grown {
+			grown[i].Store(math.MaxInt64)
+		}
+		if mins != nil {
+			for i := range *mins {
+				grown[i].Store((*mins)[i].Load())
+			}
+		}
+		m.tableMin.Store(&grown)
+		mins = &grown
+	}
+	if tm := &(*mins)[table]; ts < tm.Load() {
+		tm.Store(ts)
+	}
 	if ts < m.minTimestamp.Load() {
 		m.minTimestamp.Store(ts)
 	}
@@ -115,7 +152,7 @@ func (m *Memtable) ApplyCell(table uint32, partition []byte, c *base.Cell) {
 		n.cell.Store(&merged)
 		m.sizeBytes.Add(int64(len(merged.Value) - len(old.Value)))
 	}
-	m.noteTimestamp(c.Timestamp)
+	m.noteTimestamp(table, c.Timestamp)
 }
 
 // ApplyPartitionDeletion records a partition-level deletion. Writer only.
@@ -125,7 +162,7 @@ func (m *Memtable) ApplyPartitionDeletion(table uint32, partition []byte, d base
 	pd.partition = pd.partition.Max(d)
 	pd.view = nil
 	pd.mu.Unlock()
-	m.noteTimestamp(d.MarkedForDeleteAt)
+	m.noteTimestamp(table, d.MarkedForDeleteAt)
 }
 
 // ApplyRangeTombstone records a range (or row) tombstone: an append, so a
@@ -139,7 +176,7 @@ func (m *Memtable) ApplyRangeTombstone(table uint32, partition []byte, rt base.R
 	pd.view = nil
 	pd.mu.Unlock()
 	m.sizeBytes.Add(int64(tombstoneOverheadBytes + len(rt.Start.Key) + len(rt.End.Key)))
-	m.noteTimestamp(rt.Deletion.MarkedForDeleteAt)
+	m.noteTimestamp(table, rt.Deletion.MarkedForDeleteAt)
 }
 
 // partitionDeletions holds one partition's deletions. Range tombstones are

@@ -26,8 +26,8 @@
 //   - A Reader is immutable after Open and safe for concurrent use;
 //     iterators and scanners are not (one goroutine each).
 //   - The format version is recorded in the footer; a version number is
-//     never reused for a different layout. The writer writes version 2;
-//     the reader reads versions 1 and 2.
+//     never reused for a different layout. The writer writes version 3;
+//     the reader reads versions 1 to 3.
 //
 // Range tombstones: the writer stores each partition's as fragments
 // (base.FragmentRanges), and Partition hands them out so, fragmenting the

@@ -284,6 +284,9 @@ type partitionIndex struct {
 	restarts  []restartPoint
 	count     int // partitions
 	numBlocks int // data blocks referenced, in total
+	// firstKey and lastKey are the smallest and largest partition keys
+	// (nil if there are none).
+	firstKey, lastKey []byte
 }
 
 type restartPoint struct {
@@ -310,6 +313,12 @@ func decodePartitionIndex(raw []byte) (partitionIndex, error) {
 		}
 		if (w.n-1)%restartInterval == 0 {
 			pi.restarts = append(pi.restarts, restartPoint{off: uint32(w.entryOff), firstBlock: uint32(w.firstBlock)})
+		}
+		if w.n == 1 {
+			pi.firstKey = append([]byte{}, w.key...)
+		}
+		if len(w.src) == 0 {
+			pi.lastKey = append([]byte{}, w.key...)
 		}
 		if w.nextBlock > math.MaxUint32 {
 			return partitionIndex{}, base.CorruptionErrorf("cannot decode partition index: got more than %d blocks", uint64(math.MaxUint32))

@@ -93,7 +93,7 @@ func (r *Reader) load(size uint64) error {
 	if err != nil {
 		return err
 	}
-	props, tail, err := decodeProperties(propsRaw)
+	props, tail, err := decodeProperties(propsRaw, ft.version)
 	if err == nil && len(tail) != 0 {
 		err = base.CorruptionErrorf("cannot decode properties: got %d trailing bytes", len(tail))
 	}
@@ -219,6 +219,10 @@ func (r *Reader) Properties() Properties { return r.props }
 func (r *Reader) MayContain(partitionKey []byte) bool {
 	return r.bloom.mayContain(bloomHash(partitionKey))
 }
+
+// KeyRange returns the smallest and largest partition keys of the file
+// (nil, nil if it has no partitions).
+func (r *Reader) KeyRange() (first, last []byte) { return r.partitions.firstKey, r.partitions.lastKey }
 
 // Partition looks a partition up in the in-memory index.
 func (r *Reader) Partition(key []byte) (PartitionInfo, bool) {

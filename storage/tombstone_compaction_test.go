@@ -1,0 +1,149 @@
+package storage
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// tableMetrics returns the metrics of one table.
+func tableMetrics(t *testing.T, db *DB, name string) TableMetrics {
+	t.Helper()
+	for _, tm := range db.Metrics().Tables {
+		if tm.Name == name {
+			return tm
+		}
+	}
+	t.Fatalf("no metrics for table %q", name)
+	return TableMetrics{}
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// deleteOldest90 writes partitions of rows and deletes the oldest 90% of
+// each, half of the partitions by DeleteCell and half by DeleteRow, with a
+// flush after the writes and after the deletes.
+func deleteOldest90(t *testing.T, db *DB, table string, partitions, rows int, clock *fakeClock) {
+	t.Helper()
+	key := func(i int) []byte { return binary.BigEndian.AppendUint64(nil, ^uint64(i)) }
+	rng := rand.New(rand.NewPCG(1, 2))
+	ts := clock.Now().UnixMicro()
+	for p := 0; p < partitions; p++ {
+		apply(t, db, func(b *Batch) {
+			for i := 0; i < rows; i++ {
+				// Incompressible, so that bytes follow rows.
+				value := binary.LittleEndian.AppendUint64(nil, rng.Uint64())
+				for len(value) < 120 {
+					value = binary.LittleEndian.AppendUint64(value, rng.Uint64())
+				}
+				b.Put(table, fmt.Appendf(nil, "p%d", p), key(i), []byte("data"), value, ts)
+			}
+		})
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	for p := 0; p < partitions; p++ {
+		apply(t, db, func(b *Batch) {
+			for i := 0; i < rows*9/10; i++ {
+				if p%2 == 0 {
+					b.DeleteCell(table, fmt.Appendf(nil, "p%d", p), key(i), []byte("data"), ts+1)
+				} else {
+					b.DeleteRow(table, fmt.Appendf(nil, "p%d", p), key(i), ts+1)
+				}
+			}
+		})
+	}
+}
+
+// TestTombstoneCompaction checks that, once the tombstones of 90% point
+// deletes may be purged, background compaction alone (no Compact call)
+// rewrites the tombstone SSTable with the data it shadows: the table's
+// bytes fall and a read scans no tombstones. Before gc_grace has passed,
+// or before the SSTable is older than the interval, nothing is picked.
+func TestTombstoneCompaction(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)}
+	opts := DefaultOptions()
+	opts.Clock = clock
+	opts.WALSyncMode = WALPeriodic
+	db, err := Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	const gcGrace, interval = 3600, 7200
+	// A high min_threshold keeps size-tiered compaction out of it.
+	if err := db.CreateTable(TableDef{Name: "t", GCGraceSeconds: int64p(gcGrace), MinThreshold: 32,
+		TombstoneCompactionIntervalSeconds: int64p(interval)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateTable(TableDef{Name: "o"}); err != nil {
+		t.Fatal(err)
+	}
+	const partitions, rows = 20, 200
+	deleteOldest90(t, db, "t", partitions, rows, clock)
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := tableMetrics(t, db, "t")
+	_, stats := readAll(t, db, SliceQuery{Table: "t", Partition: []byte("p1")})
+	if before.SSTables != 2 || stats.TombstonesScanned < rows*9/10 {
+		t.Fatalf("before: %d SSTables, read scanned %d tombstones", before.SSTables, stats.TombstonesScanned)
+	}
+
+	// Within gc_grace, then past gc_grace but within the interval,
+	// nothing is picked (a flush wakes the picker).
+	nudge := func() {
+		t.Helper()
+		apply(t, db, func(b *Batch) {
+			b.Put("t", []byte("other"), []byte("k"), []byte("c"), []byte("v"), clock.Now().UnixMicro())
+		})
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, step := range []time.Duration{gcGrace / 2 * time.Second, gcGrace * time.Second} {
+		clock.Advance(step)
+		compactions := db.Metrics().Compactions
+		nudge()
+		db.mu.Lock()
+		picked := db.pickTombstoneLocked(db.tables["t"], clock.Now().Unix())
+		db.mu.Unlock()
+		if picked != nil || db.Metrics().Compactions != compactions {
+			t.Fatalf("a tombstone compaction was picked too early: %+v", picked)
+		}
+	}
+
+	// Past both: the next wake-up compacts by itself, even with an
+	// unflushed write of another table at a timestamp of another scale
+	// (stream positions, as the fan-out's) in the memtable: only this
+	// table's writes there could hold its tombstones back.
+	clock.Advance(interval * time.Second)
+	apply(t, db, func(b *Batch) { b.Put("o", []byte("p"), []byte("k"), []byte("c"), []byte("v"), 1) })
+	db.maybeScheduleCompaction()
+	waitFor(t, "a tombstone compaction to purge the deletes", func() bool {
+		return tableMetrics(t, db, "t").Tombstones == 0 && db.Metrics().PurgedTombstones > 0
+	})
+	after := tableMetrics(t, db, "t")
+	rowsLeft, stats := readAll(t, db, SliceQuery{Table: "t", Partition: []byte("p1")})
+	if len(rowsLeft) != rows/10 || stats.TombstonesScanned != 0 {
+		t.Fatalf("after: %d rows, %d tombstones scanned, want %d rows and none", len(rowsLeft), stats.TombstonesScanned, rows/10)
+	}
+	if after.Bytes*3 > before.Bytes {
+		t.Fatalf("table bytes %d -> %d: want at most a third", before.Bytes, after.Bytes)
+	}
+	t.Logf("table bytes %d -> %d, tombstones in the table %d -> 0", before.Bytes, after.Bytes, before.Tombstones)
+}
