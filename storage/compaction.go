@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"time"
 
 	"github.com/eventide/eventide/storage/internal/base"
@@ -198,15 +199,21 @@ func (db *DB) compact(c *compaction) error {
 	for _, h := range c.inputs {
 		inBytes += h.size
 	}
-	var out *sstHandle
+	var outs []*sstHandle
 	var stats compactionStats
-	if !c.dropOnly {
+	switch {
+	case c.dropOnly:
+	case c.splitByWindow:
 		var err error
+		if outs, stats, err = db.compactByWindow(c); err != nil {
+			return err
+		}
+	default:
 		life := longLived
 		if c.intermediate {
 			life = shortLived
 		}
-		out, err = db.writeSSTable(c.table, life, func(w *sstable.Writer) error {
+		out, err := db.writeSSTable(c.table, life, func(w *sstable.Writer) error {
 			var err error
 			stats, err = db.mergeInputs(c, w)
 			return err
@@ -214,12 +221,18 @@ func (db *DB) compact(c *compaction) error {
 		if err != nil {
 			return err
 		}
+		outs = []*sstHandle{out}
+	}
+	kept := outs[:0]
+	for _, out := range outs {
 		if out.props.Partitions == 0 {
 			// Everything was purged: keep no empty file.
 			out.discard()
-			out = nil
+			continue
 		}
+		kept = append(kept, out)
 	}
+	outs = kept
 	removed := map[uint64]bool{}
 	for _, h := range c.inputs {
 		removed[h.fileNum] = true
@@ -238,7 +251,7 @@ func (db *DB) compact(c *compaction) error {
 				list = append(list, h)
 			}
 		}
-		if out != nil {
+		for _, out := range outs {
 			m.SSTables = append(m.SSTables, manifestSSTable{FileNum: out.fileNum, TableID: out.tableID, Size: out.size})
 			list = append(list, out)
 		}
@@ -253,17 +266,19 @@ func (db *DB) compact(c *compaction) error {
 		return v
 	})
 	if err != nil {
-		if out != nil && !errors.Is(err, errManifestUnsynced) {
-			out.discard()
+		if !errors.Is(err, errManifestUnsynced) {
+			for _, out := range outs {
+				out.discard()
+			}
 		}
 		return err
 	}
 	var outBytes int64
-	if out != nil {
-		outBytes = out.size
+	for _, out := range outs {
+		outBytes += out.size
 	}
 	db.metrics.compacted(c, inBytes, outBytes, stats, time.Since(start))
-	db.log.Info("compacted", "table", c.table.def.Name, "reason", c.reason, "inputs", len(c.inputs),
+	db.log.Info("compacted", "table", c.table.def.Name, "reason", c.reason, "inputs", len(c.inputs), "outputs", len(outs),
 		"in_bytes", inBytes, "out_bytes", outBytes, "purged_tombstones", stats.purged, "dropped_shadowed", stats.shadowed,
 		"took", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -274,6 +289,144 @@ type compactionStats struct {
 	cells      int64
 	purged     int64 // tombstones and expired cells dropped after gc_grace
 	shadowed   int64 // cells dropped because a deletion covers them
+}
+
+// partitionSink receives a compaction's output: *sstable.Writer, or
+// windowSink, which splits it by time window.
+type partitionSink interface {
+	StartPartition(key []byte, del base.PartitionDeletions) error
+	Add(c *base.Cell) error
+}
+
+// compactByWindow runs c writing one SSTable per time window of its
+// inputs (see windowSink), so a tombstone compaction that pulls older
+// windows' SSTables in keeps their data in their windows.
+func (db *DB) compactByWindow(c *compaction) ([]*sstHandle, compactionStats, error) {
+	ws := &windowSink{db: db, t: c.table, outputs: map[int64]*windowOutput{}}
+	for _, h := range c.inputs {
+		w := timeWindow(h.props.MaxTimestamp, c.table.def.WindowSeconds)
+		if _, ok := ws.outputs[w]; !ok {
+			ws.outputs[w] = &windowOutput{}
+			ws.windows = append(ws.windows, w)
+		}
+	}
+	sort.Slice(ws.windows, func(i, j int) bool { return ws.windows[i] < ws.windows[j] })
+	stats, err := db.mergeInputs(c, ws)
+	var outs []*sstHandle
+	for _, w := range ws.windows {
+		o := ws.outputs[w]
+		if o.p == nil {
+			continue
+		}
+		if err != nil {
+			o.p.abort(db)
+			continue
+		}
+		h, ferr := o.p.finish(db)
+		if ferr != nil {
+			err = ferr
+			continue
+		}
+		outs = append(outs, h)
+	}
+	if err != nil {
+		for _, h := range outs {
+			h.discard()
+		}
+		return nil, stats, err
+	}
+	return outs, stats, nil
+}
+
+// windowSink writes each cell to the output of its time window, and each
+// deletion to the output of its timestamp's window: the output of the
+// first input window at or after it, so that an output never holds
+// anything newer than its window and the picker files it where its data
+// came from. (An input's cells are at or before its window, which is the
+// window of its newest write; a window with no input gets no output.)
+type windowSink struct {
+	db      *DB
+	t       *tableState
+	windows []int64 // input windows, ascending
+	outputs map[int64]*windowOutput
+	pk      []byte
+}
+
+type windowOutput struct {
+	p       *pendingSSTable
+	started bool // holds the current partition
+}
+
+func (ws *windowSink) output(timestampMicros int64) (*windowOutput, error) {
+	w := timeWindow(timestampMicros, ws.t.def.WindowSeconds)
+	i := sort.Search(len(ws.windows), func(i int) bool { return ws.windows[i] >= w })
+	if i == len(ws.windows) {
+		i-- // cannot happen: every input's writes are at or before its window
+	}
+	o := ws.outputs[ws.windows[i]]
+	if o.p == nil {
+		p, err := ws.db.createSSTable(ws.t, longLived)
+		if err != nil {
+			return nil, err
+		}
+		o.p = p
+	}
+	return o, nil
+}
+
+func (ws *windowSink) StartPartition(key []byte, del base.PartitionDeletions) error {
+	ws.pk = key
+	for _, o := range ws.outputs {
+		o.started = false
+	}
+	per := map[*windowOutput]*base.PartitionDeletions{}
+	get := func(ts int64) (*base.PartitionDeletions, error) {
+		o, err := ws.output(ts)
+		if err != nil {
+			return nil, err
+		}
+		d := per[o]
+		if d == nil {
+			d = &base.PartitionDeletions{Partition: base.LiveDeletion}
+			per[o] = d
+		}
+		return d, nil
+	}
+	if !del.Partition.IsLive() {
+		d, err := get(del.Partition.MarkedForDeleteAt)
+		if err != nil {
+			return err
+		}
+		d.Partition = del.Partition
+	}
+	for _, rt := range del.Ranges {
+		d, err := get(rt.Deletion.MarkedForDeleteAt)
+		if err != nil {
+			return err
+		}
+		d.Ranges = append(d.Ranges, rt)
+	}
+	for o, d := range per {
+		if err := o.p.w.StartPartition(key, *d); err != nil {
+			return err
+		}
+		o.started = true
+	}
+	return nil
+}
+
+func (ws *windowSink) Add(c *base.Cell) error {
+	o, err := ws.output(c.Timestamp)
+	if err != nil {
+		return err
+	}
+	if !o.started {
+		if err := o.p.w.StartPartition(ws.pk, base.PartitionDeletions{Partition: base.LiveDeletion}); err != nil {
+			return err
+		}
+		o.started = true
+	}
+	return o.p.w.Add(c)
 }
 
 // scannerSource adapts one input's current partition to a cellSource.
@@ -288,7 +441,7 @@ func (ss scannerSource) Err() error       { return ss.s.Err() }
 // shadow, and tombstones (with expired cells) are purged once past
 // gc_grace if nothing outside the compaction may hold older data for the
 // partition.
-func (db *DB) mergeInputs(c *compaction, w *sstable.Writer) (compactionStats, error) {
+func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, error) {
 	var st compactionStats
 	scanners := make([]*sstable.Scanner, len(c.inputs))
 	live := make([]bool, len(c.inputs))

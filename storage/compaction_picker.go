@@ -16,7 +16,10 @@ type compaction struct {
 	// intermediate: the output will be compacted again (a time window's
 	// active window), so it is written as a short-lived SSTable.
 	intermediate bool
-	reason       string
+	// splitByWindow writes one output per time window of the inputs
+	// (a TimeWindow table's tombstone compaction across windows).
+	splitByWindow bool
+	reason        string
 }
 
 // pickCompactionLocked chooses the most useful compaction of any table,
@@ -73,8 +76,12 @@ func (db *DB) pickCompactionLocked() *compaction {
 // what it finds outside (Cassandra's tombstone compactions, with their
 // overlaps). A candidate one of whose overlaps is being compacted waits.
 //
-// In a TimeWindow table only the candidate's own window is taken (see
-// pickTimeWindow): merging windows would keep old data in a new window.
+// In a TimeWindow table a deletion lands in the window of its write while
+// the data it deletes sits in older windows' SSTables, which no window
+// compaction ever merges with it; a tombstone compaction takes those in
+// too, and writes one SSTable per window (compaction.splitByWindow), so
+// each window's surviving data stays in its window and still expires
+// whole with it.
 func (db *DB) pickTombstoneLocked(t *tableState, nowSeconds int64) *compaction {
 	threshold := t.def.tombstoneThreshold()
 	if threshold < 0 {
@@ -117,16 +124,12 @@ func (db *DB) pickTombstoneLocked(t *tableState, nowSeconds int64) *compaction {
 		if of, ol := o.reader.KeyRange(); of == nil || bytes.Compare(of, last) > 0 || bytes.Compare(ol, first) < 0 {
 			continue
 		}
-		if t.def.Compaction == TimeWindow &&
-			timeWindow(o.props.MaxTimestamp, t.def.WindowSeconds) != timeWindow(best.props.MaxTimestamp, t.def.WindowSeconds) {
-			continue
-		}
 		if db.compacting[o.fileNum] {
 			return nil
 		}
 		inputs = append(inputs, o)
 	}
-	return &compaction{table: t, inputs: inputs, reason: "tombstones"}
+	return &compaction{table: t, inputs: inputs, reason: "tombstones", splitByWindow: t.def.Compaction == TimeWindow}
 }
 
 // pickExpiredLocked finds SSTables whose every cell and deletion is past

@@ -137,7 +137,9 @@ const (
 	// TimeWindow groups SSTables into windows of their newest write time,
 	// size-tiered inside the active window, one SSTable per closed window,
 	// and drops fully expired SSTables whole (Cassandra's TWCS). For TTL'd
-	// time series.
+	// time series. Deletions are reclaimed by tombstone compactions that
+	// take the older windows' SSTables in and write one SSTable per
+	// window, so windows are never merged.
 	TimeWindow CompactionStrategy = "time_window"
 )
 

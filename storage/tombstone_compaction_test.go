@@ -147,3 +147,80 @@ func TestTombstoneCompaction(t *testing.T) {
 	}
 	t.Logf("table bytes %d -> %d, tombstones in the table %d -> 0", before.Bytes, after.Bytes, before.Tombstones)
 }
+
+// TestTombstoneCompactionAcrossWindows checks a TimeWindow table: rows
+// written in one window and deleted (row deletes) in a later one. No window
+// compaction ever merges the two windows' SSTables; the tombstone
+// compaction takes the older window's SSTable in, purges the deleted rows
+// with their tombstones (immediate mode), and writes what is left back
+// into the older window, where it will still expire whole.
+func TestTombstoneCompactionAcrossWindows(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 11, 24, 0, 10, 0, 0, time.UTC)}
+	opts := DefaultOptions()
+	opts.Clock = clock
+	opts.WALSyncMode = WALPeriodic
+	db, err := Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.CreateTable(TableDef{Name: "tw", Compaction: TimeWindow, WindowSeconds: 3600, MinThreshold: 32,
+		TombstoneGC: TombstoneGCImmediate, TombstoneCompactionIntervalSeconds: int64p(0)}); err != nil {
+		t.Fatal(err)
+	}
+	const partitions, rows = 10, 200
+	key := func(i int) []byte { return binary.BigEndian.AppendUint64(nil, ^uint64(i)) }
+	rng := rand.New(rand.NewPCG(3, 4))
+	dataTS := clock.Now().UnixMicro()
+	for p := 0; p < partitions; p++ {
+		apply(t, db, func(b *Batch) {
+			for i := 0; i < rows; i++ {
+				value := binary.LittleEndian.AppendUint64(nil, rng.Uint64())
+				for len(value) < 120 {
+					value = binary.LittleEndian.AppendUint64(value, rng.Uint64())
+				}
+				b.Put("tw", fmt.Appendf(nil, "p%d", p), key(i), []byte("data"), value, dataTS)
+			}
+		})
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour)
+	delTS := clock.Now().UnixMicro()
+	for p := 0; p < partitions; p++ {
+		apply(t, db, func(b *Batch) {
+			for i := 0; i < rows*9/10; i++ {
+				b.DeleteRow("tw", fmt.Appendf(nil, "p%d", p), key(i), delTS)
+			}
+		})
+	}
+	clock.Advance(time.Second)
+	before := tableMetrics(t, db, "tw") // the data alone
+	if err := db.Flush(); err != nil {  // wakes the picker
+		t.Fatal(err)
+	}
+	waitFor(t, "a tombstone compaction across windows", func() bool {
+		return tableMetrics(t, db, "tw").Tombstones == 0 && tableMetrics(t, db, "tw").SSTables > 0
+	})
+	after := tableMetrics(t, db, "tw")
+	if after.SSTables != 1 {
+		t.Fatalf("%d SSTables left, want 1 (the older window's)", after.SSTables)
+	}
+	db.mu.Lock()
+	h := db.current.sstables[db.tables["tw"].id][0]
+	db.mu.Unlock()
+	if w, want := timeWindow(h.props.MaxTimestamp, 3600), timeWindow(dataTS, 3600); w != want {
+		t.Fatalf("the surviving rows sit in window %d, want their own window %d", w, want)
+	}
+	for p := 0; p < partitions; p++ {
+		got, stats := readAll(t, db, SliceQuery{Table: "tw", Partition: fmt.Appendf(nil, "p%d", p)})
+		if len(got) != rows/10 || stats.TombstonesScanned != 0 {
+			t.Fatalf("p%d: %d rows, %d tombstones scanned, want %d rows and none", p, len(got), stats.TombstonesScanned, rows/10)
+		}
+	}
+	if after.Bytes*5 > before.Bytes {
+		t.Fatalf("table bytes %d -> %d: want at most a fifth", before.Bytes, after.Bytes)
+	}
+	t.Logf("table bytes %d -> %d in window %d", before.Bytes, after.Bytes, timeWindow(dataTS, 3600))
+}

@@ -12,8 +12,7 @@ import (
 // bins, for estimating how many tombstones of a file may be purged at a
 // given time without reading it (Cassandra's tombstone drop-time
 // histogram). It is conservative: a bin's time is at or after every value
-// counted in it (values are rounded up to histogramStepSeconds, and merged
-// bins keep the later time), so CountBefore never counts a value that is
+// counted in it (merged bins keep the later time), so CountBefore never counts a value that is
 // not before its argument.
 type TimeHistogram struct {
 	bins []histogramBin // ascending by at
@@ -28,19 +27,14 @@ type histogramBin struct {
 const (
 	// maxHistogramBins bounds a histogram's size in the properties.
 	maxHistogramBins = 64
-	// histogramStepSeconds is the rounding of values: events of one flush
-	// usually share a few minutes, and so a few bins.
-	histogramStepSeconds = 60
 )
 
 // Add counts one value.
 func (h *TimeHistogram) Add(seconds int64) {
+	// Whole seconds keep a young file's estimate exact (in immediate mode
+	// a deletion counts as droppable from the second it was written);
+	// older and wider files merge bins, conservatively.
 	at := seconds
-	if at < math.MaxInt64-histogramStepSeconds {
-		// Round up; floor division for negative values too.
-		at = (at + histogramStepSeconds - 1)
-		at -= ((at % histogramStepSeconds) + histogramStepSeconds) % histogramStepSeconds
-	}
 	if h.last < len(h.bins) && h.bins[h.last].at == at {
 		h.bins[h.last].count++
 		return

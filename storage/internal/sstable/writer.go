@@ -148,9 +148,8 @@ package sstable
 //	histogram: bins uvarint (0..64), then per bin: its time (unix
 //	seconds; the first bin a varint, each next one the uvarint distance
 //	(>= 1) from the previous), count uvarint (>= 1). A bin's time is at or
-//	after every value counted in it (values rounded up to a minute,
-//	merged bins keep the later time), so a count "before t" is never too
-//	high. Counts add up to at most the cells or deletions they describe.
+//	after every value counted in it (merged bins keep the later time), so
+//	a count "before t" is never too high. Counts add up to at most the cells or deletions they describe.
 //
 // Footer (112 bytes):
 //
