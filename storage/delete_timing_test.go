@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -15,8 +16,9 @@ import (
 // BenchmarkDeletedPartitionRead reads a whole partition whose oldest 90% of
 // rows were deleted, once with DeleteRow and once with a DeleteCell per
 // cell, with the deletions still in the memtable and flushed to SSTables
-// (the data in one SSTable, the deletions in another). The target:
-// row deletions read within 1.5x of cell deletions at every size.
+// (the data in one SSTable, the deletions in another), forward and in
+// reverse. The target: row deletions read within 1.5x
+// of cell deletions at every size.
 //
 // BenchmarkDeleteThroughput applies deletions of the oldest 90% of rows of
 // partitions of 630 rows, in batches of 100, with DeleteRow or with one
@@ -93,7 +95,7 @@ func benchDeleteOldest(b *testing.B, db *DB, pk []byte, n int, byRow bool, ts in
 func BenchmarkDeletedPartitionRead(b *testing.B) {
 	for _, rows := range []int{630, 6300} {
 		for _, state := range []string{"memtable", "flushed"} {
-			for _, kind := range []string{"cell", "row"} {
+			for _, kind := range []string{"cell", "row", "cell-reverse", "row-reverse"} {
 				b.Run(fmt.Sprintf("rows=%d/%s/%s", rows, state, kind), func(b *testing.B) {
 					db := openBenchDB(b)
 					pk := []byte("p")
@@ -104,7 +106,7 @@ func BenchmarkDeletedPartitionRead(b *testing.B) {
 							b.Fatal(err)
 						}
 					}
-					benchDeleteOldest(b, db, pk, rows*9/10, kind == "row", now+1)
+					benchDeleteOldest(b, db, pk, rows*9/10, strings.HasPrefix(kind, "row"), now+1)
 					if state == "flushed" {
 						if err := db.Flush(); err != nil {
 							b.Fatal(err)
@@ -112,7 +114,7 @@ func BenchmarkDeletedPartitionRead(b *testing.B) {
 					}
 					want := rows - rows*9/10
 					for b.Loop() {
-						it, err := db.Slice(context.Background(), SliceQuery{Table: "t", Partition: pk})
+						it, err := db.Slice(context.Background(), SliceQuery{Table: "t", Partition: pk, Reverse: strings.HasSuffix(kind, "-reverse")})
 						if err != nil {
 							b.Fatal(err)
 						}
