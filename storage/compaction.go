@@ -233,6 +233,14 @@ func (db *DB) compact(c *compaction) error {
 		kept = append(kept, out)
 	}
 	outs = kept
+	if c.reason == tombstoneReason && stats.purged == 0 && stats.shadowed == 0 {
+		// Set before the outputs are installed (under db.mu), so the
+		// picker never sees them without it.
+		retry := db.opts.Clock.Now().Unix() + max(c.table.def.tombstoneCompactionIntervalSeconds(), futileTombstoneRetrySeconds)
+		for _, out := range outs {
+			out.tombstoneRetryAt = retry
+		}
+	}
 	removed := map[uint64]bool{}
 	for _, h := range c.inputs {
 		removed[h.fileNum] = true

@@ -98,7 +98,7 @@ func (db *DB) pickTombstoneLocked(t *tableState, nowSeconds int64) *compaction {
 	bestRatio := 0.0
 	for _, h := range all {
 		created := h.props.Tombstones.CreatedAt
-		if db.compacting[h.fileNum] || created == 0 || nowSeconds-created < interval {
+		if db.compacting[h.fileNum] || created == 0 || nowSeconds-created < interval || nowSeconds < h.tombstoneRetryAt {
 			continue
 		}
 		// A memtable with writes as old as the file's may hold data its
@@ -129,8 +129,16 @@ func (db *DB) pickTombstoneLocked(t *tableState, nowSeconds int64) *compaction {
 		}
 		inputs = append(inputs, o)
 	}
-	return &compaction{table: t, inputs: inputs, reason: "tombstones", splitByWindow: t.def.Compaction == TimeWindow}
+	return &compaction{table: t, inputs: inputs, reason: tombstoneReason, splitByWindow: t.def.Compaction == TimeWindow}
 }
+
+// tombstoneReason is the reason of tombstone compactions.
+const tombstoneReason = "tombstones"
+
+// futileTombstoneRetrySeconds is the least time before the output of a
+// tombstone compaction that purged nothing may be picked again for its
+// tombstones, whatever the table's interval.
+const futileTombstoneRetrySeconds = 3600
 
 // pickExpiredLocked finds SSTables whose every cell and deletion is past
 // gc_grace (expired cells count from their write time) and that hold

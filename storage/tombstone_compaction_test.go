@@ -224,3 +224,61 @@ func TestTombstoneCompactionAcrossWindows(t *testing.T) {
 	}
 	t.Logf("table bytes %d -> %d in window %d", before.Bytes, after.Bytes, timeWindow(dataTS, 3600))
 }
+
+// TestTombstoneCompactionThatPurgesNothing checks that the output of a
+// tombstone compaction that purged nothing is not picked again at once.
+// The estimate can over-count expiring cells (it takes the smaller of
+// "expired" and "written before gcBefore", counted apart): here half the
+// cells expired but were written too recently, half were written long ago
+// but live on, so the estimate says half may go and nothing can. With an
+// interval of 0 the picker took the rewritten file again and again.
+func TestTombstoneCompactionThatPurgesNothing(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)}
+	db := openTestDB(t, clock, TableDef{Name: "t", GCGraceSeconds: int64p(100), MinThreshold: 32,
+		TombstoneCompactionIntervalSeconds: int64p(0)})
+	key := func(i int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(i)) }
+	apply(t, db, func(b *Batch) {
+		for i := 0; i < 50; i++ {
+			b.PutTTL("t", []byte("p"), key(i), []byte("c"), []byte("long"), clock.Now().UnixMicro(), 10_000)
+		}
+	})
+	clock.Advance(500 * time.Second)
+	apply(t, db, func(b *Batch) {
+		for i := 50; i < 100; i++ {
+			b.PutTTL("t", []byte("p"), key(i), []byte("c"), []byte("short"), clock.Now().UnixMicro(), 1)
+		}
+	})
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(100 * time.Second)
+	pickAndRun := func() bool {
+		t.Helper()
+		db.mu.Lock()
+		c := db.pickTombstoneLocked(db.tables["t"], clock.Now().Unix())
+		if c == nil {
+			db.mu.Unlock()
+			return false
+		}
+		db.startCompactionLocked(c)
+		db.mu.Unlock()
+		if err := db.runCompaction(c); err != nil {
+			t.Fatal(err)
+		}
+		return true
+	}
+	if !pickAndRun() {
+		t.Fatal("the over-counted SSTable was not picked (the estimate changed?)")
+	}
+	if db.Metrics().PurgedTombstones != 0 {
+		t.Fatal("the compaction purged something: the scenario is wrong")
+	}
+	if pickAndRun() {
+		t.Fatal("the output of a compaction that purged nothing was picked again at once")
+	}
+	// An hour later it may be tried again.
+	clock.Advance(time.Hour + time.Second)
+	if !pickAndRun() {
+		t.Fatal("the output was never tried again")
+	}
+}
