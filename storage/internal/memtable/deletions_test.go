@@ -69,3 +69,54 @@ func TestDeletionsView(t *testing.T) {
 		t.Fatal("partitions mixed up")
 	}
 }
+
+// TestDeletionsConcurrentReaders runs readers against the writer: each
+// view a reader gets is fragmented, never shrinks, and stays as it was
+// while the writer goes on (run it with -race).
+func TestDeletionsConcurrentReaders(t *testing.T) {
+	m := New()
+	pk := []byte("p")
+	const n = 5000
+	done := make(chan struct{})
+	errs := make(chan string, 4)
+	for r := 0; r < 3; r++ {
+		go func() {
+			last := 0
+			for {
+				select {
+				case <-done:
+					errs <- ""
+					return
+				default:
+				}
+				d := m.Deletions(1, pk)
+				if d == nil {
+					continue
+				}
+				got := len(d.Ranges)
+				snapshot := d.Ranges[got-1].Deletion
+				if !base.IsFragmented(d.Ranges) || got < last {
+					errs <- "a view is not fragmented or shrank"
+					return
+				}
+				last = got
+				if d.Ranges[got-1].Deletion != snapshot || len(d.Ranges) != got {
+					errs <- "a view changed under its reader"
+					return
+				}
+			}
+		}()
+	}
+	for i := 0; i < n; i++ {
+		m.ApplyRangeTombstone(1, pk, rowTombstone(i, int64(i)))
+	}
+	close(done)
+	for r := 0; r < 3; r++ {
+		if e := <-errs; e != "" {
+			t.Fatal(e)
+		}
+	}
+	if d := m.Deletions(1, pk); len(d.Ranges) != n {
+		t.Fatalf("%d fragments, want %d", len(d.Ranges), n)
+	}
+}
