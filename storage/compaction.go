@@ -319,6 +319,10 @@ func (db *DB) compactByWindow(c *compaction) ([]*sstHandle, compactionStats, err
 		}
 	}
 	sort.Slice(ws.windows, func(i, j int) bool { return ws.windows[i] < ws.windows[j] })
+	ws.life = longLived
+	if len(ws.windows) > maxZstdSplitWindows {
+		ws.life = shortLived
+	}
 	stats, err := db.mergeInputs(c, ws)
 	var outs []*sstHandle
 	for _, w := range ws.windows {
@@ -346,15 +350,25 @@ func (db *DB) compactByWindow(c *compaction) ([]*sstHandle, compactionStats, err
 	return outs, stats, nil
 }
 
+// maxZstdSplitWindows is the most windows a compaction split by window
+// writes long-lived (see windowSink).
+const maxZstdSplitWindows = 4
+
 // windowSink writes each cell to the output of its time window, and each
 // deletion to the output of its timestamp's window: the output of the
 // first input window at or after it, so that an output never holds
 // anything newer than its window and the picker files it where its data
 // came from. (An input's cells are at or before its window, which is the
 // window of its newest write; a window with no input gets no output.)
+//
+// Every output is open at once. A zstd writer holds an encoder of a few
+// MiB at the long-lived level, so past maxZstdSplitWindows windows the
+// outputs are written short-lived (S2, whose encoder holds nothing), each
+// window then costing its write buffer and open block, about 0.3 MiB.
 type windowSink struct {
 	db      *DB
 	t       *tableState
+	life    sstableLife
 	windows []int64 // input windows, ascending
 	outputs map[int64]*windowOutput
 	pk      []byte
@@ -373,7 +387,7 @@ func (ws *windowSink) output(timestampMicros int64) (*windowOutput, error) {
 	}
 	o := ws.outputs[ws.windows[i]]
 	if o.p == nil {
-		p, err := ws.db.createSSTable(ws.t, longLived)
+		p, err := ws.db.createSSTable(ws.t, ws.life)
 		if err != nil {
 			return nil, err
 		}
