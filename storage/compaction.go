@@ -102,8 +102,14 @@ func (db *DB) runCompaction(c *compaction) error {
 
 // Compact runs a full (major) compaction of one table and waits for it:
 // every SSTable is rewritten, merged into one (one per time window, for
-// TimeWindow tables), and fully expired SSTables are dropped.
+// TimeWindow tables), and fully expired SSTables are dropped. A TimeWindow
+// table whose SSTables hold tombstones that may be purged is first
+// compacted as a whole, split by window, so that deletions meet the older
+// windows' data they delete (see pickTombstoneLocked).
 func (db *DB) Compact(table string) error {
+	if err := db.compactAcrossWindows(table); err != nil {
+		return err
+	}
 	db.mu.Lock()
 	t, err := db.lookupTableLocked(table)
 	if err != nil {
@@ -165,6 +171,46 @@ func (db *DB) Compact(table string) error {
 		}
 	}
 	return firstErr
+}
+
+// compactAcrossWindows compacts every SSTable of a TimeWindow table in one
+// compaction split by window, if two windows or more hold SSTables and one
+// of them holds tombstones a compaction could purge now.
+func (db *DB) compactAcrossWindows(table string) error {
+	db.mu.Lock()
+	t, err := db.lookupTableLocked(table)
+	if err != nil || t.def.Compaction != TimeWindow {
+		db.mu.Unlock()
+		return err
+	}
+	for db.tableCompactingLocked(t.id) && !db.closed && db.bgErr == nil {
+		db.cond.Wait()
+	}
+	if db.closed || db.bgErr != nil {
+		err := db.bgErr
+		if db.closed {
+			err = ErrClosed
+		}
+		db.mu.Unlock()
+		return err
+	}
+	all := db.current.sstables[t.id]
+	now := db.opts.Clock.Now().Unix()
+	gcBefore := t.def.gcBefore(now)
+	windows := map[int64]bool{}
+	droppable := false
+	for _, h := range all {
+		windows[timeWindow(h.props.MaxTimestamp, t.def.WindowSeconds)] = true
+		droppable = droppable || h.props.Tombstones.Droppable(now, gcBefore) > 0
+	}
+	if len(windows) < 2 || !droppable {
+		db.mu.Unlock()
+		return nil
+	}
+	c := &compaction{table: t, inputs: append([]*sstHandle(nil), all...), splitByWindow: true, reason: "major (tombstones across windows)"}
+	db.startCompactionLocked(c)
+	db.mu.Unlock()
+	return db.runCompaction(c)
 }
 
 func (db *DB) tableCompactingLocked(tableID uint32) bool {

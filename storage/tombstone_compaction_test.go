@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/eventide/eventide/storage/internal/sstable"
 )
 
 // tableMetrics returns the metrics of one table.
@@ -280,5 +282,61 @@ func TestTombstoneCompactionThatPurgesNothing(t *testing.T) {
 	clock.Advance(time.Hour + time.Second)
 	if !pickAndRun() {
 		t.Fatal("the output was never tried again")
+	}
+}
+
+// TestCompactPurgesAcrossWindows checks that a manual compaction of a
+// TimeWindow table purges deletions written in a later window than the
+// data they delete, once gc_grace has passed, and leaves the surviving
+// rows in their window, in one long-lived SSTable.
+func TestCompactPurgesAcrossWindows(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 11, 24, 0, 10, 0, 0, time.UTC)}
+	db := openTestDB(t, clock, TableDef{Name: "tw", Compaction: TimeWindow, WindowSeconds: 3600, GCGraceSeconds: int64p(600)})
+	key := func(i int) []byte { return binary.BigEndian.AppendUint64(nil, uint64(i)) }
+	dataTS := clock.Now().UnixMicro()
+	apply(t, db, func(b *Batch) {
+		for i := 0; i < 100; i++ {
+			b.Put("tw", []byte("p"), key(i), []byte("c"), []byte("value"), dataTS)
+		}
+	})
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Hour)
+	apply(t, db, func(b *Batch) {
+		for i := 0; i < 90; i++ {
+			b.DeleteRow("tw", []byte("p"), key(i), clock.Now().UnixMicro())
+		}
+	})
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Within gc_grace the tombstones stay, and so do both windows.
+	if err := db.Compact("tw"); err != nil {
+		t.Fatal(err)
+	}
+	if tm := tableMetrics(t, db, "tw"); tm.Tombstones != 90 || tm.SSTables != 2 {
+		t.Fatalf("within gc_grace: %d tombstones in %d SSTables, want 90 in 2", tm.Tombstones, tm.SSTables)
+	}
+	clock.Advance(20 * time.Minute)
+	if err := db.Compact("tw"); err != nil {
+		t.Fatal(err)
+	}
+	tm := tableMetrics(t, db, "tw")
+	if tm.Tombstones != 0 || tm.SSTables != 1 || tm.Cells != 10 {
+		t.Fatalf("past gc_grace: %d tombstones, %d cells in %d SSTables, want 0, 10 in 1", tm.Tombstones, tm.Cells, tm.SSTables)
+	}
+	db.mu.Lock()
+	h := db.current.sstables[db.tables["tw"].id][0]
+	db.mu.Unlock()
+	if w, want := timeWindow(h.props.MaxTimestamp, 3600), timeWindow(dataTS, 3600); w != want {
+		t.Fatalf("the surviving rows sit in window %d, want %d", w, want)
+	}
+	if got := h.props.Compression; got != sstable.CompressionZstd {
+		t.Fatalf("the compacted window is %v, want zstd", got)
+	}
+	rows, _ := readAll(t, db, SliceQuery{Table: "tw", Partition: []byte("p")})
+	if len(rows) != 10 {
+		t.Fatalf("read %d rows, want 10", len(rows))
 	}
 }
