@@ -103,7 +103,7 @@ func (db *DB) runCompaction(c *compaction) error {
 // Compact runs a full (major) compaction of one table and waits for it:
 // every SSTable is rewritten, merged into one (one per time window, for
 // TimeWindow tables), and fully expired SSTables are dropped. A TimeWindow
-// table whose SSTables hold tombstones that may be purged is first
+// table whose SSTables hold deletions that may be purged is first
 // compacted as a whole, split by window, so that deletions meet the older
 // windows' data they delete (see pickTombstoneLocked).
 func (db *DB) Compact(table string) error {
@@ -173,9 +173,11 @@ func (db *DB) Compact(table string) error {
 	return firstErr
 }
 
-// compactAcrossWindows compacts every SSTable of a TimeWindow table in one
-// compaction split by window, if two windows or more hold SSTables and one
-// of them holds tombstones a compaction could purge now.
+// compactAcrossWindows compacts every SSTable of a TimeWindow table (but
+// the fully expired ones, which Compact drops whole) in one compaction
+// split by window, if two windows or more hold SSTables and one of them
+// holds deletions (cell, row, range or partition tombstones) a compaction
+// could purge now.
 func (db *DB) compactAcrossWindows(table string) error {
 	db.mu.Lock()
 	t, err := db.lookupTableLocked(table)
@@ -194,20 +196,33 @@ func (db *DB) compactAcrossWindows(table string) error {
 		db.mu.Unlock()
 		return err
 	}
-	all := db.current.sstables[t.id]
 	now := db.opts.Clock.Now().Unix()
 	gcBefore := t.def.gcBefore(now)
+	// Fully expired SSTables are left to Compact, which drops them whole;
+	// expired cells need no other window to be purged, deletions may.
+	var expired map[*sstHandle]bool
+	if c := db.pickExpiredLocked(t, db.current.sstables[t.id], now); c != nil {
+		expired = map[*sstHandle]bool{}
+		for _, h := range c.inputs {
+			expired[h] = true
+		}
+	}
+	var inputs []*sstHandle
 	windows := map[int64]bool{}
 	droppable := false
-	for _, h := range all {
+	for _, h := range db.current.sstables[t.id] {
+		if expired[h] {
+			continue
+		}
+		inputs = append(inputs, h)
 		windows[timeWindow(h.props.MaxTimestamp, t.def.WindowSeconds)] = true
-		droppable = droppable || h.props.Tombstones.Droppable(now, gcBefore) > 0
+		droppable = droppable || h.props.Tombstones.Deletions.CountBefore(gcBefore) > 0
 	}
 	if len(windows) < 2 || !droppable {
 		db.mu.Unlock()
 		return nil
 	}
-	c := &compaction{table: t, inputs: append([]*sstHandle(nil), all...), splitByWindow: true, reason: "major (tombstones across windows)"}
+	c := &compaction{table: t, inputs: inputs, splitByWindow: true, reason: "major (deletions across windows)"}
 	db.startCompactionLocked(c)
 	db.mu.Unlock()
 	return db.runCompaction(c)

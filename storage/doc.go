@@ -50,7 +50,8 @@
 // stalls), flush.go, manifest.go, version.go (ref-counted snapshots),
 // read.go and merging_iter.go (slices), compaction.go and
 // compaction_picker.go (STCS and TWCS), metrics.go, check.go,
-// filenames.go; internal/base (cells, reconciliation), internal/memtable,
+// filenames.go; internal/base (cells, reconciliation, range tombstone
+// fragments), internal/memtable,
 // internal/wal and internal/sstable (on-disk formats, see FORMAT.md);
 // vfs (the filesystem interface).
 package storage
