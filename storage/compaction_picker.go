@@ -76,9 +76,10 @@ func (db *DB) pickCompactionLocked() *compaction {
 // what it finds outside (Cassandra's tombstone compactions, with their
 // overlaps). A candidate one of whose overlaps is being compacted waits.
 //
-// In a TimeWindow table a deletion lands in the window of its write while
-// the data it deletes sits in older windows' SSTables, which no window
-// compaction ever merges with it; a tombstone compaction takes those in
+// In a TimeWindow table only deletions count (expired cells are dropped
+// with their window's SSTable). A deletion lands in the window of its
+// write while the data it deletes sits in older windows' SSTables, which
+// no window compaction ever merges with it; a tombstone compaction takes those in
 // too, and writes one SSTable per window (compaction.splitByWindow), so
 // each window's surviving data stays in its window and still expires
 // whole with it.
@@ -108,7 +109,15 @@ func (db *DB) pickTombstoneLocked(t *tableState, nowSeconds int64) *compaction {
 		if memMin <= h.props.MaxTimestamp {
 			continue
 		}
-		if r := h.props.DroppableRatio(nowSeconds, gcBefore); r >= threshold && r > bestRatio {
+		r := h.props.DroppableRatio(nowSeconds, gcBefore)
+		if t.def.Compaction == TimeWindow {
+			// Expiry is what windows are for: a window's SSTable is
+			// dropped whole, unread, once everything in it has expired
+			// (pickExpiredLocked). Only deletions need a compaction.
+			r = float64(h.props.Tombstones.Deletions.CountBefore(gcBefore)) /
+				float64(max(1, h.props.Cells+h.props.RangeTombstones+h.props.PartitionDeletions))
+		}
+		if r >= threshold && r > bestRatio {
 			best, bestRatio = h, r
 		}
 	}

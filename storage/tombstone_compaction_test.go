@@ -340,3 +340,39 @@ func TestCompactPurgesAcrossWindows(t *testing.T) {
 		t.Fatalf("read %d rows, want 10", len(rows))
 	}
 }
+
+// TestTombstonePickerLeavesExpiryToWindows checks that expired cells do
+// not make a TimeWindow SSTable a tombstone compaction candidate (it is
+// dropped whole, unread, once all of it expired), while in a size-tiered
+// table they do.
+func TestTombstonePickerLeavesExpiryToWindows(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 11, 24, 0, 10, 0, 0, time.UTC)}
+	zero := int64p(0)
+	db := openTestDB(t, clock,
+		TableDef{Name: "tw", Compaction: TimeWindow, GCGraceSeconds: zero, TombstoneCompactionIntervalSeconds: zero},
+		TableDef{Name: "st", GCGraceSeconds: zero, TombstoneCompactionIntervalSeconds: zero})
+	for _, table := range []string{"tw", "st"} {
+		apply(t, db, func(b *Batch) {
+			for i := 0; i < 10; i++ {
+				ttl := int32(60)
+				if i == 0 {
+					ttl = 100_000 // keeps the SSTable from being fully expired
+				}
+				b.PutTTL(table, []byte("p"), []byte{byte(i)}, []byte("c"), []byte("v"), clock.Now().UnixMicro(), ttl)
+			}
+		})
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(10 * time.Minute)
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	now := clock.Now().Unix()
+	if c := db.pickTombstoneLocked(db.tables["tw"], now); c != nil {
+		t.Errorf("a time-window SSTable of expired cells was picked for its tombstones: %+v", c)
+	}
+	if c := db.pickTombstoneLocked(db.tables["st"], now); c == nil {
+		t.Error("a size-tiered SSTable of 90% expired cells was not picked")
+	}
+}
