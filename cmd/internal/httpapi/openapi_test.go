@@ -35,6 +35,8 @@ var (
 func loadSpec(t testing.TB) (*openapi3.T, routers.Router) {
 	t.Helper()
 	specOnce.Do(func() {
+		// The live tail's body is a text stream; the spec says only that.
+		openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.FileBodyDecoder)
 		loader := openapi3.NewLoader()
 		specDoc, specErr = loader.LoadFromData(eventideapi.OpenAPIYAML())
 		if specErr != nil {
@@ -220,6 +222,10 @@ func TestEveryRouteAgainstSpec(t *testing.T) {
 		{"GET", "/v1/types/top?from=" + from + "&to=" + to + "&limit=3&trace=1", 200, jsonType},
 		{"GET", "/v1/types/top?limit=0", 400, problemType},
 		{"GET", "/v1/stats", 200, jsonType},
+		{"GET", "/v1/slice?table=events&partition=22112610%7Cclick&limit=2&trace=1&order=DESC", 200, jsonType},
+		{"GET", "/v1/slice?table=event_counts&partition=22112610%7Cclick&start=2026-11-22T10:00:00Z", 200, jsonType},
+		{"GET", "/v1/slice?table=followers&partition=gwashington", 200, jsonType},
+		{"GET", "/v1/slice?table=nope&partition=x", 400, problemType},
 		{"GET", "/v1/stats?table=events", 400, problemType},
 	}
 	for _, tt := range tests {
@@ -235,12 +241,20 @@ func TestEveryRouteAgainstSpec(t *testing.T) {
 			target += "?type=click"
 		}
 		var pr problemBody
-		resp, err := f.srv.Client().Get(f.srv.URL + target)
+		// HEAD: the live tail's GET would stream until the client leaves.
+		resp, err := f.srv.Client().Head(f.srv.URL + target)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		var body []byte
+		if resp.StatusCode == http.StatusNotFound {
+			if resp, err = f.srv.Client().Get(f.srv.URL + target); err != nil {
+				t.Fatal(err)
+			}
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
 		if resp.StatusCode == http.StatusNotFound {
 			json.Unmarshal(body, &pr)
 			t.Errorf("GET %s (spec path %s): 404 %s", target, p, pr.Detail)
