@@ -186,6 +186,12 @@ func (r *Reader) TopTypes(ctx context.Context, q TopTypesQuery) (top []TypeCount
 	}
 	// The window in whole minutes, as counts are kept: a minute that
 	// starts before To is counted.
+	// The hour buckets first: a long window is refused for what bounds
+	// this query (hours), not for the points a count query would have.
+	if b := bucket.CountBuckets(q.From, q.To); b > int64(r.opts.MaxCountBuckets) {
+		return nil, nil, fmt.Errorf("%w: the window %s to %s spans %d hour buckets, more than the limit of %d; narrow from and to",
+			ErrInvalidQuery, q.From.UTC().Format(time.RFC3339), q.To.UTC().Format(time.RFC3339), b, r.opts.MaxCountBuckets)
+	}
 	plan, err := planMinutes(q.From, q.To, r.opts.MaxCountBuckets)
 	if err != nil {
 		return nil, nil, err

@@ -191,6 +191,10 @@ func TestTopTypes(t *testing.T) {
 	if p.Type != ProblemInvalidQuery || !strings.Contains(p.Detail, "hour buckets") {
 		t.Errorf("too wide a window: %+v", p)
 	}
+	get(t, f, "/v1/types/top?from=0001-01-01T00:00:00Z&to=9999-12-31T23:59:59Z", 400, "application/problem+json", &p)
+	if p.Type != ProblemInvalidQuery || !strings.Contains(p.Detail, "hour buckets, more than the limit of 744; narrow from and to") {
+		t.Errorf("the widest window: %+v", p)
+	}
 }
 
 type statsBody struct {
