@@ -204,6 +204,10 @@ type statsBody struct {
 			SSTables int    `json:"sstables"`
 			Bytes    int64  `json:"bytes"`
 			Cells    int64  `json:"cells"`
+			Windows  []struct {
+				Start    string `json:"start"`
+				SSTables int    `json:"sstables"`
+			} `json:"windows"`
 		} `json:"tables"`
 		MemtableBytes int64 `json:"memtable_bytes"`
 		Flushes       int64 `json:"flushes"`
@@ -237,6 +241,16 @@ func TestStats(t *testing.T) {
 	for _, tb := range st.Storage.Tables {
 		if tb.SSTables > 0 {
 			tables[tb.Name] = tb.Cells
+		}
+		inWindows := 0
+		for _, w := range tb.Windows {
+			inWindows += w.SSTables
+		}
+		switch {
+		case tb.Name == schema.EventsTable && (len(tb.Windows) == 0 || inWindows != tb.SSTables):
+			t.Errorf("events (time window): %d SSTables, %d in windows %+v", tb.SSTables, inWindows, tb.Windows)
+		case tb.Name == schema.CountsTable && tb.Windows != nil:
+			t.Errorf("event_counts (size tiered) has windows %+v", tb.Windows)
 		}
 	}
 	if tables[schema.EventsTable] == 0 || tables[schema.CountsTable] == 0 || tables[schema.TypeHoursTable] == 0 || st.Storage.Flushes == 0 {

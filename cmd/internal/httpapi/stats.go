@@ -69,6 +69,15 @@ type TableStats struct {
 	Cells      int64  `json:"cells"`
 	Tombstones int64  `json:"tombstones"`
 	Compacting int    `json:"compacting"`
+	// Windows: a time-window table's SSTables per window, newest first.
+	Windows []WindowStats `json:"windows,omitempty"`
+}
+
+// WindowStats is one window of a time-window table.
+type WindowStats struct {
+	Start    string `json:"start"`
+	SSTables int    `json:"sstables"`
+	Bytes    int64  `json:"bytes"`
 }
 
 // ConsumerStats is what one consumer feeding storage has applied.
@@ -108,8 +117,12 @@ func StorageStatsOf(m storage.Metrics) StorageStats {
 		out.BlockCacheHitRatio = &ratio
 	}
 	for _, t := range m.Tables {
-		out.Tables = append(out.Tables, TableStats{Name: t.Name, Compaction: string(t.Compaction), SSTables: t.SSTables,
-			Bytes: t.Bytes, Partitions: t.Partitions, Cells: t.Cells, Tombstones: t.Tombstones, Compacting: t.Compacting})
+		ts := TableStats{Name: t.Name, Compaction: string(t.Compaction), SSTables: t.SSTables,
+			Bytes: t.Bytes, Partitions: t.Partitions, Cells: t.Cells, Tombstones: t.Tombstones, Compacting: t.Compacting}
+		for _, w := range t.Windows {
+			ts.Windows = append(ts.Windows, WindowStats{Start: w.Start.Format(time.RFC3339), SSTables: w.SSTables, Bytes: w.Bytes})
+		}
+		out.Tables = append(out.Tables, ts)
 		if t.Compacting > 0 {
 			out.CompactionsRunning++
 		}
