@@ -70,6 +70,13 @@ func TestBearerToken(t *testing.T) {
 		{"unknown path missing", "GET", "/v2/events", nil, 401, false, false},
 		{"unknown path right", "GET", "/v2/events", bearer, 404, false, true},
 		{"other method missing", "POST", "/v1/events?type=click", nil, 401, false, false},
+		// The dashboard's page and files hold no data, and a browser
+		// loads them before the page can ask for the token.
+		{"dashboard open", "GET", "/", nil, 200, false, true},
+		{"dashboard file open", "GET", "/ui/app.js", nil, 200, false, true},
+		{"dashboard unknown file open", "GET", "/ui/nothing.js", nil, 404, false, true},
+		{"dashboard prefix is no way around the token", "GET", "/ui/..%2Fv1%2Fevents%3Ftype=click", nil, 401, false, false},
+		{"unknown path beside the dashboard missing", "GET", "/index.html", nil, 401, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
