@@ -337,7 +337,8 @@
       const headers = authHeaders({ Accept: "text/event-stream" });
       if (ui.tail.lastId) headers["Last-Event-ID"] = ui.tail.lastId;
       try {
-        const resp = await fetch("v1/events/stream" + query([["type", type]]), { headers, signal, cache: "no-store" });
+        const types = type ? type.split(",").map((t) => ["type", t]) : [];
+        const resp = await fetch("v1/events/stream" + query(types), { headers, signal, cache: "no-store" });
         $("#auth-needed").hidden = resp.status !== 401;
         if (!resp.ok) {
           let detail = resp.status + " " + resp.statusText;
@@ -356,11 +357,12 @@
           throw err;
         }
         showError(pages.tail.section, null);
-        tailState(ui.tail.lastId ? "Resumed after event " + ui.tail.lastId + "; waiting for events." : "Connected; waiting for events of type " + type + ".");
+        let ended = "";
+        tailState(ui.tail.lastId ? "Resumed after event " + ui.tail.lastId + "; waiting for events." : "Connected; waiting for events" + (type ? " of " + type.split(",").join(", ") : " of every type") + ".");
         await readEvents(
           resp.body,
           (ev) => {
-            if (ev.event === "message" || ev.event === "event") {
+            if (ev.event === "message") {
               let e;
               try {
                 e = JSON.parse(ev.data);
@@ -370,16 +372,26 @@
               tailEvent({ id: ev.id, data: e });
               tailState("Live: " + fmtInt.format(ui.tail.received) + " events received.");
             } else {
-              // The server says why it ends the stream (a slow client is
-              // cut off with a reason).
-              tailState("The server sent " + ev.event + ": " + ev.data);
+              // reset: the resume position was older than the server's
+              // replay buffer (events in between are in /v1/events);
+              // error: the server ends the stream (slow_client, shutdown),
+              // and the loop reconnects with Last-Event-ID.
+              let why = ev.data;
+              try {
+                const d = JSON.parse(ev.data);
+                why = d.reason + (d.detail ? ": " + d.detail : "");
+              } catch (err) {
+                // not JSON; show it as it came
+              }
+              if (ev.event === "reset") tailState("Resumed with a gap (" + why + "); events in it are in /v1/events.");
+              else ended = why;
             }
           },
           (ms) => {
             retryMs = ms;
           }
         );
-        if (!signal.aborted) tailState("The server closed the stream; reconnecting in " + retryMs / 1000 + " s.");
+        if (!signal.aborted) tailState((ended ? "The server ended the stream (" + ended + ")" : "The server closed the stream") + "; reconnecting in " + retryMs / 1000 + " s.");
       } catch (err) {
         if (signal.aborted) return;
         tailState("Disconnected (" + err.message + "); reconnecting in " + retryMs / 1000 + " s.");
@@ -399,8 +411,11 @@
   $("#tail-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     stopTail();
-    const type = $("#tail-type").value.trim();
-    if (!type) return;
+    const type = $("#tail-type")
+      .value.split(",")
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .join(",");
     if (ui.tail.type !== type) {
       ui.tail.lastId = "";
       $("#tail-table tbody").replaceChildren();
@@ -523,31 +538,58 @@
     return resp.json();
   }
 
-  function renderStats(stats) {
-    const consumers = [];
-    for (const s of (stats.freshness && stats.freshness.shards) || []) {
-      consumers.push(["shard " + s.shard + " applied", "stream sequence " + fmtInt.format(s.applied_seq) + (s.applied_time ? " (stored by the stream at " + timeOfDay(new Date(s.applied_time)) + ")" : "")]);
-      consumers.push(["shard " + s.shard + " lag", typeof s.pending === "number" ? fmtInt.format(s.pending) + " messages" : "not counted yet"]);
+  const fmtBytes = (n) => {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let i = 0;
+    while (n >= 1024 && i < units.length - 1) {
+      n /= 1024;
+      i++;
     }
-    consumers.push(["freshness", describeFreshness(stats.freshness)]);
+    return (i ? n.toFixed(1) : String(n)) + " " + units[i];
+  };
+
+  function renderStats(stats) {
+    const st = stats.storage;
+    // The header's freshness: what the stored events reflect, the
+    // writer's position.
+    const writer = (stats.consumers || []).filter((c) => c.name === "writer");
+    if (writer.length) noteFreshness({ shards: writer });
+    const consumers = [];
+    for (const c of stats.consumers || []) {
+      // The same words as the header: a consumer is one shard's freshness.
+      const f = { shards: [{ shard: c.shard, applied_seq: c.applied_seq, applied_time: c.applied_time, pending: c.pending }] };
+      consumers.push([c.name + " (shard " + c.shard + ")", describeFreshness(f) + "; applied stream sequence " + fmtInt.format(c.applied_seq) + (typeof c.pending === "number" ? ", lag " + fmtInt.format(c.pending) + " messages" : "")]);
+    }
+    consumers.push(
+      ["SSTables", fmtInt.format(st.tables.reduce((n, t) => n + t.sstables, 0)) + " in " + st.tables.length + (st.tables.length === 1 ? " table, " : " tables, ") + fmtBytes(st.tables.reduce((n, t) => n + t.bytes, 0))],
+      ["memtables", fmtBytes(st.memtable_bytes) + (st.frozen_memtables ? ", " + st.frozen_memtables + " frozen waiting for flush" : "")],
+      ["WAL", fmtBytes(st.wal_bytes) + "; " + fmtInt.format(st.batches) + " batches in " + fmtInt.format(st.wal_syncs) + " fsyncs"],
+      ["flushes", fmtInt.format(st.flushes)],
+      ["compactions", fmtInt.format(st.compactions) + " done, " + st.compactions_running + " running; read " + fmtBytes(st.compaction_read_bytes) + ", wrote " + fmtBytes(st.compaction_written_bytes)],
+      ["tombstones scanned", fmtInt.format(st.tombstones_read) + " by " + fmtInt.format(st.reads) + " reads; " + fmtInt.format(st.purged_tombstones) + " purged"],
+      ["write stalls", fmtInt.format(st.write_stalls) + " (" + st.write_stall_seconds.toFixed(1) + " s stalled)"]
+    );
+    if (stats.tail) {
+      const t = stats.tail;
+      consumers.push(["live tail", t.clients + " of " + t.max_clients + " clients; " + fmtInt.format(t.slow_disconnects) + " slow clients cut off"]);
+    }
     facts($("#health-consumers"), consumers);
 
-    const tables = stats.tables || [];
     const cols = [
-      ["table", "name"],
-      ["SSTables", "sstables"],
-      ["bytes", "bytes"],
-      ["compactions", "compactions"],
-      ["tombstones scanned", "tombstones_scanned"],
-      ["write stalls", "write_stalls"],
+      ["table", (t) => t.name, null],
+      ["compaction", (t) => t.compaction, null],
+      ["SSTables", (t) => fmtInt.format(t.sstables), "num"],
+      ["bytes", (t) => fmtBytes(t.bytes), "num"],
+      ["partitions", (t) => fmtInt.format(t.partitions), "num"],
+      ["cells", (t) => fmtInt.format(t.cells), "num"],
+      ["tombstones", (t) => fmtInt.format(t.tombstones), "num"],
+      ["compacting", (t) => fmtInt.format(t.compacting), "num"],
     ];
-    const thead = $("#health-tables thead");
-    thead.replaceChildren(row(cols.map((c) => c[0]), [null].concat(cols.slice(1).map(() => "num")), "th"));
+    const classes = cols.map((c) => c[2]);
+    $("#health-tables thead").replaceChildren(row(cols.map((c) => c[0]), classes, "th"));
     const tbody = $("#health-tables tbody");
     tbody.replaceChildren();
-    for (const t of tables) {
-      tbody.append(row(cols.map((c, i) => (i === 0 ? t[c[1]] : fmtInt.format(t[c[1]] || 0))), [null].concat(cols.slice(1).map(() => "num"))));
-    }
+    for (const t of st.tables) tbody.append(row(cols.map((c) => c[1](t)), classes));
   }
 
   // ---- helpers --------------------------------------------------------------
