@@ -256,6 +256,20 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 			return []httpapi.ShardFreshness{{AppliedSeq: st.LastAppliedSeq, AppliedTime: st.LastAppliedTime, Pending: st.Pending, PendingKnown: st.PendingKnown}}
 		})
 	}
+	hcfg.Stats = httpapi.StatsFunc(func(context.Context) (httpapi.Stats, error) {
+		st := httpapi.Stats{Storage: httpapi.StorageStatsOf(n.db.Metrics())}
+		for _, src := range []struct {
+			name string
+			f    httpapi.FreshnessSource
+		}{{"writer", hcfg.Freshness}, {"fanout", hcfg.TimelineFreshness}} {
+			if src.f != nil {
+				for _, sh := range src.f.Freshness() {
+					st.Consumers = append(st.Consumers, httpapi.ConsumerStatsOf(src.name, sh))
+				}
+			}
+		}
+		return st, nil
+	})
 	h, err := httpapi.NewHandler(hcfg)
 	if err != nil {
 		return n, err

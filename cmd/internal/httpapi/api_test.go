@@ -126,11 +126,17 @@ type eventsBody struct {
 	Freshness *freshnessBody `json:"freshness"`
 }
 
+type countPoints []struct {
+	Time  string `json:"time"`
+	Count int64  `json:"count"`
+}
+
 type countsBody struct {
-	Points []struct {
-		Time  string `json:"time"`
-		Count int64  `json:"count"`
-	} `json:"points"`
+	Points countPoints `json:"points"`
+	Series []struct {
+		Type   string      `json:"type"`
+		Points countPoints `json:"points"`
+	} `json:"series"`
 	Trace     string         `json:"trace"`
 	Freshness *freshnessBody `json:"freshness"`
 }
@@ -337,7 +343,7 @@ func TestBadRequests(t *testing.T) {
 		{"/v1/counts?type=click&limit=5", 400, ProblemUnknownParameter,
 			`unknown parameter "limit"; this endpoint accepts type, from, to, step, trace`},
 		{"/v1/nothing", 404, problemAboutBlank,
-			"no endpoint at /v1/nothing; the API serves /v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user}, /v1/users/{user}/followers, /v1/users/{user}/following, /livez, /readyz, /metrics and /openapi.yaml"},
+			"no endpoint at /v1/nothing; the API serves /v1/events, /v1/events/{id}, /v1/counts, /v1/types/top, /v1/stats, /v1/dlq, /v1/timeline/{user}, /v1/users/{user}/followers, /v1/users/{user}/following, /livez, /readyz, /metrics and /openapi.yaml"},
 		{"/ui", 404, problemAboutBlank, "...and /openapi.yaml; the dashboard is at /"},
 		{"/ui/", 404, problemAboutBlank, "no endpoint at /ui/"},
 		{"/ui/nothing.js", 404, problemAboutBlank, "no dashboard file at /ui/nothing.js; the dashboard is at /"},

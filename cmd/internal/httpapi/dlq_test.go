@@ -100,7 +100,10 @@ func dlqFixtureFor(t *testing.T, dlqStream string) (f *fixture, js jetstream.Jet
 		t.Fatal(err)
 	}
 	h, err := NewHandler(Config{Reader: r, Timelines: tl, Health: NewHealth(), Registry: reg, DeadLetters: dl,
-		Freshness: writerFreshness(w), TimelineFreshness: fixedFreshness})
+		Freshness: writerFreshness(w), TimelineFreshness: fixedFreshness,
+		Stats: StatsFunc(func(context.Context) (Stats, error) {
+			return Stats{Storage: StorageStatsOf(f.db.Metrics()), Consumers: []ConsumerStats{ConsumerStatsOf("writer", writerFreshness(w).Freshness()[0])}}, nil
+		})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -215,6 +216,16 @@ func TestEveryRouteAgainstSpec(t *testing.T) {
 		{"POST", "/v1/events?type=click", 405, problemType},
 		{"DELETE", "/openapi.yaml", 405, problemType},
 		{"GET", "/v2/events", 404, problemType},
+		{"GET", "/v1/events/" + eventID(t, base.Add(time.Minute), 1).String() + "?trace=1", 200, jsonType},
+		{"GET", "/v1/events/" + eventID(t, base.Add(time.Minute), 1).String() + "?type=click", 200, jsonType},
+		{"GET", "/v1/events/" + eventID(t, base.Add(time.Minute), 7).String(), 404, problemType},
+		{"GET", "/v1/events/not-a-uuid", 400, problemType},
+		{"GET", "/v1/counts?type=click&type=view&step=5m&from=" + from + "&to=" + to, 200, jsonType},
+		{"GET", "/v1/counts?type=click&type=click", 400, problemType},
+		{"GET", "/v1/types/top?from=" + from + "&to=" + to + "&limit=3&trace=1", 200, jsonType},
+		{"GET", "/v1/types/top?limit=0", 400, problemType},
+		{"GET", "/v1/stats", 200, jsonType},
+		{"GET", "/v1/stats?table=events", 400, problemType},
 		{"GET", "/", 200, "text/html; charset=utf-8"},
 		{"HEAD", "/", 200, "text/html; charset=utf-8"},
 		{"GET", "/ui/app.js", 200, "text/javascript; charset=utf-8"},
@@ -231,6 +242,7 @@ func TestEveryRouteAgainstSpec(t *testing.T) {
 	doc, _ := loadSpec(t)
 	for _, p := range doc.Paths.InMatchingOrder() {
 		target := strings.NewReplacer("{user}", "gmason", "{asset}", "app.js").Replace(p)
+		target = strings.ReplaceAll(target, "{id}", eventID(t, base, 0).String())
 		if strings.HasPrefix(p, "/v1/events") || strings.HasPrefix(p, "/v1/counts") {
 			target += "?type=click"
 		}
