@@ -73,7 +73,8 @@ func (l *pageLog) list() []string {
 // writer and the fan-out worker) with events published through
 // JetStream: the rate chart's uPlot holds the published counts per type,
 // top types, dead letters, a timeline and storage health show, the live
-// tail shows an event published while it runs, and the page logs no
+// tail shows an event published while it runs (and, started again, one
+// published while it was stopped: Last-Event-ID), and the page logs no
 // console error and requests nothing from another origin. The server runs
 // with a bearer token, which the page sends (the tail too, through its
 // fetch-based SSE reader). Screenshots of each page go to the test's temp
@@ -273,7 +274,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	show("timeline")
 	if err := chromedp.Do(tctx,
 		chromedp.SendKeys(`#timeline-user`, "alice", chromedp.NodeVisible),
-		chromedp.Submit(`#timeline-user`),
+		chromedp.Click(`#timeline-form button[type=submit]`, chromedp.NodeVisible),
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -304,6 +305,20 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll("the tail stopping", `(t => t === "Stopped." && t)(document.querySelector("#tail-state").textContent)`)
+
+	// Started again for the same type, the tail resumes after the last
+	// event it showed (Last-Event-ID): an event published while it was
+	// stopped shows too.
+	missed := fmt.Sprintf("missed-%d", time.Now().UnixNano())
+	publish("events.click", fmt.Sprintf(`{"time":%q,"user":"tailer","data":{"marker":%q}}`, time.Now().UTC().Format(time.RFC3339Nano), missed))
+	if err := chromedp.Do(tctx, chromedp.Click(`#tail-start`, chromedp.NodeVisible)); err != nil {
+		t.Fatal(err)
+	}
+	poll("the tail resuming", `(t => t.startsWith("Resumed after event ") && t)(document.querySelector("#tail-state").textContent)`)
+	poll("the event published while stopped", fmt.Sprintf(`(t => t.includes(%q) && t)(document.querySelector("#tail-table tbody").textContent)`, missed))
+	if err := chromedp.Do(tctx, chromedp.Click(`#tail-stop`, chromedp.NodeVisible)); err != nil {
+		t.Fatal(err)
+	}
 
 	if problems := log.list(); len(problems) > 0 {
 		t.Errorf("the page logged %d problems:\n%s", len(problems), strings.Join(problems, "\n"))
