@@ -309,13 +309,16 @@ func TestDashboardInBrowser(t *testing.T) {
 	// Started again for the same type, the tail resumes after the last
 	// event it showed (Last-Event-ID): an event published while it was
 	// stopped shows too.
+	lastSeen := poll("the tail's last event id", `window.eventide.tail.lastId`)
 	missed := fmt.Sprintf("missed-%d", time.Now().UnixNano())
 	publish("events.click", fmt.Sprintf(`{"time":%q,"user":"tailer","data":{"marker":%q}}`, time.Now().UTC().Format(time.RFC3339Nano), missed))
 	if err := chromedp.Do(tctx, chromedp.Click(`#tail-start`, chromedp.NodeVisible)); err != nil {
 		t.Fatal(err)
 	}
-	poll("the tail resuming", `(t => t.startsWith("Resumed after event ") && t)(document.querySelector("#tail-state").textContent)`)
 	poll("the event published while stopped", fmt.Sprintf(`(t => t.includes(%q) && t)(document.querySelector("#tail-table tbody").textContent)`, missed))
+	if after := poll("the tail's resume position", `window.eventide.tail.resumedAfter`); after != lastSeen {
+		t.Errorf("the tail resumed after event %q, want after the last one it showed, %q", after, lastSeen)
+	}
 	if err := chromedp.Do(tctx, chromedp.Click(`#tail-stop`, chromedp.NodeVisible)); err != nil {
 		t.Fatal(err)
 	}

@@ -357,6 +357,7 @@
           throw err;
         }
         showError(pages.tail.section, null);
+        ui.tail.resumedAfter = headers["Last-Event-ID"] || "";
         let ended = "";
         tailState(ui.tail.lastId ? "Resumed after event " + ui.tail.lastId + "; waiting for events." : "Connected; waiting for events" + (type ? " of " + type.split(",").join(", ") : " of every type") + ".");
         await readEvents(
