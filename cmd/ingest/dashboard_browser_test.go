@@ -221,13 +221,17 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	// poll waits for a JavaScript expression to be truthy and returns its
 	// value.
-	poll := func(what, expr string) string {
+	pollIn := func(ctx context.Context, what, expr string) string {
 		t.Helper()
-		v, err := chromedp.Run(tctx, chromedp.Poll[string](expr, chromedp.WithPollingTimeout(15*time.Second)))
+		v, err := chromedp.Run(ctx, chromedp.Poll[string](expr, chromedp.WithPollingTimeout(15*time.Second)))
 		if err != nil {
 			t.Fatalf("%s: %v; page problems so far: %q", what, err, log.list())
 		}
 		return v
+	}
+	poll := func(what, expr string) string {
+		t.Helper()
+		return pollIn(tctx, what, expr)
 	}
 	show := func(page string) {
 		t.Helper()
@@ -322,6 +326,33 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err := chromedp.Do(tctx, chromedp.Click(`#tail-stop`, chromedp.NodeVisible)); err != nil {
 		t.Fatal(err)
 	}
+
+	// Every form field has a label.
+	if unlabelled := poll("the labels", `JSON.stringify([...document.querySelectorAll("input, select")].filter(e => e.labels.length === 0 && !e.getAttribute("aria-label")).map(e => e.id || e.outerHTML))`); unlabelled != "[]" {
+		t.Errorf("form fields without a label: %s", unlabelled)
+	}
+
+	// A new tab holds no token: the page says it needs one, and works
+	// once it is typed into its field. (Its console is not watched: the
+	// first requests' 401s are logged as failed loads.)
+	tab, tabCancel := chromedp.NewContext(bctx)
+	defer tabCancel()
+	if err := chromedp.Do(tab); err != nil {
+		t.Fatal(err)
+	}
+	tabCtx, tabTimeout := context.WithTimeout(tab, 30*time.Second)
+	defer tabTimeout()
+	if err := chromedp.Do(tabCtx, chromedp.Navigate(base+"/")); err != nil {
+		t.Fatal(err)
+	}
+	pollIn(tabCtx, "the token prompt", `(e => !e.hidden && e.textContent)(document.querySelector("#auth-needed"))`)
+	if err := chromedp.Do(tabCtx,
+		chromedp.SendKeys(`#token`, token, chromedp.NodeVisible),
+		chromedp.Click(`#token-form button[type=submit]`, chromedp.NodeVisible),
+	); err != nil {
+		t.Fatal(err)
+	}
+	pollIn(tabCtx, "the chart after the token", `(c => c && c.data[0].length > 0 && document.querySelector("#auth-needed").hidden && "ok")(window.eventide.charts.rates)`)
 
 	if problems := log.list(); len(problems) > 0 {
 		t.Errorf("the page logged %d problems:\n%s", len(problems), strings.Join(problems, "\n"))
