@@ -121,6 +121,13 @@
       else a.removeAttribute("aria-current");
     }
     if (current !== page) {
+      // A page chosen from the navigation gets the focus on its heading,
+      // so keyboard and screen reader users land on what they opened.
+      if (current) {
+        const h = $("#" + page + " h2");
+        h.tabIndex = -1;
+        h.focus();
+      }
       current = page;
       run(page);
     }
