@@ -260,6 +260,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	if pts := poll("the chart's points", `String(window.eventide.charts.rates.data[0].length)`); pts != "60" && pts != "61" {
 		t.Errorf("the rate chart has %s points, want 60 or 61 (an hour at 1m)", pts)
 	}
+	// And drawn: the canvas holds pixels of the click series' colour.
+	poll("the drawn click line", `(() => {
+		const cv = document.querySelector("#rates-chart canvas");
+		const px = cv.getContext("2d").getImageData(0, 0, cv.width, cv.height).data;
+		let n = 0;
+		for (let i = 0; i < px.length; i += 4) if (px[i] === 31 && px[i + 1] === 119 && px[i + 2] === 180) n++;
+		return n > 50 ? String(n) : "";
+	})()`)
 	poll("the freshness line", `(t => /^as of \d\d:\d\d:\d\d, (up to date|\d+ events? behind)/.test(t) && t)(document.querySelector("#freshness").textContent)`)
 	screenshot("rates")
 
