@@ -19,7 +19,8 @@ import (
 
 // Config says what NewHandler serves.
 type Config struct {
-	// Reader answers /v1/events and /v1/counts. Required.
+	// Reader answers /v1/events, /v1/events/{id}, /v1/counts,
+	// /v1/types/top and /v1/slice. Required.
 	Reader *reader.Reader
 	// Health answers /readyz. Required.
 	Health *Health
@@ -45,6 +46,11 @@ type Config struct {
 	// Stats answers /v1/stats: the storage engine and the consumers
 	// feeding it. Optional: without it, /v1/stats answers 404.
 	Stats StatsSource
+	// Tail answers /v1/events/stream, the live tail. Optional: without
+	// it, /v1/events/stream answers 404. TailHeartbeat is how often an
+	// idle stream gets a comment line; zero means DefaultTailHeartbeat.
+	Tail          TailSource
+	TailHeartbeat time.Duration
 	// Now is the clock of default query windows. Defaults to time.Now.
 	Now func() time.Time
 
@@ -68,7 +74,9 @@ var (
 )
 
 // NewHandler returns the handler of Eventide's HTTP API: /livez, /readyz,
-// /metrics, /openapi.yaml (the spec, api/openapi.yaml), /v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user} and
+// /metrics, /openapi.yaml (the spec, api/openapi.yaml), /v1/events,
+// /v1/events/{id}, /v1/events/stream, /v1/counts, /v1/types/top,
+// /v1/slice, /v1/stats, /v1/dlq, /v1/timeline/{user} and
 // /v1/users/{user}/followers and /following, and the built-in dashboard at
 // / and /ui/{asset} (package dashboard). docs/http-api.md describes it.
 func NewHandler(cfg Config) (http.Handler, error) {
@@ -92,7 +100,11 @@ func NewHandler(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	a := &api{reader: cfg.Reader, timelines: cfg.Timelines, deadLetters: cfg.DeadLetters, logger: cfg.Logger, now: cfg.Now,
-		freshness: cfg.Freshness, timelineFreshness: cfg.TimelineFreshness, statsSource: cfg.Stats}
+		freshness: cfg.Freshness, timelineFreshness: cfg.TimelineFreshness, statsSource: cfg.Stats,
+		tail: cfg.Tail, tailHeartbeat: cfg.TailHeartbeat}
+	if a.tailHeartbeat <= 0 {
+		a.tailHeartbeat = DefaultTailHeartbeat
+	}
 	table := routeTable(cfg, a)
 	mux := http.NewServeMux()
 	for _, r := range table {
@@ -152,8 +164,11 @@ func routeTable(cfg Config, a *api) []route {
 	return []route{
 		{"/v1/events", data(a.events)},
 		{"/v1/events/{id}", data(a.event)},
+		// The stream runs until the client leaves: no timeout.
+		{"/v1/events/stream", http.HandlerFunc(a.stream)},
 		{"/v1/counts", data(a.counts)},
 		{"/v1/types/top", data(a.topTypes)},
+		{"/v1/slice", data(a.slice)},
 		{"/v1/stats", data(a.stats)},
 		{"/v1/dlq", data(a.dlq)},
 		{"/v1/timeline/{user}", data(a.timeline)},
@@ -225,6 +240,8 @@ type api struct {
 
 	freshness, timelineFreshness FreshnessSource
 	statsSource                  StatsSource
+	tail                         TailSource
+	tailHeartbeat                time.Duration
 }
 
 // eventJSON is one event as /v1/events returns it.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -114,6 +115,12 @@ func StorageStatsOf(m storage.Metrics) StorageStats {
 		}
 	}
 	return out
+}
+
+// TailStatsOf converts a live tail's state.
+func TailStatsOf(st tail.Stats) *TailStats {
+	return &TailStats{Clients: st.Clients, MaxClients: st.MaxClients, ReplayEvents: st.ReplayEvents,
+		OldestSeq: st.OldestSeq, NewestSeq: st.NewestSeq, SlowDisconnect: st.SlowDisconnects}
 }
 
 // ConsumerStatsOf converts a consumer's freshness.
