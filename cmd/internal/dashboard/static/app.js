@@ -378,7 +378,7 @@
                 e = { data: ev.data };
               }
               tailEvent({ id: ev.id, data: e });
-              tailState("Live: " + fmtInt.format(ui.tail.received) + " events received.");
+              tailState("Live: " + fmtInt.format(ui.tail.received) + (ui.tail.received === 1 ? " event" : " events") + " received.");
             } else {
               // reset: the resume position was older than the server's
               // replay buffer (events in between are in /v1/events);
