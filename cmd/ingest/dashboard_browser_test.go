@@ -91,11 +91,12 @@ func TestDashboardInBrowser(t *testing.T) {
 		done <- run(ctx, []string{"--data", data, "--nats-listen", natsAddr, "--http", httpAddr, "--http-token", token},
 			envFrom(nil), &stdout, &stderr)
 	}()
-	t.Cleanup(func() {
+	t.Cleanup(func() { // after the browser and the NATS client are gone (defers)
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("run: %v", err)
 		}
+		checkNoLeakedGoroutines(t) // a tail stream's handler included
 	})
 	base := "http://" + httpAddr
 	client := &http.Client{Timeout: 10 * time.Second, Transport: bearerTransport{token}}
