@@ -336,6 +336,13 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The tail's Server-Sent Events parser, over one stream with every
+	// field, each line ending and random chunkings (splitting \r\n pairs
+	// and UTF-8 sequences), dispatches what EventSource would.
+	if got, err := chromedp.Run(tctx, chromedp.Evaluate[string](sseParserCheck, chromedp.EvalAwaitPromise)); err != nil || got != "ok" {
+		t.Errorf("the tail's SSE parser: %s %v", got, err)
+	}
+
 	// Every form field has a label.
 	if unlabelled := poll("the labels", `JSON.stringify([...document.querySelectorAll("input, select")].filter(e => e.labels.length === 0 && !e.getAttribute("aria-label")).map(e => e.id || e.outerHTML))`); unlabelled != "[]" {
 		t.Errorf("form fields without a label: %s", unlabelled)
@@ -367,6 +374,37 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("the page logged %d problems:\n%s", len(problems), strings.Join(problems, "\n"))
 	}
 }
+
+// sseParserCheck runs the page's SSE parser (window.eventide.readEvents)
+// over 300 seeded random chunkings of one stream, with \n, \r\n and \r
+// line endings, and answers "ok" or the first difference from the events
+// the WHATWG grammar dispatches.
+const sseParserCheck = `(async () => {
+	const lines = [": heartbeat", "retry: 1500", "id: 7", 'data: {"a":"café ✓"}', "",
+		"event: reset", 'data: {"reason":"position_too_old"}', "data: second line", "",
+		"id: 8", "data:no space", "", "id: 9", "", "data: trailing", "", "data: unterminated"];
+	const want = JSON.stringify([
+		{event: "message", id: "7", data: '{"a":"café ✓"}'},
+		{event: "reset", id: "7", data: '{"reason":"position_too_old"}\nsecond line'},
+		{event: "message", id: "8", data: "no space"},
+		{event: "message", id: "9", data: "trailing"}]);
+	let seed = 42;
+	const rand = n => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+	for (let round = 0; round < 300; round++) {
+		const eol = ["\n", "\r\n", "\r"][round % 3];
+		const bytes = new TextEncoder().encode(lines.join(eol));
+		const chunks = [];
+		for (let i = 0; i < bytes.length; ) { const n = 1 + rand(round % 2 ? 4 : 40); chunks.push(bytes.slice(i, i + n)); i += n; }
+		const body = new ReadableStream({start(c) { chunks.forEach(x => c.enqueue(x)); c.close(); }});
+		const got = [], st = {lastId: "5"};
+		let retry = 0;
+		await window.eventide.readEvents(body, st, e => got.push(e), ms => { retry = ms; });
+		if (JSON.stringify(got) !== want || retry !== 1500 || st.lastId !== "9") {
+			return "round " + round + " (" + JSON.stringify(eol) + "): events " + JSON.stringify(got) + ", retry " + retry + ", last id " + st.lastId;
+		}
+	}
+	return "ok";
+})()`
 
 // bearerTransport sends the token with every request.
 type bearerTransport struct{ token string }

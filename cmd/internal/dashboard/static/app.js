@@ -294,15 +294,19 @@
   }
 
   // readEvents parses a text/event-stream body (the WHATWG grammar) and
-  // calls onEvent with {event, id, data} for every event dispatched.
-  async function readEvents(body, onEvent, onRetry) {
+  // calls onEvent with {event, id, data} for every event dispatched, and
+  // onRetry with a retry field's milliseconds. st.lastId is the last event
+  // ID buffer: it starts as the id the stream resumes after, and is
+  // updated at every dispatch point, as EventSource's lastEventId is.
+  async function readEvents(body, st, onEvent, onRetry) {
     const reader = body.pipeThrough(new TextDecoderStream()).getReader();
     let buf = "";
     let data = [];
     let event = "";
+    let id = st.lastId;
     for (;;) {
       const { value, done } = await reader.read();
-      if (done) return;
+      if (done) return; // an event not ended by a blank line is dropped
       buf += value;
       let nl;
       while ((nl = buf.search(/\r\n|\r|\n/)) >= 0) {
@@ -310,7 +314,8 @@
         const line = buf.slice(0, nl);
         buf = buf.slice(nl + (buf.startsWith("\r\n", nl) ? 2 : 1));
         if (line === "") {
-          if (data.length) onEvent({ event: event || "message", id: ui.tail.lastId, data: data.join("\n") });
+          st.lastId = id;
+          if (data.length) onEvent({ event: event || "message", id, data: data.join("\n") });
           data = [];
           event = "";
           continue;
@@ -322,11 +327,12 @@
         if (value.startsWith(" ")) value = value.slice(1);
         if (field === "data") data.push(value);
         else if (field === "event") event = value;
-        else if (field === "id" && !value.includes("\0")) ui.tail.lastId = value;
+        else if (field === "id" && !value.includes("\0")) id = value;
         else if (field === "retry" && /^\d+$/.test(value)) onRetry(Number(value));
       }
     }
   }
+  ui.readEvents = readEvents; // for the browser test's parser check
 
   function sleep(ms, signal) {
     return new Promise((resolve) => {
@@ -369,6 +375,7 @@
         tailState(ui.tail.lastId ? "Resumed after event " + ui.tail.lastId + "; waiting for events." : "Connected; waiting for events" + (type ? " of " + type.split(",").join(", ") : " of every type") + ".");
         await readEvents(
           resp.body,
+          ui.tail,
           (ev) => {
             if (ev.event === "message") {
               let e;
