@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -353,4 +354,45 @@ beat:
 	}
 	c = openStream(t, locked, "/v1/events/stream", map[string]string{"Authorization": "Bearer s3cret"})
 	c.close()
+}
+
+// FuzzResumePosition: the resume position from the Last-Event-ID header
+// and the last_event_id parameter never panics, and what it accepts is a
+// whole number that both agree on.
+func FuzzResumePosition(f *testing.F) {
+	for _, seed := range [][2]string{{"", ""}, {"5", ""}, {"", "5"}, {"5", "5"}, {"5", "6"}, {"18446744073709551615", ""},
+		{"18446744073709551616", ""}, {"+1", ""}, {"-1", ""}, {" 1", ""}, {"0x10", ""}, {"", "%zz"}, {"007", "7"}} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, header, param string) {
+		r, err := http.NewRequest(http.MethodGet, "/v1/events/stream", nil)
+		if err != nil {
+			t.Skip()
+		}
+		if header != "" {
+			r.Header["Last-Event-Id"] = []string{header}
+		}
+		p, pr := parseParamsRepeatable("last_event_id="+url.QueryEscape(param), streamParams, []string{"type"})
+		if pr != nil {
+			t.Fatalf("parse: %+v", pr)
+		}
+		after, resume, pr := resumePosition(r, p)
+		if pr != nil {
+			if pr.Status != 400 || pr.Detail == "" {
+				t.Fatalf("problem %+v", pr)
+			}
+			return
+		}
+		if (header != "" || param != "") != resume {
+			t.Fatalf("header %q param %q: resume %v", header, param, resume)
+		}
+		for _, s := range []string{header, param} {
+			if s == "" {
+				continue
+			}
+			if n, err := strconv.ParseUint(s, 10, 64); err != nil || n != after {
+				t.Fatalf("header %q param %q: accepted %d", header, param, after)
+			}
+		}
+	})
 }
