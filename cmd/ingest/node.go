@@ -650,6 +650,8 @@ Publish an event (nats CLI, through JetStream; the subject names the type):
   nats pub --jetstream %sevents.click "{\"time\":\"$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ)\",\"data\":{\"button\":\"buy\"}}"
 Read it back:
   curl %s'%s/v1/events?type=click'
+Or open the dashboard in a browser:
+  %s/
 
-`, n.cfg.DataDir, server, curlAuth, httpURL)
+`, n.cfg.DataDir, server, curlAuth, httpURL, httpURL)
 }
