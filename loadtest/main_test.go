@@ -29,6 +29,8 @@ func TestSpawnedRun(t *testing.T) {
 	code := runMain(context.Background(), []string{
 		"run", "--spawn", "--duration", "3s", "--rate", "300", "--query-rate", "30", "--raw-duration", "1s",
 		"--invalid", "0.03", "--late", "0.05", "--probe-rate", "30", "--seed", "42", "--progress", "off",
+		"--workload", "events,queries,social", "--users", "300", "--fanout-threshold", "100", "--big-authors", "2",
+		"--post-rate", "40", "--follow-rate", "5", "--unfollow-rate", "10", "--delete-rate", "5", "--post-probe-rate", "8",
 		"--slo", "p99(publish)<1h,p50(queryable)<1ns",
 		"--json", jsonPath, "--html", htmlPath,
 	}, &stdout, &stderr)
@@ -54,7 +56,7 @@ func TestSpawnedRun(t *testing.T) {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"format_version", "seed", "run", "parameters", "git", "machine", "target", "latency", "series", "events", "queries", "dlq", "raw_jetstream", "server", "correctness", "objectives", "passed"} {
+	for _, key := range []string{"format_version", "seed", "run", "parameters", "git", "machine", "target", "latency", "series", "events", "queries", "social", "dlq", "raw_jetstream", "server", "correctness", "objectives", "passed"} {
 		if _, ok := raw[key]; !ok {
 			t.Errorf("JSON report has no %q", key)
 		}
@@ -62,7 +64,7 @@ func TestSpawnedRun(t *testing.T) {
 	if r.FormatVersion != report.FormatVersion || r.Seed != 42 || r.Parameters["rate"] != "300" || r.Machine.CPUs < 1 || !r.Target.Spawned {
 		t.Errorf("report header: version %d seed %d rate %q cpus %d spawned %v", r.FormatVersion, r.Seed, r.Parameters["rate"], r.Machine.CPUs, r.Target.Spawned)
 	}
-	for _, kind := range []string{"publish", "queryable", "query.latest", "query.window", "query.counts"} {
+	for _, kind := range []string{"publish", "queryable", "query.latest", "query.window", "query.counts", "query.timeline", "social.publish", "fanout.push", "fanout.pull"} {
 		s, ok := r.Latency[kind]
 		if !ok || s.Count == 0 {
 			t.Errorf("latency %s: no values", kind)
@@ -81,8 +83,33 @@ func TestSpawnedRun(t *testing.T) {
 	if e.Scheduled != 900 || e.Started+e.Dropped != e.Scheduled || e.AckedValid == 0 || e.AckedInvalid == 0 || e.Late == 0 || e.AckedProbes == 0 {
 		t.Errorf("events = %+v", *e)
 	}
-	if r.Queries.Scheduled != 90 {
-		t.Errorf("queries scheduled %d, want 90", r.Queries.Scheduled)
+	if r.Queries.Scheduled != 90 || r.Queries.ByKind["query.timeline"] == 0 {
+		t.Errorf("queries scheduled %d (want 90), by kind %v (want timelines among them)", r.Queries.Scheduled, r.Queries.ByKind)
+	}
+	// The social workload: its setup, every operation kind acknowledged,
+	// every probe post timed, pushed and pulled.
+	so := r.Social
+	if so.Scheduled != 180 || so.Started+so.Dropped != so.Scheduled || so.Users != 300 || so.BigAuthors != 2 || so.FanoutThreshold != 100 || so.Setup == nil || so.Setup.Follows != int64(so.Edges) {
+		t.Errorf("social = %+v", *so)
+	}
+	for _, k := range []string{"post", "probe_post", "follow", "unfollow", "post_delete"} {
+		if so.Acked[k] == 0 {
+			t.Errorf("social acked %v: no %s", so.Acked, k)
+		}
+	}
+	if so.ProbePostsAcked != so.Acked["probe_post"] || so.ProbePostsTimed != so.ProbePostsAcked || so.DeletesChecked == 0 || so.DrainSeconds < 0 {
+		t.Errorf("social probe posts acked %d timed %d, deletes checked %d, drain %v", so.ProbePostsAcked, so.ProbePostsTimed, so.DeletesChecked, so.DrainSeconds)
+	}
+	var pull, push int
+	for _, pa := range so.ProbeAuthors {
+		if pa.Pull && pa.Followers > so.FanoutThreshold {
+			pull++
+		} else if !pa.Pull && pa.Followers <= so.FanoutThreshold && pa.Followers > 0 {
+			push++
+		}
+	}
+	if pull != 2 || push == 0 {
+		t.Errorf("probe authors %+v: want 2 pulled above the threshold and pushed ones", so.ProbeAuthors)
 	}
 	if r.DLQ.InDLQ != r.DLQ.InvalidAcked || r.DLQ.ReasonMismatches != 0 {
 		t.Errorf("dlq = %+v", *r.DLQ)
@@ -93,8 +120,13 @@ func TestSpawnedRun(t *testing.T) {
 	if r.ServerCounters["eventide_writer_batch_messages_sum"] < float64(r.Events.AckedValid) || r.ServerCounters["eventide_storage_wal_syncs_total"] == 0 {
 		t.Errorf("server counters over the load = %v, want the writer's batches and WAL fsyncs", r.ServerCounters)
 	}
-	if !r.Correctness.Passed || len(r.Correctness.Checks) != 3 {
+	if !r.Correctness.Passed || len(r.Correctness.Checks) != 6 {
 		t.Errorf("correctness = %+v", *r.Correctness)
+	}
+	for _, c := range r.Correctness.Checks {
+		if c.Name == "probe posts reached followers" && strings.Contains(c.Detail, " 0 post-follower pairs checked") {
+			t.Errorf("the fan-out check checked nothing: %s", c.Detail)
+		}
 	}
 	if len(r.Objectives) != 2 || !r.Objectives[0].Passed || r.Objectives[1].Passed || r.Passed {
 		t.Errorf("objectives = %+v, passed %v", r.Objectives, r.Passed)
@@ -128,6 +160,26 @@ func TestSpawnedRun(t *testing.T) {
 	}
 }
 
+// A server that does not fan out the harness's posts (its post types are
+// others) fails the fan-out check: the probe posts are missing from the
+// followers' timelines, and the run exits 1 naming the check.
+func TestSocialCheckFails(t *testing.T) {
+	t.Parallel() // with TestFindMaxRamps: both mostly wait on their servers
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), []string{
+		"run", "--spawn", "--spawn-args", "--post-types other", "--workload", "social", "--duration", "1s",
+		"--users", "100", "--fanout-threshold", "20", "--big-authors", "1", "--post-rate", "20", "--post-probe-rate", "5",
+		"--follow-rate", "0", "--unfollow-rate", "0", "--delete-rate", "0", "--drain-timeout", "1s", "--seed", "9", "--progress", "off",
+	}, &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	if code != exitFail {
+		t.Fatalf("exit code %d, want %d", code, exitFail)
+	}
+	if !strings.Contains(stderr.String(), "probe posts reached followers: ") || !strings.Contains(stderr.String(), "is not in the timeline of") {
+		t.Errorf("stderr does not name the failed fan-out check")
+	}
+}
+
 // Bad configuration fails at start with exit code 2 and says what is
 // wrong.
 func TestBadConfiguration(t *testing.T) {
@@ -142,11 +194,15 @@ func TestBadConfiguration(t *testing.T) {
 		want string
 	}{
 		{[]string{"run", "--workload", "events,bogus"}, "--workload bogus: unknown workload"},
-		{[]string{"run", "--workload", "social"}, "--workload social: not available yet"},
-		{[]string{"run", "--workload", "fanout"}, "not available yet"},
+		{[]string{"run", "--workload", "tail"}, "--workload tail: not available yet"},
+		{[]string{"run", "--query-mix", "tail=1"}, "--query-mix tail: not available yet"},
+		{[]string{"run", "--workload", "social", "--users", "500"}, "big authors need more than the fan-out threshold (10000) followers"},
+		{[]string{"run", "--workload", "social", "--post-rate", "5", "--post-probe-rate", "10"}, "--post-probe-rate 10"},
+		{[]string{"run", "--workload", "events,social", "--find-max"}, "run the social workload without it"},
+		{[]string{"run", "--workload", "fanout", "--post-type", "Post"}, `post type "Post"`},
 		{[]string{"run", "--rate", "0"}, "--rate 0"},
 		{[]string{"run", "--rate", "1e9"}, "--rate 1e+09"},
-		{[]string{"run", "--query-mix", "timeline=1"}, "--query-mix timeline: not available yet"},
+		{[]string{"run", "--query-mix", "timeline=1"}, "--query-mix timeline: timeline queries read the social workload's users"},
 		{[]string{"run", "--slo", "p99(query.nope)<1ms"}, "unknown kind"},
 		{[]string{"run", "--invalid", "2"}, "invalid ratio 2"},
 		{[]string{"run", "--query-types", "click=0"}, "--query-types"},
@@ -177,6 +233,7 @@ func TestHelp(t *testing.T) {
 // JetStream: two short steps each that both hold report the second rate,
 // a ratio of 1, and the run passes.
 func TestFindMaxRamps(t *testing.T) {
+	t.Parallel()
 	jsonPath := filepath.Join(t.TempDir(), "r.json")
 	var stdout, stderr bytes.Buffer
 	code := runMain(context.Background(), []string{

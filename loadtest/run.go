@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -92,6 +93,15 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 		rep.Raw = raw
 	}
 
+	if cfg.Workloads["social"] {
+		if e.social, err = newSocialLoad(cfg, e.js, e.api); err != nil {
+			return false, configError{err}
+		}
+		if err := e.social.runSetup(ctx, e.progress); err != nil {
+			return false, err
+		}
+	}
+
 	var res *stepResult
 	if cfg.FindMax {
 		var fm *report.FindMax
@@ -154,6 +164,7 @@ type env struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	api      *apiClient
+	social   *socialLoad // set up before the first step; nil without the social workload
 }
 
 // stepResult is one load phase at one event rate, drained and checked.
@@ -163,6 +174,7 @@ type stepResult struct {
 	sets               []*hist.Set
 	events             *report.EventsResult
 	queries            *report.QueriesResult
+	social             *report.SocialResult
 	dlq                *report.DLQResult
 	errors             map[string]int64
 	checks             []report.Check
@@ -225,6 +237,17 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 		}
 	}
 
+	var social *socialLoad
+	var fan *fanoutTracker
+	if cfg.Workloads["social"] && e.social != nil {
+		socialLat := hist.NewSet(cfg.SocialWorkers, start)
+		fanLat := hist.NewSet(1, start)
+		res.sets = append(res.sets, socialLat, fanLat)
+		social = e.social
+		fan = newFanoutTracker(e.api, social.run, social.gen, fanLat)
+		social.start(socialLat, fan)
+	}
+
 	// The ticker merges the histograms and draws the progress line until
 	// the end of the step, drain included.
 	tickCtx, stopTicking := context.WithCancel(ctx)
@@ -241,7 +264,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 				for _, s := range res.sets {
 					s.Tick(now)
 				}
-				e.progress.line(now.Sub(start), rate, events, queries, probes, eventLat)
+				e.progress.line(now.Sub(start), rate, events, queries, probes, eventLat, social, fan)
 			}
 		}
 	}()
@@ -261,14 +284,31 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 		<-pollDone
 	}()
 
+	var fanErrs errorCounts
+	fanCtx, stopFanPolling := context.WithCancel(ctx)
+	fanDone := make(chan struct{})
+	go func() {
+		defer close(fanDone)
+		if fan != nil {
+			fan.poll(fanCtx, cfg.FanoutInterval, &fanErrs)
+		}
+	}()
+	defer func() {
+		stopFanPolling()
+		<-fanDone
+	}()
+
 	var wg sync.WaitGroup
-	var eventStats, queryStats arrival.Stats
-	var eventErr, queryErr error
+	var eventStats, queryStats, socialStats arrival.Stats
+	var eventErr, queryErr, socialErr error
 	if events != nil {
 		wg.Go(func() { eventStats, eventErr = events.run(ctx) })
 	}
 	if queries != nil {
 		wg.Go(func() { queryStats, queryErr = queries.run(ctx) })
+	}
+	if social != nil {
+		wg.Go(func() { socialStats, socialErr = social.runOps(ctx) })
 	}
 	wg.Wait()
 	loadEnd := time.Now()
@@ -282,7 +322,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 			res.counters = counterDeltas(countersBefore, after)
 		}
 	}
-	if err := errors.Join(eventErr, queryErr); err != nil {
+	if err := errors.Join(eventErr, queryErr, socialErr); err != nil {
 		return nil, configError{err}
 	}
 	if ctx.Err() != nil {
@@ -354,6 +394,51 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 		res.dlq = d
 		res.checks = append(res.checks, checkDLQ(d, tot.failedInvalid, dlqErr))
 	}
+	if social != nil {
+		// Drained when every probe post is timed and the fan-out worker
+		// has applied every acknowledged operation.
+		deadline := loadEnd.Add(cfg.DrainTimeout)
+		drainSeconds := -1.0
+		for {
+			pending, inFlight := fan.outstanding()
+			if pending == 0 && inFlight == 0 {
+				social.mu.Lock()
+				seq := social.maxSeq
+				social.mu.Unlock()
+				if err := social.waitApplied(ctx, seq, deadline); err == nil {
+					drainSeconds = time.Since(loadEnd).Seconds()
+				} else {
+					res.errors["drain.social_not_applied"]++
+				}
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // polling the server's state, with a deadline
+		}
+		stopFanPolling()
+		<-fanDone
+		reached, gone, deletes := social.checkFanout(ctx, later(deadline, time.Now().Add(2*time.Second)))
+		acked, timed := fan.counts()
+		sc := social.gen.Config()
+		so := &report.SocialResult{
+			Schedule: schedule(sc.Rate(), socialStats, social.failed.Load(), loadEnd.Sub(start), social.dropped),
+			Users:    sc.Users, Edges: social.gen.Edges(), FanoutThreshold: sc.Threshold, BigAuthors: sc.BigAuthors,
+			Setup: social.setup, Acked: map[string]int64{}, ProbePostsAcked: acked, ProbePostsTimed: timed,
+			DeletesChecked: deletes, DrainSeconds: drainSeconds,
+		}
+		for _, pa := range social.gen.ProbeAuthors() {
+			so.ProbeAuthors = append(so.ProbeAuthors, report.SocialProbeAuthor{User: social.user(pa.Author), Followers: pa.Followers, Pull: pa.Pull, Sample: len(pa.Sample)})
+		}
+		social.mu.Lock()
+		maps.Copy(so.Acked, social.ackedByKind)
+		social.mu.Unlock()
+		res.social = so
+		maps.Copy(res.errors, social.errorTotals())
+		maps.Copy(res.errors, fanErrs.snapshot())
+		res.checks = append(res.checks, social.graphCheck, reached, gone)
+	}
 	if queries != nil {
 		ok, errs := queries.totals()
 		res.queries = &report.QueriesResult{
@@ -376,6 +461,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 func (res *stepResult) fill(rep *report.Report, cfg *config) {
 	rep.DurationSeconds = res.loadEnd.Sub(res.loadStart).Seconds()
 	rep.Events, rep.Queries, rep.DLQ, rep.Harness = res.events, res.queries, res.dlq, res.harness
+	rep.Social = res.social
 	rep.ServerCounters = res.counters
 	rep.Errors = maps.Clone(res.errors)
 	rep.Correctness = &report.Correctness{Passed: true, Checks: res.checks}
@@ -450,6 +536,11 @@ func spawn(ctx context.Context, cfg *config, stderr io.Writer) (*target.Server, 
 	if cfg.SpawnArgs != "" {
 		extra = strings.Fields(cfg.SpawnArgs)
 	}
+	// The spawned server's fan-out threshold is the one the social graph
+	// was made for, unless --spawn-args sets it.
+	if cfg.Workloads["social"] && !strings.Contains(cfg.SpawnArgs, "fanout-threshold") {
+		extra = append(extra, "--fanout-threshold", strconv.Itoa(cfg.Social.Threshold))
+	}
 	srv, err := target.Spawn(ctx, bin, filepath.Join(dir, "data"), filepath.Join(dir, "server.log"), extra, 60*time.Second)
 	if err != nil {
 		os.RemoveAll(dir)
@@ -495,4 +586,11 @@ func connect(ctx context.Context, cfg *config) (*nats.Conn, jetstream.JetStream,
 		return nil, nil, nil, configError{fmt.Errorf("Eventide's HTTP API at %s is not ready (--http-url): %w", cfg.HTTPURL, err)}
 	}
 	return nc, js, api, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
