@@ -284,3 +284,44 @@ func checkGoroutines(t *testing.T, before int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// README's flag table lists every flag of `loadtest run`, and no other.
+func TestReadmeListsEveryFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := runMain(context.Background(), []string{"run", "-h"}, &stdout, &stderr); code != exitPass {
+		t.Fatalf("run -h: exit %d", code)
+	}
+	flags := map[string]bool{}
+	for line := range strings.Lines(stderr.String()) {
+		if rest, ok := strings.CutPrefix(line, "  -"); ok {
+			flags[strings.Fields(rest)[0]] = true
+		}
+	}
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "<!-- flags: generated from `loadtest run -h` -->")
+	table, _, ok2 := strings.Cut(table, "<!-- end of flags -->")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no flag table between its markers")
+	}
+	listed := map[string]bool{}
+	for line := range strings.Lines(table) {
+		if rest, ok := strings.CutPrefix(line, "| `--"); ok {
+			name, _, _ := strings.Cut(rest, "`")
+			listed[name] = true
+			if !flags[name] {
+				t.Errorf("README lists --%s, which is not a flag", name)
+			}
+		}
+	}
+	for f := range flags {
+		if !listed[f] {
+			t.Errorf("README's flag table does not list --%s", f)
+		}
+	}
+	if len(flags) < 50 {
+		t.Errorf("parsed only %d flags from run -h", len(flags))
+	}
+}
