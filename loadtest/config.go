@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -63,10 +64,12 @@ const (
 type config struct {
 	NATSURL, HTTPURL string
 	NATSCreds        string
-	HTTPAuth         string // reserved
-	Spawn            bool
-	SpawnArgs        string
-	Stream, DLQ      string
+	// HTTPToken is the bearer token sent with every HTTP request (the
+	// server's --http-token); empty sends none.
+	HTTPToken   string
+	Spawn       bool
+	SpawnArgs   string
+	Stream, DLQ string
 
 	Workloads map[string]bool
 	Duration  time.Duration
@@ -128,7 +131,8 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS URL of the Eventide under test (ignored with --spawn)")
 	fs.StringVar(&c.HTTPURL, "http-url", "http://127.0.0.1:8080", "HTTP API URL of the Eventide under test (ignored with --spawn)")
 	fs.StringVar(&c.NATSCreds, "nats-creds", "", "NATS credentials file (.creds) to connect with")
-	fs.StringVar(&c.HTTPAuth, "http-auth", "", "reserved: HTTP authentication (the API has none yet)")
+	fs.StringVar(&c.HTTPToken, "http-token", "", "bearer token sent with every HTTP request (the server's --http-token); prefer --http-token-file, as flags show in ps")
+	tokenFile := fs.String("http-token-file", "", "file holding the bearer token (surrounding whitespace dropped); excludes --http-token")
 	fs.BoolVar(&c.Spawn, "spawn", false, "build cmd/ingest into a temporary directory and run it with a temporary data directory on free loopback ports; record its RSS and CPU")
 	fs.StringVar(&c.SpawnArgs, "spawn-args", "", "extra flags for the spawned server, space-separated, e.g. '--wal-sync periodic'")
 	fs.StringVar(&c.Stream, "stream", "EVENTS", "the server's event stream (--stream of cmd/ingest)")
@@ -230,8 +234,14 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	if len(c.Workloads) == 0 && len(errs) == 0 {
 		errs = append(errs, errors.New("--workload: none given"))
 	}
-	if c.HTTPAuth != "" {
-		errs = append(errs, errors.New("--http-auth: reserved; the HTTP API has no authentication yet"))
+	if *tokenFile != "" {
+		if c.HTTPToken != "" {
+			errs = append(errs, errors.New("--http-token-file excludes --http-token"))
+		} else if b, err := os.ReadFile(*tokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("--http-token-file: %w", err))
+		} else if c.HTTPToken = strings.TrimSpace(string(b)); c.HTTPToken == "" {
+			errs = append(errs, fmt.Errorf("--http-token-file %s: the file is empty", *tokenFile))
+		}
 	}
 	if c.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("--duration %s: must be positive", c.Duration))
@@ -391,6 +401,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 	c.Flags = map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) { c.Flags[f.Name] = f.Value.String() })
+	if c.Flags["http-token"] != "" {
+		c.Flags["http-token"] = "REDACTED" // the report is shared; the token is not
+	}
 	c.Flags["seed"] = fmt.Sprint(c.Seed)
 	return c, nil
 }

@@ -25,9 +25,15 @@ func TestSpawnedRun(t *testing.T) {
 	defer checkGoroutines(t, runtime.NumGoroutine())
 	dir := t.TempDir()
 	jsonPath, htmlPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html")
+	// The server wants a bearer token: every request of the harness must
+	// carry it, or its queries and checks fail.
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var stdout, stderr bytes.Buffer
 	code := runMain(context.Background(), []string{
-		"run", "--spawn", "--duration", "3s", "--rate", "300", "--query-rate", "30", "--raw-duration", "1s",
+		"run", "--spawn", "--spawn-args", "--http-token-file " + tokenFile, "--http-token-file", tokenFile, "--duration", "3s", "--rate", "300", "--query-rate", "30", "--raw-duration", "1s",
 		"--invalid", "0.03", "--late", "0.05", "--probe-rate", "30", "--seed", "42", "--progress", "off",
 		"--workload", "events,queries,social", "--users", "300", "--fanout-threshold", "100", "--big-authors", "2",
 		"--post-rate", "40", "--follow-rate", "5", "--unfollow-rate", "10", "--delete-rate", "5", "--post-probe-rate", "8",
@@ -180,6 +186,21 @@ func TestSocialCheckFails(t *testing.T) {
 	}
 }
 
+// A server that wants a bearer token the harness was not given is a
+// configuration error found at start.
+func TestTokenMissing(t *testing.T) {
+	t.Parallel()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), []string{"run", "--spawn", "--spawn-args", "--http-token-file " + tokenFile, "--progress", "off"}, &stdout, &stderr)
+	if code != exitConfig || !strings.Contains(stderr.String(), "refuses the harness (401)") {
+		t.Fatalf("exit %d, stderr %s; want exit %d naming the missing token", code, stderr.String(), exitConfig)
+	}
+}
+
 // Bad configuration fails at start with exit code 2 and says what is
 // wrong.
 func TestBadConfiguration(t *testing.T) {
@@ -210,6 +231,8 @@ func TestBadConfiguration(t *testing.T) {
 		{[]string{"run", "--find-max", "--workload", "queries"}, "--find-max ramps the event rate"},
 		{[]string{"run", "--nats-url", "nats://" + closed, "--progress", "off"}, "cannot connect to NATS at nats://" + closed},
 		{[]string{"walk"}, `unknown command "walk"`},
+		{[]string{"run", "--http-token", "a", "--http-token-file", "/nonexistent"}, "--http-token-file excludes --http-token"},
+		{[]string{"run", "--http-token-file", "/nonexistent/token"}, "--http-token-file: open /nonexistent/token"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

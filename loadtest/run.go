@@ -580,10 +580,19 @@ func connect(ctx context.Context, cfg *config) (*nats.Conn, jetstream.JetStream,
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = cfg.QueryWorkers + 4
-	api := &apiClient{base: strings.TrimRight(cfg.HTTPURL, "/"), client: &http.Client{Transport: tr}}
+	api := &apiClient{base: strings.TrimRight(cfg.HTTPURL, "/"), client: &http.Client{Transport: tr}, token: cfg.HTTPToken}
 	if err := api.get(sctx, "/readyz", nil); err != nil {
 		nc.Close()
 		return nil, nil, nil, configError{fmt.Errorf("Eventide's HTTP API at %s is not ready (--http-url): %w", cfg.HTTPURL, err)}
+	}
+	// /readyz is open to everyone; /metrics needs the token, if the API
+	// wants one.
+	if _, err := api.serverCounters(sctx); err != nil {
+		var st *httpStatusError
+		if errors.As(err, &st) && st.Status == http.StatusUnauthorized {
+			nc.Close()
+			return nil, nil, nil, configError{fmt.Errorf("Eventide's HTTP API at %s refuses the harness (401): give its bearer token with --http-token-file or --http-token", cfg.HTTPURL)}
+		}
 	}
 	return nc, js, api, nil
 }
