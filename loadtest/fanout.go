@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net/url"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,6 +29,9 @@ type fanoutTracker struct {
 	run     string
 	lat     *hist.Set // one worker: the poller
 	samples map[int32][]int32
+	// byAuthor holds the same lags by probe author (kind: its user
+	// number), for the report's per-author figures.
+	byAuthor *hist.Set
 
 	mu     sync.Mutex
 	probes map[int64]*probePost
@@ -47,7 +51,8 @@ type probePost struct {
 }
 
 func newFanoutTracker(api *apiClient, run string, gen *workload.SocialGen, lat *hist.Set) *fanoutTracker {
-	f := &fanoutTracker{api: api, run: run, lat: lat, samples: map[int32][]int32{}, probes: map[int64]*probePost{}}
+	f := &fanoutTracker{api: api, run: run, lat: lat, samples: map[int32][]int32{}, probes: map[int64]*probePost{},
+		byAuthor: hist.NewSet(1, time.Now())}
 	for _, pa := range gen.ProbeAuthors() {
 		f.samples[pa.Author] = pa.Sample
 	}
@@ -97,6 +102,7 @@ func (f *fanoutTracker) finishLocked(p *probePost) {
 		kind = "fanout.pull"
 	}
 	f.lat.Record(0, kind, last.Sub(p.intended))
+	f.byAuthor.Record(0, strconv.Itoa(int(p.author)), last.Sub(p.intended))
 	p.timed = true
 	f.timed++
 }
@@ -116,6 +122,13 @@ func (f *fanoutTracker) outstanding() (pending, inFlight int) {
 		}
 	}
 	return pending, inFlight
+}
+
+// authorLag returns the fan-out lag summary of author's probe posts.
+func (f *fanoutTracker) authorLag(author int32) (hist.Summary, bool) {
+	f.byAuthor.Tick(time.Now())
+	s := f.byAuthor.Summary(strconv.Itoa(int(author)))
+	return s, s.Count > 0
 }
 
 func (f *fanoutTracker) counts() (acked, timed int64) {

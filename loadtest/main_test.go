@@ -108,6 +108,9 @@ func TestSpawnedRun(t *testing.T) {
 	}
 	var pull, push int
 	for _, pa := range so.ProbeAuthors {
+		if pa.Lag == nil || pa.Lag.Count == 0 || pa.Lag.Percentiles["p99"] <= 0 {
+			t.Errorf("probe author %s: no fan-out lag of its own", pa.User)
+		}
 		if pa.Pull && pa.Followers > so.FanoutThreshold {
 			pull++
 		} else if !pa.Pull && pa.Followers <= so.FanoutThreshold && pa.Followers > 0 {

@@ -429,7 +429,11 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 			DeletesChecked: deletes, DrainSeconds: drainSeconds,
 		}
 		for _, pa := range social.gen.ProbeAuthors() {
-			so.ProbeAuthors = append(so.ProbeAuthors, report.SocialProbeAuthor{User: social.user(pa.Author), Followers: pa.Followers, Pull: pa.Pull, Sample: len(pa.Sample)})
+			spa := report.SocialProbeAuthor{User: social.user(pa.Author), Followers: pa.Followers, Pull: pa.Pull, Sample: len(pa.Sample)}
+			if lag, ok := fan.authorLag(pa.Author); ok {
+				spa.Lag = &lag
+			}
+			so.ProbeAuthors = append(so.ProbeAuthors, spa)
 		}
 		social.mu.Lock()
 		maps.Copy(so.Acked, social.ackedByKind)

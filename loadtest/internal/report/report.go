@@ -180,6 +180,9 @@ type SocialProbeAuthor struct {
 	Pull      bool   `json:"pull"`
 	// Sample is how many of its followers' timelines time the lag.
 	Sample int `json:"sample"`
+	// Lag is the fan-out lag of its probe posts (fanout.push or
+	// fanout.pull, for this author alone); absent when none was timed.
+	Lag *hist.Summary `json:"lag,omitempty"`
 }
 
 // SocialSetup is the setup phase: the initial graph's follows published,

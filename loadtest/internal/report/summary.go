@@ -65,6 +65,19 @@ func (r *Report) WriteSummary(w io.Writer) {
 		} else {
 			b.WriteString("; not all applied within the drain timeout\n")
 		}
+		for _, pa := range so.ProbeAuthors {
+			how := "pushed"
+			if pa.Pull {
+				how = "pulled"
+			}
+			fmt.Fprintf(&b, "         probe author %s, %d followers (%s): ", pa.User, pa.Followers, how)
+			if pa.Lag == nil {
+				b.WriteString("no probe post timed\n")
+				continue
+			}
+			fmt.Fprintf(&b, "fan-out lag p50 %s, p99 %s, max %s over %d posts\n", FormatSeconds(pa.Lag.Percentiles["p50"]),
+				FormatSeconds(pa.Lag.Percentiles["p99"]), FormatSeconds(pa.Lag.Max), pa.Lag.Count)
+		}
 	}
 	if d := r.DLQ; d != nil {
 		fmt.Fprintf(&b, "DLQ: %d dead letters for %d invalid events acked, %d with another reason\n", d.InDLQ, d.InvalidAcked, d.ReasonMismatches)
