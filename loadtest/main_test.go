@@ -189,6 +189,19 @@ func TestSocialCheckFails(t *testing.T) {
 	}
 }
 
+// A server without the fan-out worker cannot take the social workload:
+// a configuration error found at the setup, not a wait for the setup
+// timeout.
+func TestSocialWithoutFanout(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), []string{"run", "--spawn", "--spawn-args", "--fanout=false", "--workload", "social",
+		"--users", "50", "--fanout-threshold", "10", "--big-authors", "1", "--progress", "off"}, &stdout, &stderr)
+	if code != exitConfig || !strings.Contains(stderr.String(), "is its fan-out worker off (--fanout=false)?") {
+		t.Fatalf("exit %d, stderr %s; want exit %d naming the missing fan-out worker", code, stderr.String(), exitConfig)
+	}
+}
+
 // A server that wants a bearer token the harness was not given is a
 // configuration error found at start.
 func TestTokenMissing(t *testing.T) {

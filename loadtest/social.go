@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strconv"
 	"sync"
@@ -208,14 +210,18 @@ func (l *socialLoad) runSetup(ctx context.Context, p *progress) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("interrupted: %w", context.Cause(ctx))
 	}
-	published_ := time.Since(start)
-	p.note("social setup: %d follows published in %.1fs; waiting for the fan-out worker to apply them (at most %s)", total, published_.Seconds(), l.cfg.SetupTimeout)
+	publishTime := time.Since(start)
+	p.note("social setup: %d follows published in %.1fs; waiting for the fan-out worker to apply them (at most %s)", total, publishTime.Seconds(), l.cfg.SetupTimeout)
 	if err := l.waitApplied(ctx, maxSeq.Load(), time.Now().Add(l.cfg.SetupTimeout)); err != nil {
+		var ce configError
+		if errors.As(err, &ce) {
+			return configError{fmt.Errorf("social setup: %w", err)}
+		}
 		return fmt.Errorf("social setup: %w", err)
 	}
 	applied := time.Since(start)
 	l.setup = &report.SocialSetup{
-		Follows: int64(total), PublishSeconds: published_.Seconds(), AppliedSeconds: applied.Seconds(),
+		Follows: int64(total), PublishSeconds: publishTime.Seconds(), AppliedSeconds: applied.Seconds(),
 		FollowsPerSecond: float64(total) / applied.Seconds(),
 	}
 	l.graphCheck = l.checkGraph(ctx)
@@ -236,6 +242,10 @@ func (l *socialLoad) waitApplied(ctx context.Context, seq uint64, deadline time.
 			} `json:"freshness"`
 		}
 		err := l.api.get(ctx, path, &ans)
+		var st *httpStatusError
+		if errors.As(err, &st) && st.Status == http.StatusNotFound {
+			return configError{fmt.Errorf("the server has no follow graph (%s answers 404): is its fan-out worker off (--fanout=false)? %w", path, err)}
+		}
 		if err == nil {
 			if ans.Freshness == nil || len(ans.Freshness.Shards) == 0 {
 				return nil // an API without freshness: the checks' retries will wait
