@@ -35,7 +35,10 @@ type fanoutTracker struct {
 
 	mu     sync.Mutex
 	probes map[int64]*probePost
-	timed  int64
+	// waiting are the probes neither timed nor failed: what the poller
+	// and the drain look at, however many probes the run made.
+	waiting map[int64]*probePost
+	timed   int64
 }
 
 type probePost struct {
@@ -51,7 +54,7 @@ type probePost struct {
 }
 
 func newFanoutTracker(api *apiClient, run string, gen *workload.SocialGen, lat *hist.Set) *fanoutTracker {
-	f := &fanoutTracker{api: api, run: run, lat: lat, samples: map[int32][]int32{}, probes: map[int64]*probePost{},
+	f := &fanoutTracker{api: api, run: run, lat: lat, samples: map[int32][]int32{}, probes: map[int64]*probePost{}, waiting: map[int64]*probePost{},
 		byAuthor: hist.NewSet(1, time.Now())}
 	for _, pa := range gen.ProbeAuthors() {
 		f.samples[pa.Author] = pa.Sample
@@ -62,10 +65,12 @@ func newFanoutTracker(api *apiClient, run string, gen *workload.SocialGen, lat *
 func (f *fanoutTracker) publishing(op workload.SocialOp, intended, started time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.probes[op.Probe] = &probePost{
+	p := &probePost{
 		n: op.Probe, id: op.PostID(intended), author: op.Author, pull: op.Pull,
 		intended: intended, started: started, seen: make([]time.Time, len(f.samples[op.Author])),
 	}
+	f.probes[op.Probe] = p
+	f.waiting[op.Probe] = p
 }
 
 func (f *fanoutTracker) acked(n int64) {
@@ -82,6 +87,7 @@ func (f *fanoutTracker) failed(n int64) {
 	defer f.mu.Unlock()
 	if p := f.probes[n]; p != nil {
 		p.failed = true
+		delete(f.waiting, n)
 	}
 }
 
@@ -105,6 +111,7 @@ func (f *fanoutTracker) finishLocked(p *probePost) {
 	f.byAuthor.Record(0, strconv.Itoa(int(p.author)), last.Sub(p.intended))
 	p.timed = true
 	f.timed++
+	delete(f.waiting, p.n)
 }
 
 // outstanding returns how many acknowledged probe posts are not yet timed
@@ -112,9 +119,8 @@ func (f *fanoutTracker) finishLocked(p *probePost) {
 func (f *fanoutTracker) outstanding() (pending, inFlight int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, p := range f.probes {
+	for _, p := range f.waiting {
 		switch {
-		case p.failed || p.timed:
 		case p.acked:
 			pending++
 		default:
@@ -155,10 +161,7 @@ func (f *fanoutTracker) poll(ctx context.Context, interval time.Duration, errs *
 		}
 		waiting := map[int32][]*probePost{}
 		f.mu.Lock()
-		for _, p := range f.probes {
-			if p.failed || p.timed {
-				continue
-			}
+		for _, p := range f.waiting {
 			for i, u := range f.samples[p.author] {
 				if p.seen[i].IsZero() {
 					waiting[u] = append(waiting[u], p)
@@ -190,8 +193,8 @@ func (f *fanoutTracker) poll(ctx context.Context, interval time.Duration, errs *
 				}
 				f.mu.Lock()
 				defer f.mu.Unlock()
-				for _, p := range f.probes {
-					if p.timed || p.failed || !ids[p.id] {
+				for _, p := range f.waiting {
+					if !ids[p.id] {
 						continue
 					}
 					if i := slices.Index(f.samples[p.author], u); i >= 0 && p.seen[i].IsZero() {
