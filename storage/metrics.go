@@ -208,6 +208,10 @@ type Metrics struct {
 	WriteStallTime    time.Duration
 	Reads             int64
 	TombstonesRead    int64
+	// BlockCacheHits and BlockCacheMisses count lookups of decompressed
+	// blocks in the block cache (Options.BlockCacheSize; zeros without
+	// one); BlockCacheBytes is what it holds.
+	BlockCacheHits, BlockCacheMisses, BlockCacheBytes int64
 }
 
 // Metrics returns a snapshot; its String prints the LSM as a table.
@@ -221,6 +225,8 @@ func (db *DB) Metrics() Metrics {
 		Reads: m.reads.Load(), TombstonesRead: m.readTombstones.Load(),
 		WALBytes: db.walBytes(),
 	}
+	cm := db.cache.Metrics()
+	out.BlockCacheHits, out.BlockCacheMisses, out.BlockCacheBytes = cm.Hits, cm.Misses, cm.Bytes
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.current == nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/cmd/internal/httpapi"
 	"github.com/eventide/eventide/fanout"
+	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/writer"
@@ -60,6 +61,8 @@ type httpConfig struct {
 	tokenFile       string
 	CORSOrigins     []string
 	MaxQueryTimeout time.Duration
+	// Tail bounds the live tail (/v1/events/stream).
+	Tail tail.Options
 }
 
 // secretFlags hold secrets: the log line shows them as REDACTED.
@@ -148,6 +151,13 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"comma-separated `origins` (scheme://host[:port]) whose browser pages may read the API; empty: no CORS headers")
 	fs.Var(durationValue{&hc.MaxQueryTimeout, time.Millisecond}, "max-query-timeout",
 		"longest a data request may run (`duration`): the cap of its timeout parameter and its timeout without one")
+	hc.Tail = tail.Options{MaxClients: tail.DefaultMaxClients, ClientBuffer: tail.DefaultClientBuffer, Replay: tail.DefaultReplay}
+	fs.Var(intValue{&hc.Tail.MaxClients, 1, 1 << 20}, "tail-max-clients",
+		"most live tail streams (`N`, /v1/events/stream) open at once; more get 503")
+	fs.Var(intValue{&hc.Tail.ClientBuffer, 1, 1 << 20}, "tail-buffer",
+		"most events (`N`) queued for one live tail client (at most 4 MiB of them); a client that lets it fill is disconnected with a slow_client error event")
+	fs.Var(intValue{&hc.Tail.Replay, 1, 1 << 24}, "tail-replay",
+		"newest events (`N`) kept (at most 32 MiB of them) to replay to a live tail client that resumes with Last-Event-ID")
 
 	w := &c.Writer
 	fs.StringVar(&w.Stream, "stream", writer.DefaultStream, "JetStream `stream` of events (created if missing)")
