@@ -33,18 +33,14 @@ type configError struct{ err error }
 func (e configError) Error() string { return e.err.Error() }
 func (e configError) Unwrap() error { return e.err }
 
-// Workloads, those that run today and those that wait for parts of
-// Eventide not built yet. "fanout" names the social workload's probe
-// posts (part of it, so it selects social); "timelines" selects social
-// and queries, with timeline queries in the mix.
+// Workloads. "fanout" names the social workload's probe posts (part of
+// it, so it selects social); "timelines" selects social and queries,
+// with timeline queries in the mix; "tail" follows the events workload's
+// probes live.
 var (
-	availableWorkloads = []string{"events", "queries", "social", "fanout", "timelines"}
+	availableWorkloads = []string{"events", "queries", "social", "fanout", "timelines", "tail"}
 	// sloWorkloads are the workloads objectives may name.
 	sloWorkloads = []string{"events", "queries", "social"}
-	// upcomingWorkloads maps each designed workload to what it waits for.
-	upcomingWorkloads = map[string]string{
-		"tail": "the live tail route (GET /v1/events/stream) of the query service (live tail subscribers)",
-	}
 )
 
 // queryKindNames maps the --query-mix names to query kinds.
@@ -100,6 +96,8 @@ type config struct {
 	FanoutInterval time.Duration
 	TimelineCap    int
 
+	TailSubscribers int
+
 	RawDuration   time.Duration
 	DrainTimeout  time.Duration
 	ProbeInterval time.Duration
@@ -121,7 +119,7 @@ type config struct {
 
 // latencyKinds are the kinds objectives may name.
 func latencyKinds() []string {
-	return append([]string{"publish", "queryable", "raw.publish", "social.publish", "fanout.push", "fanout.pull"}, workload.QueryKinds...)
+	return append([]string{"publish", "queryable", "raw.publish", "social.publish", "fanout.push", "fanout.pull", "tail"}, workload.QueryKinds...)
 }
 
 func parseConfig(args []string, stderr io.Writer) (*config, error) {
@@ -137,7 +135,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.SpawnArgs, "spawn-args", "", "extra flags for the spawned server, space-separated, e.g. '--wal-sync periodic'")
 	fs.StringVar(&c.Stream, "stream", "EVENTS", "the server's event stream (--stream of cmd/ingest)")
 	fs.StringVar(&c.DLQ, "dlq-stream", "EVENTS_DLQ", "the server's dead-letter stream")
-	workloads := fs.String("workload", "events,queries", "workloads to run, comma-separated: events, queries, social (fanout: its probe posts; timelines: social and timeline queries) (tail: not available yet)")
+	workloads := fs.String("workload", "events,queries", "workloads to run, comma-separated: events, queries, social (fanout: its probe posts; timelines: social and timeline queries), tail (live tail subscribers of the events' probes)")
 	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "how long the load runs")
 	seed := fs.Uint64("seed", 0, "seed of every generator; 0 picks one (printed and in the report)")
 
@@ -188,6 +186,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.SetupWorkers, "setup-workers", 64, "social: most setup follows in flight")
 	fs.DurationVar(&c.SetupTimeout, "setup-timeout", 5*time.Minute, "social: longest wait for the fan-out worker to apply the setup's follows")
 	fs.DurationVar(&c.FanoutInterval, "fanout-interval", 50*time.Millisecond, "social: how often sampled timelines are read for probe posts (the fan-out lag's resolution)")
+	fs.IntVar(&c.TailSubscribers, "tail-subscribers", 4, "tail: live tail streams (GET /v1/events/stream) following the probe events")
 	fs.IntVar(&c.TimelineCap, "timeline-cap", 800, "social: the server's --timeline-cap: a probe post missing below this many newer posts counts as trimmed")
 
 	fs.DurationVar(&c.RawDuration, "raw-duration", 5*time.Second, "length of the raw JetStream phase (publish + consume + ack on a stream of its own); 0 skips it")
@@ -225,8 +224,6 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 			c.Workloads["social"], c.Workloads["queries"], c.Workloads["timelines"] = true, true, true
 		case contains(availableWorkloads, w):
 			c.Workloads[w] = true
-		case upcomingWorkloads[w] != "":
-			errs = append(errs, fmt.Errorf("--workload %s: not available yet: it needs %s, which is not built", w, upcomingWorkloads[w]))
 		default:
 			errs = append(errs, fmt.Errorf("--workload %s: unknown workload (known: %s)", w, strings.Join(availableWorkloads, ", ")))
 		}
@@ -313,7 +310,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 			kind, ok := queryKindNames[m.Name]
 			switch {
 			case m.Name == "tail":
-				errs = append(errs, fmt.Errorf("--query-mix tail: not available yet: live tail subscribers need %s, which is not built", upcomingWorkloads["tail"]))
+				errs = append(errs, errors.New("--query-mix tail: live tail subscribers are a workload of their own: --workload events,tail --tail-subscribers N"))
 				continue
 			case !ok:
 				errs = append(errs, fmt.Errorf("--query-mix %s: unknown query kind (known: latest, window, counts, timeline)", m.Name))
@@ -349,6 +346,14 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		}
 		if c.FindMax {
 			errs = append(errs, errors.New("--find-max ramps the event rate; run the social workload without it"))
+		}
+	}
+	if c.Workloads["tail"] {
+		if !c.Workloads["events"] || c.ProbeRate <= 0 {
+			errs = append(errs, errors.New("--workload tail follows the events workload's probe events: add events, with --probe-rate > 0"))
+		}
+		if c.TailSubscribers < 1 || c.TailSubscribers > 10000 {
+			errs = append(errs, fmt.Errorf("--tail-subscribers %d: must be 1 to 10000", c.TailSubscribers))
 		}
 	}
 	if c.Workloads["queries"] {

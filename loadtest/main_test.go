@@ -35,7 +35,7 @@ func TestSpawnedRun(t *testing.T) {
 	code := runMain(context.Background(), []string{
 		"run", "--spawn", "--spawn-args", "--http-token-file " + tokenFile, "--http-token-file", tokenFile, "--duration", "3s", "--rate", "300", "--query-rate", "30", "--raw-duration", "1s",
 		"--invalid", "0.03", "--late", "0.05", "--probe-rate", "30", "--seed", "42", "--progress", "off",
-		"--workload", "events,queries,social", "--users", "300", "--fanout-threshold", "100", "--big-authors", "2",
+		"--workload", "events,queries,social,tail", "--tail-subscribers", "2", "--users", "300", "--fanout-threshold", "100", "--big-authors", "2",
 		"--post-rate", "40", "--follow-rate", "5", "--unfollow-rate", "10", "--delete-rate", "5", "--post-probe-rate", "8",
 		"--slo", "p99(publish)<1h,p50(queryable)<1ns",
 		"--json", jsonPath, "--html", htmlPath,
@@ -62,7 +62,7 @@ func TestSpawnedRun(t *testing.T) {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"format_version", "seed", "run", "parameters", "git", "machine", "target", "latency", "series", "events", "queries", "social", "dlq", "raw_jetstream", "server", "correctness", "objectives", "passed"} {
+	for _, key := range []string{"format_version", "seed", "run", "parameters", "git", "machine", "target", "latency", "series", "events", "queries", "social", "tail", "dlq", "raw_jetstream", "server", "correctness", "objectives", "passed"} {
 		if _, ok := raw[key]; !ok {
 			t.Errorf("JSON report has no %q", key)
 		}
@@ -70,7 +70,7 @@ func TestSpawnedRun(t *testing.T) {
 	if r.FormatVersion != report.FormatVersion || r.Seed != 42 || r.Parameters["rate"] != "300" || r.Machine.CPUs < 1 || !r.Target.Spawned {
 		t.Errorf("report header: version %d seed %d rate %q cpus %d spawned %v", r.FormatVersion, r.Seed, r.Parameters["rate"], r.Machine.CPUs, r.Target.Spawned)
 	}
-	for _, kind := range []string{"publish", "queryable", "query.latest", "query.window", "query.counts", "query.timeline", "social.publish", "fanout.push", "fanout.pull"} {
+	for _, kind := range []string{"publish", "queryable", "query.latest", "query.window", "query.counts", "query.timeline", "social.publish", "fanout.push", "fanout.pull", "tail"} {
 		s, ok := r.Latency[kind]
 		if !ok || s.Count == 0 {
 			t.Errorf("latency %s: no values", kind)
@@ -129,7 +129,10 @@ func TestSpawnedRun(t *testing.T) {
 	if r.ServerCounters["eventide_writer_batch_messages_sum"] < float64(r.Events.AckedValid) || r.ServerCounters["eventide_storage_wal_syncs_total"] == 0 {
 		t.Errorf("server counters over the load = %v, want the writer's batches and WAL fsyncs", r.ServerCounters)
 	}
-	if !r.Correctness.Passed || len(r.Correctness.Checks) != 6 {
+	if tl := r.Tail; tl == nil || tl.Subscribers != 2 || tl.Received != 2*r.Events.AckedProbes || r.Latency["tail"].Count != tl.Received {
+		t.Errorf("tail = %+v, want every acked probe (%d) at both subscribers, each timed", tl, r.Events.AckedProbes)
+	}
+	if !r.Correctness.Passed || len(r.Correctness.Checks) != 7 {
 		t.Errorf("correctness = %+v", *r.Correctness)
 	}
 	for _, c := range r.Correctness.Checks {
@@ -231,8 +234,9 @@ func TestBadConfiguration(t *testing.T) {
 		want string
 	}{
 		{[]string{"run", "--workload", "events,bogus"}, "--workload bogus: unknown workload"},
-		{[]string{"run", "--workload", "tail"}, "--workload tail: not available yet"},
-		{[]string{"run", "--query-mix", "tail=1"}, "--query-mix tail: not available yet"},
+		{[]string{"run", "--workload", "tail"}, "--workload tail follows the events workload's probe events"},
+		{[]string{"run", "--workload", "events,tail", "--probe-rate", "0"}, "--workload tail follows the events workload's probe events"},
+		{[]string{"run", "--query-mix", "tail=1"}, "--query-mix tail: live tail subscribers are a workload of their own"},
 		{[]string{"run", "--workload", "social", "--users", "500"}, "big authors need more than the fan-out threshold (10000) followers"},
 		{[]string{"run", "--workload", "social", "--post-rate", "5", "--post-probe-rate", "10"}, "--post-probe-rate 10"},
 		{[]string{"run", "--workload", "events,social", "--find-max"}, "run the social workload without it"},

@@ -175,6 +175,7 @@ type stepResult struct {
 	events             *report.EventsResult
 	queries            *report.QueriesResult
 	social             *report.SocialResult
+	tail               *report.TailResult
 	dlq                *report.DLQResult
 	errors             map[string]int64
 	checks             []report.Check
@@ -284,6 +285,24 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 		<-pollDone
 	}()
 
+	// Tail subscribers are connected before the load, so none misses the
+	// first probes.
+	var tail *tailLoad
+	tailCtx, stopTail := context.WithCancel(ctx)
+	var tailWG sync.WaitGroup
+	defer func() {
+		stopTail()
+		tailWG.Wait()
+	}()
+	if cfg.Workloads["tail"] && events != nil {
+		tailLat := hist.NewSet(cfg.TailSubscribers, start)
+		res.sets = append(res.sets, tailLat)
+		tail = newTailLoad(e.api, probeType, cfg.TailSubscribers, tailLat)
+		if err := tail.start(tailCtx, &tailWG, 10*time.Second); err != nil {
+			return nil, configError{err}
+		}
+	}
+
 	var fanErrs errorCounts
 	fanCtx, stopFanPolling := context.WithCancel(ctx)
 	fanDone := make(chan struct{})
@@ -388,6 +407,17 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 		if probesTotal > 0 {
 			res.checks = append(res.checks, checkProbes(ctx, e.api, probeType, probes, probesTotal, start.Add(-time.Minute), loadEnd.Add(time.Minute)))
 		}
+		if tail != nil {
+			for !tail.complete(probes, probesTotal) && time.Now().Before(deadline) && ctx.Err() == nil {
+				time.Sleep(50 * time.Millisecond) // polling the subscribers, with a deadline
+			}
+			stopTail()
+			tailWG.Wait()
+			c, tr := tail.check(probes, probesTotal)
+			res.checks = append(res.checks, c)
+			res.tail = tr
+			maps.Copy(res.errors, tail.errs.snapshot())
+		}
 		d := &report.DLQResult{InvalidAcked: res.events.AckedInvalid}
 		var dlqErr error
 		d.InDLQ, d.ReasonMismatches, dlqErr = dlqLetters(ctx, e.js, cfg.DLQ, types, d.InvalidAcked, max(cfg.DrainTimeout-time.Since(loadEnd), 2*time.Second))
@@ -465,7 +495,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 func (res *stepResult) fill(rep *report.Report, cfg *config) {
 	rep.DurationSeconds = res.loadEnd.Sub(res.loadStart).Seconds()
 	rep.Events, rep.Queries, rep.DLQ, rep.Harness = res.events, res.queries, res.dlq, res.harness
-	rep.Social = res.social
+	rep.Social, rep.Tail = res.social, res.tail
 	rep.ServerCounters = res.counters
 	rep.Errors = maps.Clone(res.errors)
 	rep.Correctness = &report.Correctness{Passed: true, Checks: res.checks}

@@ -43,8 +43,9 @@ type Report struct {
 	// operation's publish to ack), "fanout.push" and "fanout.pull" (a
 	// probe post's publish to visible in every sampled follower's
 	// timeline, for pushed and for big, read-time merged authors),
-	// "raw.publish" and "raw.consume" (the raw JetStream phase: publish
-	// to ack, publish to consumed).
+	// "tail" (a probe event's time to its arrival at a live tail
+	// subscriber), "raw.publish" and "raw.consume" (the raw JetStream
+	// phase: publish to ack, publish to consumed).
 	Latency map[string]hist.Summary `json:"latency"`
 	// Series is each kind's latency over time, for the charts.
 	Series map[string]hist.Series `json:"series"`
@@ -54,6 +55,7 @@ type Report struct {
 	Events  *EventsResult  `json:"events,omitempty"`
 	Queries *QueriesResult `json:"queries,omitempty"`
 	Social  *SocialResult  `json:"social,omitempty"`
+	Tail    *TailResult    `json:"tail,omitempty"`
 	DLQ     *DLQResult     `json:"dlq,omitempty"`
 	Raw     *RawResult     `json:"raw_jetstream,omitempty"`
 	Server  *ServerStats   `json:"server,omitempty"`
@@ -171,6 +173,19 @@ type SocialResult struct {
 	// and the fan-out worker had applied every operation (-1 if not
 	// within the drain timeout).
 	DrainSeconds float64 `json:"drain_seconds"`
+}
+
+// TailResult is the live tail subscribers (GET /v1/events/stream of the
+// run's probe type).
+type TailResult struct {
+	Subscribers int `json:"subscribers"`
+	// Received counts probe events received, over every subscriber.
+	Received int64 `json:"received"`
+	// Reconnects counts streams reopened (with Last-Event-ID) after the
+	// server ended them or they broke; Resets the "position too old"
+	// answers to a reopening.
+	Reconnects int64 `json:"reconnects"`
+	Resets     int64 `json:"resets"`
 }
 
 // SocialProbeAuthor is an author whose posts are timed.

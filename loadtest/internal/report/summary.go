@@ -79,6 +79,9 @@ func (r *Report) WriteSummary(w io.Writer) {
 				FormatSeconds(pa.Lag.Percentiles["p99"]), FormatSeconds(pa.Lag.Max), pa.Lag.Count)
 		}
 	}
+	if tl := r.Tail; tl != nil {
+		fmt.Fprintf(&b, "tail     %d live tail subscribers: %d probe events received, %d reconnects, %d resets\n", tl.Subscribers, tl.Received, tl.Reconnects, tl.Resets)
+	}
 	if d := r.DLQ; d != nil {
 		fmt.Fprintf(&b, "DLQ: %d dead letters for %d invalid events acked, %d with another reason\n", d.InDLQ, d.InvalidAcked, d.ReasonMismatches)
 	}
