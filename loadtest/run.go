@@ -613,7 +613,9 @@ func connect(ctx context.Context, cfg *config) (*nats.Conn, jetstream.JetStream,
 		return nil, nil, nil, configError{fmt.Errorf("event stream %s not found on %s (is Eventide running there? --stream): %w", cfg.Stream, cfg.NATSURL, err)}
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = cfg.QueryWorkers + 4
+	// Queries, live tail streams, and the probe, fan-out and check
+	// readers each keep a connection.
+	tr.MaxIdleConnsPerHost = cfg.QueryWorkers + cfg.TailSubscribers + 16
 	api := &apiClient{base: strings.TrimRight(cfg.HTTPURL, "/"), client: &http.Client{Transport: tr}, token: cfg.HTTPToken}
 	if err := api.get(sctx, "/readyz", nil); err != nil {
 		nc.Close()
