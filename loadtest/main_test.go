@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/eventide/eventide/loadtest/internal/report"
+	"github.com/eventide/eventide/loadtest/internal/workload"
 	"golang.org/x/net/html"
 )
 
@@ -366,5 +369,37 @@ func TestReadmeListsEveryFlag(t *testing.T) {
 	}
 	if len(flags) < 50 {
 		t.Errorf("parsed only %d flags from run -h", len(flags))
+	}
+}
+
+// fanout and timelines are names for parts of the social workload: they
+// select it (timelines with the queries, reading timelines only), and the
+// social workload adds timelines to the default query mix.
+func TestWorkloadNames(t *testing.T) {
+	cases := []struct {
+		args []string
+		want []string // workloads on
+		mix  []workload.Weight
+	}{
+		{[]string{"--workload", "fanout"}, []string{"social"}, nil},
+		{[]string{"--workload", "timelines"}, []string{"social", "queries"}, []workload.Weight{{Name: workload.QueryTimeline, Weight: 1}}},
+		{[]string{"--workload", "social,queries"}, []string{"social", "queries"},
+			[]workload.Weight{{Name: workload.QueryLatest, Weight: 5}, {Name: workload.QueryWindow, Weight: 3}, {Name: workload.QueryCounts, Weight: 2}, {Name: workload.QueryTimeline, Weight: 5}}},
+		{[]string{"--workload", "events,queries"}, []string{"events", "queries"},
+			[]workload.Weight{{Name: workload.QueryLatest, Weight: 5}, {Name: workload.QueryWindow, Weight: 3}, {Name: workload.QueryCounts, Weight: 2}}},
+	}
+	for _, c := range cases {
+		cfg, err := parseConfig(c.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		for _, w := range c.want {
+			if !cfg.Workloads[w] {
+				t.Errorf("%v: workload %s is off", c.args, w)
+			}
+		}
+		if c.mix != nil && !reflect.DeepEqual(cfg.QueryMix, c.mix) {
+			t.Errorf("%v: query mix %v, want %v", c.args, cfg.QueryMix, c.mix)
+		}
 	}
 }
