@@ -270,6 +270,59 @@ func (x *followerExpect) since() time.Time {
 	return s.Add(-time.Millisecond)
 }
 
+// judgement is what one follower's timeline says of its expectations.
+type judgement struct {
+	// missing are present-expected probe posts not in the timeline;
+	// trimmed counts those missing from a timeline holding at least the
+	// cap of newer posts (trimmed by the server, not missing).
+	missing []*probePost
+	trimmed int
+	// unfollowedThere and deletedThere are posts that must not be in the
+	// timeline and are.
+	unfollowedThere []*probePost
+	deletedThere    []deletedPost
+}
+
+// judge compares x with have, the timeline's posts (id and post time)
+// read back to x.since().
+func (x *followerExpect) judge(have map[uuid.UUID]time.Time, timelineCap int) judgement {
+	var j judgement
+	for _, p := range x.present {
+		if _, ok := have[p.id]; ok {
+			continue
+		}
+		newer := 0
+		for _, t := range have {
+			if t.After(p.intended) {
+				newer++
+			}
+		}
+		if newer >= timelineCap {
+			j.trimmed++
+		} else {
+			j.missing = append(j.missing, p)
+		}
+	}
+	for _, p := range x.absent {
+		if _, ok := have[p.id]; ok {
+			j.unfollowedThere = append(j.unfollowedThere, p)
+		}
+	}
+	for _, d := range x.deleted {
+		if _, ok := have[d.id]; ok {
+			j.deletedThere = append(j.deletedThere, d)
+		}
+	}
+	return j
+}
+
+func first(ps []*probePost) *probePost {
+	if len(ps) == 0 {
+		return nil
+	}
+	return ps[0]
+}
+
 // checkFanout reads the timelines of every follower of every probe
 // author (and of a few followers of each deleted post's author) and
 // checks, from the graph the generator made and the outcomes of the
@@ -375,61 +428,34 @@ func (l *socialLoad) checkFanout(ctx context.Context, deadline time.Time) (reach
 				defer func() { <-sem }()
 				x := expect[u]
 				have := map[uuid.UUID]time.Time{}
-				var times []time.Time
-				err := l.api.timelineSince(ctx, l.user(u), x.since(), func(id uuid.UUID, t time.Time) {
-					have[id] = t
-					times = append(times, t)
-				})
+				err := l.api.timelineSince(ctx, l.user(u), x.since(), func(id uuid.UUID, t time.Time) { have[id] = t })
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
 					readErr = fmt.Errorf("cannot read the timeline of %s: %w", l.user(u), err)
 					return
 				}
-				var miss []*probePost
-				for _, p := range x.present {
-					if _, ok := have[p.id]; !ok {
-						miss = append(miss, p)
-					}
-				}
-				if len(miss) > 0 && !last {
+				j := x.judge(have, l.cfg.TimelineCap)
+				if len(j.missing) > 0 && !last {
 					again = append(again, u)
 					return
 				}
 				pairsPresent += int64(len(x.present))
-				for _, p := range miss {
-					newer := 0
-					for _, t := range times {
-						if t.After(p.intended) {
-							newer++
-						}
-					}
-					if newer >= l.cfg.TimelineCap {
-						trimmed++
-						continue
-					}
-					missing++
-					if firstMissing == "" {
-						firstMissing = fmt.Sprintf("probe post %s of %s is not in the timeline of %s", p.id, l.user(p.author), l.user(u))
-					}
-				}
+				missing += int64(len(j.missing))
+				trimmed += int64(j.trimmed)
 				absentPairs += int64(len(x.absent))
-				for _, p := range x.absent {
-					if _, ok := have[p.id]; ok {
-						wrongAbsent++
-						if firstWrong == "" {
-							firstWrong = fmt.Sprintf("probe post %s of %s, unfollowed, is in the timeline of %s", p.id, l.user(p.author), l.user(u))
-						}
-					}
-				}
+				wrongAbsent += int64(len(j.unfollowedThere))
 				deletedPairs += int64(len(x.deleted))
-				for _, d := range x.deleted {
-					if _, ok := have[d.id]; ok {
-						wrongDeleted++
-						if firstWrong == "" {
-							firstWrong = fmt.Sprintf("deleted post %s of %s is in the timeline of %s", d.id, l.user(d.author), l.user(u))
-						}
-					}
+				wrongDeleted += int64(len(j.deletedThere))
+				if p := first(j.missing); p != nil && firstMissing == "" {
+					firstMissing = fmt.Sprintf("probe post %s of %s is not in the timeline of %s", p.id, l.user(p.author), l.user(u))
+				}
+				if p := first(j.unfollowedThere); p != nil && firstWrong == "" {
+					firstWrong = fmt.Sprintf("probe post %s of %s, unfollowed, is in the timeline of %s", p.id, l.user(p.author), l.user(u))
+				}
+				if len(j.deletedThere) > 0 && firstWrong == "" {
+					d := j.deletedThere[0]
+					firstWrong = fmt.Sprintf("deleted post %s of %s is in the timeline of %s", d.id, l.user(d.author), l.user(u))
 				}
 			})
 		}
