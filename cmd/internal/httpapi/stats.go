@@ -149,7 +149,7 @@ func ConsumerStatsOf(name string, f ShardFreshness) ConsumerStats {
 	return c
 }
 
-var statsParams = []string{"timeout"}
+var statsParams = []string{"timeout", "complete"}
 
 func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 	if _, pr := parseParams(r.URL.RawQuery, statsParams); pr != nil {
