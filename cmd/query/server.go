@@ -144,6 +144,7 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		Partial:           queryrpc.TrackMisses,
 		Freshness:         s.freshness(func(f *queryrpc.NodeFreshness) *queryrpc.ConsumerPosition { return f.Writer }),
 		TimelineFreshness: s.freshness(func(f *queryrpc.NodeFreshness) *queryrpc.ConsumerPosition { return f.Fanout }),
+		Stats:             &remoteStats{client: s.client, owners: cfg.Owners},
 	})
 	if err != nil {
 		return s, err
