@@ -203,7 +203,13 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	// It starts where storage stands: a client resuming from before this
 	// position is told its events are not held for replay.
 	n.tail = tail.New(cfg.Tail, w.Stats().LastAppliedSeq)
-	publish = n.tail.WriterHook()
+	// cmd/query's live tail relays what every storage node publishes
+	// (queryrpc.TailPublisher): the events this node stored.
+	local, remote := n.tail.WriterHook(), queryrpc.TailPublisher(n.nc, cfg.Shard.NodeID, logger.With("component", "tail"))
+	publish = func(evs []writer.StoredEvent) {
+		local(evs)
+		remote(evs)
+	}
 	// The writer stops when shutdown cancels it, not at the signal: by
 	// then /readyz has turned 503.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))

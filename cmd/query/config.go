@@ -14,6 +14,7 @@ import (
 	"github.com/eventide/eventide/cmd/internal/httpflags"
 	"github.com/eventide/eventide/fanout"
 	"github.com/eventide/eventide/internal/queryrpc"
+	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/writer"
 )
@@ -42,6 +43,9 @@ type config struct {
 	ShutdownTimeout time.Duration
 	HTTP            httpflags.Guards
 	Reader          reader.Options // the fields the flags set
+	// Tail bounds the live tail this process relays from the storage
+	// nodes (/v1/events/stream).
+	Tail tail.Options
 
 	fs *flag.FlagSet
 }
@@ -89,6 +93,13 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.Var(intValue{&r.FailTombstones, 1, 1 << 30}, "fail-tombstones", "`N`: a query that scans more tombstones fails (HTTP 422)")
 	fs.Var(intValue{&r.MaxBuckets, 1, 1 << 20}, "max-buckets", "most hour buckets (`N`) one event query may touch")
 	fs.Var(intValue{&r.MaxCountBuckets, 1, 1 << 20}, "max-count-buckets", "most hour buckets (`N`) one count query may touch")
+	c.Tail = tail.Options{MaxClients: tail.DefaultMaxClients, ClientBuffer: tail.DefaultClientBuffer, Replay: tail.DefaultReplay}
+	fs.Var(intValue{&c.Tail.MaxClients, 1, 1 << 20}, "tail-max-clients",
+		"most live tail streams (`N`, /v1/events/stream) open at once; more get 503")
+	fs.Var(intValue{&c.Tail.ClientBuffer, 1, 1 << 20}, "tail-buffer",
+		"most events (`N`) queued for one live tail client (at most 4 MiB of them); a client that lets it fill is disconnected with a slow_client error event")
+	fs.Var(intValue{&c.Tail.Replay, 1, 1 << 24}, "tail-replay",
+		"newest events (`N`) this process keeps (at most 32 MiB of them) to replay to a live tail client that resumes with Last-Event-ID")
 	c.HTTP.Register(fs)
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log `format`: text or json")

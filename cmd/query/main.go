@@ -10,7 +10,9 @@
 // A shard whose node does not answer within --node-timeout is left out:
 // the answer says "partial": true with "missing_shards", or is a 503 when
 // the request says complete=true. /readyz names the nodes that do not
-// answer. /v1/dlq reads the dead-letter stream directly. The event type
+// answer. /v1/dlq reads the dead-letter stream directly. /v1/stats sums
+// the nodes' stats (cmd/query/stats.go); /v1/events/stream relays the
+// events the nodes publish once stored (queryrpc.TailRelay). The event type
 // settings (TTLs, sub-partitions) are read from a storage node at start;
 // restart cmd/query after changing the nodes' --types.
 //

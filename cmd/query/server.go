@@ -19,6 +19,7 @@ import (
 	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/cmd/internal/httpapi"
 	"github.com/eventide/eventide/internal/queryrpc"
+	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/reader"
 )
 
@@ -33,8 +34,12 @@ type server struct {
 	client  *queryrpc.Client
 	// positions caches the nodes' consumer positions for freshness.
 	positions *nodePositions
-	step      atomic.Pointer[string]
-	failed    chan error
+	// tail is the live tail, fed by relay with the events the storage
+	// nodes store.
+	tail   *tail.Broadcaster
+	relay  *queryrpc.TailRelay
+	step   atomic.Pointer[string]
+	failed chan error
 }
 
 func (s *server) setStep(step string, attrs ...any) {
@@ -139,12 +144,28 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	})
 	s.health.Add("storage-nodes", func() error { return s.client.Health(context.Background()) })
 
+	// The live tail: subscribe to the nodes' stored events first, then
+	// start the Broadcaster at the newest position a node has applied,
+	// so that a client resuming from before it is told of the gap.
+	if s.relay, err = queryrpc.StartTailRelay(s.nc, 0, logger.With("component", "tail")); err != nil {
+		return s, err
+	}
+	var startSeq uint64
+	for _, f := range s.client.Freshness(ctx) {
+		if f.Writer != nil {
+			startSeq = max(startSeq, f.Writer.AppliedSeq)
+		}
+	}
+	s.tail = tail.New(cfg.Tail, startSeq)
+	s.relay.Feed(s.tail)
+
 	h, err := httpapi.NewHandler(httpapi.Config{Reader: rd, Timelines: tl, DeadLetters: dl, Health: s.health, Registry: reg,
 		Logger: logger.With("component", "http"), Token: cfg.HTTP.Token, CORSOrigins: cfg.HTTP.CORSOrigins, MaxQueryTimeout: cfg.HTTP.MaxQueryTimeout,
 		Partial:           queryrpc.TrackMisses,
 		Freshness:         s.freshness(func(f *queryrpc.NodeFreshness) *queryrpc.ConsumerPosition { return f.Writer }),
 		TimelineFreshness: s.freshness(func(f *queryrpc.NodeFreshness) *queryrpc.ConsumerPosition { return f.Fanout }),
-		Stats:             &remoteStats{client: s.client, owners: cfg.Owners},
+		Stats:             &remoteStats{client: s.client, owners: cfg.Owners, tail: s.tail},
+		Tail:              s.tail,
 	})
 	if err != nil {
 		return s, err
@@ -219,6 +240,16 @@ func (s *server) fail(err error) {
 func (s *server) shutdown() error {
 	s.health.Drain()
 	var errs []error
+	if s.relay != nil {
+		if err := s.relay.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Live tail streams end with a shutdown event rather than hold the
+	// HTTP drain until its timeout.
+	if s.tail != nil {
+		s.tail.Close()
+	}
 	if s.httpSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		defer cancel()
