@@ -13,6 +13,7 @@ import (
 
 	"github.com/eventide/eventide/cmd/internal/httpflags"
 	"github.com/eventide/eventide/fanout"
+	"github.com/eventide/eventide/internal/natsconn"
 	"github.com/eventide/eventide/internal/queryrpc"
 	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/reader"
@@ -29,7 +30,10 @@ const DefaultNodeID = "local"
 
 // config is the effective configuration of one query process.
 type config struct {
-	NATSURL         string
+	NATSURL string
+	// NATS is how to connect: NATSURL (--nats-url) with the
+	// authentication and TLS flags of package natsconn.
+	NATS            natsconn.Options
 	HTTPAddr        string
 	Shards          int
 	ownersSpec      string
@@ -79,6 +83,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	c.fs = fs
 	fs.StringVar(&c.NATSURL, "nats-url", "nats://127.0.0.1:4222",
 		"`URL` of the NATS server the storage nodes serve on (comma-separated for a cluster)")
+	c.NATS.RegisterFlags(fs)
 	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:8081", "`host:port` of the HTTP API, health and metrics (port 0: any free port)")
 	fs.Var(intValue{&c.Shards, 1, 1 << 16}, "shards", "shard count (`N`) of the deployment, as the storage nodes' --shards")
 	fs.StringVar(&c.ownersSpec, "owners", "",
@@ -131,6 +136,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	if len(errs) > 0 {
 		return nil, usageError{errors.Join(errs...)}
 	}
+	c.NATS.URL = c.NATSURL
 	if err := c.check(); err != nil {
 		return nil, usageError{err}
 	}
@@ -153,6 +159,9 @@ func (c *config) check() error {
 	case !slices.Contains([]string{"text", "json"}, c.LogFormat):
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
 	}
+	if err := c.NATS.Check(); err != nil {
+		return err
+	}
 	spec := c.ownersSpec
 	if spec == "" {
 		spec = "all=" + DefaultNodeID
@@ -165,13 +174,19 @@ func (c *config) check() error {
 	return nil
 }
 
-// logAttrs is the effective configuration as log attributes, the token
-// redacted.
+// secretFlags are the flags whose values the log line hides.
+var secretFlags = append([]string{httpflags.SecretFlag}, natsconn.SecretFlags...)
+
+// logAttrs is the effective configuration as log attributes, passwords in
+// URLs and secretFlags redacted.
 func (c *config) logAttrs() []any {
 	var attrs []any
 	c.fs.VisitAll(func(f *flag.Flag) {
 		v := f.Value.String()
-		if f.Name == httpflags.SecretFlag && v != "" {
+		if f.Name == "nats-url" {
+			v = natsconn.Redact(v)
+		}
+		if slices.Contains(secretFlags, f.Name) && v != "" {
 			v = "REDACTED"
 		}
 		attrs = append(attrs, slog.String(f.Name, v))

@@ -32,6 +32,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/eventide/eventide/internal/natsconn"
 )
 
 func main() {
@@ -101,7 +103,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	fmt.Fprintf(stdout, "\nEventide query service is running. Ctrl-C stops it.\n  HTTP   http://%s\n  NATS   %s\n  shards %d over nodes %v\n\n",
-		s.httpLn.Addr(), redactURLs(cfg.NATSURL), cfg.Shards, s.client.Nodes())
+		s.httpLn.Addr(), natsconn.Redact(cfg.NATSURL), cfg.Shards, s.client.Nodes())
 	var failure error
 	select {
 	case <-ctx.Done():

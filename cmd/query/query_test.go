@@ -105,10 +105,18 @@ const testShards = 4
 // startNode starts a storage node on natsURL owning shards own.
 func startNode(t testing.TB, natsURL, id, own string) *storageNode {
 	t.Helper()
+	return startNodeWith(t, natsURL, id, own, nil)
+}
+
+// startNodeWith is startNode with more arguments and EVENTIDE_*
+// variables (NATS authentication) appended.
+func startNodeWith(t testing.TB, natsURL, id, own string, extra []string, env ...string) *storageNode {
+	t.Helper()
 	n := &storageNode{id: id, http: freeAddr(t), log: &syncBuffer{}, exited: make(chan error, 1)}
-	n.cmd = exec.Command(buildIngest(t), "--data", t.TempDir(), "--nats-url", natsURL, "--http", n.http,
-		"--node-id", id, "--shards", fmt.Sprint(testShards), "--own-shards", own, "--fetch-wait", "10ms")
-	n.cmd.Env = os.Environ()
+	args := append([]string{"--data", t.TempDir(), "--nats-url", natsURL, "--http", n.http,
+		"--node-id", id, "--shards", fmt.Sprint(testShards), "--own-shards", own, "--fetch-wait", "10ms"}, extra...)
+	n.cmd = exec.Command(buildIngest(t), args...)
+	n.cmd.Env = append(os.Environ(), env...)
 	n.cmd.Stdout, n.cmd.Stderr = io.Discard, n.log
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/cmd/internal/httpapi"
+	"github.com/eventide/eventide/internal/natsconn"
 	"github.com/eventide/eventide/internal/queryrpc"
 	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/reader"
@@ -75,8 +74,8 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		}
 	}()
 
-	s.setStep("connecting to NATS", "url", redactURLs(cfg.NATSURL))
-	s.nc, err = nats.Connect(cfg.NATSURL, nats.Name("eventide-query"), nats.MaxReconnects(-1),
+	s.setStep("connecting to NATS", "url", natsconn.Redact(cfg.NATSURL))
+	s.nc, err = natsconn.Connect(ctx, cfg.NATS, nats.Name("eventide-query"), nats.MaxReconnects(-1),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if !nc.IsClosed() {
 				logger.Warn("NATS disconnected", "err", err)
@@ -84,7 +83,7 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted()) }))
 	if err != nil {
-		return s, fmt.Errorf("cannot connect to NATS at %s (--nats-url): %w", redactURLs(cfg.NATSURL), err)
+		return s, fmt.Errorf("%w (--nats-url)", err) // natsconn names the URL, redacted
 	}
 	reg := httpapi.NewRegistry()
 	if err := httpapi.RegisterBuildInfo(reg, build.Version, build.Revision, build.GoVersion); err != nil {
@@ -274,15 +273,4 @@ func (sw *switchHandler) set(h http.Handler) { sw.h.Store(&h) }
 
 func (sw *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	(*sw.h.Load()).ServeHTTP(w, r)
-}
-
-// redactURLs hides passwords in a comma-separated list of URLs.
-func redactURLs(list string) string {
-	parts := strings.Split(list, ",")
-	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
-			parts[i] = u.Redacted()
-		}
-	}
-	return strings.Join(parts, ",")
 }
