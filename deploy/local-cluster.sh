@@ -55,7 +55,7 @@ start() {
 
 	if [ ! -e "$dir/secrets.env" ]; then
 		umask 077
-		for v in EVENTIDE_NATS_PASSWORD PRODUCER_NATS_PASSWORD NATS_SYS_PASSWORD; do
+		for v in EVENTIDE_NATS_PASSWORD PRODUCER_NATS_PASSWORD NATS_SYS_PASSWORD QUERY_NATS_PASSWORD; do
 			echo "$v=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
 		done >"$dir/secrets.env"
 		umask 022
@@ -99,7 +99,9 @@ start() {
 	done
 	local api="http://127.0.0.1:$((port + 81))"
 	if "$dir/bin/query" -h 2>&1 | grep -q -- '--owners'; then
-		run query "$dir/bin/query" --http "127.0.0.1:$((port + 80))" --nats-url "$url" \
+		# The query user is read-only (deploy/nats/common.conf).
+		EVENTIDE_NATS_USER=query EVENTIDE_NATS_PASSWORD=$QUERY_NATS_PASSWORD \
+			run query "$dir/bin/query" --http "127.0.0.1:$((port + 80))" --nats-url "$url" \
 			--shards 8 --owners "0-3=storage-1,4-7=storage-2"
 		wait_http "http://127.0.0.1:$((port + 80))/readyz" 60 query
 		api="http://127.0.0.1:$((port + 80))"

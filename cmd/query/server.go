@@ -81,7 +81,16 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 				logger.Warn("NATS disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted()) }))
+		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		// Asynchronous errors, such as a permission the server refuses a
+		// subscription (the live tail's), are otherwise silent.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			logger.Error("NATS error", "subject", subject, "err", err)
+		}))
 	if err != nil {
 		return s, fmt.Errorf("%w (--nats-url)", err) // natsconn names the URL, redacted
 	}
