@@ -123,6 +123,8 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		case <-time.After(typesRetry):
 		}
 	}
+	// Each slice is a round trip: a count query's hours go in parallel.
+	ropts.ParallelHours = reader.RemoteParallelHours
 	ropts.Logger = logger.With("component", "reader")
 	ropts.Registerer = reg
 	rd, err := reader.New(s.client, ropts)
