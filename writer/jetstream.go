@@ -40,6 +40,11 @@ func (w *Writer) ensureStreams(ctx context.Context) error {
 		Replicas:  w.cfg.Replicas,
 		Storage:   jetstream.FileStorage,
 	}
+	if w.cfg.sharded() {
+		prefix, _ := w.cfg.shardPrefix() // checked by withDefaults
+		tr := SubjectTransform(prefix, w.cfg.Shards)
+		events.SubjectTransform = &tr
+	}
 	if _, err := w.js.CreateOrUpdateStream(ctx, events); err != nil {
 		return w.streamError(w.cfg.Stream, "cannot create or update stream", err)
 	}
