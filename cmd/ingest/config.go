@@ -67,6 +67,11 @@ type shardConfig struct {
 	Shards  int
 	ownSpec string
 	Own     []int
+	// OwnersKV, when set, is the KV bucket of shard owners: the node
+	// applies the shards the bucket gives it, claiming the --own-shards
+	// (when given) that have no owner at start.
+	OwnersKV string
+	claim    bool
 }
 
 // sharded says whether the node stores only some of the shards.
@@ -158,9 +163,11 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	sc := &c.Shard
 	fs.StringVar(&sc.NodeID, "node-id", DefaultNodeID,
 		"`name` of this storage node: its read service answers on eventide.storage.<name>.*; with --own-shards fewer than all, its durable consumers are <consumer>-<name>")
-	fs.Var(intValue{&sc.Shards, 1, 1 << 16}, "shards", "shard count (`N`) of the deployment: a partition's shard is xxhash64(partition key) mod N; fixed for its life")
+	fs.Var(intValue{&sc.Shards, 1, 1 << 16}, "shards", "shard count (`N`) of the deployment: above 1 the stream is sharded by JetStream's partition(N) of the event subject, one writer per owned shard; fixed for its life")
 	fs.StringVar(&sc.ownSpec, "own-shards", "all",
-		"`shards` this node stores, e.g. 0-3 or 0,2,5-7; all: every shard")
+		"`shards` this node stores, e.g. 0-3 or 0,2,5-7; all: every shard. With --owners-kv: the shards it claims at start if they have no owner")
+	fs.StringVar(&sc.OwnersKV, "owners-kv", "",
+		"NATS KV `bucket` of shard owners (e.g. "+queryrpc.DefaultOwnersBucket+"): the node stores the shards the bucket gives it and follows moves; empty: --own-shards, static")
 
 	w := &c.Writer
 	fs.StringVar(&w.Stream, "stream", writer.DefaultStream, "JetStream `stream` of events (created if missing)")
@@ -270,6 +277,18 @@ func (c *config) checkShards() error {
 		return fmt.Errorf("--own-shards %q names no shard", sc.ownSpec)
 	}
 	sc.Own = own
+	sc.claim = sc.OwnersKV == "" || c.explicit["own-shards"]
+	if sc.OwnersKV != "" {
+		if sc.Shards < 2 {
+			return errors.New("--owners-kv needs --shards of 2 or more")
+		}
+		if !c.explicit["node-id"] {
+			return errors.New("--owners-kv needs --node-id: the bucket names owners by node id")
+		}
+		if !c.explicit["own-shards"] {
+			sc.Own = nil // owns what the bucket gives it
+		}
+	}
 	if sc.sharded() && !c.explicit["node-id"] {
 		return fmt.Errorf("--own-shards %s stores only part of the %d shards: give --node-id, so that this node's read service and consumers are its own", sc.ownSpec, sc.Shards)
 	}

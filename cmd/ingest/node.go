@@ -19,7 +19,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/cmd/internal/httpapi"
 	"github.com/eventide/eventide/fanout"
@@ -50,6 +49,9 @@ type node struct {
 
 	writerCancel context.CancelFunc
 	writerDone   chan struct{} // closed when Writer.Run returned
+
+	shards    *shardWriters // with --shards above 1, instead of the one writer
+	ownership *ownership    // who owns which shard: static or the KV bucket
 
 	fanoutCancel context.CancelFunc
 	fanoutDone   chan struct{} // closed when fanout.Worker.Run returned
@@ -170,40 +172,42 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 
 	wcfg := cfg.Writer
 	wcfg.Types = types
-	if sc := cfg.Shard; sc.sharded() {
-		// Every node reads the whole stream and stores the partitions of
-		// its shards; the owner of shard 0 dead-letters for all.
-		owned := make([]bool, sc.Shards)
-		for _, s := range sc.Own {
-			owned[s] = true
-		}
-		// queryrpc.IsSharded is the one list of sharded tables: routing
-		// reads it too, so a table is read where it is stored.
-		wcfg.StoresPartition = func(table string, p []byte) bool {
-			return !queryrpc.IsSharded(table) || owned[bucket.Shard(p, sc.Shards)]
-		}
-		wcfg.NoDeadLetters = !owned[0]
-	}
 	wcfg.Logger = logger.With("component", "writer")
 	wcfg.Registerer = reg
-	n.setStep("starting the writer", "stream", wcfg.Stream, "consumer", wcfg.Consumer)
-	w, err := writer.New(ctx, n.nc, n.db, wcfg)
-	if err != nil {
-		return n, fmt.Errorf("cannot start writer: %w", err)
-	}
-	// The writer stops when shutdown cancels it, not at the signal: by
-	// then /readyz has turned 503.
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	n.writerCancel, n.writerDone = cancel, make(chan struct{})
-	go func() {
-		defer close(n.writerDone)
-		err := w.Run(wctx)
-		if wctx.Err() == nil {
-			n.fail(fmt.Errorf("writer stopped: %w", errOrUnexpected(err)))
-		} else if err != nil {
-			logger.Error("writer stopped with an error", "err", err)
+	// w is what /readyz, freshness and the read service ask about the
+	// writing: the one writer, or every shard's writer of this node.
+	var w writerView
+	if sc := cfg.Shard; sc.Shards > 1 {
+		// The stream is sharded by JetStream's partitioning: one writer,
+		// consumer and checkpoint per owned shard.
+		wcfg.Shards = sc.Shards
+		n.setStep("starting the shard writers", "stream", wcfg.Stream, "shards", sc.Shards, "own", sc.ownSpec)
+		n.shards = newShardWriters(n.nc, n.db, wcfg, reg, logger.With("component", "writer"), n.fail)
+		if err := n.startOwnership(ctx); err != nil {
+			return n, err
 		}
-	}()
+		w = n.shards
+	} else {
+		n.setStep("starting the writer", "stream", wcfg.Stream, "consumer", wcfg.Consumer)
+		one, err := writer.New(ctx, n.nc, n.db, wcfg)
+		if err != nil {
+			return n, fmt.Errorf("cannot start writer: %w", err)
+		}
+		// The writer stops when shutdown cancels it, not at the signal: by
+		// then /readyz has turned 503.
+		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		n.writerCancel, n.writerDone = cancel, make(chan struct{})
+		go func() {
+			defer close(n.writerDone)
+			err := one.Run(wctx)
+			if wctx.Err() == nil {
+				n.fail(fmt.Errorf("writer stopped: %w", errOrUnexpected(err)))
+			} else if err != nil {
+				logger.Error("writer stopped with an error", "err", err)
+			}
+		}()
+		w = one
+	}
 
 	if cfg.Fanout.Enabled {
 		if err := n.startFanout(ctx, wcfg, reg); err != nil {
@@ -294,6 +298,13 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	return n, nil
 }
 
+// writerView is what the node asks of its writing: *writer.Writer, or
+// *shardWriters for every shard it owns.
+type writerView interface {
+	Health() error
+	Stats() writer.Stats
+}
+
 // startFanout starts the fan-out worker: its own durable consumer on the
 // writer's stream (which writer.New created), writing timelines to n.db,
 // checked by /readyz after the writer. shutdown stops it right after the
@@ -339,7 +350,7 @@ func (n *node) startFanout(ctx context.Context, wcfg writer.Config, reg promethe
 // serveReads registers the node's storage read service, which cmd/query
 // calls: slices of this node's store, the writer's and fan-out's
 // positions, and readiness.
-func (n *node) serveReads(w *writer.Writer, version string) error {
+func (n *node) serveReads(w writerView, version string) error {
 	position := func(st writer.Stats) queryrpc.ConsumerPosition {
 		return queryrpc.ConsumerPosition{AppliedSeq: st.LastAppliedSeq, AppliedTime: st.LastAppliedTime, Pending: st.Pending, PendingKnown: st.PendingKnown}
 	}
@@ -510,6 +521,14 @@ func (n *node) shutdown() error {
 	n.health.Drain()
 	log.Info("shutdown: /readyz now answers 503")
 
+	if n.ownership != nil {
+		n.ownership.stop()
+	}
+	if n.shards != nil {
+		log.Info("shutdown: stopping the shard writers (finishing their in-flight batches)")
+		n.shards.stopAll()
+		log.Info("shutdown: shard writers stopped")
+	}
 	if n.writerCancel != nil {
 		log.Info("shutdown: stopping the writer (finishing its in-flight batch)")
 		n.writerCancel()
