@@ -183,6 +183,9 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		wcfg.Shards = sc.Shards
 		n.setStep("starting the shard writers", "stream", wcfg.Stream, "shards", sc.Shards, "own", sc.ownSpec)
 		n.shards = newShardWriters(n.nc, n.db, wcfg, reg, logger.With("component", "writer"), n.fail)
+		if err := reg.Register(newRebuildCollector(n.shards)); err != nil {
+			return n, fmt.Errorf("cannot register the shard rebuild metrics: %w", err)
+		}
 		if err := n.startOwnership(ctx); err != nil {
 			return n, err
 		}
@@ -243,6 +246,11 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	// connection, a failing storage batch, or acknowledged messages that
 	// storage lost and the stream no longer holds.
 	n.health.Add("writer", w.Health)
+	if n.shards != nil {
+		// Ready only once every owned shard has caught up with the
+		// stream: a node rebuilding from an empty store is not.
+		n.health.Add("shards", n.shards.Ready)
+	}
 	if n.fanout != nil {
 		// Running, connected, storing (its chunks retry on their own).
 		n.health.Add("fanout", n.fanout.Health)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,6 +60,9 @@ type shardWriter struct {
 	w      *writer.Writer
 	cancel context.CancelFunc
 	done   chan struct{}
+	// caughtUp latches once the writer was first within one fetch of the
+	// end of its shard (rebuild.go).
+	caughtUp atomic.Bool
 }
 
 func newShardWriters(nc *nats.Conn, db *storage.DB, base writer.Config, reg prometheus.Registerer, logger *slog.Logger, onFail func(error)) *shardWriters {
