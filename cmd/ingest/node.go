@@ -134,6 +134,13 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 			return n, fmt.Errorf("cannot register the NATS store metric: %w", err)
 		}
 	}
+	restored := false
+	if sc := cfg.Shard; sc.RestoreFrom != "" {
+		n.setStep("restoring storage from a snapshot", "snapshot", sc.RestoreFrom, "dir", storageDir)
+		if restored, err = restoreSnapshot(sc.RestoreFrom, storageDir, logger); err != nil {
+			return n, err
+		}
+	}
 	n.setStep("opening storage", "dir", storageDir)
 	opts := storage.DefaultOptions()
 	opts.Logger = logger.With("component", "storage")
@@ -145,6 +152,18 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	n.storageOpen.Store(true)
 	if err := catalog.EnsureBuiltinTables(n.db); err != nil {
 		return n, err
+	}
+	if sc := cfg.Shard; restored && sc.RestoreNode != sc.NodeID {
+		// The snapshot's data is as far as its node's checkpoints say:
+		// this node's consumers resume there (restore.go).
+		fromFanout := ""
+		if cfg.Fanout.Enabled {
+			fromFanout = fanout.DefaultConsumer + "-" + sc.RestoreNode
+		}
+		if err := adoptCheckpoints(n.db, sc.Shards, writer.DefaultConsumer+"-"+sc.RestoreNode, cfg.Writer.Consumer,
+			fromFanout, cfg.Fanout.Consumer, logger); err != nil {
+			return n, err
+		}
 	}
 	// The writer and the reader share one settings history, so every hour
 	// is read with the sub-partitions and TTL it was written with.
