@@ -143,7 +143,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 
 // publishNumbered publishes events first..last-1 of "click" (shard 0)
 // and "view" (shard 1) and waits for their acks.
-func publishNumbered(t *testing.T, js jetstream.JetStream, first, last int) {
+func publishNumbered(t testing.TB, js jetstream.JetStream, first, last int) {
 	t.Helper()
 	var futures []jetstream.PubAckFuture
 	for i := first; i < last; i++ {
@@ -168,7 +168,7 @@ func publishNumbered(t *testing.T, js jetstream.JetStream, first, last int) {
 
 // copyTree copies a directory of regular files, as an operator's
 // snapshot of a stopped node's storage directory.
-func copyTree(t *testing.T, src, dst string) {
+func copyTree(t testing.TB, src, dst string) {
 	t.Helper()
 	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
