@@ -197,4 +197,16 @@ func TestShardHandOver(t *testing.T) {
 	if e, err := kv.Get(t.Context(), queryrpc.OwnerKey(1)); err != nil || string(e.Value()) != "node-b" {
 		t.Errorf("shard 1's owner after the move: %v %v, want node-b", e, err)
 	}
+	// The nodes' read services report the shards they store now.
+	client, err := queryrpc.NewClient(nc, queryrpc.ClientConfig{Owners: []string{"node-a", "node-b"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := client.Freshness(t.Context())
+	if f := fresh["node-a"]; f == nil || !slices.Equal(f.Owned, []int{0}) {
+		t.Errorf("node-a's freshness reply: %+v, want owned [0]", f)
+	}
+	if f := fresh["node-b"]; f == nil || !slices.Equal(f.Owned, []int{1}) {
+		t.Errorf("node-b's freshness reply: %+v, want owned [1]", f)
+	}
 }

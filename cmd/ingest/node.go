@@ -399,6 +399,9 @@ func (n *node) serveReads(w writerView, version string) error {
 		Version: version,
 		Logger:  n.logger.With("component", "storage-service"),
 	}
+	if sw := n.shards; sw != nil {
+		scfg.OwnedNow = sw.owned
+	}
 	if fw := n.fanout; fw != nil {
 		scfg.Fanout = func() queryrpc.ConsumerPosition {
 			st := fw.Stats()

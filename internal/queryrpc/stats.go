@@ -31,7 +31,7 @@ type NodeStats struct {
 }
 
 func (s *Server) handleStats(req micro.Request) {
-	st := NodeStats{Version: statsReplyV1, Node: s.cfg.Node, Shards: s.cfg.Shards, Owned: s.cfg.Owned, Storage: s.cfg.Metrics()}
+	st := NodeStats{Version: statsReplyV1, Node: s.cfg.Node, Shards: s.cfg.Shards, Owned: s.owned(), Storage: s.cfg.Metrics()}
 	w := s.cfg.Writer()
 	st.Writer = &w
 	if s.cfg.Fanout != nil {
