@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -94,15 +96,35 @@ func (n *node) applyOwner(ctx context.Context, kv jetstream.KeyValue, u queryrpc
 	case !u.Deleted && u.Value.Owner == me:
 		log.Info("shard moving away: stopping its writer before releasing it", "shard", u.Shard, "to", u.Value.MovingTo)
 		n.shards.stop(u.Shard)
-		if err := queryrpc.ReleaseShard(ctx, kv, u.Shard, me, u.Value.MovingTo); err != nil {
-			log.Warn("cannot release the shard", "shard", u.Shard, "to", u.Value.MovingTo, "err", err)
-			return
+		// Until the release lands nobody applies the shard, so it is
+		// retried through NATS trouble (leader elections, a reconnect);
+		// ErrOwnerChanged means someone else changed it meanwhile.
+		for {
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := queryrpc.ReleaseShard(rctx, kv, u.Shard, me, u.Value.MovingTo)
+			cancel()
+			if err == nil {
+				log.Info("shard released", "shard", u.Shard, "to", u.Value.MovingTo)
+				return
+			}
+			if errors.Is(err, queryrpc.ErrOwnerChanged) {
+				log.Warn("shard changed before this node released it", "shard", u.Shard, "err", err)
+				return
+			}
+			log.Warn("cannot release the shard yet; retrying", "shard", u.Shard, "to", u.Value.MovingTo, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(releaseRetry):
+			}
 		}
-		log.Info("shard released", "shard", u.Shard, "to", u.Value.MovingTo)
 	default:
 		n.shards.stop(u.Shard) // another node's, or no one's
 	}
 }
+
+// releaseRetry is the pause between two attempts to release a shard.
+const releaseRetry = 250 * time.Millisecond
 
 // stop ends the watch and waits for it.
 func (o *ownership) stop() {
