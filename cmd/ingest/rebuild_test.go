@@ -115,6 +115,13 @@ func TestShardRebuildFromStream(t *testing.T) {
 	for i := range want {
 		want[i] = i
 	}
+	// Ready means within one fetch (50 here) of the end; the rest follows.
+	for _, typ := range []string{"click", "view"} {
+		if got := eventNumbers(t, n, typ); len(got) < total-50 {
+			t.Errorf("ready, the rebuilt node holds %d %s events, want at least %d", len(got), typ, total-50)
+		}
+	}
+	waitUntil(t, "the rebuilt node to hold every event", func() bool { return n.shards.Stats().Ingested >= 2*total })
 	for _, typ := range []string{"click", "view"} {
 		if got := eventNumbers(t, n, typ); !slices.Equal(got, want) {
 			t.Errorf("rebuilt node holds %d %s events, want each of %d exactly once", len(got), typ, total)
@@ -237,7 +244,9 @@ func TestShardRestoreFromSnapshot(t *testing.T) {
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-	waitUntil(t, "the restored node to catch up", func() bool { return b.shards.Ready() == nil })
+	waitUntil(t, "the restored node to catch up", func() bool {
+		return b.shards.Ready() == nil && b.shards.Stats().Ingested >= 2*after
+	})
 	want := make([]int, before+after)
 	for i := range want {
 		want[i] = i
