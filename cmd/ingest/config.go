@@ -286,6 +286,12 @@ func (c *config) checkShards() error {
 		return fmt.Errorf("--own-shards %q names no shard", sc.ownSpec)
 	}
 	sc.Own = own
+	if sc.Shards > 1 && !slices.Equal(c.Writer.Subjects, []string{writer.DefaultSubject}) && len(c.Writer.Subjects) > 0 {
+		// The shard of an event is the hash of its subject, and cmd/query
+		// routes by the hash of events.<type>.
+		return fmt.Errorf("--subjects %v with --shards %d: a sharded deployment publishes on %s (cmd/query routes by it)",
+			c.Writer.Subjects, sc.Shards, writer.DefaultSubject)
+	}
 	if sc.RestoreFrom != "" {
 		if sc.Shards < 2 {
 			return errors.New("--restore-from needs --shards of 2 or more (the all-in-one restores by copying its data directory)")
