@@ -210,3 +210,30 @@ func TestShardHandOver(t *testing.T) {
 		t.Errorf("node-b's freshness reply: %+v, want owned [1]", f)
 	}
 }
+
+// TestNodeWithoutShardsStartsFirst: a node that owns no shard yet is the
+// first to start on a fresh NATS: it creates the streams itself (its
+// fan-out worker reads them), and is ready, waiting for shards.
+func TestNodeWithoutShardsStartsFirst(t *testing.T) {
+	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { natsembed.Stop(ns) })
+	cfg, err := parseConfig([]string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats-url", ns.ClientURL(), "--node-id", "idle",
+		"--shards", "2", "--owners-kv", queryrpc.DefaultOwnersBucket}, envFrom(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := start(t.Context(), cfg, buildInfo{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	defer n.shutdown()
+	if got := n.shards.owned(); len(got) != 0 {
+		t.Errorf("runs shards %v, want none", got)
+	}
+	if ready, results := n.health.Check(); !ready {
+		t.Errorf("not ready: %+v", results)
+	}
+}

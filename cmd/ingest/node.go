@@ -201,6 +201,11 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		// consumer and checkpoint per owned shard.
 		wcfg.Shards = sc.Shards
 		n.setStep("starting the shard writers", "stream", wcfg.Stream, "shards", sc.Shards, "own", sc.ownSpec)
+		// The streams first: a node may own no shard yet, and its fan-out
+		// worker reads the stream all the same.
+		if err := writer.EnsureStreams(ctx, n.nc, wcfg); err != nil {
+			return n, fmt.Errorf("cannot start writer: %w", err)
+		}
 		n.shards = newShardWriters(n.nc, n.db, wcfg, reg, logger.With("component", "writer"), n.fail)
 		if err := reg.Register(newRebuildCollector(n.shards)); err != nil {
 			return n, fmt.Errorf("cannot register the shard rebuild metrics: %w", err)
