@@ -233,7 +233,8 @@ func TestNodeWithoutShardsStartsFirst(t *testing.T) {
 	if got := n.shards.owned(); len(got) != 0 {
 		t.Errorf("runs shards %v, want none", got)
 	}
-	if ready, results := n.health.Check(); !ready {
-		t.Errorf("not ready: %+v", results)
-	}
+	waitUntil(t, "the node to be ready", func() bool {
+		ready, _ := n.health.Check()
+		return ready
+	})
 }
