@@ -31,6 +31,8 @@ type server struct {
 	httpSrv *http.Server
 	nc      *nats.Conn
 	client  *queryrpc.Client
+	// stopOwnersWatch ends the watch of the owners bucket (owners_watch.go).
+	stopOwnersWatch func()
 	// positions caches the nodes' consumer positions for freshness.
 	positions *nodePositions
 	// tail is the live tail, fed by relay with the events the storage
@@ -99,6 +101,9 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		return s, err
 	}
 	if s.client, err = queryrpc.NewClient(s.nc, queryrpc.ClientConfig{Owners: cfg.Owners, NodeTimeout: cfg.NodeTimeout, Registerer: reg}); err != nil {
+		return s, err
+	}
+	if s.stopOwnersWatch, err = s.watchOwners(ctx); err != nil {
 		return s, err
 	}
 	s.positions = &nodePositions{client: s.client}
@@ -269,6 +274,9 @@ func (s *server) shutdown() error {
 		}
 	} else if s.httpLn != nil {
 		s.httpLn.Close()
+	}
+	if s.stopOwnersWatch != nil {
+		s.stopOwnersWatch()
 	}
 	if s.nc != nil {
 		s.nc.Close()

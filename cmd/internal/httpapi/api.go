@@ -51,6 +51,9 @@ type Config struct {
 	// idle stream gets a comment line; zero means DefaultTailHeartbeat.
 	Tail          TailSource
 	TailHeartbeat time.Duration
+	// TailWriteTimeout bounds one write to a stream; a client that does
+	// not take it in time is cut off. Zero means DefaultTailWriteTimeout.
+	TailWriteTimeout time.Duration
 	// Now is the clock of default query windows. Defaults to time.Now.
 	Now func() time.Time
 
@@ -106,9 +109,12 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	}
 	a := &api{reader: cfg.Reader, timelines: cfg.Timelines, deadLetters: cfg.DeadLetters, logger: cfg.Logger, now: cfg.Now,
 		freshness: cfg.Freshness, timelineFreshness: cfg.TimelineFreshness, statsSource: cfg.Stats,
-		tail: cfg.Tail, tailHeartbeat: cfg.TailHeartbeat}
+		tail: cfg.Tail, tailHeartbeat: cfg.TailHeartbeat, tailWriteTimeout: cfg.TailWriteTimeout}
 	if a.tailHeartbeat <= 0 {
 		a.tailHeartbeat = DefaultTailHeartbeat
+	}
+	if a.tailWriteTimeout <= 0 {
+		a.tailWriteTimeout = DefaultTailWriteTimeout
 	}
 	table := routeTable(cfg, a)
 	mux := http.NewServeMux()
@@ -248,6 +254,7 @@ type api struct {
 	statsSource                  StatsSource
 	tail                         TailSource
 	tailHeartbeat                time.Duration
+	tailWriteTimeout             time.Duration
 }
 
 // eventJSON is one event as /v1/events returns it.
