@@ -348,6 +348,27 @@ func TestPartialAnswers(t *testing.T) {
 	if !c.Partial {
 		t.Error("counts with node-b stopped do not say partial")
 	}
+	// Stats (node-a's own, node-b's shards missing) and top types (the
+	// type index is scattered over the nodes) say partial too.
+	var st struct {
+		Partial       bool  `json:"partial"`
+		MissingShards []int `json:"missing_shards"`
+		Nodes         []struct {
+			Node string `json:"node"`
+		} `json:"nodes"`
+	}
+	getAnswer(t, d.base+"/v1/stats", 200, &st)
+	if !st.Partial || !slices.Equal(st.MissingShards, []int{2, 3}) || len(st.Nodes) != 1 || st.Nodes[0].Node != "node-a" {
+		t.Errorf("stats with node-b stopped: partial %v, missing %v, nodes %+v; want node-a's only, shards 2 and 3 missing", st.Partial, st.MissingShards, st.Nodes)
+	}
+	getAnswer(t, d.base+"/v1/stats?complete=true", 503, &p)
+	var top struct {
+		Partial bool `json:"partial"`
+	}
+	getAnswer(t, d.base+"/v1/types/top?limit=10"+window, 200, &top)
+	if !top.Partial {
+		t.Error("top types with node-b stopped do not say partial")
+	}
 
 	resp, err := http.Get(d.base + "/metrics")
 	if err != nil {

@@ -130,6 +130,17 @@ func (s *suite) slice(t *testing.T) {
 	}) {
 		t.Errorf("slice of %s lacks event %s: %d rows", partition, page.Events[0].ID, len(sl.Rows))
 	}
+	// A fan-out table (replicated on every storage node): the reader
+	// follows the author.
+	var fl struct {
+		Rows []struct {
+			Clustering map[string]string `json:"clustering"`
+		} `json:"rows"`
+	}
+	s.mustGet(t, "/v1/slice?table=following&partition="+url.QueryEscape(s.user("reader"))+"&complete=true", 200, &fl)
+	if len(fl.Rows) != 1 {
+		t.Errorf("slice of following/%s: %d rows, want 1 (the author)", s.user("reader"), len(fl.Rows))
+	}
 }
 
 func (s *suite) stats(t *testing.T) {
