@@ -76,6 +76,10 @@
 //     Options.LargeThreshold, and stays large: its posts from then on are
 //     only in its userline, merged into timelines at read time
 //     (reader.Timelines). Posts pushed before stay pushed.
+//   - Chunk workers yield to ordinary ingest: while Options.WriterBusy
+//     reports a backlog (WriterBacklog of the writer, as cmd/ingest
+//     wires it), one chunk at a time, at most Options.BusyRowsPerSecond
+//     timeline rows a second (throttle.go); full speed otherwise.
 //   - Bad input (a follow without user or author, a self-follow, a post
 //     without author, a delete of an unknown post, ...) is counted by
 //     reason, logged at most once per reason per minute, and skipped;

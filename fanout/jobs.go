@@ -371,6 +371,10 @@ func (f *Fanout) trim(ctx context.Context, b *storage.Batch, partition, key []by
 // ends; it then waits for the chunks in flight and returns nil. A failed
 // chunk is retried after a pause (its batch was not applied, or was
 // applied whole). Run is the only caller of WorkChunk it expects.
+//
+// While Options.WriterBusy reports a backlog, Run yields to the writer:
+// one chunk at a time, started at most at Options.BusyRowsPerSecond rows
+// a second (throttle.go), checking again at least every yieldRecheck.
 func (f *Fanout) Run(ctx context.Context) error {
 	type result struct {
 		ref ChunkRef
@@ -378,8 +382,10 @@ func (f *Fanout) Run(ctx context.Context) error {
 	}
 	inFlight := map[ChunkRef]bool{}
 	done := make(chan result)
-	var retry <-chan time.Time
+	var retry, yield <-chan time.Time
+	var yieldFor time.Duration
 	var refreshed time.Time
+	tb := newThrottle(f.opts.BusyRowsPerSecond, f.opts.ChunkSize)
 	for {
 		if now := f.opts.Now(); now.Sub(refreshed) >= time.Second && ctx.Err() == nil {
 			refreshed = now
@@ -387,7 +393,14 @@ func (f *Fanout) Run(ctx context.Context) error {
 				f.opts.Logger.Warn("cannot refresh fan-out metrics", "err", err)
 			}
 		}
-		if len(inFlight) < f.opts.Workers && retry == nil && ctx.Err() == nil {
+		limit := f.opts.Workers
+		busy := f.opts.WriterBusy != nil && f.opts.WriterBusy()
+		if busy {
+			limit = 1
+		} else {
+			tb.idle(time.Now())
+		}
+		if len(inFlight) < limit && retry == nil && yield == nil && ctx.Err() == nil {
 			refs, err := f.PendingChunks(ctx, f.opts.Workers*4)
 			if err != nil && ctx.Err() == nil {
 				f.m.chunkErrors.Inc()
@@ -395,11 +408,18 @@ func (f *Fanout) Run(ctx context.Context) error {
 				retry = time.After(time.Second)
 			}
 			for _, r := range refs {
-				if len(inFlight) >= f.opts.Workers {
+				if len(inFlight) >= limit {
 					break
 				}
 				if inFlight[r] {
 					continue
+				}
+				if busy {
+					if wait := tb.take(time.Now()); wait > 0 {
+						yieldFor = min(wait, yieldRecheck)
+						yield = time.After(yieldFor)
+						break
+					}
 				}
 				inFlight[r] = true
 				go func() {
@@ -424,6 +444,9 @@ func (f *Fanout) Run(ctx context.Context) error {
 		case <-f.wake:
 		case <-retry:
 			retry = nil
+		case <-yield:
+			yield = nil
+			f.m.yielded.Add(yieldFor.Seconds())
 		case <-ctx.Done():
 			if len(inFlight) == 0 {
 				return nil
@@ -433,3 +456,8 @@ func (f *Fanout) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// yieldRecheck bounds how long Run holds a chunk back before it asks
+// WriterBusy again, so the fan-out resumes full speed soon after the
+// writer's backlog is gone.
+const yieldRecheck = 10 * time.Millisecond
