@@ -179,7 +179,26 @@ func (f *Fanout) WorkChunk(ctx context.Context, ref ChunkRef) (done bool, err er
 	if err != nil {
 		return false, err
 	}
-	return f.applyChunk(ctx, c)
+	done, err = f.applyChunk(ctx, c)
+	f.releaseChunk(c)
+	return done, err
+}
+
+// releaseChunk gives pc's batch back for the next chunk to fill: a
+// chunk's batch holds thousands of mutations, and growing a new one for
+// every chunk was the largest share of the fan-out's allocations (a
+// sync.Pool lost them at every GC, which chunks cause often). Only
+// the batch's mutation array is reused; the keys and values it pointed
+// to may live on in the memtable.
+func (f *Fanout) releaseChunk(pc *preparedChunk) {
+	if pc.b != nil {
+		pc.b.Reset()
+		select {
+		case f.batches <- pc.b:
+		default:
+		}
+		pc.b = nil
+	}
 }
 
 // preparedChunk is a chunk read and turned into its batch, not applied
@@ -187,7 +206,7 @@ func (f *Fanout) WorkChunk(ctx context.Context, ref ChunkRef) (done bool, err er
 type preparedChunk struct {
 	ref    ChunkRef
 	gone   bool // the job row is gone: nothing to do
-	b      storage.Batch
+	b      *storage.Batch
 	more   bool
 	post   bool
 	postID uuid.UUID
@@ -213,7 +232,12 @@ func (f *Fanout) prepareChunk(ctx context.Context, ref ChunkRef) (*preparedChunk
 		return nil, err
 	}
 	pc.more, pc.post, pc.postID = more, j.kind == catalog.JobKindPost, j.postID
-	b := &pc.b
+	select {
+	case pc.b = <-f.batches:
+	default:
+		pc.b = new(storage.Batch)
+	}
+	b := pc.b
 	key := catalog.PostKey(j.postID)
 	if pc.post {
 		if c, ok := f.newPostCopy(j.postID, j.author, j.data); ok { // else expired: no copy would be live
@@ -251,7 +275,7 @@ func (f *Fanout) applyChunk(ctx context.Context, pc *preparedChunk) (done bool, 
 	}
 	ref := pc.ref
 	if pc.more || !pc.post {
-		if err := f.db.Apply(&pc.b); err != nil {
+		if err := f.db.Apply(pc.b); err != nil {
 			return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)
 		}
 		f.m.rowsWritten.Add(float64(pc.rows))
@@ -262,7 +286,7 @@ func (f *Fanout) applyChunk(ctx context.Context, pc *preparedChunk) (done bool, 
 	// atomic among this process's workers, so it is observed once.
 	f.finishMu.Lock()
 	defer f.finishMu.Unlock()
-	if err := f.db.Apply(&pc.b); err != nil {
+	if err := f.db.Apply(pc.b); err != nil {
 		return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)
 	}
 	f.m.rowsWritten.Add(float64(pc.rows))
