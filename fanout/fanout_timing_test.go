@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/eventide/eventide/reader"
+	"github.com/eventide/eventide/storage"
 )
 
 var (
@@ -156,6 +157,8 @@ func rowsWritten(f *Fanout) float64 { return testutil.ToFloat64(f.m.rowsWritten)
 
 var (
 	benchMemFollowers = flag.Int("bench.memfollowers", 1_000_000, "BenchmarkFanoutMemory: followers of the author")
+	benchMemtableMiB  = flag.Int("bench.memtable", 0, "BenchmarkFanoutMemory: storage MemtableSize in MiB (0: the default)")
+	benchCacheMiB     = flag.Int("bench.cache", 0, "BenchmarkFanoutMemory: storage BlockCacheSize in MiB (0: the default)")
 	benchHeapProfile  = flag.String("bench.heapprofile", "", "BenchmarkFanoutMemory: write a heap profile here when half the rows are written")
 )
 
@@ -174,7 +177,14 @@ var (
 func BenchmarkFanoutMemory(b *testing.B) {
 	o := DefaultOptions()
 	o.LargeThreshold = 1 << 40
-	e := newEnv(b, o)
+	e := newEnvStorage(b, o, func(so *storage.Options) {
+		if *benchMemtableMiB > 0 {
+			so.MemtableSize = int64(*benchMemtableMiB) << 20
+		}
+		if *benchCacheMiB > 0 {
+			so.BlockCacheSize = int64(*benchCacheMiB) << 20
+		}
+	})
 	e.followMany("star", *benchMemFollowers)
 	if err := e.db.Flush(); err != nil {
 		b.Fatal(err)
