@@ -17,6 +17,8 @@ func BuiltinTableDefs() []storage.TableDef {
 		{Name: schema.CheckpointsTable, Compaction: storage.SizeTiered},
 		// A few rows, written once per settings change.
 		{Name: schema.EventTypesTable, Compaction: storage.SizeTiered},
+		// One row per type and hour: small, counted like event_counts.
+		{Name: schema.TypeHoursTable, Compaction: storage.SizeTiered, Counters: true},
 	}
 }
 

@@ -86,7 +86,7 @@ func (c *Catalog) Create(t schema.Table) error {
 	}
 	var b storage.Batch
 	b.Put(SchemasTable, schemasPartition, []byte(t.Name), []byte("def"), def, c.db.NowMicros())
-	if err := c.db.Apply(&b); err != nil {
+	if err := c.db.Apply(context.Background(), &b); err != nil {
 		return fmt.Errorf("create table %s: persist schema: %w", t.Name, err)
 	}
 	c.tables[t.Name] = &t

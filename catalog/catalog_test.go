@@ -95,7 +95,7 @@ func TestCatalogPersists(t *testing.T) {
 	if err := Insert(&b, &authors, schema.Values{"name": "Tom Clancy", "year": int32(1993), "title": "Without Remorse", "pages": int32(639)}, schema.WriteOptions{TimestampMicros: 1}); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Apply(&b); err != nil {
+	if err := db.Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	if err := cat.AddColumn("authors", schema.Column{Name: "isbn", Type: bucket.TypeText}); err != nil {
@@ -158,12 +158,12 @@ func TestEventRoundTripAndCheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	PutCheckpoint(&b, "w", 41)
-	if err := db.Apply(&b); err != nil {
+	if err := db.Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	b.Reset()
 	PutCheckpoint(&b, "w", 42)
-	if err := db.Apply(&b); err != nil {
+	if err := db.Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	if seq, err := ReadCheckpoint(db, "w"); err != nil || seq != 42 {

@@ -151,7 +151,7 @@ func RecordEventTypes(db *storage.DB, current *schema.EventTypes, now time.Time,
 	}
 	var b storage.Batch
 	b.Put(schema.EventTypesTable, eventTypesPartition, key, []byte(schema.ColumnSettings), value, db.NowMicros())
-	if err := db.Apply(&b); err != nil {
+	if err := db.Apply(context.Background(), &b); err != nil {
 		return nil, false, fmt.Errorf("cannot record event type settings %q: %w", out.String(), err)
 	}
 	return &out, true, nil

@@ -93,7 +93,9 @@ func DecodeEventOfType(eventType string, row *storage.Row, arena []byte) (schema
 	return e, arena, nil
 }
 
-// AddCount adds delta to the count of eventType in the minute holding t.
+// AddCount adds delta to the count of eventType in the minute holding t,
+// and to its count in the hour in the type index (schema.TypeHoursTable),
+// in the same batch.
 func AddCount(b *storage.Batch, eventType string, t time.Time, delta int64) error {
 	minute := t.UTC().Truncate(time.Minute)
 	partition, err := schema.CountsPartition(eventType, minute)
@@ -104,8 +106,28 @@ func AddCount(b *storage.Batch, eventType string, t time.Time, delta int64) erro
 	if err != nil {
 		return fmt.Errorf("cannot count event: %w", err)
 	}
+	tk, err := schema.TypeHoursClustering.Encode(nil, eventType)
+	if err != nil {
+		return fmt.Errorf("cannot count event: %w", err)
+	}
 	b.AddCounter(schema.CountsTable, partition, ck, []byte(schema.ColumnCount), delta)
+	b.AddCounter(schema.TypeHoursTable, schema.TypeHoursPartition(minute), tk, []byte(schema.ColumnCount), delta)
 	return nil
+}
+
+// DecodeTypeHour decodes a row of schema.TypeHoursTable: an event type
+// and its number of events in the partition's hour.
+func DecodeTypeHour(row *storage.Row) (eventType string, count int64, err error) {
+	vals, err := schema.TypeHoursClustering.Decode(row.Clustering)
+	if err != nil {
+		return "", 0, fmt.Errorf("decode type index row: %w", err)
+	}
+	for _, c := range row.Cells {
+		if string(c.Column) == schema.ColumnCount {
+			count += c.CounterValue
+		}
+	}
+	return vals[0].(string), count, nil
 }
 
 // DecodeCount decodes a row of schema.CountsTable.

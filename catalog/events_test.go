@@ -43,7 +43,7 @@ func TestEventKeysFollowTheLayout(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := db.Apply(&b); err != nil {
+	if err := db.Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	partition, _ := schema.CountsPartition("click", at) // the same "ddmmyyhh|click" when not split

@@ -109,31 +109,54 @@ var (
 )
 
 // FanoutTableDefs returns the storage definitions of the fan-out tables.
+//
+// Tombstone purging (docs/ARCHITECTURE.md, "Tombstone purging"): the
+// tables written only while a message is prepared, in stream order, at
+// that message's WriteTimestamp, purge immediately (no write older than a
+// deletion can arrive after it); timeline and _fanout_jobs, which chunks
+// write at the timestamp of an earlier message, keep gc_grace.
 func FanoutTableDefs() []storage.TableDef {
+	immediate := storage.TombstoneGCImmediate
 	return []storage.TableDef{
-		{Name: FollowersTable, Compaction: storage.SizeTiered},
-		{Name: FollowingTable, Compaction: storage.SizeTiered},
-		{Name: UserlineTable, Compaction: storage.SizeTiered},
+		{Name: FollowersTable, Compaction: storage.SizeTiered, TombstoneGC: immediate},
+		{Name: FollowingTable, Compaction: storage.SizeTiered, TombstoneGC: immediate},
+		{Name: UserlineTable, Compaction: storage.SizeTiered, TombstoneGC: immediate},
 		{Name: TimelineTable, Compaction: storage.SizeTiered},
 		{Name: FanoutJobsTable, Compaction: storage.SizeTiered},
-		{Name: FanoutDeletedTable, Compaction: storage.SizeTiered},
-		{Name: FanoutAuthorsTable, Compaction: storage.SizeTiered},
-		{Name: FanoutLargeTable, Compaction: storage.SizeTiered},
+		{Name: FanoutDeletedTable, Compaction: storage.SizeTiered, TombstoneGC: immediate},
+		{Name: FanoutAuthorsTable, Compaction: storage.SizeTiered, TombstoneGC: immediate},
+		{Name: FanoutLargeTable, Compaction: storage.SizeTiered, TombstoneGC: immediate},
 	}
 }
 
-// EnsureFanoutTables creates the fan-out tables in db if they are missing.
-// It is idempotent.
+// EnsureFanoutTables creates the fan-out tables in db if they are missing,
+// and gives existing ones the tombstone purge policy of FanoutTableDefs
+// (stores made before it existed hold the default). It is idempotent.
 func EnsureFanoutTables(db *storage.DB) error {
 	for _, def := range FanoutTableDefs() {
-		if _, ok := db.Table(def.Name); ok {
-			continue
-		}
-		if err := db.CreateTable(def); err != nil {
+		if err := ensureTable(db, def); err != nil {
 			return fmt.Errorf("cannot create fan-out table %s: %w", def.Name, err)
 		}
 	}
 	return nil
+}
+
+// ensureTable creates def's table if missing; an existing one keeps its
+// definition but takes def's tombstone purge policy.
+func ensureTable(db *storage.DB, def storage.TableDef) error {
+	have, ok := db.Table(def.Name)
+	if !ok {
+		return db.CreateTable(def)
+	}
+	want := def.TombstoneGC
+	if want == "" {
+		want = storage.TombstoneGCTimeout
+	}
+	if have.TombstoneGC == want {
+		return nil
+	}
+	have.TombstoneGC = want
+	return db.CreateTable(have)
 }
 
 // NameKey returns the clustering key of a name in followers or following.

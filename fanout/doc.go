@@ -11,7 +11,7 @@
 //	var b storage.Batch
 //	p, _ := f.Prepare(ctx, &b, msgs)          // effects of msgs, in order
 //	catalog.PutCheckpoint(&b, consumer, last) // the consumer's checkpoint, same batch
-//	db.Apply(&b)
+//	db.Apply(ctx, &b)
 //	f.Committed(p)                           // counts skips, wakes the workers
 //	go f.Run(ctx)                            // works pending chunks until ctx ends
 //

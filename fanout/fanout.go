@@ -126,7 +126,7 @@ func (f *Fanout) Apply(ctx context.Context, msgs ...Message) error {
 		return err
 	}
 	if b.Len() > 0 {
-		if err := f.db.Apply(&b); err != nil {
+		if err := f.db.Apply(ctx, &b); err != nil {
 			return fmt.Errorf("cannot apply fan-out batch: %w", err)
 		}
 	}

@@ -84,7 +84,7 @@ func TestLateChunkAfterDelete(t *testing.T) {
 	// The post's chunk lands now, at the post's position.
 	var b storage.Batch
 	e.f.putTimelineRow(&b, []byte("f1"), post.Event.ID, "a", post.Event.Data, WriteTimestamp(post.Pos))
-	if err := e.db.Apply(&b); err != nil {
+	if err := e.db.Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.rawTimelineRows("f1"); n != 0 {
@@ -133,7 +133,7 @@ func TestUnfollowDuringFanout(t *testing.T) {
 	// A chunk that read f3 as a follower before the unfollow lands now.
 	var b storage.Batch
 	e.f.putTimelineRow(&b, []byte("f3"), post.Event.ID, "a", post.Event.Data, WriteTimestamp(post.Pos))
-	if err := e.db.Apply(&b); err != nil {
+	if err := e.db.Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	e.wantTimeline("f3")
@@ -230,7 +230,7 @@ func TestUnfollowRefollowDuringFanout(t *testing.T) {
 	e.apply(e.unfollow("f1", "a"), e.post("a", "p2", "two"), e.follow("f1", "a")) // backfill: p2
 	var b storage.Batch
 	e.f.putTimelineRow(&b, []byte("f1"), p1.Event.ID, "a", p1.Event.Data, WriteTimestamp(p1.Pos))
-	if err := e.db.Apply(&b); err != nil {
+	if err := e.db.Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	e.wantTimeline("f1", "p2")

@@ -275,7 +275,7 @@ func (f *Fanout) applyChunk(ctx context.Context, pc *preparedChunk) (done bool, 
 	}
 	ref := pc.ref
 	if pc.more || !pc.post {
-		if err := f.db.Apply(pc.b); err != nil {
+		if err := f.db.Apply(ctx, pc.b); err != nil {
 			return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)
 		}
 		f.m.rowsWritten.Add(float64(pc.rows))
@@ -286,7 +286,7 @@ func (f *Fanout) applyChunk(ctx context.Context, pc *preparedChunk) (done bool, 
 	// atomic among this process's workers, so it is observed once.
 	f.finishMu.Lock()
 	defer f.finishMu.Unlock()
-	if err := f.db.Apply(pc.b); err != nil {
+	if err := f.db.Apply(ctx, pc.b); err != nil {
 		return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)
 	}
 	f.m.rowsWritten.Add(float64(pc.rows))

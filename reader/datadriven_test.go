@@ -307,7 +307,7 @@ func (s *script) write(kind string, args []string) error {
 	if err != nil {
 		return err
 	}
-	return s.db.Apply(&b)
+	return s.db.Apply(context.Background(), &b)
 }
 
 func (s *script) query(args []string) ([]string, error) {

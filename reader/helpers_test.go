@@ -2,6 +2,7 @@ package reader
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"sync"
 	"testing"
@@ -54,7 +55,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func mustApply(t testing.TB, db *storage.DB, b *storage.Batch) {
 	t.Helper()
-	if err := db.Apply(b); err != nil {
+	if err := db.Apply(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
 }

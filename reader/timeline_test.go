@@ -25,7 +25,7 @@ func putCopy(t *testing.T, db *storage.DB, user, author string, at time.Time, no
 	b.Put(catalog.TimelineTable, []byte(user), key, []byte(catalog.ColData), catalog.BlobValue([]byte("{}")), 10)
 	b.Put(catalog.FollowingTable, []byte(user), catalog.NameKey(author), []byte(catalog.ColSince), catalog.BigintValue(1), 1)
 	b.Put(catalog.FollowersTable, []byte(author), catalog.NameKey(user), []byte(catalog.ColSince), catalog.BigintValue(1), 1)
-	if err := db.Apply(&b); err != nil {
+	if err := db.Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 }

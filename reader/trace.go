@@ -46,6 +46,25 @@ func (t *Trace) add(s storage.ReadStats) {
 	t.Partitions++
 }
 
+// Merge adds what o touched to t: the trace of a request that ran several
+// queries (counts of several types).
+func (t *Trace) Merge(o *Trace) {
+	if o == nil {
+		return
+	}
+	t.LiveCells += o.LiveCells
+	t.Tombstones += o.Tombstones
+	t.SSTables += o.SSTables
+	t.SSTablesSkipped += o.SSTablesSkipped
+	t.SSTablesSkippedByBloom += o.SSTablesSkippedByBloom
+	t.SSTablesSkippedExpired += o.SSTablesSkippedExpired
+	t.Blocks += o.Blocks
+	t.BlocksSkipped += o.BlocksSkipped
+	t.Memtables += o.Memtables
+	t.Rows += o.Rows
+	t.Partitions += o.Partitions
+}
+
 // String is the one-line trace: "read N live and M tombstoned cells in K
 // SSTables (B blocks), P partitions; skipped unread S SSTables (F by bloom
 // filter, E expired) and X expired blocks".

@@ -28,7 +28,7 @@ func TestBatchFilter(t *testing.T) {
 	if b.Len() != 3 || b.SizeBytes() >= size {
 		t.Fatalf("after Filter: %d mutations, %d bytes (of %d)", b.Len(), b.SizeBytes(), size)
 	}
-	if err := db.Apply(&b); err != nil {
+	if err := db.Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"time"
 
 	"github.com/eventide/eventide/storage/internal/base"
@@ -101,8 +102,14 @@ func (db *DB) runCompaction(c *compaction) error {
 
 // Compact runs a full (major) compaction of one table and waits for it:
 // every SSTable is rewritten, merged into one (one per time window, for
-// TimeWindow tables), and fully expired SSTables are dropped.
+// TimeWindow tables), and fully expired SSTables are dropped. A TimeWindow
+// table whose SSTables hold deletions that may be purged is first
+// compacted as a whole, split by window, so that deletions meet the older
+// windows' data they delete (see pickTombstoneLocked).
 func (db *DB) Compact(table string) error {
+	if err := db.compactAcrossWindows(table); err != nil {
+		return err
+	}
 	db.mu.Lock()
 	t, err := db.lookupTableLocked(table)
 	if err != nil {
@@ -166,6 +173,61 @@ func (db *DB) Compact(table string) error {
 	return firstErr
 }
 
+// compactAcrossWindows compacts every SSTable of a TimeWindow table (but
+// the fully expired ones, which Compact drops whole) in one compaction
+// split by window, if two windows or more hold SSTables and one of them
+// holds deletions (cell, row, range or partition tombstones) a compaction
+// could purge now.
+func (db *DB) compactAcrossWindows(table string) error {
+	db.mu.Lock()
+	t, err := db.lookupTableLocked(table)
+	if err != nil || t.def.Compaction != TimeWindow {
+		db.mu.Unlock()
+		return err
+	}
+	for db.tableCompactingLocked(t.id) && !db.closed && db.bgErr == nil {
+		db.cond.Wait()
+	}
+	if db.closed || db.bgErr != nil {
+		err := db.bgErr
+		if db.closed {
+			err = ErrClosed
+		}
+		db.mu.Unlock()
+		return err
+	}
+	now := db.opts.Clock.Now().Unix()
+	gcBefore := t.def.gcBefore(now)
+	// Fully expired SSTables are left to Compact, which drops them whole;
+	// expired cells need no other window to be purged, deletions may.
+	var expired map[*sstHandle]bool
+	if c := db.pickExpiredLocked(t, db.current.sstables[t.id], now); c != nil {
+		expired = map[*sstHandle]bool{}
+		for _, h := range c.inputs {
+			expired[h] = true
+		}
+	}
+	var inputs []*sstHandle
+	windows := map[int64]bool{}
+	droppable := false
+	for _, h := range db.current.sstables[t.id] {
+		if expired[h] {
+			continue
+		}
+		inputs = append(inputs, h)
+		windows[timeWindow(h.props.MaxTimestamp, t.def.WindowSeconds)] = true
+		droppable = droppable || h.props.Tombstones.Deletions.CountBefore(gcBefore) > 0
+	}
+	if len(windows) < 2 || !droppable {
+		db.mu.Unlock()
+		return nil
+	}
+	c := &compaction{table: t, inputs: inputs, splitByWindow: true, reason: "major (deletions across windows)"}
+	db.startCompactionLocked(c)
+	db.mu.Unlock()
+	return db.runCompaction(c)
+}
+
 func (db *DB) tableCompactingLocked(tableID uint32) bool {
 	for _, h := range db.current.sstables[tableID] {
 		if db.compacting[h.fileNum] {
@@ -198,15 +260,21 @@ func (db *DB) compact(c *compaction) error {
 	for _, h := range c.inputs {
 		inBytes += h.size
 	}
-	var out *sstHandle
+	var outs []*sstHandle
 	var stats compactionStats
-	if !c.dropOnly {
+	switch {
+	case c.dropOnly:
+	case c.splitByWindow:
 		var err error
+		if outs, stats, err = db.compactByWindow(c); err != nil {
+			return err
+		}
+	default:
 		life := longLived
 		if c.intermediate {
 			life = shortLived
 		}
-		out, err = db.writeSSTable(c.table, life, func(w *sstable.Writer) error {
+		out, err := db.writeSSTable(c.table, life, func(w *sstable.Writer) error {
 			var err error
 			stats, err = db.mergeInputs(c, w)
 			return err
@@ -214,10 +282,24 @@ func (db *DB) compact(c *compaction) error {
 		if err != nil {
 			return err
 		}
+		outs = []*sstHandle{out}
+	}
+	kept := outs[:0]
+	for _, out := range outs {
 		if out.props.Partitions == 0 {
 			// Everything was purged: keep no empty file.
 			out.discard()
-			out = nil
+			continue
+		}
+		kept = append(kept, out)
+	}
+	outs = kept
+	if c.reason == tombstoneReason && stats.purged == 0 && stats.shadowed == 0 {
+		// Set before the outputs are installed (under db.mu), so the
+		// picker never sees them without it.
+		retry := db.opts.Clock.Now().Unix() + max(c.table.def.tombstoneCompactionIntervalSeconds(), futileTombstoneRetrySeconds)
+		for _, out := range outs {
+			out.tombstoneRetryAt = retry
 		}
 	}
 	removed := map[uint64]bool{}
@@ -238,7 +320,7 @@ func (db *DB) compact(c *compaction) error {
 				list = append(list, h)
 			}
 		}
-		if out != nil {
+		for _, out := range outs {
 			m.SSTables = append(m.SSTables, manifestSSTable{FileNum: out.fileNum, TableID: out.tableID, Size: out.size})
 			list = append(list, out)
 		}
@@ -253,17 +335,19 @@ func (db *DB) compact(c *compaction) error {
 		return v
 	})
 	if err != nil {
-		if out != nil && !errors.Is(err, errManifestUnsynced) {
-			out.discard()
+		if !errors.Is(err, errManifestUnsynced) {
+			for _, out := range outs {
+				out.discard()
+			}
 		}
 		return err
 	}
 	var outBytes int64
-	if out != nil {
-		outBytes = out.size
+	for _, out := range outs {
+		outBytes += out.size
 	}
 	db.metrics.compacted(c, inBytes, outBytes, stats, time.Since(start))
-	db.log.Info("compacted", "table", c.table.def.Name, "reason", c.reason, "inputs", len(c.inputs),
+	db.log.Info("compacted", "table", c.table.def.Name, "reason", c.reason, "inputs", len(c.inputs), "outputs", len(outs),
 		"in_bytes", inBytes, "out_bytes", outBytes, "purged_tombstones", stats.purged, "dropped_shadowed", stats.shadowed,
 		"took", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -274,6 +358,158 @@ type compactionStats struct {
 	cells      int64
 	purged     int64 // tombstones and expired cells dropped after gc_grace
 	shadowed   int64 // cells dropped because a deletion covers them
+}
+
+// partitionSink receives a compaction's output: *sstable.Writer, or
+// windowSink, which splits it by time window.
+type partitionSink interface {
+	StartPartition(key []byte, del base.PartitionDeletions) error
+	Add(c *base.Cell) error
+}
+
+// compactByWindow runs c writing one SSTable per time window of its
+// inputs (see windowSink), so a tombstone compaction that pulls older
+// windows' SSTables in keeps their data in their windows.
+func (db *DB) compactByWindow(c *compaction) ([]*sstHandle, compactionStats, error) {
+	ws := &windowSink{db: db, t: c.table, outputs: map[int64]*windowOutput{}}
+	for _, h := range c.inputs {
+		w := timeWindow(h.props.MaxTimestamp, c.table.def.WindowSeconds)
+		if _, ok := ws.outputs[w]; !ok {
+			ws.outputs[w] = &windowOutput{}
+			ws.windows = append(ws.windows, w)
+		}
+	}
+	sort.Slice(ws.windows, func(i, j int) bool { return ws.windows[i] < ws.windows[j] })
+	ws.life = longLived
+	if len(ws.windows) > maxZstdSplitWindows {
+		ws.life = shortLived
+	}
+	stats, err := db.mergeInputs(c, ws)
+	var outs []*sstHandle
+	for _, w := range ws.windows {
+		o := ws.outputs[w]
+		if o.p == nil {
+			continue
+		}
+		if err != nil {
+			o.p.abort(db)
+			continue
+		}
+		h, ferr := o.p.finish(db)
+		if ferr != nil {
+			err = ferr
+			continue
+		}
+		outs = append(outs, h)
+	}
+	if err != nil {
+		for _, h := range outs {
+			h.discard()
+		}
+		return nil, stats, err
+	}
+	return outs, stats, nil
+}
+
+// maxZstdSplitWindows is the most windows a compaction split by window
+// writes long-lived (see windowSink).
+const maxZstdSplitWindows = 4
+
+// windowSink writes each cell to the output of its time window, and each
+// deletion to the output of its timestamp's window: the output of the
+// first input window at or after it, so that an output never holds
+// anything newer than its window and the picker files it where its data
+// came from. (An input's cells are at or before its window, which is the
+// window of its newest write; a window with no input gets no output.)
+//
+// Every output is open at once. A zstd writer holds an encoder of a few
+// MiB at the long-lived level, so past maxZstdSplitWindows windows the
+// outputs are written short-lived (S2, whose encoder holds nothing), each
+// window then costing its write buffer and open block, about 0.3 MiB.
+type windowSink struct {
+	db      *DB
+	t       *tableState
+	life    sstableLife
+	windows []int64 // input windows, ascending
+	outputs map[int64]*windowOutput
+	pk      []byte
+}
+
+type windowOutput struct {
+	p       *pendingSSTable
+	started bool // holds the current partition
+}
+
+func (ws *windowSink) output(timestampMicros int64) (*windowOutput, error) {
+	w := timeWindow(timestampMicros, ws.t.def.WindowSeconds)
+	i := sort.Search(len(ws.windows), func(i int) bool { return ws.windows[i] >= w })
+	if i == len(ws.windows) {
+		i-- // cannot happen: every input's writes are at or before its window
+	}
+	o := ws.outputs[ws.windows[i]]
+	if o.p == nil {
+		p, err := ws.db.createSSTable(ws.t, ws.life)
+		if err != nil {
+			return nil, err
+		}
+		o.p = p
+	}
+	return o, nil
+}
+
+func (ws *windowSink) StartPartition(key []byte, del base.PartitionDeletions) error {
+	ws.pk = key
+	for _, o := range ws.outputs {
+		o.started = false
+	}
+	per := map[*windowOutput]*base.PartitionDeletions{}
+	get := func(ts int64) (*base.PartitionDeletions, error) {
+		o, err := ws.output(ts)
+		if err != nil {
+			return nil, err
+		}
+		d := per[o]
+		if d == nil {
+			d = &base.PartitionDeletions{Partition: base.LiveDeletion}
+			per[o] = d
+		}
+		return d, nil
+	}
+	if !del.Partition.IsLive() {
+		d, err := get(del.Partition.MarkedForDeleteAt)
+		if err != nil {
+			return err
+		}
+		d.Partition = del.Partition
+	}
+	for _, rt := range del.Ranges {
+		d, err := get(rt.Deletion.MarkedForDeleteAt)
+		if err != nil {
+			return err
+		}
+		d.Ranges = append(d.Ranges, rt)
+	}
+	for o, d := range per {
+		if err := o.p.w.StartPartition(key, *d); err != nil {
+			return err
+		}
+		o.started = true
+	}
+	return nil
+}
+
+func (ws *windowSink) Add(c *base.Cell) error {
+	o, err := ws.output(c.Timestamp)
+	if err != nil {
+		return err
+	}
+	if !o.started {
+		if err := o.p.w.StartPartition(ws.pk, base.PartitionDeletions{Partition: base.LiveDeletion}); err != nil {
+			return err
+		}
+		o.started = true
+	}
+	return o.p.w.Add(c)
 }
 
 // scannerSource adapts one input's current partition to a cellSource.
@@ -288,7 +524,7 @@ func (ss scannerSource) Err() error       { return ss.s.Err() }
 // shadow, and tombstones (with expired cells) are purged once past
 // gc_grace if nothing outside the compaction may hold older data for the
 // partition.
-func (db *DB) mergeInputs(c *compaction, w *sstable.Writer) (compactionStats, error) {
+func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, error) {
 	var st compactionStats
 	scanners := make([]*sstable.Scanner, len(c.inputs))
 	live := make([]bool, len(c.inputs))
@@ -304,7 +540,7 @@ func (db *DB) mergeInputs(c *compaction, w *sstable.Writer) (compactionStats, er
 		inputs[h] = true
 	}
 	now := db.opts.Clock.Now().Unix()
-	gcBefore := now - c.table.def.gcGraceSeconds()
+	gcBefore := c.table.def.gcBefore(now)
 	var cells []base.Cell
 	for {
 		// The smallest partition key among the inputs.
@@ -345,9 +581,15 @@ func (db *DB) mergeInputs(c *compaction, w *sstable.Writer) (compactionStats, er
 			}
 			return ts < purgeBelow
 		}
+		// Fragments of every input's ranges: sorted and disjoint, each
+		// with the strongest deletion covering it, so the cells below
+		// are checked with one cursor instead of against every range.
+		if len(members) > 1 {
+			del.Ranges = base.FragmentRanges(del.Ranges)
+		}
 		// Shadowing uses every deletion, purgeable or not: a purged
 		// deletion must take the data it shadows with it.
-		shadowing := del
+		shadowing := base.NewRangeCursor(del.Ranges, false)
 		kept := base.PartitionDeletions{Partition: del.Partition}
 		if !del.Partition.IsLive() && purgeable(del.Partition.MarkedForDeleteAt, del.Partition.LocalDeletionTime) {
 			kept.Partition = base.LiveDeletion
@@ -368,7 +610,7 @@ func (db *DB) mergeInputs(c *compaction, w *sstable.Writer) (compactionStats, er
 		merge := newMergingIter(sources, nil, false)
 		for merge.Next() {
 			cell := merge.Cell()
-			if shadowing.DeletionFor(cell.Clustering).Deletes(cell.Timestamp) {
+			if del.Partition.Max(shadowing.Deletion(cell.Clustering)).Deletes(cell.Timestamp) {
 				st.shadowed++
 				continue
 			}
@@ -413,7 +655,7 @@ func (db *DB) maxPurgeableTimestamp(tableID uint32, pk []byte, inputs map[*sstHa
 	bound := int64(math.MaxInt64)
 	for _, mem := range v.memtables() {
 		if mem.HasPartition(tableID, pk) {
-			bound = min(bound, mem.MinTimestamp())
+			bound = min(bound, mem.MinTimestampOf(tableID))
 		}
 	}
 	for _, h := range v.sstables[tableID] {

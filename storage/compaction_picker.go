@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"math"
 	"sort"
 )
@@ -15,13 +16,22 @@ type compaction struct {
 	// intermediate: the output will be compacted again (a time window's
 	// active window), so it is written as a short-lived SSTable.
 	intermediate bool
-	reason       string
+	// splitByWindow writes one output per time window of the inputs
+	// (a TimeWindow table's tombstone compaction across windows).
+	splitByWindow bool
+	reason        string
 }
 
 // pickCompactionLocked chooses the most useful compaction of any table,
-// skipping SSTables already being compacted. db.mu is held.
+// skipping SSTables already being compacted; when there is none, an idle
+// rewrite of a closed window, and one such rewrite ahead of everything
+// else when the engine has been busy for rewriteIntervalWhenBusy
+// (compaction_rewrite.go). db.mu is held.
 func (db *DB) pickCompactionLocked() *compaction {
 	now := db.opts.Clock.Now()
+	if c := db.pickRewriteLocked(now.UnixMicro(), false); c != nil {
+		return c // rate-limited: the engine has been busy too long
+	}
 	ids := make([]uint32, 0, len(db.current.sstables))
 	for id := range db.current.sstables {
 		ids = append(ids, id)
@@ -51,8 +61,99 @@ func (db *DB) pickCompactionLocked() *compaction {
 			return &compaction{table: t, inputs: in, reason: "size-tiered"}
 		}
 	}
-	return nil
+	// Nothing else to do: look for SSTables worth compacting for their
+	// tombstones alone.
+	for _, id := range ids {
+		if c := db.pickTombstoneLocked(db.tablesByID[id], now.Unix()); c != nil {
+			return c
+		}
+	}
+	return db.pickRewriteLocked(now.UnixMicro(), true)
 }
+
+// pickTombstoneLocked finds the SSTable of t with the highest estimated
+// share of droppable tombstones (tombstones, deletions and expired cells a
+// compaction could purge on time grounds, from the histograms in its
+// properties), at least the table's TombstoneThreshold, written at least
+// TombstoneCompactionIntervalSeconds ago, and compacts it with every
+// SSTable that may hold older data for its partitions (key ranges overlap
+// and their oldest write is not newer than its newest): a purge needs
+// every such file in the compaction, or the tombstone must stay to shadow
+// what it finds outside (Cassandra's tombstone compactions, with their
+// overlaps). A candidate one of whose overlaps is being compacted waits.
+//
+// In a TimeWindow table only deletions count (expired cells are dropped
+// with their window's SSTable). A deletion lands in the window of its
+// write while the data it deletes sits in older windows' SSTables, which
+// no window compaction ever merges with it; a tombstone compaction takes those in
+// too, and writes one SSTable per window (compaction.splitByWindow), so
+// each window's surviving data stays in its window and still expires
+// whole with it.
+func (db *DB) pickTombstoneLocked(t *tableState, nowSeconds int64) *compaction {
+	threshold := t.def.tombstoneThreshold()
+	if threshold < 0 {
+		return nil
+	}
+	interval := t.def.tombstoneCompactionIntervalSeconds()
+	gcBefore := t.def.gcBefore(nowSeconds)
+	all := db.current.sstables[t.id]
+	memMin := int64(math.MaxInt64)
+	for _, mem := range db.current.memtables() {
+		memMin = min(memMin, mem.MinTimestampOf(t.id))
+	}
+	var best *sstHandle
+	bestRatio := 0.0
+	for _, h := range all {
+		created := h.props.Tombstones.CreatedAt
+		if db.compacting[h.fileNum] || created == 0 || nowSeconds-created < interval || nowSeconds < h.tombstoneRetryAt {
+			continue
+		}
+		// A memtable with writes as old as the file's may hold data its
+		// tombstones shadow, which keeps them: wait for the flush rather
+		// than rewrite the file for nothing (with a short interval, over
+		// and over).
+		if memMin <= h.props.MaxTimestamp {
+			continue
+		}
+		r := h.props.DroppableRatio(nowSeconds, gcBefore)
+		if t.def.Compaction == TimeWindow {
+			// Expiry is what windows are for: a window's SSTable is
+			// dropped whole, unread, once everything in it has expired
+			// (pickExpiredLocked). Only deletions need a compaction.
+			r = float64(h.props.Tombstones.Deletions.CountBefore(gcBefore)) /
+				float64(max(1, h.props.Cells+h.props.RangeTombstones+h.props.PartitionDeletions))
+		}
+		if r >= threshold && r > bestRatio {
+			best, bestRatio = h, r
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	inputs := []*sstHandle{best}
+	first, last := best.reader.KeyRange()
+	for _, o := range all {
+		if o == best || o.props.MinTimestamp > best.props.MaxTimestamp {
+			continue
+		}
+		if of, ol := o.reader.KeyRange(); of == nil || bytes.Compare(of, last) > 0 || bytes.Compare(ol, first) < 0 {
+			continue
+		}
+		if db.compacting[o.fileNum] {
+			return nil
+		}
+		inputs = append(inputs, o)
+	}
+	return &compaction{table: t, inputs: inputs, reason: tombstoneReason, splitByWindow: t.def.Compaction == TimeWindow}
+}
+
+// tombstoneReason is the reason of tombstone compactions.
+const tombstoneReason = "tombstones"
+
+// futileTombstoneRetrySeconds is the least time before the output of a
+// tombstone compaction that purged nothing may be picked again for its
+// tombstones, whatever the table's interval.
+const futileTombstoneRetrySeconds = 3600
 
 // pickExpiredLocked finds SSTables whose every cell and deletion is past
 // gc_grace (expired cells count from their write time) and that hold
@@ -60,12 +161,12 @@ func (db *DB) pickCompactionLocked() *compaction {
 // dropping them whole cannot resurrect anything (Cassandra's
 // getFullyExpiredSSTables).
 func (db *DB) pickExpiredLocked(t *tableState, free []*sstHandle, nowSeconds int64) *compaction {
-	gcBefore := nowSeconds - t.def.gcGraceSeconds()
+	gcBefore := t.def.gcBefore(nowSeconds)
 	var expired []*sstHandle
 	all := db.current.sstables[t.id]
 	memMin := int64(math.MaxInt64)
 	for _, mem := range db.current.memtables() {
-		memMin = min(memMin, mem.MinTimestamp())
+		memMin = min(memMin, mem.MinTimestampOf(t.id))
 	}
 	for _, h := range free {
 		if h.props.MaxLocalDeletionTime >= gcBefore {

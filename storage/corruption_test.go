@@ -24,7 +24,7 @@ func fillCorruptionStore(t *testing.T, dir string, flush bool) {
 	for i := 0; i < 200; i++ {
 		var b Batch
 		b.Put("t", []byte("p"), []byte(fmt.Sprintf("%05d", i)), []byte("v"), []byte(strings.Repeat("value ", 10)+fmt.Sprint(i)), int64(i+1))
-		if err := db.Apply(&b); err != nil {
+		if err := db.Apply(context.Background(), &b); err != nil {
 			t.Fatal(err)
 		}
 	}

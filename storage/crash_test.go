@@ -3,6 +3,7 @@ package storage
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -75,7 +76,7 @@ func TestCrashChild(t *testing.T) {
 		go func(w int) {
 			defer wg.Done()
 			for i := start + w; ; i += crashWriterCount {
-				if err := db.Apply(crashBatch(i)); err != nil {
+				if err := db.Apply(context.Background(), crashBatch(i)); err != nil {
 					fmt.Fprintln(os.Stderr, "child apply:", err)
 					os.Exit(3)
 				}

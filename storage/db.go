@@ -1,9 +1,11 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/eventide/eventide/storage/internal/memtable"
 	"github.com/eventide/eventide/storage/internal/sstable"
 	"github.com/eventide/eventide/storage/internal/wal"
+	"github.com/eventide/eventide/storage/vfs"
 )
 
 // DB is an open store. All methods are safe for concurrent use.
@@ -62,7 +65,10 @@ type DB struct {
 	// walErr so that Apply clears it cheaply.
 	walErr, flushErr, compactErr error
 	compactRetries               int // mu: compactions failed in a row for lack of space
-	walFailing                   atomic.Bool
+	// lastRewriteMicros is when (engine clock) the picker last chose a
+	// closed window's S2-to-zstd rewrite, or Open's time (mu).
+	lastRewriteMicros int64
+	walFailing        atomic.Bool
 
 	flushSignal   chan struct{}
 	compactSignal chan struct{}
@@ -89,7 +95,7 @@ var ErrUnknownTable = errors.New("eventide/storage: unknown table")
 func Open(dir string, opts Options) (*DB, error) {
 	opts.fillDefaults()
 	fsys := opts.FS
-	if err := fsys.MkdirAll(filepath.Join(dir, walDirName), 0o755); err != nil {
+	if err := mkdirAllDurable(fsys, filepath.Join(dir, walDirName)); err != nil {
 		return nil, fmt.Errorf("cannot create data directory %s: %w", dir, err)
 	}
 	lock, err := fsys.Lock(filepath.Join(dir, lockFileName))
@@ -110,6 +116,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		closing:       make(chan struct{}),
 	}
 	db.cond = sync.NewCond(&db.mu)
+	db.lastRewriteMicros = opts.Clock.Now().UnixMicro()
 	if opts.BlockCacheSize > 0 {
 		db.cache = sstable.NewCache(opts.BlockCacheSize)
 	}
@@ -129,6 +136,35 @@ func Open(dir string, opts Options) (*DB, error) {
 	go db.compactionLoop()
 	db.maybeScheduleCompaction()
 	return db, nil
+}
+
+// mkdirAllDurable creates dir and its missing parents and syncs the
+// parent of each one it created, so that a power loss after the first
+// acknowledged write cannot take the new store's directories (and every
+// file in them) away: a created directory is an entry of its parent, as
+// durable as any other only after its parent is synced.
+func mkdirAllDurable(fsys vfs.FS, dir string) error {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := fsys.Stat(d); err == nil {
+			break
+		} else if !errors.Is(err, iofs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := fsys.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := fsys.SyncDir(filepath.Dir(missing[i])); err != nil {
+			return fmt.Errorf("cannot sync directory %s after creating %s: %w", filepath.Dir(missing[i]), missing[i], err)
+		}
+	}
+	return nil
 }
 
 func (db *DB) recover() error {
@@ -392,12 +428,16 @@ func (db *DB) lookupTableLocked(name string) (*tableState, error) {
 func (db *DB) NowMicros() int64 { return db.opts.Clock.Now().UnixMicro() }
 
 // Apply writes the batch atomically and durably (per the WAL sync mode).
-// It stalls while flushes or compactions are too far behind.
-func (db *DB) Apply(b *Batch) error {
+// It stalls while flushes or compactions are too far behind; ctx bounds
+// that wait: when ctx is done before the batch reaches the WAL (a stalled
+// Apply returns as soon as it is), Apply writes nothing and returns an
+// error wrapping ctx.Err(). A batch that reached the WAL is not
+// interrupted (its write and fsync take no longer than any other).
+func (db *DB) Apply(ctx context.Context, b *Batch) error {
 	if b.Len() == 0 {
 		return nil
 	}
-	if err := db.waitForRoom(); err != nil {
+	if err := db.waitForRoom(ctx); err != nil {
 		return err
 	}
 	now := db.opts.Clock.Now()
@@ -467,14 +507,27 @@ func (db *DB) applyToMemtable(mem *memtable.Memtable, m *mutation) {
 
 // waitForRoom stalls a writer while too many memtables wait for a flush
 // or a table has too many SSTables, so memory and read amplification stay
-// bounded; the stall is counted and timed in the metrics.
-func (db *DB) waitForRoom() error {
+// bounded; the stall is counted and timed in the metrics. It gives up
+// when ctx is done.
+func (db *DB) waitForRoom(ctx context.Context) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	var stalledAt time.Time
+	var stopWake func() bool
+	defer func() {
+		if stopWake != nil {
+			stopWake()
+		}
+	}()
 	for {
 		if db.closed {
 			return ErrClosed
+		}
+		if err := ctx.Err(); err != nil {
+			if !stalledAt.IsZero() {
+				db.metrics.stallEnded(time.Since(stalledAt))
+			}
+			return fmt.Errorf("cannot write: gave up waiting for room (%s): %w", db.stallReasonLocked(), err)
 		}
 		if db.bgErr != nil {
 			return fmt.Errorf("cannot write: storage failed earlier: %w", db.bgErr)
@@ -495,6 +548,12 @@ func (db *DB) waitForRoom() error {
 			stalledAt = time.Now()
 			db.metrics.stallStarted(reason)
 			db.log.Debug("write stall", "reason", reason)
+			// The wait is on a sync.Cond: wake it when ctx is done.
+			stopWake = context.AfterFunc(ctx, func() {
+				db.mu.Lock()
+				db.cond.Broadcast()
+				db.mu.Unlock()
+			})
 		}
 		db.cond.Wait()
 	}

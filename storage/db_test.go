@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -27,7 +28,7 @@ func apply(t *testing.T, db *DB, fill func(b *Batch)) {
 	t.Helper()
 	var b Batch
 	fill(&b)
-	if err := db.Apply(&b); err != nil {
+	if err := db.Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -167,7 +168,7 @@ func diskFullRun(t *testing.T, dir string, fsys vfs.FS, exhaust, free func()) {
 		var b Batch
 		b.Put("t", []byte(fmt.Sprintf("p%d", i%5)), []byte(fmt.Sprintf("%08d", i)), []byte("v"),
 			[]byte(fmt.Sprintf("value %d %0200d", i, i)), int64(i+1))
-		err := db.Apply(&b)
+		err := db.Apply(context.Background(), &b)
 		if err == nil {
 			acked[i] = true
 		}

@@ -6,11 +6,13 @@
 //	Open(dir, Options) (*DB, error)    Options from DefaultOptions(): logger, Prometheus
 //	                                   registerer, clock and filesystem are injected
 //	DB.CreateTable(TableDef)           name, compaction strategy, default TTL, gc_grace,
-//	                                   compression, counters
+//	                                   tombstone_gc mode, tombstone compaction threshold
+//	                                   and interval, compression, counters
 //	Batch                              Put, PutTTL, DeleteCell, DeleteRow, DeleteRange,
 //	                                   DeletePartition, AddCounter across tables;
 //	                                   Filter(keep) drops mutations by table and partition
-//	DB.Apply(*Batch)                   atomic and durable (WAL group commit)
+//	DB.Apply(ctx, *Batch)              atomic and durable (WAL group commit); a
+//	                                   stall waits at most until ctx is done
 //	DB.Slice(ctx, SliceQuery) Rows     bounded, forward or reverse, limit, tombstone cap,
 //	                                   ReadStats trace; stops when ctx is done
 //	DB.Flush, DB.Compact, DB.CompactAll
@@ -36,17 +38,24 @@
 //     timestamp <= its own.
 //   - TTLs are seconds; an expired cell reads as a tombstone whose gc_grace
 //     counts from its write time.
-//   - Compaction purges a tombstone only when it is older than gc_grace and
-//     no SSTable outside the compaction, nor any memtable, may hold older
-//     data for its partition.
+//   - Compaction purges a tombstone only when it is older than gc_grace
+//     (TombstoneGCTimeout, the default; TombstoneGCImmediate tables, whose
+//     writes follow a stream order, do not wait) and no SSTable outside the
+//     compaction, nor any memtable, may hold older data for its partition.
+//     SSTables record estimates of their droppable tombstones; the picker
+//     compacts one past TombstoneThreshold, with its overlaps, once it is
+//     older than TombstoneCompactionIntervalSeconds.
 //   - Counter cells add up; a deleted counter must not be incremented again.
 //
 // Layout of the engine, one file per subsystem: batch.go (mutations and
 // their WAL record), db.go (open, recovery, apply, memtable rotation,
 // stalls), flush.go, manifest.go, version.go (ref-counted snapshots),
 // read.go and merging_iter.go (slices), compaction.go and
-// compaction_picker.go (STCS and TWCS), metrics.go, check.go,
-// filenames.go; internal/base (cells, reconciliation), internal/memtable,
+// compaction_picker.go (STCS, TWCS and tombstone compactions),
+// compaction_rewrite.go (S2-to-zstd rewrite of closed windows, when idle
+// or rate-limited), metrics.go, check.go, filenames.go; internal/base
+// (cells, reconciliation, range tombstone fragments), internal/memtable,
 // internal/wal and internal/sstable (on-disk formats, see FORMAT.md);
-// vfs (the filesystem interface).
+// vfs (the filesystem interface, and MemFS, a filesystem that can crash
+// below the page cache, for tests).
 package storage

@@ -163,8 +163,9 @@ func writeMemtable(w *sstable.Writer, mem *memtable.Memtable, tableID uint32) er
 // competed with the writer for the CPU and doubled its p99
 // publish-to-queryable latency. The final size is unchanged, since every
 // long-lived file is rewritten at level 7. (A window whose active-window
-// compactions leave exactly one SSTable keeps it in S2: a closed window
-// is rewritten only to merge two or more.)
+// compactions leave exactly one SSTable is not merged when it closes; the
+// rewrite of compaction_rewrite.go turns that S2 file into zstd once the
+// engine has nothing else to do, or rate-limited if it never has.)
 type sstableLife int
 
 const (
@@ -216,39 +217,71 @@ func (s *syncEvery) Write(p []byte) (int, error) {
 // temporary name and renamed, so a crash never leaves a half-written file
 // under a live-looking name.
 func (db *DB) writeSSTable(t *tableState, life sstableLife, fill func(*sstable.Writer) error) (*sstHandle, error) {
+	p, err := db.createSSTable(t, life)
+	if err != nil {
+		return nil, err
+	}
+	if err := fill(p.w); err != nil {
+		p.abort(db)
+		return nil, fmt.Errorf("cannot write sstable %s for table %q: %w", p.path, t.def.Name, err)
+	}
+	return p.finish(db)
+}
+
+// pendingSSTable is an SSTable being written under its temporary name.
+type pendingSSTable struct {
+	t       *tableState
+	fileNum uint64
+	path    string
+	f       vfs.File
+	w       *sstable.Writer
+}
+
+// createSSTable starts a new SSTable of table t: finish or abort it.
+func (db *DB) createSSTable(t *tableState, life sstableLife) (*pendingSSTable, error) {
 	db.mu.Lock()
 	fileNum := db.manifest.NextFileNum
 	db.manifest.NextFileNum++
 	db.mu.Unlock()
 	path := sstablePath(db.dir, fileNum)
-	tmp := path + tmpSuffix
-	f, err := db.opts.FS.Create(tmp)
+	f, err := db.opts.FS.Create(path + tmpSuffix)
 	if err != nil {
-		return nil, fmt.Errorf("cannot create sstable %s: %w", tmp, err)
+		return nil, fmt.Errorf("cannot create sstable %s: %w", path+tmpSuffix, err)
 	}
 	wopts := life.writerOptions(t.codec)
+	wopts.BlockSize = db.opts.BlockSize
+	wopts.CreatedAtSeconds = db.opts.Clock.Now().Unix()
 	w := sstable.NewWriter(&syncEvery{File: f, every: sstableBytesPerSync}, wopts)
-	err = fill(w)
+	return &pendingSSTable{t: t, fileNum: fileNum, path: path, f: f, w: w}, nil
+}
+
+// finish completes the file, syncs it, renames it into place and opens it.
+func (p *pendingSSTable) finish(db *DB) (*sstHandle, error) {
+	_, err := p.w.Finish()
 	if err == nil {
-		_, err = w.Finish()
+		err = p.f.Sync()
 	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
+	if cerr := p.f.Close(); err == nil {
 		err = cerr
 	}
+	tmp := p.path + tmpSuffix
 	if err == nil {
-		err = db.opts.FS.Rename(tmp, path)
+		err = db.opts.FS.Rename(tmp, p.path)
 	}
 	if err == nil {
-		err = db.opts.FS.SyncDir(filepath.Dir(path))
+		err = db.opts.FS.SyncDir(filepath.Dir(p.path))
 	}
 	if err != nil {
 		db.opts.FS.Remove(tmp)
-		return nil, fmt.Errorf("cannot write sstable %s for table %q: %w", path, t.def.Name, err)
+		return nil, fmt.Errorf("cannot write sstable %s for table %q: %w", p.path, p.t.def.Name, err)
 	}
-	return db.openSSTable(fileNum, t.id)
+	return db.openSSTable(p.fileNum, p.t.id)
+}
+
+// abort drops the unfinished file.
+func (p *pendingSSTable) abort(db *DB) {
+	p.f.Close()
+	db.opts.FS.Remove(p.path + tmpSuffix)
 }
 
 // editManifest applies one change durably: edit changes a copy of the

@@ -186,6 +186,19 @@ type TableMetrics struct {
 	Partitions, Cells int64
 	Tombstones        int64
 	Compacting        int
+	// Windows are a TimeWindow table's SSTables by the window of their
+	// newest write (the compaction's grouping), newest first; nil for
+	// other strategies.
+	Windows []WindowMetrics
+}
+
+// WindowMetrics is one time window of a TimeWindow table.
+type WindowMetrics struct {
+	// Start is when the window begins (UTC); it lasts the table's
+	// WindowSeconds.
+	Start    time.Time
+	SSTables int
+	Bytes    int64
 }
 
 // Metrics is a snapshot of the engine's state and counters.
@@ -208,6 +221,10 @@ type Metrics struct {
 	WriteStallTime    time.Duration
 	Reads             int64
 	TombstonesRead    int64
+	// BlockCacheHits and BlockCacheMisses count lookups of decompressed
+	// blocks in the block cache (Options.BlockCacheSize; zeros without
+	// one); BlockCacheBytes is what it holds.
+	BlockCacheHits, BlockCacheMisses, BlockCacheBytes int64
 }
 
 // Metrics returns a snapshot; its String prints the LSM as a table.
@@ -221,6 +238,8 @@ func (db *DB) Metrics() Metrics {
 		Reads: m.reads.Load(), TombstonesRead: m.readTombstones.Load(),
 		WALBytes: db.walBytes(),
 	}
+	cm := db.cache.Metrics()
+	out.BlockCacheHits, out.BlockCacheMisses, out.BlockCacheBytes = cm.Hits, cm.Misses, cm.Bytes
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.current == nil {
@@ -230,8 +249,10 @@ func (db *DB) Metrics() Metrics {
 		out.MemtableBytes += mem.SizeBytes()
 	}
 	out.FrozenMemtables = len(db.current.imms)
+	windowIndex := map[int64]int{}
 	for _, t := range db.tables {
 		tm := TableMetrics{Name: t.def.Name, Compaction: t.def.Compaction}
+		clear(windowIndex)
 		for _, h := range db.current.sstables[t.id] {
 			tm.SSTables++
 			tm.Bytes += h.size
@@ -241,7 +262,19 @@ func (db *DB) Metrics() Metrics {
 			if db.compacting[h.fileNum] {
 				tm.Compacting++
 			}
+			if t.def.Compaction == TimeWindow && t.def.WindowSeconds > 0 {
+				w := timeWindow(h.props.MaxTimestamp, t.def.WindowSeconds)
+				i, ok := windowIndex[w]
+				if !ok {
+					i = len(tm.Windows)
+					windowIndex[w] = i
+					tm.Windows = append(tm.Windows, WindowMetrics{Start: time.Unix(w*t.def.WindowSeconds, 0).UTC()})
+				}
+				tm.Windows[i].SSTables++
+				tm.Windows[i].Bytes += h.size
+			}
 		}
+		sort.Slice(tm.Windows, func(i, j int) bool { return tm.Windows[i].Start.After(tm.Windows[j].Start) })
 		out.Tables = append(out.Tables, tm)
 	}
 	sort.Slice(out.Tables, func(i, j int) bool { return out.Tables[i].Name < out.Tables[j].Name })

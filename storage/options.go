@@ -66,7 +66,12 @@ type Options struct {
 	// writers stall until compaction catches up.
 	StallSSTablesPerTable int
 	// BlockCacheSize bounds the cache of decompressed SSTable blocks.
+	// Decoded range tombstones of partitions with many of them are kept
+	// besides, up to a quarter of it.
 	BlockCacheSize int64
+	// BlockSize is the target uncompressed size of an SSTable data block;
+	// 0 means the SSTable writer's default (32 KiB).
+	BlockSize int
 	// CompactionConcurrency bounds how many compactions run at once.
 	CompactionConcurrency int
 	// DisableAutoCompaction stops compactions from starting by themselves;
@@ -135,7 +140,9 @@ const (
 	// TimeWindow groups SSTables into windows of their newest write time,
 	// size-tiered inside the active window, one SSTable per closed window,
 	// and drops fully expired SSTables whole (Cassandra's TWCS). For TTL'd
-	// time series.
+	// time series. Deletions are reclaimed by tombstone compactions that
+	// take the older windows' SSTables in and write one SSTable per
+	// window, so windows are never merged.
 	TimeWindow CompactionStrategy = "time_window"
 )
 
@@ -158,7 +165,10 @@ type TableDef struct {
 	// Compression is "zstd" (default), "s2" or "none". A zstd table's
 	// short-lived SSTables (flushes, compactions inside a time window's
 	// active window) are written with s2, which costs far less CPU; every
-	// other compaction writes zstd (see sstableLife in flush.go).
+	// other compaction writes zstd (see sstableLife in flush.go); a closed
+	// time window left with one S2 SSTable is rewritten as zstd when the
+	// engine is idle, or rate-limited when it never is
+	// (compaction_rewrite.go).
 	Compression string `json:"compression,omitempty"`
 	// Counters makes a counter table: cells are AddCounter deltas.
 	Counters bool `json:"counters,omitempty"`
@@ -166,7 +176,53 @@ type TableDef struct {
 	// a size-tiered compaction merges (defaults 4 and 32).
 	MinThreshold int `json:"min_threshold,omitempty"`
 	MaxThreshold int `json:"max_threshold,omitempty"`
+	// TombstoneGC is when a tombstone may be purged (ScyllaDB's
+	// tombstone_gc modes): TombstoneGCTimeout (the default) once older
+	// than gc_grace; TombstoneGCImmediate as soon as compaction holds
+	// every SSTable that may hold older data for its partition, for
+	// tables whose write timestamps follow the stream order (see
+	// TombstoneGCImmediate). Either way only when nothing older outside
+	// the compaction, nor in a memtable, may hold the partition.
+	TombstoneGC TombstoneGCMode `json:"tombstone_gc,omitempty"`
+	// TombstoneThreshold is the estimated share of an SSTable's cells and
+	// deletions that a compaction could purge (droppable tombstones and
+	// expired cells) from which the SSTable is compacted on its own with
+	// the SSTables that overlap it (Cassandra's tombstone_threshold);
+	// default 0.2, negative turns such compactions off.
+	TombstoneThreshold float64 `json:"tombstone_threshold,omitempty"`
+	// TombstoneCompactionIntervalSeconds is how old an SSTable must be
+	// before a tombstone compaction may pick it (Cassandra's
+	// tombstone_compaction_interval), so that a file whose tombstones
+	// could not be purged after all (something older still overlaps) is
+	// not rewritten over and over. Nil means 86400 (a day); 0 is allowed.
+	TombstoneCompactionIntervalSeconds *int64 `json:"tombstone_compaction_interval_seconds,omitempty"`
 }
+
+// TombstoneGCMode says when a table's tombstones may be purged.
+type TombstoneGCMode string
+
+const (
+	// TombstoneGCTimeout purges a tombstone once it is older than the
+	// table's gc_grace: a write with an older timestamp may arrive until
+	// then (in Cassandra, from a replica that missed the delete; here, a
+	// producer's clock or a replay), and the tombstone must still be
+	// there to shadow it.
+	TombstoneGCTimeout TombstoneGCMode = "timeout"
+	// TombstoneGCImmediate purges a tombstone as soon as the compaction
+	// that meets it holds every SSTable that may hold older data for its
+	// partition. It is right only for a table whose write timestamps
+	// follow a total order that every later write respects (such as a
+	// stream's sequence), so that no write older than a deletion can
+	// arrive after it: then nothing the purged tombstone shadowed can come
+	// back. docs/ARCHITECTURE.md says which tables qualify.
+	TombstoneGCImmediate TombstoneGCMode = "immediate"
+)
+
+// Defaults of the tombstone compaction settings (Cassandra's).
+const (
+	DefaultTombstoneThreshold                 = 0.2
+	DefaultTombstoneCompactionIntervalSeconds = 24 * 3600
+)
 
 var tableNamePattern = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
 
@@ -176,6 +232,33 @@ func (d *TableDef) gcGraceSeconds() int64 {
 		return DefaultGCGraceSeconds
 	}
 	return *d.GCGraceSeconds
+}
+
+// gcBefore is the unix second before which a tombstone (or an expired
+// cell's write time) must lie to be purged at nowSeconds. In immediate
+// mode it is nowSeconds + 1: every tombstone written up to now qualifies,
+// and an expiring cell qualifies once expired (its expiry <= now, as
+// IsLive says), which keeps "MaxLocalDeletionTime < gcBefore" meaning
+// "everything in the file is dead" for the fully expired check.
+func (d *TableDef) gcBefore(nowSeconds int64) int64 {
+	if d.TombstoneGC == TombstoneGCImmediate {
+		return nowSeconds + 1
+	}
+	return nowSeconds - d.gcGraceSeconds()
+}
+
+func (d *TableDef) tombstoneThreshold() float64 {
+	if d.TombstoneThreshold == 0 {
+		return DefaultTombstoneThreshold
+	}
+	return d.TombstoneThreshold
+}
+
+func (d *TableDef) tombstoneCompactionIntervalSeconds() int64 {
+	if d.TombstoneCompactionIntervalSeconds == nil {
+		return DefaultTombstoneCompactionIntervalSeconds
+	}
+	return *d.TombstoneCompactionIntervalSeconds
 }
 
 // withDefaults validates d and fills its defaults.
@@ -216,6 +299,18 @@ func (d TableDef) withDefaults() (TableDef, sstable.Compression, error) {
 	}
 	if d.MinThreshold < 2 || d.MaxThreshold < d.MinThreshold {
 		return d, 0, fmt.Errorf("table %q: thresholds min %d max %d: want 2 <= min <= max", d.Name, d.MinThreshold, d.MaxThreshold)
+	}
+	if d.TombstoneGC == "" {
+		d.TombstoneGC = TombstoneGCTimeout
+	}
+	if d.TombstoneGC != TombstoneGCTimeout && d.TombstoneGC != TombstoneGCImmediate {
+		return d, 0, fmt.Errorf("table %q: unknown tombstone_gc %q (use %q or %q)", d.Name, d.TombstoneGC, TombstoneGCTimeout, TombstoneGCImmediate)
+	}
+	if d.TombstoneThreshold > 1 {
+		return d, 0, fmt.Errorf("table %q: tombstone_threshold %v: want at most 1 (negative turns tombstone compactions off)", d.Name, d.TombstoneThreshold)
+	}
+	if d.TombstoneCompactionIntervalSeconds != nil && *d.TombstoneCompactionIntervalSeconds < 0 {
+		return d, 0, fmt.Errorf("table %q: negative tombstone_compaction_interval_seconds %d", d.Name, *d.TombstoneCompactionIntervalSeconds)
 	}
 	return d, codec, nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/eventide/eventide/storage/internal/base"
 	"github.com/eventide/eventide/storage/internal/sstable"
@@ -116,15 +115,21 @@ const ctxCheckInterval = 256
 
 // RowIterator returns the rows of a slice in order. Close it when done.
 type RowIterator struct {
-	db       *DB
-	ctx      context.Context
-	v        *version
-	q        SliceQuery
-	now      int64
-	merge    *mergingIter
-	deletion base.PartitionDeletions
-	sstIters []*sstable.PartitionIter
-	stats    ReadStats
+	db    *DB
+	ctx   context.Context
+	v     *version
+	q     SliceQuery
+	now   int64
+	merge *mergingIter
+	// deletion gathers the partition deletion and the range tombstones
+	// of every source (each source's already fragmented);
+	// rangeSources counts the sources that had ranges, and ranges is the
+	// cursor over their fragments that moves with the scan.
+	deletion     base.PartitionDeletions
+	rangeSources int
+	ranges       base.RangeCursor
+	sstIters     []*sstable.PartitionIter
+	stats        ReadStats
 
 	row      Row
 	building rowBuilder
@@ -290,9 +295,10 @@ func (it *RowIterator) open(tableID uint32) {
 		}
 		lazy = append(lazy, lazySource{src: pi, first: first})
 	}
-	sort.Slice(it.deletion.Ranges, func(i, j int) bool {
-		return startsBefore(it.deletion.Ranges[i].Start, it.deletion.Ranges[j].Start)
-	})
+	if it.rangeSources > 1 {
+		it.deletion.Ranges = base.FragmentRanges(it.deletion.Ranges)
+	}
+	it.ranges = base.NewRangeCursor(it.deletion.Ranges, q.Reverse)
 	it.merge = newMergingIter(sources, lazy, q.Reverse)
 }
 
@@ -302,13 +308,6 @@ func overlaps(minCK, maxCK []byte, start, end base.Bound) bool {
 	return base.AfterStart(maxCK, start) && base.BeforeEnd(minCK, end)
 }
 
-func startsBefore(a, b base.Bound) bool {
-	if a.Key == nil || b.Key == nil {
-		return a.Key == nil && b.Key != nil
-	}
-	return bytes.Compare(a.Key, b.Key) < 0
-}
-
 func (it *RowIterator) addDeletions(d *base.PartitionDeletions) {
 	if !d.Partition.IsLive() {
 		if it.deletion.Partition.IsLive() {
@@ -316,13 +315,23 @@ func (it *RowIterator) addDeletions(d *base.PartitionDeletions) {
 		}
 		it.deletion.Partition = it.deletion.Partition.Max(d.Partition)
 	}
-	for i := range d.Ranges {
-		rt := &d.Ranges[i]
-		if rt.Overlaps(it.q.Start, it.q.End) {
-			it.deletion.Ranges = append(it.deletion.Ranges, *rt)
-			it.stats.TombstonesScanned++
-		}
+	// The source's ranges are fragments, sorted: those overlapping the
+	// slice are one run of them. The first source's run is used as is;
+	// more are gathered into a new slice and fragmented together.
+	run := base.OverlappingFragments(d.Ranges, it.q.Start, it.q.End)
+	if len(run) == 0 {
+		return
 	}
+	it.stats.TombstonesScanned += len(run)
+	it.rangeSources++
+	if it.rangeSources == 1 {
+		it.deletion.Ranges = run
+		return
+	}
+	if it.rangeSources == 2 {
+		it.deletion.Ranges = append([]base.RangeTombstone(nil), it.deletion.Ranges...)
+	}
+	it.deletion.Ranges = append(it.deletion.Ranges, run...)
 }
 
 // Next advances to the next row with at least one live cell.
@@ -374,7 +383,7 @@ func (it *RowIterator) Next() bool {
 			b.inRow = true
 			b.clustering = c.Clustering
 			b.cells = b.cells[:0]
-			b.deletion = it.deletion.DeletionFor(c.Clustering)
+			b.deletion = it.deletion.Partition.Max(it.ranges.Deletion(c.Clustering))
 		}
 		if b.deletion.Deletes(c.Timestamp) || !c.IsLive(it.now) {
 			it.stats.TombstonesScanned++

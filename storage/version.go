@@ -22,6 +22,12 @@ type sstHandle struct {
 	props    sstable.Properties
 	refs     atomic.Int32
 	obsolete atomic.Bool
+	// tombstoneRetryAt (unix seconds) keeps the tombstone picker off the
+	// output of a tombstone compaction that purged nothing: its estimate
+	// over-counts (see sstable.TombstoneStats.Droppable) or something
+	// older still overlaps, and rewriting it again at once would change
+	// nothing. Guarded by db.mu; not persisted.
+	tombstoneRetryAt int64
 }
 
 func (h *sstHandle) ref() { h.refs.Add(1) }

@@ -50,6 +50,7 @@ func (w *Writer) Prepare(ds []consumer.Delivery, epoch uint64) consumer.Batch {
 			eb.reasons = append(eb.reasons, rej.reason)
 			continue
 		}
+		ev.seq = d.Seq
 		eb.events = append(eb.events, ev)
 	}
 	return eb
@@ -143,4 +144,23 @@ func (eb *eventBatch) Stored() {
 	for _, r := range eb.reasons {
 		w.m.rejected.WithLabelValues(r).Inc()
 	}
+	if w.cfg.OnStored != nil && len(eb.events) > 0 {
+		// Stored runs on the one committing goroutine: the buffer is
+		// reused from batch to batch.
+		buf := w.storedBuf[:0]
+		for i := range eb.events {
+			buf = append(buf, StoredEvent{Seq: eb.events[i].seq, Event: eb.events[i].event})
+		}
+		w.cfg.OnStored(buf)
+		clear(buf) // drop the references to the message bodies
+		w.storedBuf = buf[:0]
+	}
+}
+
+// StoredEvent is one event of a stored batch, as Config.OnStored gets it.
+type StoredEvent struct {
+	// Seq is the stream sequence of the message that carried the event:
+	// the live tail's resume position.
+	Seq   uint64
+	Event schema.Event
 }

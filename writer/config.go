@@ -89,6 +89,14 @@ type Config struct {
 	// otherwise, so leaving it set is harmless.
 	ResetCheckpoint bool
 
+	// OnStored, when set, is called with the events of each batch once the
+	// batch is durably applied to storage and acked (never for a batch that
+	// failed), in stream order, on the writer's committing goroutine: it
+	// must be quick and must not block (the live tail, internal/tail,
+	// copies them and returns). The slice is reused, and the events' Data
+	// must be copied to be kept past the call.
+	OnStored func(events []StoredEvent)
+
 	Logger     *slog.Logger          // nil = slog.Default()
 	Registerer prometheus.Registerer // nil = no metrics registered
 	// Now is the clock for validation (skew, expiry) and remaining TTLs.

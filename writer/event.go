@@ -90,6 +90,8 @@ func reject(reason, format string, args ...any) *rejection {
 // parsedEvent is a valid event, ready to store.
 type parsedEvent struct {
 	event schema.Event
+	// seq is the stream sequence of the message that carried it.
+	seq uint64
 	// remainingTTLSeconds is what is left of its TTL at validation time,
 	// rounded up; always >= 1.
 	remainingTTLSeconds int32

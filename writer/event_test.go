@@ -348,7 +348,7 @@ func FuzzStoredEventIsJSON(f *testing.F) {
 		if err := catalog.PutEvent(&b, &p.event, p.subPartitions, p.remainingTTLSeconds, db.NowMicros()); err != nil {
 			t.Fatalf("accepted event does not store: %v", err)
 		}
-		if err := db.Apply(&b); err != nil {
+		if err := db.Apply(context.Background(), &b); err != nil {
 			t.Fatal(err)
 		}
 		pk, err := bucket.PartitionKeyFor(p.event.ID, p.event.Type, p.subPartitions)

@@ -45,6 +45,9 @@ type Writer struct {
 	c         *consumer.Consumer
 
 	ingested, rejected atomic.Uint64
+	// storedBuf is Config.OnStored's argument, reused (Stored runs on one
+	// goroutine).
+	storedBuf []StoredEvent
 }
 
 // Stats are running totals since New.

@@ -31,11 +31,19 @@ const (
 	// settings (text) holding the version as EventTypes.String writes it.
 	// Written by catalog.RecordEventTypes only; never expires.
 	EventTypesTable = "_event_types"
+	// TypeHoursTable is the type index: which event types have events in
+	// each hour bucket, and how many. Partition the hour bucket
+	// "ddmmyyhh" (UTC), clustering type text ASC, counter column count.
+	// Written with CountsTable (catalog.AddCount adds to both in the same
+	// batch, so it is exactly as exact), never expires. Queries that need
+	// the types of an hour (an event by id without its type, the top types
+	// of a window) read it instead of guessing partitions.
+	TypeHoursTable = "_type_hours"
 )
 
 // BuiltinTables lists the names of the built-in tables; user tables
 // cannot take them. The catalog package creates them in a store.
-var BuiltinTables = []string{EventsTable, CountsTable, CheckpointsTable, EventTypesTable}
+var BuiltinTables = []string{EventsTable, CountsTable, CheckpointsTable, EventTypesTable, TypeHoursTable}
 
 // The fan-out's public tables (catalog/fanout_tables.go defines them with
 // its internal ones, whose names start with "_" and so are never a user
@@ -67,6 +75,9 @@ var EventsClustering = bucket.ClusteringLayout{{Name: "event_id", Type: bucket.T
 
 // EventTypesClustering is the clustering layout of EventTypesTable.
 var EventTypesClustering = bucket.ClusteringLayout{{Name: "first_hour", Type: bucket.TypeBigint, Order: bucket.Asc}}
+
+// TypeHoursClustering is the clustering layout of TypeHoursTable.
+var TypeHoursClustering = bucket.ClusteringLayout{{Name: "type", Type: bucket.TypeText, Order: bucket.Asc}}
 
 // CountsClustering is the clustering layout of CountsTable.
 var CountsClustering = bucket.ClusteringLayout{{Name: "minute", Type: bucket.TypeTimestamp, Order: bucket.Asc}}
@@ -112,6 +123,12 @@ func AppendEventKey(dst []byte, id uuid.UUID) ([]byte, error) {
 // bucket.ErrCorruptKey.
 func DecodeEventKey(key []byte) (uuid.UUID, error) {
 	return EventsClustering.DecodeTimeUUIDKey(key)
+}
+
+// TypeHoursPartition returns the TypeHoursTable partition of the hour
+// bucket holding t: its "ddmmyyhh".
+func TypeHoursPartition(t time.Time) []byte {
+	return bucket.HourOf(t).AppendFormat(make([]byte, 0, 8), "02010615")
 }
 
 // CountsPartition returns the CountsTable partition holding minute.

@@ -19,6 +19,7 @@ import (
 	"github.com/eventide/eventide/fanout"
 	"github.com/eventide/eventide/internal/natsconn"
 	"github.com/eventide/eventide/internal/queryrpc"
+	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/writer"
@@ -43,7 +44,9 @@ type config struct {
 	LogFormat       string
 	ShutdownTimeout time.Duration
 	HTTP            httpflags.Guards
-	Shard           shardConfig
+	// Tail bounds the live tail (/v1/events/stream).
+	Tail  tail.Options
+	Shard shardConfig
 
 	Writer writer.Config  // the fields the flags set; wiring adds the rest
 	Reader reader.Options // likewise
@@ -161,6 +164,14 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.Var(intValue{&sc.Shards, 1, 1 << 16}, "shards", "shard count (`N`) of the deployment: a partition's shard is xxhash64(partition key) mod N; fixed for its life")
 	fs.StringVar(&sc.ownSpec, "own-shards", "all",
 		"`shards` this node stores, e.g. 0-3 or 0,2,5-7; all: every shard")
+
+	c.Tail = tail.Options{MaxClients: tail.DefaultMaxClients, ClientBuffer: tail.DefaultClientBuffer, Replay: tail.DefaultReplay}
+	fs.Var(intValue{&c.Tail.MaxClients, 1, 1 << 20}, "tail-max-clients",
+		"most live tail streams (`N`, /v1/events/stream) open at once; more get 503")
+	fs.Var(intValue{&c.Tail.ClientBuffer, 1, 1 << 20}, "tail-buffer",
+		"most events (`N`) queued for one live tail client (at most 4 MiB of them); a client that lets it fill is disconnected with a slow_client error event")
+	fs.Var(intValue{&c.Tail.Replay, 1, 1 << 24}, "tail-replay",
+		"newest events (`N`) kept (at most 32 MiB of them) to replay to a live tail client that resumes with Last-Event-ID")
 
 	w := &c.Writer
 	fs.StringVar(&w.Stream, "stream", writer.DefaultStream, "JetStream `stream` of events (created if missing)")

@@ -91,15 +91,19 @@ func TestFanoutSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now().Add(-time.Hour).UTC()
+	// A loaded machine can keep 4,096 publishes unacknowledged for longer
+	// than the default 200 ms stall wait, which fails the publish with
+	// "stalled with too many outstanding async published messages".
+	stall := jetstream.WithStallWait(30 * time.Second)
 	for i := range followers {
 		body := fmt.Sprintf(`{"time":%q,"user":"f%06d","author":"star"}`, start.Format(time.RFC3339Nano), i)
-		if _, err := js.PublishAsync("events.follow", []byte(body)); err != nil {
+		if _, err := js.PublishAsync("events.follow", []byte(body), stall); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range posts {
 		body := fmt.Sprintf(`{"time":%q,"author":"star","data":{"text":"p%d"}}`, start.Add(time.Duration(i+1)*time.Minute).Format(time.RFC3339Nano), i)
-		if _, err := js.PublishAsync("events.post", []byte(body)); err != nil {
+		if _, err := js.PublishAsync("events.post", []byte(body), stall); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/eventide/eventide/internal/natsconn"
 	"github.com/eventide/eventide/internal/natsembed"
 	"github.com/eventide/eventide/internal/queryrpc"
+	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/writer"
@@ -54,6 +55,10 @@ type node struct {
 	fanoutCancel context.CancelFunc
 	fanoutDone   chan struct{} // closed when fanout.Worker.Run returned
 	fanout       *fanout.Worker
+	// tail is the live tail the writer feeds; closed at shutdown, after
+	// the writer stops and before the HTTP server, so streams end with a
+	// reason instead of holding the server's shutdown.
+	tail *tail.Broadcaster
 
 	rpc *queryrpc.Server // the storage read service
 
@@ -169,6 +174,10 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	}
 
 	wcfg := cfg.Writer
+	// The live tail is made once the writer has read its checkpoint, and
+	// before it runs, the only time it calls OnStored.
+	var publish func([]writer.StoredEvent)
+	wcfg.OnStored = func(evs []writer.StoredEvent) { publish(evs) }
 	wcfg.Types = types
 	if sc := cfg.Shard; sc.sharded() {
 		// Every node reads the whole stream and stores the partitions of
@@ -191,6 +200,10 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	if err != nil {
 		return n, fmt.Errorf("cannot start writer: %w", err)
 	}
+	// It starts where storage stands: a client resuming from before this
+	// position is told its events are not held for replay.
+	n.tail = tail.New(cfg.Tail, w.Stats().LastAppliedSeq)
+	publish = n.tail.WriterHook()
 	// The writer stops when shutdown cancels it, not at the signal: by
 	// then /readyz has turned 503.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -267,7 +280,7 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	// This node is one shard, shard 0: the writer's consumer is what
 	// events and counts reflect, the fan-out's what timelines reflect.
 	hcfg := httpapi.Config{Reader: rd, Timelines: tl, DeadLetters: dl, Health: n.health, Registry: reg, Logger: logger.With("component", "http"),
-		Token: cfg.HTTP.Token, CORSOrigins: cfg.HTTP.CORSOrigins, MaxQueryTimeout: cfg.HTTP.MaxQueryTimeout,
+		Token: cfg.HTTP.Token, CORSOrigins: cfg.HTTP.CORSOrigins, MaxQueryTimeout: cfg.HTTP.MaxQueryTimeout, Tail: n.tail,
 		Freshness: httpapi.FreshnessFunc(func() []httpapi.ShardFreshness {
 			st := w.Stats()
 			return []httpapi.ShardFreshness{{AppliedSeq: st.LastAppliedSeq, AppliedTime: st.LastAppliedTime, Pending: st.Pending, PendingKnown: st.PendingKnown}}
@@ -278,6 +291,20 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 			return []httpapi.ShardFreshness{{AppliedSeq: st.LastAppliedSeq, AppliedTime: st.LastAppliedTime, Pending: st.Pending, PendingKnown: st.PendingKnown}}
 		})
 	}
+	hcfg.Stats = httpapi.StatsFunc(func(context.Context) (httpapi.Stats, error) {
+		st := httpapi.Stats{Storage: httpapi.StorageStatsOf(n.db.Metrics()), Tail: httpapi.TailStatsOf(n.tail.Stats())}
+		for _, src := range []struct {
+			name string
+			f    httpapi.FreshnessSource
+		}{{"writer", hcfg.Freshness}, {"fanout", hcfg.TimelineFreshness}} {
+			if src.f != nil {
+				for _, sh := range src.f.Freshness() {
+					st.Consumers = append(st.Consumers, httpapi.ConsumerStatsOf(src.name, sh))
+				}
+			}
+		}
+		return st, nil
+	})
 	h, err := httpapi.NewHandler(hcfg)
 	if err != nil {
 		return n, err
@@ -525,6 +552,10 @@ func (n *node) shutdown() error {
 		log.Info("shutdown: fan-out worker stopped")
 	}
 
+	if n.tail != nil {
+		n.tail.Close()
+		log.Info("shutdown: live tail streams ended")
+	}
 	if n.rpc != nil {
 		// Before storage closes: cmd/query then sees the node as gone
 		// (its shards missing) rather than failing reads.

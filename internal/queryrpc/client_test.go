@@ -91,14 +91,14 @@ func (c *cluster) fill(t *testing.T) {
 				b.Put(schema.EventsTable, partition, ck, []byte("user"), []byte("u"), int64(1000+r))
 			}
 		}
-		if err := c.dbs[owner].Apply(&b); err != nil {
+		if err := c.dbs[owner].Apply(context.Background(), &b); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, db := range c.dbs {
 		var b storage.Batch
 		b.Put(schema.EventTypesTable, []byte("settings"), []byte{1}, []byte("settings"), []byte("v"), 1)
-		if err := db.Apply(&b); err != nil {
+		if err := db.Apply(context.Background(), &b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -214,7 +214,7 @@ func TestMissingShard(t *testing.T) {
 	}
 	var b storage.Batch
 	b.Put(schema.EventTypesTable, replicated, []byte{1}, []byte("settings"), []byte("v"), 1)
-	if err := c.dbs["node-a"].Apply(&b); err != nil {
+	if err := c.dbs["node-a"].Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	rows, err = client.Slice(ctx, storage.SliceQuery{Table: schema.EventTypesTable, Partition: replicated})
@@ -251,7 +251,7 @@ func TestTooManyTombstonesCrossesTheWire(t *testing.T) {
 		b.Put(schema.EventsTable, partition, []byte{byte(r)}, []byte("data"), []byte("x"), 1)
 		b.DeleteRow(schema.EventsTable, partition, []byte{byte(r)}, 2)
 	}
-	if err := c.dbs["node-a"].Apply(&b); err != nil {
+	if err := c.dbs["node-a"].Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	client, err := NewClient(c.nc, ClientConfig{Owners: c.owners})

@@ -22,10 +22,13 @@ type eventideEngine struct {
 	last  storage.ReadStats
 }
 
-func openEventide(dir string, clock *benchClock, autoCompact bool, cacheBytes int64) (engine, error) {
+func openEventide(dir string, clock *benchClock, autoCompact bool, mem memoryConfig, strategy storage.CompactionStrategy) (engine, error) {
 	opts := storage.DefaultOptions()
-	if cacheBytes > 0 {
-		opts.BlockCacheSize = cacheBytes
+	if mem.eventideCacheBytes > 0 {
+		opts.BlockCacheSize = mem.eventideCacheBytes
+	}
+	if mem.memtableBytes > 0 {
+		opts.MemtableSize = mem.memtableBytes
 	}
 	opts.Clock = clock
 	opts.DisableAutoCompaction = !autoCompact
@@ -33,7 +36,10 @@ func openEventide(dir string, clock *benchClock, autoCompact bool, cacheBytes in
 	if err != nil {
 		return nil, err
 	}
-	if err := db.CreateTable(storage.TableDef{Name: eventsTable, Compaction: storage.TimeWindow, WindowSeconds: 3600}); err != nil {
+	if strategy == "" {
+		strategy = storage.TimeWindow
+	}
+	if err := db.CreateTable(storage.TableDef{Name: eventsTable, Compaction: strategy, WindowSeconds: 3600}); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -63,10 +69,42 @@ func (e *eventideEngine) ingest(evs []event, ttls []int32) error {
 			e.batch.Put(eventsTable, []byte(ev.partition), clusteringDesc(ev.id), dataColumn, ev.value, ts)
 		}
 	}
-	return e.db.Apply(&e.batch)
+	return e.db.Apply(context.Background(), &e.batch)
 }
 
-func (e *eventideEngine) deleteEvents([]event) error { return nil }
+// expire does nothing: the expiry phase's TTLs expire the events.
+func (e *eventideEngine) expire([]event) error { return nil }
+
+// deleteEvents writes a cell tombstone for each event's data column at
+// the engine's "now".
+func (e *eventideEngine) deleteEvents(evs []event) error {
+	e.batch.Reset()
+	now := e.db.NowMicros()
+	for i := range evs {
+		e.batch.DeleteCell(eventsTable, []byte(evs[i].partition), clusteringDesc(evs[i].id), dataColumn, now)
+	}
+	return e.db.Apply(context.Background(), &e.batch)
+}
+
+// deleteRows deletes each event's row (DeleteRow) at the engine's "now".
+func (e *eventideEngine) deleteRows(evs []event) error {
+	e.batch.Reset()
+	now := e.db.NowMicros()
+	for i := range evs {
+		e.batch.DeleteRow(eventsTable, []byte(evs[i].partition), clusteringDesc(evs[i].id), now)
+	}
+	return e.db.Apply(context.Background(), &e.batch)
+}
+
+// compactedBytes is the bytes Eventide's compactions have written so far.
+func (e *eventideEngine) compactedBytes() (int64, error) {
+	m := e.db.Metrics()
+	busy := int64(0)
+	for _, t := range m.Tables {
+		busy += int64(t.Compacting)
+	}
+	return m.CompactionWritten + busy, nil
+}
 
 func (e *eventideEngine) flush() error { return e.db.Flush() }
 

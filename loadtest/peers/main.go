@@ -1,20 +1,32 @@
-// Command peers measures Eventide's storage engine against Pebble on the
-// same time-series workload, in one run, so the figures can be quoted as
-// ratios. It lives in its own module so the main module never depends on
-// Pebble.
+// Command peers measures Eventide's storage engine against Pebble,
+// goleveldb and Badger on the same time-series workload, in one run, so the figures
+// can be quoted as ratios. It lives in its own module so the main module
+// never depends on its peers.
 //
 // Workload (issue 2): N events over 48 hourly buckets x 20 event types
 // (960 partitions), TimeUUID clustering in roughly time order, ~200-byte
-// JSON values, batches of 1,000 with one sync per batch. Phases:
+// JSON values, batches of 1,000 with one sync per batch. Phases (-phases):
 //
-//  1. ingest: events/s, peak RSS (Eventide runs first, so the peak RSS read
-//     after its ingest is its own).
-//  2. flush + full compaction: on-disk bytes per event.
-//  3. "latest 50" of a random partition: p50/p99 latency.
-//  4. expiry: a second store where the oldest 90% of every partition has
-//     expired by TTL (Pebble: the same keys removed by point deletes),
-//     read every live cell of a random partition before any compaction:
-//     p50/p99 latency.
+//  1. latest: ingest (events/s, peak RSS: process-wide, so the first
+//     engine's own only; run -engines X -phases latest for X's), flush +
+//     full compaction (on-disk bytes per event), then "latest 50" of a
+//     random partition: p50/p99 latency.
+//  2. expiry: a second store where the oldest 90% of every partition has
+//     expired by TTL (the peers: the same keys removed by point deletes),
+//     read every live cell of a random partition before any compaction
+//     (goleveldb cannot turn its compactions off).
+//  3. delete (issue 15): a store per delete kind where, after ingest, the
+//     oldest 90% of every partition is deleted (Eventide: cell deletes in
+//     one store, row deletes in another; the peers: point deletes, one
+//     store serving both comparisons), the clock passes gc_grace so
+//     purging is allowed, memtables are flushed, and writes stop. Every
+//     live cell of random partitions is read after background compaction
+//     alone had -delete-settle (60 s), then after a manual compaction;
+//     on-disk bytes both times. -delete-strategy picks Eventide's
+//     compaction strategy for these stores.
+//
+// Memory: each engine's defaults, or -equal-memory (64 MiB memtable and
+// 256 MiB block cache for every engine), or -memtable / -*-cache.
 //
 // Run from this directory: go run . -events 2000000
 //
@@ -38,6 +50,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/eventide/eventide/storage"
 )
 
 type config struct {
@@ -47,9 +61,30 @@ type config struct {
 	reuse                                bool
 	readProfile                          string
 	slowest                              int
-	eventideCacheMiB                     int64
-	pebbleCacheMiB                       int64
+	mem                                  memoryConfig
+	phases                               map[string]bool
+	// deleteSettle is how long the delete phase leaves background
+	// compaction to work after the deletes before it reads.
+	deleteSettle time.Duration
+	// deleteStrategy is Eventide's compaction strategy in the delete
+	// phase (time_window, as the other phases, or size_tiered).
+	deleteStrategy string
 }
+
+// memoryConfig is the memory each engine may use; zero means the
+// engine's default.
+type memoryConfig struct {
+	memtableBytes                                             int64
+	eventideCacheBytes, pebbleCacheBytes, goleveldbCacheBytes int64
+	badgerCacheBytes                                          int64
+}
+
+// Equal-memory mode (-equal-memory): every engine gets this memtable and
+// this block cache.
+const (
+	equalMemtableBytes = 64 << 20
+	equalCacheBytes    = 256 << 20
+)
 
 // engine is what each store under test implements.
 type engine interface {
@@ -58,7 +93,15 @@ type engine interface {
 	// seconds relative to its time, 0 = none; deletes name events to
 	// remove instead, for the expiry phase).
 	ingest(events []event, ttls []int32) error
+	// expire makes the expiry phase's doomed events disappear the
+	// engine's way: Eventide's TTLs already did, the peers delete them.
+	expire(events []event) error
+	// deleteEvents deletes each event's data cell; deleteRows deletes each
+	// event's row (the same for the key-value peers: an event is a key).
 	deleteEvents(events []event) error
+	deleteRows(events []event) error
+	// compactedBytes is a counter that moves while compactions run.
+	compactedBytes() (int64, error)
 	flush() error
 	flushAndCompact() error
 	latest(partition string, n int) (int, error)
@@ -82,14 +125,34 @@ func main() {
 	flag.IntVar(&cfg.queries, "queries", 2000, "queries per read phase")
 	flag.StringVar(&cfg.dir, "dir", "", "work directory (default: a new temporary directory, removed after)")
 	flag.Uint64Var(&cfg.seed, "seed", 1, "workload seed")
-	only := flag.String("engines", "eventide,pebble", "engines to run, comma-separated")
+	only := flag.String("engines", "eventide,pebble,goleveldb,badger", "engines to run, comma-separated")
+	phases := flag.String("phases", "latest,expiry,delete", "phases to run, comma-separated (latest includes ingest and its peak RSS)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&cfg.reuse, "reuse", false, "with -dir: reuse the stores an earlier run with the same workload flags left there, and run only the read phases")
 	flag.StringVar(&cfg.readProfile, "readprofile", "", "write a CPU profile of each read phase alone to PREFIX-<engine>-<phase>.pprof, and allocation profiles before and after it to PREFIX-<engine>-<phase>-allocs-{before,after}.pprof")
 	flag.IntVar(&cfg.slowest, "slowest", 0, "print the N slowest queries of each read phase, with the engine's trace")
-	flag.Int64Var(&cfg.eventideCacheMiB, "eventide-cache", 0, "Eventide's block cache in MiB (0: storage.DefaultOptions)")
-	flag.Int64Var(&cfg.pebbleCacheMiB, "pebble-cache", 0, "Pebble's block cache in MiB (0: Pebble's default, 8 MiB)")
+	eventideCacheMiB := flag.Int64("eventide-cache", 0, "Eventide's block cache in MiB (0: storage.DefaultOptions)")
+	pebbleCacheMiB := flag.Int64("pebble-cache", 0, "Pebble's block cache in MiB (0: Pebble's default, 8 MiB)")
+	goleveldbCacheMiB := flag.Int64("goleveldb-cache", 0, "goleveldb's block cache in MiB (0: goleveldb's default, 8 MiB)")
+	badgerCacheMiB := flag.Int64("badger-cache", 0, "Badger's block cache in MiB (0: Badger's default, 256 MiB)")
+	memtableMiB := flag.Int64("memtable", 0, "every engine's memtable in MiB (0: each engine's default)")
+	equalMemory := flag.Bool("equal-memory", false, "give every engine a 64 MiB memtable and a 256 MiB block cache (overrides -memtable and the -*-cache flags)")
+	flag.DurationVar(&cfg.deleteSettle, "delete-settle", 60*time.Second, "delete phase: how long background compaction works after the deletes before the reads")
+	flag.StringVar(&cfg.deleteStrategy, "delete-strategy", "time_window", "delete phase: Eventide's compaction strategy (time_window or size_tiered)")
 	flag.Parse()
+	cfg.mem = memoryConfig{memtableBytes: *memtableMiB << 20, eventideCacheBytes: *eventideCacheMiB << 20,
+		pebbleCacheBytes: *pebbleCacheMiB << 20, goleveldbCacheBytes: *goleveldbCacheMiB << 20, badgerCacheBytes: *badgerCacheMiB << 20}
+	if *equalMemory {
+		cfg.mem = memoryConfig{memtableBytes: equalMemtableBytes, eventideCacheBytes: equalCacheBytes,
+			pebbleCacheBytes: equalCacheBytes, goleveldbCacheBytes: equalCacheBytes, badgerCacheBytes: equalCacheBytes}
+	}
+	cfg.phases = map[string]bool{}
+	for _, p := range splitComma(*phases) {
+		if p != "latest" && p != "expiry" && p != "delete" {
+			fatal(fmt.Errorf("unknown phase %q (use latest, expiry, delete)", p))
+		}
+		cfg.phases[p] = true
+	}
 	if cfg.reuse && cfg.dir == "" {
 		fatal(fmt.Errorf("-reuse needs -dir"))
 	}
@@ -112,32 +175,44 @@ func main() {
 		cfg.dir = d
 	}
 	results := map[string]*result{}
-	for _, name := range splitComma(*only) {
+	names := splitComma(*only)
+	for _, name := range names {
 		r, err := runEngine(name, cfg)
 		if err != nil {
 			fatal(fmt.Errorf("%s: %w", name, err))
 		}
 		results[name] = r
 	}
-	printResults(cfg, results)
+	printResults(cfg, names, results)
 	if err := compareRows(results); err != nil {
 		fatal(err)
 	}
 }
 
-// compareRows checks that every engine returned the same rows: both read
+// compareRows checks that every engine returned the same rows: all read
 // the same partitions in the same order, so a different count means one
 // engine returned wrong data and its latencies mean nothing.
 func compareRows(rs map[string]*result) error {
-	e, p := rs["eventide"], rs["pebble"]
-	if e == nil || p == nil {
+	e := rs["eventide"]
+	if e == nil {
 		return nil
 	}
-	if e.latestRows != p.latestRows {
-		return fmt.Errorf("engines disagree: latest-50 queries returned %d rows from eventide and %d from pebble", e.latestRows, p.latestRows)
-	}
-	if e.expiredCells != p.expiredCells {
-		return fmt.Errorf("engines disagree: expiry queries returned %d live cells from eventide and %d from pebble", e.expiredCells, p.expiredCells)
+	for name, p := range rs {
+		if e.latestRows != p.latestRows {
+			return fmt.Errorf("engines disagree: latest-50 queries returned %d rows from eventide and %d from %s", e.latestRows, p.latestRows, name)
+		}
+		if e.expiredCells != p.expiredCells {
+			return fmt.Errorf("engines disagree: expiry queries returned %d live cells from eventide and %d from %s", e.expiredCells, p.expiredCells, name)
+		}
+		for mode, d := range e.deleted {
+			pd := p.deleted[mode]
+			if pd == nil {
+				continue
+			}
+			if d.bgCells != pd.bgCells || d.manualCells != pd.manualCells {
+				return fmt.Errorf("engines disagree: %s-deleted reads returned %d/%d live cells from eventide and %d/%d from %s", mode, d.bgCells, d.manualCells, pd.bgCells, pd.manualCells, name)
+			}
+		}
 	}
 	return nil
 }
@@ -150,6 +225,20 @@ type result struct {
 	bytesPerEvent            float64
 	latest, expired          phaseResult
 	latestRows, expiredCells int
+	// deleted holds the delete phase by mode, "cell" and "row" (the
+	// key-value peers run one store of point deletes, filed under both).
+	deleted map[string]*deleteResult
+}
+
+// deleteResult is one store of the delete phase.
+type deleteResult struct {
+	deletesPerSecond float64
+	// bg: read after background compaction alone had deleteSettle;
+	// manual: after a manual full compaction.
+	bg, manual           phaseResult
+	bgBytes, manualBytes int64
+	bgCells, manualCells int
+	bgCompactedBytes     int64
 }
 
 // phaseResult is one read phase's latencies, overall and split by whether
@@ -273,19 +362,60 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 }
 
 func open(name, dir string, cfg config, clock *benchClock, autoCompact bool) (engine, error) {
+	return openWith(name, dir, cfg, clock, autoCompact, storage.TimeWindow)
+}
+
+func openWith(name, dir string, cfg config, clock *benchClock, autoCompact bool, strategy storage.CompactionStrategy) (engine, error) {
 	switch name {
 	case "eventide":
-		return openEventide(dir, clock, autoCompact, cfg.eventideCacheMiB<<20)
+		return openEventide(dir, clock, autoCompact, cfg.mem, strategy)
 	case "pebble":
-		return openPebble(dir, autoCompact, cfg.pebbleCacheMiB<<20)
+		return openPebble(dir, autoCompact, cfg.mem)
+	case "goleveldb":
+		return openGoleveldb(dir, cfg.mem)
+	case "badger":
+		return openBadger(dir, autoCompact, cfg.mem)
 	}
-	return nil, fmt.Errorf("unknown engine %q (use eventide or pebble)", name)
+	return nil, fmt.Errorf("unknown engine %q (use eventide, pebble, goleveldb or badger)", name)
 }
 
 func runEngine(name string, cfg config) (*result, error) {
-	r := &result{}
-	gen := newGenerator(cfg)
+	r := &result{built: true}
 	clock := &benchClock{}
+	if cfg.phases["latest"] {
+		if err := runLatest(name, cfg, clock, r); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.phases["expiry"] {
+		if err := runExpiry(name, cfg, clock, r); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.phases["delete"] {
+		r.deleted = map[string]*deleteResult{}
+		modes := []string{"cell", "row"}
+		if name != "eventide" {
+			modes = []string{"point"}
+		}
+		for _, mode := range modes {
+			d, err := runDelete(name, mode, cfg, clock)
+			if err != nil {
+				return nil, err
+			}
+			if mode == "point" {
+				r.deleted["cell"], r.deleted["row"] = d, d
+			} else {
+				r.deleted[mode] = d
+			}
+		}
+	}
+	return r, nil
+}
+
+func runLatest(name string, cfg config, clock *benchClock, r *result) error {
+	r.built = false
+	gen := newGenerator(cfg)
 
 	// Phase 1 and 2: ingest, flush, full compaction, size, latest-50.
 	dir := filepath.Join(cfg.dir, name)
@@ -296,41 +426,137 @@ func runEngine(name string, cfg config) (*result, error) {
 		// Where ingest left the clock: the last batch's first event.
 		clock.set(gen.batch((cfg.events - 1) / cfg.batch)[0].time)
 		if e, err = open(name, dir, cfg, clock, true); err != nil {
-			return nil, err
+			return err
 		}
 	} else {
 		if e, err = buildLatest(name, dir, cfg, gen, clock, r); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if r.latest, r.latestRows, err = readPhase(cfg, e, gen, "latest", func(p string) (int, error) { return e.latest(p, 50) }); err != nil {
-		return nil, err
+		return err
 	}
-	if err := e.close(); err != nil {
-		return nil, err
-	}
+	return e.close()
+}
+
+func runExpiry(name string, cfg config, clock *benchClock, r *result) error {
+	var e engine
+	var err error
 
 	// Phase 4: the oldest 90% of each partition expires. Both engines
 	// ingest normally (compacting as they like); then the store is
 	// reopened with compactions off, time passes the TTLs (Pebble: the
 	// same cells are point-deleted), memtables are flushed, and reads run
 	// before any compaction could clean up.
-	dir = filepath.Join(cfg.dir, name+"-expiry")
-	gen = newGenerator(cfg)
+	dir := filepath.Join(cfg.dir, name+"-expiry")
+	gen := newGenerator(cfg)
 	checkAt := gen.end().Add(time.Hour)
 	if cfg.reuse && storeReady(dir) {
 		fmt.Fprintf(os.Stderr, "%s: reusing %s\n", name, dir)
 		if e, err = open(name, dir, cfg, clock, false); err != nil {
-			return nil, err
+			return err
 		}
 	} else if e, err = buildExpiry(name, dir, cfg, gen, clock, checkAt); err != nil {
-		return nil, err
+		return err
 	}
 	clock.set(checkAt)
 	if r.expired, r.expiredCells, err = readPhase(cfg, e, gen, "expired", e.all); err != nil {
+		return err
+	}
+	return e.close()
+}
+
+// runDelete is the delete phase for one store: ingest without TTLs (with
+// background compaction), then delete the oldest 90% of every partition
+// (cell deletes or row deletes; the peers' point deletes), move the clock
+// past gc_grace so purging is allowed, flush, give background compaction
+// cfg.deleteSettle, and read every live cell of random partitions; then
+// compact manually and read again. Writes are frozen during the reads.
+func runDelete(name, mode string, cfg config, clock *benchClock) (*deleteResult, error) {
+	d := &deleteResult{}
+	dir := filepath.Join(cfg.dir, name+"-delete-"+mode)
+	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
-	return r, e.close()
+	gen := newGenerator(cfg)
+	e, err := openWith(name, dir, cfg, clock, true, storage.CompactionStrategy(cfg.deleteStrategy))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if e != nil {
+			e.close()
+		}
+	}()
+	progress := newProgress(name+" delete-"+mode+" ingest", cfg.events)
+	for b := 0; b*cfg.batch < cfg.events; b++ {
+		evs := gen.batch(b)
+		clock.set(evs[0].time)
+		if err := e.ingest(evs, nil); err != nil {
+			return nil, err
+		}
+		progress.add(len(evs))
+	}
+	progress.done()
+	deleteAt := gen.end().Add(time.Hour)
+	clock.set(deleteAt)
+	start := time.Now()
+	deleted := 0
+	for b := 0; b*cfg.batch < cfg.events; b++ {
+		var doomed []event
+		for _, ev := range gen.batch(b) {
+			if ev.fractionOfHour < 0.9 {
+				doomed = append(doomed, ev)
+			}
+		}
+		del := e.deleteEvents
+		if mode == "row" {
+			del = e.deleteRows
+		}
+		if err := del(doomed); err != nil {
+			return nil, err
+		}
+		deleted += len(doomed)
+	}
+	deletedAt := time.Now()
+	d.deletesPerSecond = float64(deleted) / deletedAt.Sub(start).Seconds()
+	// Purging allowed: gc_grace (Eventide's default, 10 days) has passed.
+	clock.set(deleteAt.Add(storage.DefaultGCGraceSeconds*time.Second + time.Hour))
+	if err := e.flush(); err != nil {
+		return nil, err
+	}
+	before, err := e.compactedBytes()
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "%s delete-%s: %d deletes at %.0f/s; background compaction has %s\n", name, mode, deleted, d.deletesPerSecond, cfg.deleteSettle)
+	for time.Since(deletedAt) < cfg.deleteSettle {
+		time.Sleep(min(250*time.Millisecond, cfg.deleteSettle-time.Since(deletedAt)))
+	}
+	after, err := e.compactedBytes()
+	if err != nil {
+		return nil, err
+	}
+	d.bgCompactedBytes = after - before
+	if d.bg, d.bgCells, err = readPhase(cfg, e, newGenerator(cfg), "deleted-"+mode+"-bg", e.all); err != nil {
+		return nil, err
+	}
+	if d.bgBytes, err = e.diskBytes(); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "%s delete-%s: manual compaction\n", name, mode)
+	if err := e.flushAndCompact(); err != nil {
+		return nil, err
+	}
+	if d.manual, d.manualCells, err = readPhase(cfg, e, newGenerator(cfg), "deleted-"+mode+"-manual", e.all); err != nil {
+		return nil, err
+	}
+	if d.manualBytes, err = e.diskBytes(); err != nil {
+		return nil, err
+	}
+	err = e.close()
+	e = nil
+	return d, err
 }
 
 // buildLatest ingests the workload into a new store, flushes and fully
@@ -416,7 +642,7 @@ func buildExpiry(name, dir string, cfg config, gen *generator, clock *benchClock
 	}
 	for b := 0; b*cfg.batch < cfg.events; b++ {
 		_, doomed := ttlsFor(gen.batch(b))
-		if err := e.deleteEvents(doomed); err != nil {
+		if err := e.expire(doomed); err != nil {
 			return nil, err
 		}
 	}
@@ -447,52 +673,118 @@ func peakRSS() int64 {
 	return ru.Maxrss * 1024 // Linux reports KiB
 }
 
-func printResults(cfg config, rs map[string]*result) {
-	fmt.Printf("workload: %d events, %d types x %d hours = %d partitions, batch %d, %d queries/phase, GOMAXPROCS %d, %s\n\n",
-		cfg.events, cfg.types, cfg.hours, cfg.types*cfg.hours, cfg.batch, cfg.queries, runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.RFC3339))
-	fmt.Printf("| metric | eventide | pebble | ratio (eventide/pebble) |\n|---|---|---|---|\n")
-	e, p := rs["eventide"], rs["pebble"]
-	row := func(name string, f func(*result) float64, format string) {
-		ev, pv := "-", "-"
-		ratio := "-"
-		if e != nil {
-			ev = fmt.Sprintf(format, f(e))
+func printResults(cfg config, names []string, rs map[string]*result) {
+	mem := "defaults"
+	if cfg.mem != (memoryConfig{}) {
+		mem = fmt.Sprintf("memtable %d MiB, caches eventide %d / pebble %d / goleveldb %d / badger %d MiB (0: default)",
+			cfg.mem.memtableBytes>>20, cfg.mem.eventideCacheBytes>>20, cfg.mem.pebbleCacheBytes>>20, cfg.mem.goleveldbCacheBytes>>20, cfg.mem.badgerCacheBytes>>20)
+	}
+	fmt.Printf("workload: %d events, %d types x %d hours = %d partitions, batch %d, %d queries/phase, memory: %s, GOMAXPROCS %d, %s\n\n",
+		cfg.events, cfg.types, cfg.hours, cfg.types*cfg.hours, cfg.batch, cfg.queries, mem, runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.RFC3339))
+	var peers []string
+	for _, n := range names {
+		if n != "eventide" {
+			peers = append(peers, n)
 		}
-		if p != nil {
-			pv = fmt.Sprintf(format, f(p))
+	}
+	fmt.Printf("| metric |")
+	for _, n := range names {
+		fmt.Printf(" %s |", n)
+	}
+	for _, p := range peers {
+		fmt.Printf(" eventide/%s |", p)
+	}
+	fmt.Printf("\n|---|")
+	for range len(names) + len(peers) {
+		fmt.Printf("---|")
+	}
+	fmt.Println()
+	e := rs["eventide"]
+	row := func(name string, f func(*result) (float64, bool), format string) {
+		fmt.Printf("| %s |", name)
+		for _, n := range names {
+			if v, ok := f(rs[n]); ok {
+				fmt.Printf(" "+format+" |", v)
+			} else {
+				fmt.Printf(" - |")
+			}
 		}
-		if e != nil && p != nil && f(p) != 0 {
-			ratio = fmt.Sprintf("%.2fx", f(e)/f(p))
+		for _, p := range peers {
+			ev, ok1 := f(e)
+			pv, ok2 := f(rs[p])
+			if e != nil && ok1 && ok2 && pv != 0 {
+				fmt.Printf(" %.2fx |", ev/pv)
+			} else {
+				fmt.Printf(" - |")
+			}
 		}
-		fmt.Printf("| %s | %s | %s | %s |\n", name, ev, pv, ratio)
+		fmt.Println()
+	}
+	val := func(f func(*result) float64) func(*result) (float64, bool) {
+		return func(r *result) (float64, bool) {
+			if r == nil {
+				return 0, false
+			}
+			return f(r), true
+		}
 	}
 	us := func(d time.Duration) float64 { return float64(d.Microseconds()) }
-	if (e == nil || e.built) && (p == nil || p.built) {
-		row("ingest events/s", func(r *result) float64 { return r.eventsPerSecond }, "%.0f")
-		// Peak RSS is per process and only grows: it is the engine's own only
-		// for the engine that runs first (eventide, by default).
-		row("peak RSS after ingest (MiB; process-wide, so only the first engine's is its own)", func(r *result) float64 { return float64(r.peakRSSBytes) / (1 << 20) }, "%.1f")
-		row("on-disk bytes/event after flush+compaction", func(r *result) float64 { return r.bytesPerEvent }, "%.1f")
+	if cfg.phases["latest"] {
+		built := true
+		for _, r := range rs {
+			built = built && r.built
+		}
+		if built {
+			row("ingest events/s", val(func(r *result) float64 { return r.eventsPerSecond }), "%.0f")
+			// Peak RSS is per process and only grows: it is the engine's own only
+			// for the engine that runs first (run -engines X alone to measure X).
+			row("peak RSS after ingest (MiB; process-wide, so only the first engine's is its own)", val(func(r *result) float64 { return float64(r.peakRSSBytes) / (1 << 20) }), "%.1f")
+			row("on-disk bytes/event after flush+compaction", val(func(r *result) float64 { return r.bytesPerEvent }), "%.1f")
+		}
+		row("latest-50 p50 (µs)", val(func(r *result) float64 { return us(r.latest.p50) }), "%.0f")
+		row("latest-50 p99 (µs)", val(func(r *result) float64 { return us(r.latest.p99) }), "%.0f")
+		row("latest-50 cold (first query of a partition) p50 (µs)", val(func(r *result) float64 { return us(r.latest.coldP50) }), "%.0f")
+		row("latest-50 cold p99 (µs)", val(func(r *result) float64 { return us(r.latest.coldP99) }), "%.0f")
+		row("latest-50 warm (partition queried before) p50 (µs)", val(func(r *result) float64 { return us(r.latest.warmP50) }), "%.0f")
+		row("latest-50 warm p99 (µs)", val(func(r *result) float64 { return us(r.latest.warmP99) }), "%.0f")
+		row("cold queries per read phase", val(func(r *result) float64 { return float64(r.latest.cold) }), "%.0f")
+		row("latest-50: Go heap bytes allocated per query", val(func(r *result) float64 { return float64(r.latest.allocBytes) / float64(cfg.queries) }), "%.0f")
+		row("latest-50: GC cycles during the phase", val(func(r *result) float64 { return float64(r.latest.gcCycles) }), "%.0f")
+		row("rows returned by latest-50 queries", val(func(r *result) float64 { return float64(r.latestRows) }), "%.0f")
 	}
-	row("latest-50 p50 (µs)", func(r *result) float64 { return us(r.latest.p50) }, "%.0f")
-	row("latest-50 p99 (µs)", func(r *result) float64 { return us(r.latest.p99) }, "%.0f")
-	row("90%-expired partition, read all live: p50 (µs)", func(r *result) float64 { return us(r.expired.p50) }, "%.0f")
-	row("90%-expired partition, read all live: p99 (µs)", func(r *result) float64 { return us(r.expired.p99) }, "%.0f")
-	row("latest-50 cold (first query of a partition) p50 (µs)", func(r *result) float64 { return us(r.latest.coldP50) }, "%.0f")
-	row("latest-50 cold p99 (µs)", func(r *result) float64 { return us(r.latest.coldP99) }, "%.0f")
-	row("latest-50 warm (partition queried before) p50 (µs)", func(r *result) float64 { return us(r.latest.warmP50) }, "%.0f")
-	row("latest-50 warm p99 (µs)", func(r *result) float64 { return us(r.latest.warmP99) }, "%.0f")
-	row("90%-expired cold p50 (µs)", func(r *result) float64 { return us(r.expired.coldP50) }, "%.0f")
-	row("90%-expired cold p99 (µs)", func(r *result) float64 { return us(r.expired.coldP99) }, "%.0f")
-	row("90%-expired warm p50 (µs)", func(r *result) float64 { return us(r.expired.warmP50) }, "%.0f")
-	row("90%-expired warm p99 (µs)", func(r *result) float64 { return us(r.expired.warmP99) }, "%.0f")
-	row("cold queries per read phase", func(r *result) float64 { return float64(r.latest.cold) }, "%.0f")
-	row("latest-50: Go heap bytes allocated per query", func(r *result) float64 { return float64(r.latest.allocBytes) / float64(cfg.queries) }, "%.0f")
-	row("latest-50: GC cycles during the phase", func(r *result) float64 { return float64(r.latest.gcCycles) }, "%.0f")
-	row("90%-expired: Go heap bytes allocated per query", func(r *result) float64 { return float64(r.expired.allocBytes) / float64(cfg.queries) }, "%.0f")
-	row("90%-expired: GC cycles during the phase", func(r *result) float64 { return float64(r.expired.gcCycles) }, "%.0f")
-	row("rows returned by latest-50 queries", func(r *result) float64 { return float64(r.latestRows) }, "%.0f")
-	row("live cells returned by expiry queries", func(r *result) float64 { return float64(r.expiredCells) }, "%.0f")
+	if cfg.phases["expiry"] {
+		row("90%-expired partition, read all live: p50 (µs)", val(func(r *result) float64 { return us(r.expired.p50) }), "%.0f")
+		row("90%-expired partition, read all live: p99 (µs)", val(func(r *result) float64 { return us(r.expired.p99) }), "%.0f")
+		row("90%-expired cold p50 (µs)", val(func(r *result) float64 { return us(r.expired.coldP50) }), "%.0f")
+		row("90%-expired cold p99 (µs)", val(func(r *result) float64 { return us(r.expired.coldP99) }), "%.0f")
+		row("90%-expired warm p50 (µs)", val(func(r *result) float64 { return us(r.expired.warmP50) }), "%.0f")
+		row("90%-expired warm p99 (µs)", val(func(r *result) float64 { return us(r.expired.warmP99) }), "%.0f")
+		row("90%-expired: Go heap bytes allocated per query", val(func(r *result) float64 { return float64(r.expired.allocBytes) / float64(cfg.queries) }), "%.0f")
+		row("90%-expired: GC cycles during the phase", val(func(r *result) float64 { return float64(r.expired.gcCycles) }), "%.0f")
+		row("live cells returned by expiry queries", val(func(r *result) float64 { return float64(r.expiredCells) }), "%.0f")
+	}
+	if cfg.phases["delete"] {
+		for _, mode := range []string{"cell", "row"} {
+			del := func(f func(*deleteResult) float64) func(*result) (float64, bool) {
+				return func(r *result) (float64, bool) {
+					if r == nil || r.deleted[mode] == nil {
+						return 0, false
+					}
+					return f(r.deleted[mode]), true
+				}
+			}
+			what := "90% " + mode + "-deleted (peers: point deletes)"
+			row(what+": deletes/s", del(func(d *deleteResult) float64 { return d.deletesPerSecond }), "%.0f")
+			row(fmt.Sprintf("%s, background compaction only (%s): read all live p50 (µs)", what, cfg.deleteSettle), del(func(d *deleteResult) float64 { return us(d.bg.p50) }), "%.0f")
+			row(what+", background only: p99 (µs)", del(func(d *deleteResult) float64 { return us(d.bg.p99) }), "%.0f")
+			row(what+", background only: on-disk MiB", del(func(d *deleteResult) float64 { return float64(d.bgBytes) / (1 << 20) }), "%.1f")
+			row(what+", background only: MiB compactions wrote after the deletes", del(func(d *deleteResult) float64 { return float64(d.bgCompactedBytes) / (1 << 20) }), "%.1f")
+			row(what+", after manual compaction: p50 (µs)", del(func(d *deleteResult) float64 { return us(d.manual.p50) }), "%.0f")
+			row(what+", after manual compaction: p99 (µs)", del(func(d *deleteResult) float64 { return us(d.manual.p99) }), "%.0f")
+			row(what+", after manual compaction: on-disk MiB", del(func(d *deleteResult) float64 { return float64(d.manualBytes) / (1 << 20) }), "%.1f")
+			row(what+": live cells returned (background, manual)", del(func(d *deleteResult) float64 { return float64(d.bgCells + d.manualCells) }), "%.0f")
+		}
+	}
 }
 
 func splitComma(s string) []string {

@@ -19,8 +19,11 @@ type pebbleEngine struct {
 	last pebble.IteratorStats
 }
 
-func openPebble(dir string, autoCompact bool, cacheBytes int64) (engine, error) {
-	opts := &pebble.Options{DisableAutomaticCompactions: !autoCompact, Logger: quietLogger{}, CacheSize: cacheBytes}
+func openPebble(dir string, autoCompact bool, mem memoryConfig) (engine, error) {
+	opts := &pebble.Options{DisableAutomaticCompactions: !autoCompact, Logger: quietLogger{}, CacheSize: mem.pebbleCacheBytes}
+	if mem.memtableBytes > 0 {
+		opts.MemTableSize = uint64(mem.memtableBytes)
+	}
 	opts.EnsureDefaults()
 	opts.ApplyCompressionSettings(func() pebble.DBCompressionSettings {
 		return pebble.UniformDBCompressionSettings(sstable.ZstdCompression)
@@ -61,7 +64,25 @@ func (p *pebbleEngine) deleteEvents(evs []event) error {
 	return b.Commit(pebble.Sync)
 }
 
+// expire point-deletes the events the expiry phase's TTLs would expire:
+// Pebble has no TTL.
+func (p *pebbleEngine) expire(evs []event) error { return p.deleteEvents(evs) }
+
+// deleteRows is deleteEvents: an event is one key, so a row delete and a
+// cell delete are the same operation.
+func (p *pebbleEngine) deleteRows(evs []event) error { return p.deleteEvents(evs) }
+
 func (p *pebbleEngine) flush() error { return p.db.Flush() }
+
+// compactedBytes is the bytes Pebble's compactions have written so far.
+func (p *pebbleEngine) compactedBytes() (int64, error) {
+	m := p.db.Metrics()
+	var total int64
+	for i := range m.Levels {
+		total += int64(m.Levels[i].TableBytesCompacted)
+	}
+	return total + m.Compact.NumInProgress, nil
+}
 
 func (p *pebbleEngine) flushAndCompact() error {
 	if err := p.db.Flush(); err != nil {

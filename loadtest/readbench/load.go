@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -119,7 +120,7 @@ func load(db *storage.DB, cfg config, types *schema.EventTypes) (loadResult, err
 				return res, err
 			}
 		}
-		if err := db.Apply(&b); err != nil {
+		if err := db.Apply(context.Background(), &b); err != nil {
 			return res, fmt.Errorf("cannot apply batch at event %d: %w", first, err)
 		}
 		if done := min(first+cfg.batch, cfg.events); done*10 >= nextReport*cfg.events {

@@ -6,6 +6,12 @@
 // Durability contract: data written to a File is durable only after
 // File.Sync (or SyncData) returns nil; a created, renamed or removed name is
 // durable only after SyncDir on its directory returns nil.
+//
+// Default is the operating system's filesystem. NewCrashableMem returns a
+// MemFS, an in-memory filesystem that holds that contract to the letter:
+// its CrashClone is what a power loss would leave (nothing written after
+// the last Sync, no directory entry changed after the last SyncDir), so the
+// engine's tests can crash it below the page cache.
 package vfs
 
 import (

@@ -24,6 +24,7 @@ package consumer
 // yields the id of the old stream's sequence n.
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 
@@ -68,7 +69,7 @@ func startNewEpoch(db *storage.DB, consumer string, cur Checkpoint) (Checkpoint,
 	next := cur.Epoch + 1
 	var b storage.Batch
 	catalog.PutCheckpoint(&b, epochKey(consumer), next)
-	if err := db.Apply(&b); err != nil {
+	if err := db.Apply(context.Background(), &b); err != nil {
 		return Checkpoint{}, fmt.Errorf("cannot start checkpoint epoch %d: %w", next, err)
 	}
 	return Checkpoint{Epoch: next, Key: checkpointKey(consumer, next)}, nil

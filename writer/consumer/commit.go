@@ -143,7 +143,7 @@ func (c *Consumer) apply(ctx context.Context, b *storage.Batch) error {
 	defer c.m.WaitingStorage.Set(0)
 	for attempt := 0; ; attempt++ {
 		start := time.Now()
-		err := c.db.Apply(b)
+		err := c.db.Apply(ctx, b)
 		if err == nil {
 			c.m.ApplySeconds.Observe(time.Since(start).Seconds())
 			c.storageFailing.Store(false)

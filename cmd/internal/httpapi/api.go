@@ -18,7 +18,8 @@ import (
 
 // Config says what NewHandler serves.
 type Config struct {
-	// Reader answers /v1/events and /v1/counts. Required.
+	// Reader answers /v1/events, /v1/events/{id}, /v1/counts,
+	// /v1/types/top and /v1/slice. Required.
 	Reader *reader.Reader
 	// Health answers /readyz. Required.
 	Health *Health
@@ -41,6 +42,14 @@ type Config struct {
 	// Optional: without one, those responses carry no "freshness".
 	Freshness         FreshnessSource
 	TimelineFreshness FreshnessSource
+	// Stats answers /v1/stats: the storage engine and the consumers
+	// feeding it. Optional: without it, /v1/stats answers 404.
+	Stats StatsSource
+	// Tail answers /v1/events/stream, the live tail. Optional: without
+	// it, /v1/events/stream answers 404. TailHeartbeat is how often an
+	// idle stream gets a comment line; zero means DefaultTailHeartbeat.
+	Tail          TailSource
+	TailHeartbeat time.Duration
 	// Now is the clock of default query windows. Defaults to time.Now.
 	Now func() time.Time
 
@@ -69,7 +78,9 @@ var (
 )
 
 // NewHandler returns the handler of Eventide's HTTP API: /livez, /readyz,
-// /metrics, /openapi.yaml (the spec, api/openapi.yaml), /v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user} and
+// /metrics, /openapi.yaml (the spec, api/openapi.yaml), /v1/events,
+// /v1/events/{id}, /v1/events/stream, /v1/counts, /v1/types/top,
+// /v1/slice, /v1/stats, /v1/dlq, /v1/timeline/{user} and
 // /v1/users/{user}/followers and /following. docs/http-api.md describes it.
 func NewHandler(cfg Config) (http.Handler, error) {
 	if cfg.Reader == nil || cfg.Health == nil || cfg.Registry == nil {
@@ -92,7 +103,11 @@ func NewHandler(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	a := &api{reader: cfg.Reader, timelines: cfg.Timelines, deadLetters: cfg.DeadLetters, logger: cfg.Logger, now: cfg.Now,
-		freshness: cfg.Freshness, timelineFreshness: cfg.TimelineFreshness}
+		freshness: cfg.Freshness, timelineFreshness: cfg.TimelineFreshness, statsSource: cfg.Stats,
+		tail: cfg.Tail, tailHeartbeat: cfg.TailHeartbeat}
+	if a.tailHeartbeat <= 0 {
+		a.tailHeartbeat = DefaultTailHeartbeat
+	}
 	table := routeTable(cfg, a)
 	mux := http.NewServeMux()
 	for _, r := range table {
@@ -145,7 +160,13 @@ func routeTable(cfg Config, a *api) []route {
 	}
 	return []route{
 		{"/v1/events", data(a.events)},
+		{"/v1/events/{id}", data(a.event)},
+		// The stream runs until the client leaves: no timeout.
+		{"/v1/events/stream", http.HandlerFunc(a.stream)},
 		{"/v1/counts", data(a.counts)},
+		{"/v1/types/top", data(a.topTypes)},
+		{"/v1/slice", data(a.slice)},
+		{"/v1/stats", data(a.stats)},
 		{"/v1/dlq", data(a.dlq)},
 		{"/v1/timeline/{user}", data(a.timeline)},
 		{"/v1/users/{user}/followers", data(a.followers)},
@@ -193,6 +214,9 @@ type api struct {
 	now         func() time.Time
 
 	freshness, timelineFreshness FreshnessSource
+	statsSource                  StatsSource
+	tail                         TailSource
+	tailHeartbeat                time.Duration
 }
 
 // eventJSON is one event as /v1/events returns it.
@@ -226,22 +250,7 @@ func (a *api) events(w http.ResponseWriter, r *http.Request) {
 	}
 	resp := eventsResponse{Events: make([]eventJSON, 0, len(page.Events)), NextPage: page.NextPage, Freshness: fresh}
 	for i := range page.Events {
-		e := &page.Events[i]
-		data := json.RawMessage(e.Data)
-		if !json.Valid(data) {
-			// The writer stores only JSON objects; never let one bad row
-			// fail every page that holds it.
-			a.logger.Warn("stored event data is not JSON; returning it as a string", "id", e.ID, "type", e.Type)
-			data, _ = json.Marshal(string(e.Data))
-		}
-		resp.Events = append(resp.Events, eventJSON{
-			ID:     e.ID.String(),
-			Type:   e.Type,
-			Time:   e.Time().UTC().Format(time.RFC3339Nano),
-			User:   e.User,
-			Author: e.Author,
-			Data:   data,
-		})
+		resp.Events = append(resp.Events, a.eventJSON(&page.Events[i]))
 	}
 	if q.Trace && page.Trace != nil {
 		resp.Trace = page.Trace.String()
@@ -280,54 +289,79 @@ type countPointJSON struct {
 	Count int64  `json:"count"`
 }
 
-type countsResponse struct {
-	Points    []countPointJSON `json:"points"`
-	Trace     string           `json:"trace,omitempty"`
-	Freshness *freshnessJSON   `json:"freshness,omitempty"`
+type countSeriesJSON struct {
+	Type   string           `json:"type"`
+	Points []countPointJSON `json:"points"`
 }
 
+// countsResponse keeps "points" for a one-type request (the shape clients
+// had before several types were possible) beside "series".
+type countsResponse struct {
+	Points    []countPointJSON  `json:"points,omitempty"`
+	Series    []countSeriesJSON `json:"series"`
+	Trace     string            `json:"trace,omitempty"`
+	Freshness *freshnessJSON    `json:"freshness,omitempty"`
+}
+
+// MaxCountTypes is the most types one /v1/counts request may name.
+const MaxCountTypes = 50
+
 func (a *api) counts(w http.ResponseWriter, r *http.Request) {
-	q, trace, pr := a.countQuery(r)
+	types, q, trace, pr := a.countQuery(r)
 	if pr != nil {
 		writeProblem(w, *pr)
 		return
 	}
 	fresh := freshnessOf(a.freshness)
-	points, tr, err := a.reader.CountsTrace(r.Context(), q)
-	if err != nil {
-		a.queryFailed(w, r, err)
-		return
+	resp := countsResponse{Series: make([]countSeriesJSON, 0, len(types)), Freshness: fresh}
+	var total reader.Trace
+	for _, typ := range types {
+		q.Type = typ
+		points, tr, err := a.reader.CountsTrace(r.Context(), q)
+		if err != nil {
+			a.queryFailed(w, r, err)
+			return
+		}
+		series := countSeriesJSON{Type: typ, Points: make([]countPointJSON, 0, len(points))}
+		for _, p := range points {
+			series.Points = append(series.Points, countPointJSON{Time: p.Time.UTC().Format(time.RFC3339Nano), Count: p.Count})
+		}
+		resp.Series = append(resp.Series, series)
+		total.Merge(tr)
 	}
-	resp := countsResponse{Points: make([]countPointJSON, 0, len(points)), Freshness: fresh}
-	for _, p := range points {
-		resp.Points = append(resp.Points, countPointJSON{Time: p.Time.UTC().Format(time.RFC3339Nano), Count: p.Count})
+	if len(types) == 1 {
+		resp.Points = resp.Series[0].Points
 	}
-	if trace && tr != nil {
-		resp.Trace = tr.String()
+	if trace {
+		resp.Trace = total.String()
 	}
 	a.writeJSON(w, r, resp)
 }
 
-func (a *api) countQuery(r *http.Request) (q reader.CountQuery, trace bool, pr *problem) {
-	p, pr := parseParams(r.URL.RawQuery, countsParams)
+func (a *api) countQuery(r *http.Request) (types []string, q reader.CountQuery, trace bool, pr *problem) {
+	p, pr := parseParamsRepeatable(r.URL.RawQuery, countsParams, []string{"type"})
 	if pr != nil {
-		return q, false, pr
+		return nil, q, false, pr
 	}
-	if q.Type, pr = p.requiredType(); pr != nil {
-		return q, false, pr
+	if types, pr = p.types(MaxCountTypes); pr != nil {
+		return nil, q, false, pr
+	}
+	if len(types) == 0 {
+		pr := badParameter("parameter type is required: the event type to query, e.g. type=click; repeat it to count several (type=click&type=view)")
+		return nil, q, false, &pr
 	}
 	if q.From, q.To, pr = p.window(a.now()); pr != nil {
-		return q, false, pr
+		return nil, q, false, pr
 	}
 	if q.Step, pr = p.stepParam("step"); pr != nil {
-		return q, false, pr
+		return nil, q, false, pr
 	}
-	if pr = checkCountPoints(q.From, q.To, q.Step); pr != nil {
-		return q, false, pr
+	if pr = checkCountPoints(q.From, q.To, q.Step, len(types)); pr != nil {
+		return nil, q, false, pr
 	}
 	trace, pr = p.boolParam("trace")
 	q.Trace = trace
-	return q, trace, pr
+	return types, q, trace, pr
 }
 
 // queryFailed answers a reader error: the client's fault is a 4xx that

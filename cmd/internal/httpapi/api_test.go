@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,10 +14,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/catalog"
+	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/writer"
@@ -35,6 +38,10 @@ type fixture struct {
 	db  *storage.DB
 	// writer is the real writer of dlqFixture's store; nil in newFixture's.
 	writer *writer.Writer
+	// tail is the live tail the writer feeds and js the JetStream context
+	// of its NATS server, in dlqFixture's; nil in newFixture's.
+	tail *tail.Broadcaster
+	js   jetstream.JetStream
 }
 
 // newFixture opens a real store in a temporary directory holding
@@ -75,7 +82,7 @@ func newFixtureWith(t testing.TB, opts reader.Options, configure func(*Config)) 
 			t.Fatal(err)
 		}
 	}
-	if err := db.Apply(&b); err != nil {
+	if err := db.Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	now := func() time.Time { return base.Add(30 * time.Minute) }
@@ -90,7 +97,7 @@ func newFixtureWith(t testing.TB, opts reader.Options, configure func(*Config)) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Reader: r, Timelines: tl, Health: NewHealth(), Registry: reg, Now: now}
+	cfg := Config{Reader: r, Timelines: tl, Health: NewHealth(), Registry: reg, Now: now, Tail: tail.New(tail.Options{}, 0)}
 	if configure != nil {
 		configure(&cfg)
 	}
@@ -126,11 +133,17 @@ type eventsBody struct {
 	Freshness *freshnessBody `json:"freshness"`
 }
 
+type countPoints []struct {
+	Time  string `json:"time"`
+	Count int64  `json:"count"`
+}
+
 type countsBody struct {
-	Points []struct {
-		Time  string `json:"time"`
-		Count int64  `json:"count"`
-	} `json:"points"`
+	Points countPoints `json:"points"`
+	Series []struct {
+		Type   string      `json:"type"`
+		Points countPoints `json:"points"`
+	} `json:"series"`
 	Trace     string         `json:"trace"`
 	Freshness *freshnessBody `json:"freshness"`
 }
@@ -337,7 +350,7 @@ func TestBadRequests(t *testing.T) {
 		{"/v1/counts?type=click&limit=5", 400, ProblemUnknownParameter,
 			`unknown parameter "limit"; this endpoint accepts type, from, to, step, trace`},
 		{"/v1/nothing", 404, problemAboutBlank,
-			"no endpoint at /v1/nothing; the API serves /v1/events, /v1/counts, /v1/dlq, /v1/timeline/{user}, /v1/users/{user}/followers, /v1/users/{user}/following, /livez, /readyz, /metrics and /openapi.yaml"},
+			"no endpoint at /v1/nothing; the API serves /v1/events, /v1/events/{id}, /v1/events/stream, /v1/counts, /v1/types/top, /v1/slice, /v1/stats, /v1/dlq, /v1/timeline/{user}, /v1/users/{user}/followers, /v1/users/{user}/following, /livez, /readyz, /metrics and /openapi.yaml"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.target, func(t *testing.T) {
@@ -383,7 +396,7 @@ func TestTooManyTombstones(t *testing.T) {
 		b.DeleteCell(schema.EventsTable, []byte(pk.String()), schema.EventClusteringKey(eventID(t, at, i)),
 			[]byte(schema.ColumnData), f.db.NowMicros())
 	}
-	if err := f.db.Apply(&b); err != nil {
+	if err := f.db.Apply(context.Background(), &b); err != nil {
 		t.Fatal(err)
 	}
 	var p problemBody

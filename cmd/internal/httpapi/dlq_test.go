@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventide/eventide/internal/natsembed"
+	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/writer"
 )
@@ -77,7 +78,10 @@ func dlqFixtureFor(t *testing.T, dlqStream string) (f *fixture, js jetstream.Jet
 		t.Fatal(err)
 	}
 	f = newFixture(t, reader.Options{})
-	w, err := writer.New(t.Context(), nc, f.db, writer.Config{Logger: slog.New(slog.DiscardHandler), DLQStream: dlqStream})
+	f.tail = tail.New(tail.Options{}, 0)
+	f.js = js
+	w, err := writer.New(t.Context(), nc, f.db, writer.Config{Logger: slog.New(slog.DiscardHandler), DLQStream: dlqStream,
+		OnStored: f.tail.WriterHook()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +104,10 @@ func dlqFixtureFor(t *testing.T, dlqStream string) (f *fixture, js jetstream.Jet
 		t.Fatal(err)
 	}
 	h, err := NewHandler(Config{Reader: r, Timelines: tl, Health: NewHealth(), Registry: reg, DeadLetters: dl,
-		Freshness: writerFreshness(w), TimelineFreshness: fixedFreshness})
+		Freshness: writerFreshness(w), TimelineFreshness: fixedFreshness, Tail: f.tail,
+		Stats: StatsFunc(func(context.Context) (Stats, error) {
+			return Stats{Storage: StorageStatsOf(f.db.Metrics()), Consumers: []ConsumerStats{ConsumerStatsOf("writer", writerFreshness(w).Freshness()[0])}}, nil
+		})})
 	if err != nil {
 		t.Fatal(err)
 	}

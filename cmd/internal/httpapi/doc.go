@@ -1,5 +1,8 @@
 // Package httpapi is Eventide's HTTP API as the commands serve it: the
-// query endpoints (/v1/events, /v1/counts), the dead-letter listing
+// query endpoints (/v1/events, /v1/events/{id}, /v1/counts, /v1/types/top,
+// /v1/slice), the live tail (/v1/events/stream, Server-Sent Events from a
+// TailSource), storage statistics (/v1/stats, from a StatsSource), the
+// dead-letter listing
 // (/v1/dlq, read from the JetStream dead-letter stream), the health
 // endpoints (/livez, /readyz), the Prometheus registry and /metrics, and
 // /openapi.yaml, the spec of all of them (package api). The embedded NATS
@@ -21,7 +24,9 @@
 //	health.AddLiveness("storage", func() error { ... }) // fails only when a restart is needed
 //	dl, err := httpapi.NewDeadLetters(js, "EVENTS_DLQ", reg)  // optional: /v1/dlq
 //	fresh := httpapi.FreshnessFunc(func() []httpapi.ShardFreshness { ... }) // from the writer's Stats
-//	h, err := httpapi.NewHandler(httpapi.Config{Reader: r, DeadLetters: dl, Health: health, Registry: reg, Freshness: fresh})
+//	stats := httpapi.StatsFunc(func(ctx context.Context) (httpapi.Stats, error) { ... }) // optional: /v1/stats
+//	lt := tail.New(tail.Options{}, checkpoint)     // optional: /v1/events/stream; writer.Config.OnStored = lt.WriterHook()
+//	h, err := httpapi.NewHandler(httpapi.Config{Reader: r, DeadLetters: dl, Health: health, Registry: reg, Freshness: fresh, Stats: stats, Tail: lt})
 //
 // Invariants:
 //   - Every error response is application/problem+json (RFC 9457) whose
@@ -42,5 +47,11 @@
 //     or, when the request says complete=true, a 503 partial-answer.
 //     Without it every answer is whole and complete=true changes nothing.
 //   - Parameters are strict: unknown or repeated parameters are refused,
-//     so a typo never silently falls back to a default.
+//     so a typo never silently falls back to a default. The one exception
+//     is type on /v1/counts and /v1/events/stream, repeated to name
+//     several types (each at most once).
+//   - The live tail runs outside the timeout (a stream lasts until the
+//     client leaves) but inside the token and CORS guards; each client's
+//     memory is bounded by the tail (internal/tail), which drops a slow
+//     client rather than wait for it.
 package httpapi

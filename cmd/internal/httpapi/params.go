@@ -23,6 +23,12 @@ type params struct {
 
 // parseParams parses rawQuery and refuses unknown and repeated parameters.
 func parseParams(rawQuery string, allowed []string) (params, *problem) {
+	return parseParamsRepeatable(rawQuery, allowed, nil)
+}
+
+// parseParamsRepeatable is parseParams where the parameters in repeatable
+// may be given several times (read them with all).
+func parseParamsRepeatable(rawQuery string, allowed, repeatable []string) (params, *problem) {
 	values, err := url.ParseQuery(rawQuery)
 	if err != nil {
 		p := badParameter(fmt.Sprintf("the query string is not valid URL encoding (%v); escape %% as %%25 and + as %%2B", err))
@@ -34,7 +40,7 @@ func parseParams(rawQuery string, allowed []string) (params, *problem) {
 			unknown = append(unknown, strconv.Quote(name))
 			continue
 		}
-		if len(vs) > 1 {
+		if len(vs) > 1 && !slices.Contains(repeatable, name) {
 			p := badParameter(fmt.Sprintf("parameter %s is given %d times; give it once", name, len(vs)))
 			return params{}, &p
 		}
@@ -56,6 +62,34 @@ func parseParams(rawQuery string, allowed []string) (params, *problem) {
 }
 
 func (p params) get(name string) string { return p.values.Get(name) }
+
+// all returns the non-empty values of a repeatable parameter.
+func (p params) all(name string) []string {
+	var out []string
+	for _, v := range p.values[name] {
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// types returns the values of a repeatable type parameter, refusing more
+// than max and any type given twice.
+func (p params) types(max int) ([]string, *problem) {
+	types := p.all("type")
+	if len(types) > max {
+		pr := badParameter(fmt.Sprintf("parameter type is given %d times; give at most %d types", len(types), max))
+		return nil, &pr
+	}
+	for i, t := range types {
+		if slices.Contains(types[:i], t) {
+			pr := badParameter(fmt.Sprintf("parameter type: %q is given twice; give each type once", t))
+			return nil, &pr
+		}
+	}
+	return types, nil
+}
 
 // requiredType returns the event type, which every query needs.
 func (p params) requiredType() (string, *problem) {
@@ -203,11 +237,11 @@ func (p params) stepParam(name string) (time.Duration, *problem) {
 const MaxCountPoints = reader.MaxCountPoints
 
 // checkCountPoints refuses a window that holds more than MaxCountPoints
-// steps, before the reader plans it, and one too long for the reader's
+// steps in all for its series (types), before the reader plans it, and one too long for the reader's
 // time.Duration arithmetic. It counts in big integers: to.Sub(from)
 // saturates and adding a step to it may overflow, for the years 0 to 9999
 // and the steps up to ~292 years that the parameters allow.
-func checkCountPoints(from, to time.Time, step time.Duration) *problem {
+func checkCountPoints(from, to time.Time, step time.Duration, series int) *problem {
 	// Points are aligned to multiples of step since the Unix epoch, as the
 	// reader aligns them; big.Int's Div is Euclidean, so this is the floor
 	// for times before 1970 too.
@@ -218,6 +252,14 @@ func checkCountPoints(from, to time.Time, step time.Duration) *problem {
 	// points = ceil(span / step)
 	points := new(big.Int).Add(span, bigStep)
 	points.Sub(points, big.NewInt(1)).Quo(points, bigStep)
+	if series > 1 {
+		all := new(big.Int).Mul(points, big.NewInt(int64(series)))
+		if all.Cmp(big.NewInt(MaxCountPoints)) > 0 {
+			pr := badQuery(fmt.Sprintf("from %s to %s in steps of %s is %s points for each of %d types, %s in all, more than the limit of %d; use a larger step, a narrower window or fewer types",
+				from.UTC().Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano), step, points, series, all, MaxCountPoints))
+			return &pr
+		}
+	}
 	if points.Cmp(big.NewInt(MaxCountPoints)) > 0 {
 		pr := badQuery(fmt.Sprintf("from %s to %s in steps of %s is %s points, more than the limit of %d; use a larger step or a narrower window",
 			from.UTC().Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano), step, points, MaxCountPoints))

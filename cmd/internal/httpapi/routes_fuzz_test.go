@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +15,9 @@ import (
 // fuzzRoutes are the paths FuzzRoutes and TestNastyQueries send queries
 // to: every route of the handler, and one it does not have.
 var fuzzRoutes = []string{"/v1/events", "/v1/counts", "/v1/dlq", "/livez", "/readyz", "/metrics", "/nothing",
-	"/v1/timeline/gmason", "/v1/users/gwashington/followers", "/v1/users/gmason/following", "/v1/timeline/%ff%00"}
+	"/v1/timeline/gmason", "/v1/users/gwashington/followers", "/v1/users/gmason/following", "/v1/timeline/%ff%00",
+	"/v1/events/7ab09000-e65b-11f1-8a51-2d4e6f01b2c3", "/v1/events/not-an-id", "/v1/events/stream", "/v1/types/top",
+	"/v1/stats", "/v1/slice"}
 
 // nastyQueries are query strings that once broke, or could break, the
 // parsing and planning of a route: overflowing windows and steps, the
@@ -55,6 +58,16 @@ var nastyQueries = []string{
 	"limit=1001",
 	"limit=0&page=AQMAAAAAAAAAAA",
 	"page=AQQAAAAAAAAAAAA",
+	"type=click&type=view&type=",
+	"last_event_id=18446744073709551615",
+	"last_event_id=18446744073709551616",
+	"last_event_id=%2B1",
+	"table=events&partition=22112610%7Cclick&trace=1",
+	"table=events&partition=22112610%7Cclick&start=7ab09000-e65b-11f1-8a51-2d4e6f01b2c3",
+	"table=event_counts&partition=22112610%7Cclick&start=2026-11-22T10:00:00Z&end=2026-11-22T10:05:00Z&order=desc",
+	"table=followers&partition=gwashington&limit=2",
+	"table=timeline&partition=gmason&start='x'",
+	"table=_checkpoints&partition=x",
 }
 
 // checkRouteAnswer sends GET path?query to the handler and fails on a
@@ -70,14 +83,21 @@ func checkRouteAnswer(t *testing.T, h http.Handler, path, query string) {
 		req.URL.Path = path
 	}
 	req.URL.RawQuery = query
+	if path == "/v1/events/stream" {
+		// A stream runs until its client leaves: this one has left
+		// already, so the handler answers and returns.
+		ctx, cancel := context.WithCancel(req.Context())
+		cancel()
+		req = req.WithContext(ctx)
+	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	if rec.Code >= 500 {
 		t.Fatalf("GET %s?%s: status %d: %s", path, query, rec.Code, rec.Body)
 	}
 	checkAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
-	if path == "/metrics" && rec.Code == 200 {
-		return // the Prometheus text format
+	if (path == "/metrics" || path == "/v1/events/stream") && rec.Code == 200 {
+		return // the Prometheus text format, an event stream
 	}
 	if !json.Valid(rec.Body.Bytes()) {
 		t.Fatalf("GET %s?%s: status %d, body is not JSON: %q", path, query, rec.Code, rec.Body)

@@ -125,20 +125,11 @@ func (rt RangeTombstone) Clone() RangeTombstone {
 // tombstones.
 type PartitionDeletions struct {
 	Partition DeletionTime
-	Ranges    []RangeTombstone
+	// Ranges are fragments (FragmentRanges) wherever the engine hands
+	// them out: memtables, SSTable readers; a writer fragments what it
+	// is given. Find the deletion covering a key with a RangeCursor.
+	Ranges []RangeTombstone
 }
 
 // IsEmpty reports whether pd deletes nothing.
 func (pd *PartitionDeletions) IsEmpty() bool { return pd.Partition.IsLive() && len(pd.Ranges) == 0 }
-
-// DeletionFor returns the strongest deletion that applies to clustering key
-// ck: the partition deletion or any covering range tombstone.
-func (pd *PartitionDeletions) DeletionFor(ck []byte) DeletionTime {
-	d := pd.Partition
-	for i := range pd.Ranges {
-		if pd.Ranges[i].Covers(ck) {
-			d = d.Max(pd.Ranges[i].Deletion)
-		}
-	}
-	return d
-}

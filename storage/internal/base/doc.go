@@ -1,6 +1,8 @@
 // Package base holds the types every part of the storage engine agrees on:
-// cells, deletion times, range tombstones, clustering bounds, the ordering of
-// keys, Cassandra's reconciliation rules and the corruption marker error.
+// cells, deletion times, range tombstones and their fragments (sorted,
+// disjoint, with a cursor that moves with a scan: fragments.go), clustering
+// bounds, the ordering of keys, Cassandra's reconciliation rules and the
+// corruption marker error.
 //
 // Invariants:
 //   - Within a table, data is ordered by (partition key bytes, clustering key

@@ -9,8 +9,10 @@
 //     base.Reconcile of every version written to it, so a memtable never
 //     grows with overwrites of a hot cell.
 //   - Partition deletions and range tombstones are kept per partition apart
-//     from cells, because they cover ranges rather than keys; they are
-//     replaced copy-on-write so readers may keep the slice they got.
+//     from cells, because they cover ranges rather than keys. A range
+//     tombstone is appended (O(1), whatever the partition holds); readers
+//     get them fragmented (sorted, disjoint), built once per change and
+//     never modified afterwards, so a reader may keep what it got.
 package memtable
 
 import (
@@ -41,17 +43,19 @@ type Memtable struct {
 	list *skiplist
 
 	deletionsMu sync.RWMutex
-	deletions   map[partitionID]*base.PartitionDeletions
+	deletions   map[partitionID]*partitionDeletions
 
 	sizeBytes    atomic.Int64
 	minTimestamp atomic.Int64
 	maxTimestamp atomic.Int64
-	cells        atomic.Int64
+	// tableMin holds MinTimestampOf each table id (writer-grown).
+	tableMin atomic.Pointer[[]atomic.Int64]
+	cells    atomic.Int64
 }
 
 // New returns an empty memtable.
 func New() *Memtable {
-	m := &Memtable{list: newSkiplist(), deletions: make(map[partitionID]*base.PartitionDeletions)}
+	m := &Memtable{list: newSkiplist(), deletions: make(map[partitionID]*partitionDeletions)}
 	m.minTimestamp.Store(math.MaxInt64)
 	m.maxTimestamp.Store(math.MinInt64)
 	return m
@@ -74,7 +78,42 @@ func (m *Memtable) MaxTimestamp() int64 { return m.maxTimestamp.Load() }
 // Cells is the number of distinct cell keys held.
 func (m *Memtable) Cells() int64 { return m.cells.Load() }
 
-func (m *Memtable) noteTimestamp(ts int64) {
+// MinTimestampOf is the smallest write timestamp of table's cells and
+// deletions (math.MaxInt64 if it has none): tables may use unrelated
+// timestamp scales (wall-clock micros, stream positions), so a decision
+// about one table's data must not look at another's.
+func (m *Memtable) MinTimestampOf(table uint32) int64 {
+	mins := m.tableMin.Load()
+	if mins == nil || int(table) >= len(*mins) {
+		return math.MaxInt64
+	}
+	return (*mins)[table].Load()
+}
+
+func (m *Memtable) noteTimestamp(table uint32, ts int64) {
+	mins := m.tableMin.Load()
+	if mins == nil || int(table) >= len(*mins) {
+		// Table ids are small and dense: grow the array (copied, so
+		// readers keep a consistent one) to hold this one.
+		n := max(int(table)+1, 8)
+		if mins != nil {
+			n = max(n, 2*len(*mins))
+		}
+		grown := make([]atomic.Int64, n)
+		for i := range grown {
+			grown[i].Store(math.MaxInt64)
+		}
+		if mins != nil {
+			for i := range *mins {
+				grown[i].Store((*mins)[i].Load())
+			}
+		}
+		m.tableMin.Store(&grown)
+		mins = &grown
+	}
+	if tm := &(*mins)[table]; ts < tm.Load() {
+		tm.Store(ts)
+	}
 	if ts < m.minTimestamp.Load() {
 		m.minTimestamp.Store(ts)
 	}
@@ -113,54 +152,95 @@ func (m *Memtable) ApplyCell(table uint32, partition []byte, c *base.Cell) {
 		n.cell.Store(&merged)
 		m.sizeBytes.Add(int64(len(merged.Value) - len(old.Value)))
 	}
-	m.noteTimestamp(c.Timestamp)
+	m.noteTimestamp(table, c.Timestamp)
 }
 
 // ApplyPartitionDeletion records a partition-level deletion. Writer only.
 func (m *Memtable) ApplyPartitionDeletion(table uint32, partition []byte, d base.DeletionTime) {
-	m.updateDeletions(table, partition, func(pd *base.PartitionDeletions) {
-		pd.Partition = pd.Partition.Max(d)
-	})
-	m.noteTimestamp(d.MarkedForDeleteAt)
+	pd := m.partitionDeletions(table, partition)
+	pd.mu.Lock()
+	pd.partition = pd.partition.Max(d)
+	pd.view = nil
+	pd.mu.Unlock()
+	m.noteTimestamp(table, d.MarkedForDeleteAt)
 }
 
-// ApplyRangeTombstone records a range (or row) tombstone. Writer only.
+// ApplyRangeTombstone records a range (or row) tombstone: an append, so a
+// partition's deletions cost O(1) each however many it holds (they are
+// fragmented when next read). Writer only.
 func (m *Memtable) ApplyRangeTombstone(table uint32, partition []byte, rt base.RangeTombstone) {
 	rt = rt.Clone()
-	m.updateDeletions(table, partition, func(pd *base.PartitionDeletions) {
-		pd.Ranges = append(pd.Ranges, rt)
-	})
+	pd := m.partitionDeletions(table, partition)
+	pd.mu.Lock()
+	pd.pending = append(pd.pending, rt)
+	pd.view = nil
+	pd.mu.Unlock()
 	m.sizeBytes.Add(int64(tombstoneOverheadBytes + len(rt.Start.Key) + len(rt.End.Key)))
-	m.noteTimestamp(rt.Deletion.MarkedForDeleteAt)
+	m.noteTimestamp(table, rt.Deletion.MarkedForDeleteAt)
 }
 
-func (m *Memtable) updateDeletions(table uint32, partition []byte, update func(*base.PartitionDeletions)) {
+// partitionDeletions holds one partition's deletions. Range tombstones are
+// appended to pending by the writer; a reader folds pending into fragments
+// (sorted, disjoint, base.FragmentRanges) and publishes the result as
+// view, which stays valid, unmodified, for whoever holds it.
+type partitionDeletions struct {
+	mu        sync.Mutex
+	partition base.DeletionTime
+	fragments []base.RangeTombstone // never modified once built
+	pending   []base.RangeTombstone
+	view      *base.PartitionDeletions // nil after a change
+}
+
+// partitionDeletions returns the partition's deletion holder, creating it.
+// Writer only.
+func (m *Memtable) partitionDeletions(table uint32, partition []byte) *partitionDeletions {
 	id := partitionID{table: table, partition: string(partition)}
-	m.deletionsMu.Lock()
-	defer m.deletionsMu.Unlock()
-	next := base.PartitionDeletions{Partition: base.LiveDeletion}
-	if old, ok := m.deletions[id]; ok {
-		next.Partition = old.Partition
-		next.Ranges = append(make([]base.RangeTombstone, 0, len(old.Ranges)+1), old.Ranges...)
-	} else {
-		m.sizeBytes.Add(int64(tombstoneOverheadBytes + len(partition)))
+	m.deletionsMu.RLock()
+	pd := m.deletions[id]
+	m.deletionsMu.RUnlock()
+	if pd != nil {
+		return pd
 	}
-	update(&next)
-	m.deletions[id] = &next
+	pd = &partitionDeletions{partition: base.LiveDeletion}
+	m.deletionsMu.Lock()
+	m.deletions[id] = pd
+	m.deletionsMu.Unlock()
+	m.sizeBytes.Add(int64(tombstoneOverheadBytes + len(partition)))
+	return pd
 }
 
-// Deletions returns the partition's deletions, or nil if it has none. The
-// result must not be modified.
+// Deletions returns the partition's deletions, or nil if it has none. Its
+// ranges are fragmented (base.IsFragmented). The result must not be
+// modified; it stays valid while the memtable changes.
 func (m *Memtable) Deletions(table uint32, partition []byte) *base.PartitionDeletions {
 	m.deletionsMu.RLock()
-	defer m.deletionsMu.RUnlock()
-	return m.deletions[partitionID{table: table, partition: string(partition)}]
+	pd := m.deletions[partitionID{table: table, partition: string(partition)}]
+	m.deletionsMu.RUnlock()
+	if pd == nil {
+		return nil
+	}
+	pd.mu.Lock()
+	defer pd.mu.Unlock()
+	if pd.view == nil {
+		if len(pd.pending) > 0 {
+			// A fresh slice: readers may hold the old fragments.
+			all := make([]base.RangeTombstone, 0, len(pd.fragments)+len(pd.pending))
+			all = append(append(all, pd.fragments...), pd.pending...)
+			pd.fragments = base.FragmentRanges(all)
+			pd.pending = nil
+		}
+		pd.view = &base.PartitionDeletions{Partition: pd.partition, Ranges: pd.fragments}
+	}
+	return pd.view
 }
 
 // HasPartition reports whether the memtable holds anything (cells or
 // deletions) for the partition.
 func (m *Memtable) HasPartition(table uint32, partition []byte) bool {
-	if m.Deletions(table, partition) != nil {
+	m.deletionsMu.RLock()
+	_, deleted := m.deletions[partitionID{table: table, partition: string(partition)}]
+	m.deletionsMu.RUnlock()
+	if deleted {
 		return true
 	}
 	k := key{table: table, partition: partition}

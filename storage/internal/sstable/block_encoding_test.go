@@ -182,18 +182,46 @@ func TestBlockEncodings(t *testing.T) {
 // TestReadsFormatVersion1 reads a file written by the version 1 writer
 // (commit 0553217, testdata/v1): the same seeds give the same partitions.
 func TestReadsFormatVersion1(t *testing.T) {
-	data, err := os.ReadFile("testdata/v1/random-and-events.sst")
+	checkOldFile(t, "testdata/v1/random-and-events.sst", 7, formatVersion1)
+}
+
+// TestReadsFormatVersion2 reads a file written by the version 2 writer
+// (commit cafb4ec, testdata/v2), before tombstone statistics and
+// fragmented range tombstones.
+func TestReadsFormatVersion2(t *testing.T) {
+	checkOldFile(t, "testdata/v2/random-and-events.sst", 9, formatVersion2)
+}
+
+func checkOldFile(t *testing.T, path string, seed uint64, version uint32) {
+	t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := rand.New(rand.NewPCG(7, 7))
+	rng := rand.New(rand.NewPCG(seed, seed))
 	parts := randomTable(rng, 12, 80)
 	parts = append(parts, eventPartition(rng, []byte("zz|events"), 400))
 	r := openTable(t, &memFile{data: data}, NewCache(1<<20))
 	defer r.Close()
-	if v := r.Properties().FormatVersion; v != formatVersion1 {
-		t.Fatalf("FormatVersion = %d, want %d", v, formatVersion1)
+	if v := r.Properties().FormatVersion; v != version {
+		t.Fatalf("FormatVersion = %d, want %d", v, version)
 	}
+	// Older writers stored ranges as given; the properties still count
+	// them so, while the reader hands them out fragmented.
+	var raw, frags int64
+	for _, p := range parts {
+		raw += int64(len(p.del.Ranges))
+		frags += int64(len(base.FragmentRanges(p.del.Ranges)))
+	}
+	if got := r.Properties().RangeTombstones; got != raw {
+		t.Fatalf("RangeTombstones = %d, want %d as written", got, raw)
+	}
+	if ts := r.Properties().Tombstones; ts.Deletions.Total() != 0 || ts.CreatedAt != 0 {
+		t.Fatalf("a version %d file has tombstone statistics: %+v", version, ts)
+	}
+	r.props.RangeTombstones = frags
+	want := wantProperties(parts, CompressionZstd)
+	r.props.Tombstones = want.Tombstones
 	checkTable(t, r, parts, CompressionZstd)
 }
 

@@ -21,6 +21,10 @@ type Cache struct {
 	blocks blockPool
 	hits   atomic.Int64
 	misses atomic.Int64
+	// rangeBudget is what is left of the bytes the readers may keep
+	// decoded range tombstones in (rangeCache): a quarter of the
+	// capacity, on top of it.
+	rangeBudget atomic.Int64
 }
 
 // maxCacheShards spreads lock contention; minCacheShardBytes keeps each
@@ -63,6 +67,7 @@ func NewCache(capacityBytes int64) *Cache {
 		n *= 2
 	}
 	c := &Cache{shards: make([]cacheShard, n)}
+	c.rangeBudget.Store(capacityBytes / 4)
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.capacity = capacityBytes / int64(n)

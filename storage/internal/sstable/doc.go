@@ -26,8 +26,14 @@
 //   - A Reader is immutable after Open and safe for concurrent use;
 //     iterators and scanners are not (one goroutine each).
 //   - The format version is recorded in the footer; a version number is
-//     never reused for a different layout. The writer writes version 2;
-//     the reader reads versions 1 and 2.
+//     never reused for a different layout. The writer writes version 3;
+//     the reader reads versions 1 to 3.
+//
+// Range tombstones: the writer stores each partition's as fragments
+// (base.FragmentRanges), and Partition hands them out so, fragmenting the
+// lists of files written before; a partition with many (rows deleted one
+// by one) is decoded once and kept by its Reader, within a budget of a
+// quarter of the Cache's capacity shared by the readers of that Cache.
 //
 // Reading: Open keeps the (decompressed) partition and block indexes in
 // memory as compact byte slices plus offset tables, and decodes entries on

@@ -66,8 +66,8 @@ func decodeFooter(src []byte, fileSize uint64) (footer, []byte, error) {
 	if c.err != nil {
 		return footer{}, nil, c.err
 	}
-	if f.version != formatVersion1 && f.version != formatVersion2 {
-		return footer{}, nil, base.CorruptionErrorf("cannot decode footer: got format version %d, want %d or %d", f.version, formatVersion1, formatVersion2)
+	if f.version < formatVersion1 || f.version > formatVersion3 {
+		return footer{}, nil, base.CorruptionErrorf("cannot decode footer: got format version %d, want %d to %d", f.version, formatVersion1, formatVersion3)
 	}
 	if fileSize < footerLen {
 		return footer{}, nil, base.CorruptionErrorf("cannot decode footer: file of %d bytes is shorter than a footer", fileSize)

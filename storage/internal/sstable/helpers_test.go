@@ -261,14 +261,25 @@ func wantProperties(parts []testPartition, c Compression) Properties {
 		if !part.del.Partition.IsLive() {
 			p.PartitionDeletions++
 			note(part.del.Partition)
+			p.Tombstones.Deletions.Add(part.del.Partition.LocalDeletionTime)
 		}
-		for _, rt := range part.del.Ranges {
+		// Stored as fragments (writers fragment, readers fragment old
+		// files on load).
+		for _, rt := range base.FragmentRanges(part.del.Ranges) {
 			p.RangeTombstones++
 			note(rt.Deletion)
+			p.Tombstones.Deletions.Add(rt.Deletion.LocalDeletionTime)
 		}
 		for i := range part.cells {
 			c := &part.cells[i]
 			p.Cells++
+			switch c.Kind {
+			case base.KindTombstone:
+				p.Tombstones.Deletions.Add(c.LocalDeletionTime)
+			case base.KindExpiring:
+				p.Tombstones.Expiring.Add(c.LocalDeletionTime)
+				p.Tombstones.ExpiringWritten.Add(c.LocalDeletionTime - int64(c.TTL))
+			}
 			p.MinTimestamp = min(p.MinTimestamp, c.Timestamp)
 			p.MaxTimestamp = max(p.MaxTimestamp, c.Timestamp)
 			if p.MinClustering == nil || bytes.Compare(c.Clustering, p.MinClustering) < 0 {
@@ -298,6 +309,7 @@ func wantProperties(parts []testPartition, c Compression) Properties {
 	if p.MinTimestamp > p.MaxTimestamp {
 		p.MinTimestamp, p.MaxTimestamp = 0, 0
 	}
+	p.Tombstones.clearHints()
 	return p
 }
 
@@ -305,6 +317,7 @@ func wantProperties(parts []testPartition, c Compression) Properties {
 // version, which the tests check on their own.
 func comparableProps(p Properties) Properties {
 	p.DataBytes, p.IndexBytes, p.FileBytes, p.DataBlocks, p.FormatVersion = 0, 0, 0, 0, 0
+	p.Tombstones.clearHints()
 	return p
 }
 
@@ -317,7 +330,9 @@ func cellsEqual(a, b *base.Cell) bool {
 		a.Timestamp == b.Timestamp && a.TTL == b.TTL && a.LocalDeletionTime == b.LocalDeletionTime && bytes.Equal(a.Value, b.Value)
 }
 
+// deletionsEqual compares deletions as stored: b's ranges fragmented.
 func deletionsEqual(a, b base.PartitionDeletions) bool {
+	b.Ranges = base.FragmentRanges(b.Ranges)
 	if a.Partition != b.Partition || len(a.Ranges) != len(b.Ranges) {
 		return false
 	}

@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"sync"
+	"sync/atomic"
 
 	"github.com/eventide/eventide/storage/internal/base"
 )
@@ -182,6 +184,13 @@ func decodeEntryKey(src []byte) (shared int, suffix, rest, tail []byte, err erro
 
 // decodePartitionEntry decodes one entry and checks it is self-consistent.
 func decodePartitionEntry(src []byte) (partitionEntry, []byte, error) {
+	return decodePartitionEntryInto(src, nil)
+}
+
+// decodePartitionEntryInto is decodePartitionEntry that also appends the
+// entry's range tombstones to *ranges, if ranges is not nil, decoding them
+// once instead of once to validate and once more for the caller.
+func decodePartitionEntryInto(src []byte, ranges *[]base.RangeTombstone) (partitionEntry, []byte, error) {
 	var e partitionEntry
 	shared, suffix, rest, tail, err := decodeEntryKey(src)
 	if err != nil {
@@ -206,8 +215,14 @@ func decodePartitionEntry(src []byte) (partitionEntry, []byte, error) {
 			c.fail("range tombstone count", "got 0 with the ranges flag set")
 		}
 		start := c.b
+		if ranges != nil && c.err == nil {
+			*ranges = slices.Grow(*ranges, e.rangeCount)
+		}
 		for i := 0; i < e.rangeCount && c.err == nil; i++ {
-			decodeRangeTombstone(&c)
+			rt := decodeRangeTombstone(&c)
+			if ranges != nil {
+				*ranges = append(*ranges, rt)
+			}
 		}
 		if c.err == nil {
 			e.rangesRaw = start[:len(start)-len(c.b)]
@@ -256,7 +271,9 @@ func (e *partitionEntry) ranges() []base.RangeTombstone {
 	if c.err != nil {
 		panic(fmt.Sprintf("BUG: validated range tombstones no longer decode: %v", c.err))
 	}
-	return out
+	// Writers fragment ranges (sorted, disjoint); files written before
+	// they did are fragmented here, so readers can rely on it.
+	return base.FragmentRanges(out)
 }
 
 // partitionIndex is the decompressed partition index kept in memory, with
@@ -267,6 +284,9 @@ type partitionIndex struct {
 	restarts  []restartPoint
 	count     int // partitions
 	numBlocks int // data blocks referenced, in total
+	// firstKey and lastKey are the smallest and largest partition keys
+	// (nil if there are none).
+	firstKey, lastKey []byte
 }
 
 type restartPoint struct {
@@ -293,6 +313,12 @@ func decodePartitionIndex(raw []byte) (partitionIndex, error) {
 		}
 		if (w.n-1)%restartInterval == 0 {
 			pi.restarts = append(pi.restarts, restartPoint{off: uint32(w.entryOff), firstBlock: uint32(w.firstBlock)})
+		}
+		if w.n == 1 {
+			pi.firstKey = append([]byte{}, w.key...)
+		}
+		if len(w.src) == 0 {
+			pi.lastKey = append([]byte{}, w.key...)
 		}
 		if w.nextBlock > math.MaxUint32 {
 			return partitionIndex{}, base.CorruptionErrorf("cannot decode partition index: got more than %d blocks", uint64(math.MaxUint32))
@@ -370,7 +396,13 @@ func (pi *partitionIndex) restartKey(i int) []byte {
 // find looks key up: a binary search over the restarts, then a scan of at
 // most restartInterval entries, decoding only their keys until one
 // matches.
-func (pi *partitionIndex) find(key []byte) (PartitionInfo, bool) {
+//
+// A partition with at least minCachedRanges range tombstones is decoded
+// once and kept in rc (if not nil, and while its budget lasts): a
+// partition whose rows were deleted one by one holds a range tombstone per
+// row, and decoding them all again for every read was most of the cost of
+// reading it, where cell tombstones sit in cached blocks.
+func (pi *partitionIndex) find(key []byte, rc *rangeCache) (PartitionInfo, bool) {
 	i := sort.Search(len(pi.restarts), func(i int) bool { return bytes.Compare(pi.restartKey(i), key) > 0 }) - 1
 	if i < 0 {
 		return PartitionInfo{}, false
@@ -387,14 +419,24 @@ func (pi *partitionIndex) find(key []byte) (PartitionInfo, bool) {
 		cur = append(cur[:shared], suffix...)
 		switch c := bytes.Compare(cur, key); {
 		case c == 0:
-			e, _, err := decodePartitionEntry(src)
+			off := len(pi.raw) - len(src)
+			if info, ok := rc.get(off); ok {
+				info.Key = bytes.Clone(key)
+				info.firstBlock = firstBlock
+				return info, true
+			}
+			var ranges []base.RangeTombstone
+			e, _, err := decodePartitionEntryInto(src, &ranges)
 			if err != nil {
 				panic(fmt.Sprintf("BUG: validated partition index entry no longer decodes: %v", err))
 			}
 			info := e.info
+			info.Deletions.Ranges = base.FragmentRanges(ranges)
+			if len(ranges) >= minCachedRanges {
+				rc.add(off, info)
+			}
 			info.Key = bytes.Clone(key)
 			info.firstBlock = firstBlock
-			info.Deletions.Ranges = e.ranges()
 			return info, true
 		case c > 0:
 			return PartitionInfo{}, false
@@ -410,4 +452,59 @@ func (pi *partitionIndex) find(key []byte) (PartitionInfo, bool) {
 func entryBlocks(rest []byte) int {
 	v, _ := binary.Uvarint(rest)
 	return int(v)
+}
+
+// minCachedRanges is the fewest range tombstones that make a partition's
+// decoded entry worth keeping in a rangeCache.
+const minCachedRanges = 32
+
+// rangeTombstoneCost is what one cached range tombstone is counted as
+// against the budget: the struct (the keys alias the in-memory index).
+const rangeTombstoneCost = 80
+
+// rangeCache keeps the decoded entries (PartitionInfo without Key, with
+// fragmented ranges) of one reader's partitions that hold many range
+// tombstones, counted against a budget shared by the readers of a Cache.
+// Entries are never evicted: once the budget is spent, further partitions
+// are decoded on every read, as before. Safe for concurrent use; a nil
+// *rangeCache caches nothing.
+type rangeCache struct {
+	entries sync.Map // entry offset (int) -> PartitionInfo
+	bytes   atomic.Int64
+	budget  *atomic.Int64
+}
+
+func (rc *rangeCache) get(off int) (PartitionInfo, bool) {
+	if rc == nil {
+		return PartitionInfo{}, false
+	}
+	v, ok := rc.entries.Load(off)
+	if !ok {
+		return PartitionInfo{}, false
+	}
+	return v.(PartitionInfo), true
+}
+
+func (rc *rangeCache) add(off int, info PartitionInfo) {
+	if rc == nil || rc.budget == nil {
+		return
+	}
+	cost := int64(len(info.Deletions.Ranges)) * rangeTombstoneCost
+	if rc.budget.Add(-cost) < 0 {
+		rc.budget.Add(cost)
+		return
+	}
+	if _, loaded := rc.entries.LoadOrStore(off, info); loaded {
+		rc.budget.Add(cost)
+		return
+	}
+	rc.bytes.Add(cost)
+}
+
+// release returns the cache's bytes to the budget (the reader closes).
+func (rc *rangeCache) release() {
+	if rc == nil || rc.budget == nil {
+		return
+	}
+	rc.budget.Add(rc.bytes.Swap(0))
 }

@@ -50,6 +50,20 @@ type Properties struct {
 	DataBytes, IndexBytes, FileBytes int64
 	// FormatVersion is the file's format version.
 	FormatVersion uint32
+	// Tombstones are the creation time and tombstone histograms (format
+	// version 3; zero in older files).
+	Tombstones TombstoneStats
+}
+
+// DroppableRatio estimates the share of the file's cells and deletions a
+// compaction at nowSeconds could purge on time grounds (see
+// TombstoneStats.Droppable): Cassandra's droppable tombstone ratio.
+func (p *Properties) DroppableRatio(nowSeconds, gcBefore int64) float64 {
+	total := p.Cells + p.RangeTombstones + p.PartitionDeletions
+	if total == 0 {
+		return 0
+	}
+	return float64(p.Tombstones.Droppable(nowSeconds, gcBefore)) / float64(total)
 }
 
 // newProperties returns the properties of an empty table, ready to
@@ -76,7 +90,12 @@ func appendProperties(dst []byte, p *Properties) []byte {
 	dst = appendOptionalBytes(dst, p.MaxClustering)
 	dst = appendLDT(dst, p.MaxLocalDeletionTime)
 	dst = appendLDT(dst, p.MinLocalDeletionTime)
-	return append(dst, byte(p.Compression))
+	dst = append(dst, byte(p.Compression))
+	// Version 3.
+	dst = binary.AppendVarint(dst, p.Tombstones.CreatedAt)
+	dst = appendHistogram(dst, &p.Tombstones.Deletions)
+	dst = appendHistogram(dst, &p.Tombstones.Expiring)
+	return appendHistogram(dst, &p.Tombstones.ExpiringWritten)
 }
 
 // appendOptionalBytes distinguishes nil (0) from bytes (length + 1).
@@ -100,9 +119,10 @@ func (c *cursor) optionalBytes(what string) []byte {
 	return nonNil(c.take(what, int(n-1)))
 }
 
-// decodeProperties decodes the stored properties and checks that they are
-// self-consistent. The clustering keys alias src.
-func decodeProperties(src []byte) (Properties, []byte, error) {
+// decodeProperties decodes the stored properties of a file of the given
+// format version and checks that they are self-consistent. The clustering
+// keys alias src.
+func decodeProperties(src []byte, version uint32) (Properties, []byte, error) {
 	c := cursor{b: src}
 	var p Properties
 	for _, f := range [...]*int64{&p.Partitions, &p.Cells, &p.LiveCells, &p.ExpiringCells, &p.TombstoneCells,
@@ -120,6 +140,12 @@ func decodeProperties(src []byte) (Properties, []byte, error) {
 	p.MaxLocalDeletionTime = c.ldt("property max deletion time")
 	p.MinLocalDeletionTime = c.ldt("property min deletion time")
 	p.Compression = Compression(c.byte1("property compression"))
+	if version >= formatVersion3 {
+		p.Tombstones.CreatedAt = c.varint("property creation time")
+		p.Tombstones.Deletions = c.histogram("property deletion histogram")
+		p.Tombstones.Expiring = c.histogram("property expiry histogram")
+		p.Tombstones.ExpiringWritten = c.histogram("property expiring write histogram")
+	}
 	if c.err != nil {
 		return Properties{}, nil, c.err
 	}
@@ -131,6 +157,12 @@ func decodeProperties(src []byte) (Properties, []byte, error) {
 	}
 	if (p.Cells == 0) != (p.MinClustering == nil) || (p.MinClustering == nil) != (p.MaxClustering == nil) {
 		return Properties{}, nil, base.CorruptionErrorf("cannot decode properties: clustering bounds present %v/%v with %d cells", p.MinClustering != nil, p.MaxClustering != nil, p.Cells)
+	}
+	if n := p.Tombstones.Deletions.Total(); n > p.TombstoneCells+p.RangeTombstones+p.PartitionDeletions {
+		return Properties{}, nil, base.CorruptionErrorf("cannot decode properties: deletion histogram counts %d, more than the %d tombstones and deletions", n, p.TombstoneCells+p.RangeTombstones+p.PartitionDeletions)
+	}
+	if p.Tombstones.Expiring.Total() > p.ExpiringCells || p.Tombstones.ExpiringWritten.Total() > p.ExpiringCells {
+		return Properties{}, nil, base.CorruptionErrorf("cannot decode properties: expiry histograms count more than the %d expiring cells", p.ExpiringCells)
 	}
 	if bytes.Compare(p.MinClustering, p.MaxClustering) > 0 || p.MinTimestamp > p.MaxTimestamp {
 		return Properties{}, nil, base.CorruptionErrorf("cannot decode properties: min sorts after max")

@@ -27,6 +27,9 @@ type Reader struct {
 	blocks     blockIndex
 	partitions partitionIndex
 	bloom      bloomFilter
+	// ranges keeps decoded partition entries that hold many range
+	// tombstones (see partitionIndex.find).
+	ranges rangeCache
 
 	// frames recycles the buffers compressed blocks are read into: a
 	// block keeps only its decompressed bytes, and an iterator lives for
@@ -52,6 +55,7 @@ func Open(f vfs.File, path string, fileNum uint64, cache *Cache) (*Reader, error
 	r := &Reader{f: f, path: path, fileNum: fileNum, cache: cache}
 	if cache != nil {
 		r.dec, r.recycled = &cache.dec, &cache.blocks
+		r.ranges.budget = &cache.rangeBudget
 	} else {
 		r.dec, r.ownDec, r.recycled = &decompressor{}, true, &blockPool{}
 	}
@@ -89,7 +93,7 @@ func (r *Reader) load(size uint64) error {
 	if err != nil {
 		return err
 	}
-	props, tail, err := decodeProperties(propsRaw)
+	props, tail, err := decodeProperties(propsRaw, ft.version)
 	if err == nil && len(tail) != 0 {
 		err = base.CorruptionErrorf("cannot decode properties: got %d trailing bytes", len(tail))
 	}
@@ -216,11 +220,18 @@ func (r *Reader) MayContain(partitionKey []byte) bool {
 	return r.bloom.mayContain(bloomHash(partitionKey))
 }
 
+// KeyRange returns the smallest and largest partition keys of the file
+// (nil, nil if it has no partitions).
+func (r *Reader) KeyRange() (first, last []byte) { return r.partitions.firstKey, r.partitions.lastKey }
+
 // Partition looks a partition up in the in-memory index.
-func (r *Reader) Partition(key []byte) (PartitionInfo, bool) { return r.partitions.find(key) }
+func (r *Reader) Partition(key []byte) (PartitionInfo, bool) {
+	return r.partitions.find(key, &r.ranges)
+}
 
 // Close closes the file. Iterators must not be used afterwards.
 func (r *Reader) Close() error {
+	r.ranges.release()
 	if r.ownDec {
 		r.dec.close()
 	}

@@ -1,7 +1,8 @@
 package sstable
 
-// SSTable byte format, version 2 (formatVersion2; version 1 lacks the
-// block encodings byte and is still read)
+// SSTable byte format, version 3 (formatVersion3; version 2 lacks the
+// tombstone statistics at the end of the properties, version 1 also the
+// block encodings byte; both are still read)
 //
 // Primitives: u8/u32/u64 are little-endian fixed width; uvarint, varint
 // (zigzag), bytes (uvarint length + bytes) and ldt (local deletion time:
@@ -113,7 +114,8 @@ package sstable
 //	| shared uvarint | keySuffix bytes | restLen uvarint, then rest:  |
 //	| blocks uvarint (0 iff no cells) | flags u8                      |
 //	| [flags&1] partition deletion: markedForDeleteAt varint, ldt     |
-//	| [flags&2] count uvarint (>= 1), then per range tombstone:       |
+//	| [flags&2] count uvarint (>= 1), then per range tombstone, as    |
+//	|           fragments (sorted, disjoint: base.FragmentRanges):    |
 //	|           bounds u8 (1 start bounded, 2 start inclusive,        |
 //	|           4 end bounded, 8 end inclusive), [start bytes],       |
 //	|           [end bytes], markedForDeleteAt varint, ldt            |
@@ -135,7 +137,19 @@ package sstable
 //	|   the bytes                                                     |
 //	| maxLocalDeletionTime ldt | minLocalDeletionTime ldt             |
 //	| compression u8                                                  |
+//	+---------------------- version 3 only ---------------------------+
+//	| createdAt varint (unix seconds, the engine's clock; 0 unknown)  |
+//	| deletions histogram   (tombstone cells, range tombstones and    |
+//	|                        partition deletions by deletion time)    |
+//	| expiry histogram      (expiring cells by expiry)                |
+//	| written histogram     (expiring cells by expiry - TTL)          |
 //	+-----------------------------------------------------------------+
+//
+//	histogram: bins uvarint (0..64), then per bin: its time (unix
+//	seconds; the first bin a varint, each next one the uvarint distance
+//	(>= 1) from the previous), count uvarint (>= 1). A bin's time is at or
+//	after every value counted in it (merged bins keep the later time), so
+//	a count "before t" is never too high. Counts add up to at most the cells or deletions they describe.
 //
 // Footer (112 bytes):
 //
@@ -174,6 +188,11 @@ const (
 	// fixed-width row keys, timestamps predicted from a TimeUUID
 	// clustering key, and shaped values (value_shapes.go).
 	formatVersion2 uint32 = 2
+	// formatVersion3 appends tombstone statistics to the properties: the
+	// file's creation time and histograms of its deletions' and expiring
+	// cells' times, from which the compaction picker estimates the
+	// tombstones a compaction could purge (issue 15).
+	formatVersion3 uint32 = 3
 )
 
 const (
@@ -217,6 +236,9 @@ type WriterOptions struct {
 	// ZstdLevel is a zstd level (1..22) mapped to the closest of the
 	// encoder's speeds; 0 means the default (level 3).
 	ZstdLevel int
+	// CreatedAtSeconds is recorded in the properties as the file's
+	// creation time (unix seconds, the engine's clock).
+	CreatedAtSeconds int64
 }
 
 // DefaultWriterOptions returns the options the engine uses by default.
@@ -267,6 +289,7 @@ func NewWriter(f vfs.File, opts WriterOptions) *Writer {
 	}
 	opts.BloomBitsPerKey = min(opts.BloomBitsPerKey, maxBloomBitsPerKey)
 	w := &Writer{f: f, bw: bufio.NewWriterSize(f, writeBufferSize), opts: opts, props: newProperties(opts.Compression)}
+	w.props.Tombstones.CreatedAt = opts.CreatedAtSeconds
 	w.blk.shapeValues = opts.Compression == CompressionZstd
 	if !opts.Compression.Valid() {
 		w.err = fmt.Errorf("cannot create sstable writer: got compression %d, want none, zstd or s2", opts.Compression)
@@ -315,19 +338,24 @@ func (w *Writer) StartPartition(key []byte, del base.PartitionDeletions) error {
 		MaxLocalDeletionTime: math.MinInt64,
 		firstBlock:           int(w.props.DataBlocks),
 	}
-	if len(del.Ranges) > 0 {
-		w.cur.Deletions.Ranges = make([]base.RangeTombstone, len(del.Ranges))
-		for i, rt := range del.Ranges {
+	// Stored as fragments (sorted, disjoint), so a read moves one cursor
+	// through them instead of checking every range for every cell.
+	ranges := base.FragmentRanges(del.Ranges)
+	if len(ranges) > 0 {
+		w.cur.Deletions.Ranges = make([]base.RangeTombstone, len(ranges))
+		for i, rt := range ranges {
 			w.cur.Deletions.Ranges[i] = rt.Clone()
 		}
 	}
 	if !del.Partition.IsLive() {
 		w.props.PartitionDeletions++
 		w.noteDeletion(del.Partition)
+		w.props.Tombstones.Deletions.Add(del.Partition.LocalDeletionTime)
 	}
-	w.props.RangeTombstones += int64(len(del.Ranges))
-	for _, rt := range del.Ranges {
+	w.props.RangeTombstones += int64(len(ranges))
+	for _, rt := range ranges {
 		w.noteDeletion(rt.Deletion)
+		w.props.Tombstones.Deletions.Add(rt.Deletion.LocalDeletionTime)
 	}
 	w.inPartition, w.haveCell = true, false
 	return nil
@@ -398,6 +426,7 @@ func (w *Writer) Add(c *base.Cell) error {
 		w.props.CounterCells++
 	}
 	w.props.Cells++
+	w.props.Tombstones.noteCell(c)
 	return nil
 }
 
@@ -495,12 +524,13 @@ func (w *Writer) Finish() (Properties, error) {
 	w.done = true
 	defer w.comp.close()
 	props := w.props
+	props.Tombstones.clearHints()
 	if props.MinTimestamp > props.MaxTimestamp {
 		props.MinTimestamp, props.MaxTimestamp = 0, 0
 	}
 	dataLen := w.off
 	var f footer
-	f.version = formatVersion2
+	f.version = formatVersion3
 	var err error
 	if f.blockIndex, err = w.writeMeta(w.blockIndex, w.opts.Compression); err != nil {
 		return Properties{}, err
@@ -522,7 +552,7 @@ func (w *Writer) Finish() (Properties, error) {
 		w.err = fmt.Errorf("cannot write sstable: %w", err)
 		return Properties{}, w.err
 	}
-	props.FormatVersion = formatVersion2
+	props.FormatVersion = formatVersion3
 	props.DataBytes = int64(dataLen)
 	props.FileBytes = int64(w.off)
 	props.IndexBytes = props.FileBytes - props.DataBytes
