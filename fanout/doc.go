@@ -69,9 +69,11 @@
 //   - A chunk skips followers whose edge is newer than the post (their
 //     follow backfilled it, or chose not to): only the stream order
 //     decides who gets a post.
-//   - Memory is bounded by Options.Workers chunks of Options.ChunkSize
-//     followers, whatever an author's follower count: the follower list is
-//     streamed from the store, never loaded.
+//   - The fan-out's own memory is bounded by Options.Workers chunks of
+//     Options.ChunkSize followers (their batches reused), whatever an
+//     author's follower count: the follower list is streamed from the
+//     store, never loaded. The storage engine's memory for the rows
+//     written is the engine's (BENCHMARKS.md measures both).
 //   - An author becomes large (pull) when its follower count first passes
 //     Options.LargeThreshold, and stays large: its posts from then on are
 //     only in its userline, merged into timelines at read time
