@@ -81,7 +81,8 @@
 //   - Chunk workers yield to ordinary ingest: while Options.WriterBusy
 //     reports a backlog (WriterBacklog of the writer, as cmd/ingest
 //     wires it), one chunk at a time, at most Options.BusyRowsPerSecond
-//     timeline rows a second (throttle.go); full speed otherwise.
+//     timeline rows a second and Options.BusyShare of the time
+//     (throttle.go); full speed otherwise.
 //   - Bad input (a follow without user or author, a self-follow, a post
 //     without author, a delete of an unknown post, ...) is counted by
 //     reason, logged at most once per reason per minute, and skipped;

@@ -398,18 +398,20 @@ func (f *Fanout) trim(ctx context.Context, b *storage.Batch, partition, key []by
 //
 // While Options.WriterBusy reports a backlog, Run yields to the writer:
 // one chunk at a time, started at most at Options.BusyRowsPerSecond rows
-// a second (throttle.go), checking again at least every yieldRecheck.
+// a second and working at most Options.BusyShare of the time
+// (throttle.go), checking again at least every yieldRecheck.
 func (f *Fanout) Run(ctx context.Context) error {
 	type result struct {
-		ref ChunkRef
-		err error
+		ref  ChunkRef
+		took time.Duration
+		err  error
 	}
 	inFlight := map[ChunkRef]bool{}
 	done := make(chan result)
 	var retry, yield <-chan time.Time
 	var yieldFor time.Duration
 	var refreshed time.Time
-	tb := newThrottle(f.opts.BusyRowsPerSecond, f.opts.ChunkSize)
+	tb := newThrottle(f.opts.BusyRowsPerSecond, f.opts.ChunkSize, f.opts.BusyShare)
 	for {
 		if now := f.opts.Now(); now.Sub(refreshed) >= time.Second && ctx.Err() == nil {
 			refreshed = now
@@ -447,8 +449,9 @@ func (f *Fanout) Run(ctx context.Context) error {
 				}
 				inFlight[r] = true
 				go func() {
+					start := time.Now()
 					_, err := f.WorkChunk(ctx, r)
-					done <- result{r, err}
+					done <- result{r, time.Since(start), err}
 				}()
 			}
 		}
@@ -458,6 +461,7 @@ func (f *Fanout) Run(ctx context.Context) error {
 		select {
 		case res := <-done:
 			delete(inFlight, res.ref)
+			tb.worked(time.Now(), res.took)
 			if res.err != nil && ctx.Err() == nil {
 				f.m.chunkErrors.Inc()
 				f.opts.Logger.Error("fan-out chunk failed; retrying", "job", res.ref.Job, "part", res.ref.Shard, "err", res.err)

@@ -59,6 +59,12 @@ type Options struct {
 	// second while WriterBusy reports a backlog. It is never zero, so a
 	// fan-out always progresses, however busy the writer stays.
 	BusyRowsPerSecond int
+	// BusyShare is the most of the time the chunk workers spend on chunks
+	// while WriterBusy reports a backlog: after a chunk that took d, the
+	// next starts no sooner than d*(1/BusyShare-1) later. It adapts where
+	// a fixed rate does not: on a machine that gives the process less
+	// CPU, chunks take longer and start less often. 1 turns it off.
+	BusyShare float64
 	// CleanupScan is how many of a user's newest timeline rows an
 	// unfollow looks through for the author's copies to delete (the read
 	// filter hides any it misses).
@@ -86,6 +92,7 @@ func DefaultOptions() Options {
 		CleanupScan:    2_000,
 
 		BusyRowsPerSecond: 20_000,
+		BusyShare:         0.25,
 	}
 }
 
@@ -112,6 +119,9 @@ func (o *Options) validate() error {
 	if o.BusyRowsPerSecond == 0 {
 		o.BusyRowsPerSecond = d.BusyRowsPerSecond
 	}
+	if o.BusyShare == 0 {
+		o.BusyShare = d.BusyShare
+	}
 	switch {
 	case o.LargeThreshold < 0:
 		return fmt.Errorf("fan-out: LargeThreshold %d is negative", o.LargeThreshold)
@@ -129,6 +139,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("fan-out: TimelineCap %d must be positive", o.TimelineCap)
 	case o.TrimEvery <= 0:
 		return fmt.Errorf("fan-out: TrimEvery %d must be positive", o.TrimEvery)
+	case !(o.BusyShare > 0 && o.BusyShare <= 1):
+		return fmt.Errorf("fan-out: BusyShare %v must be above 0 and at most 1", o.BusyShare)
 	case o.BusyRowsPerSecond < 0:
 		return fmt.Errorf("fan-out: BusyRowsPerSecond %d is negative", o.BusyRowsPerSecond)
 	case o.CleanupScan <= 0:

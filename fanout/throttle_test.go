@@ -10,7 +10,7 @@ import (
 func TestThrottleBucket(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	tb := newThrottle(1_000, 100) // 1,000 rows/s, chunks of 100: one chunk per 100 ms
+	tb := newThrottle(1_000, 100, 1) // 1,000 rows/s, chunks of 100: one chunk per 100 ms; no duty cycle
 	steps := []struct {
 		idle bool
 		ms   int
@@ -39,19 +39,61 @@ func TestThrottleBucket(t *testing.T) {
 	}
 }
 
+func TestThrottleDutyCycle(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	tb := newThrottle(1<<30, 100, 0.25) // the rate never binds; a quarter of the time
+	if w := tb.take(at(0)); w != 0 {
+		t.Fatalf("first chunk waits %v", w)
+	}
+	tb.worked(at(10), 10*time.Millisecond) // took 10 ms: 30 ms of rest
+	for _, s := range []struct {
+		ms   int
+		wait time.Duration
+	}{{10, 30 * time.Millisecond}, {25, 15 * time.Millisecond}, {40, 0}} {
+		if w := tb.take(at(s.ms)); w != s.wait {
+			t.Fatalf("at %d ms: take waits %v, want %v", s.ms, w, s.wait)
+		}
+	}
+	tb.worked(at(50), 10*time.Millisecond)
+	tb.idle(at(51)) // the writer's backlog is gone: no rest
+	if w := tb.take(at(51)); w != 0 {
+		t.Fatalf("after idle: take waits %v, want 0", w)
+	}
+	off := newThrottle(1<<30, 100, 1)
+	off.worked(at(10), time.Second)
+	if w := off.take(at(10)); w != 0 {
+		t.Fatalf("share 1: take waits %v, want 0", w)
+	}
+}
+
 // TestRunYieldsToBusyWriter: while WriterBusy reports a backlog and the
-// budget allows one chunk a long while, Run writes that one chunk and
-// then holds the rest back (it yields, counted in
-// eventide_fanout_yield_seconds_total); once the writer is idle it
+// budget (the rate, or the duty cycle) allows one chunk a long while, Run
+// writes that one chunk and then holds the rest back (it yields, counted
+// in eventide_fanout_yield_seconds_total); once the writer is idle it
 // delivers the rest at full speed.
 func TestRunYieldsToBusyWriter(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		rate  int
+		share float64
+	}{
+		{"rate", 1, 1},                // a chunk per 10 s: only the first starts while busy
+		{"duty cycle", 1 << 30, 1e-5}, // rest 100,000 times what the first chunk took
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRunYields(t, tc.rate, tc.share) })
+	}
+}
+
+func testRunYields(t *testing.T, rate int, share float64) {
 	var busy atomic.Bool
 	busy.Store(true)
 	o := DefaultOptions()
 	o.LargeThreshold = 1 << 40
 	o.ChunkSize = 10
 	o.Workers = 2
-	o.BusyRowsPerSecond = 1 // a chunk per 10 s: only the first starts in this test while busy
+	o.BusyRowsPerSecond = rate
+	o.BusyShare = share
 	o.WriterBusy = busy.Load
 	e := newEnv(t, o)
 	e.followMany("star", 50)
