@@ -34,3 +34,34 @@ func TestShard(t *testing.T) {
 		t.Errorf("1000 keys fell in %d of 8 shards: %v", len(seen), seen)
 	}
 }
+
+func TestEventShard(t *testing.T) {
+	// Fixed values, FNV-1a 32 of the subject: a change moves every stored
+	// partition, and JetStream's partition(n) computes the same (checked
+	// against a real server in writer's TestShardedStreamSubjects).
+	for _, tc := range []struct {
+		prefix, typ string
+		shards      int
+		want        int
+	}{
+		{"events.", "click", 1, 0},
+		{"events.", "click", 4, 2},
+		{"events.", "page.view", 4, 0},
+	} {
+		if got := EventShard(tc.prefix, tc.typ, tc.shards); got != tc.want {
+			t.Errorf("EventShard(%q, %q, %d) = %d, want %d", tc.prefix, tc.typ, tc.shards, got, tc.want)
+		}
+	}
+	for i := range 200 {
+		typ := "type" + strconv.Itoa(i)
+		want := EventShard(DefaultEventSubjectPrefix, typ, 8)
+		for _, key := range []string{"22112610|" + typ, "22112610|" + typ + "|3"} {
+			if got := EventPartitionShard(DefaultEventSubjectPrefix, []byte(key), 8); got != want {
+				t.Fatalf("EventPartitionShard(%q) = %d, want the shard of its type %d", key, got, want)
+			}
+		}
+	}
+	if got, want := EventPartitionShard("events.", []byte("no-type"), 8), Shard([]byte("no-type"), 8); got != want {
+		t.Errorf("EventPartitionShard of a key without '|' = %d, want Shard's %d", got, want)
+	}
+}

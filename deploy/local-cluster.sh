@@ -14,7 +14,8 @@
 # query HTTP +80, storage HTTP +81 and +82).
 #
 # Storage nodes: with the sharding flags in cmd/ingest (--node-id, --shards,
-# --own-shards), two nodes owning shards 0-3 and 4-7 of 8, and cmd/query
+# --own-shards, --owners-kv), two nodes claiming shards 0-3 and 4-7 of 8 in the
+# owners bucket eventide-shard-owners, and cmd/query
 # routing to them; a cmd/ingest without them runs one storage node owning
 # everything, whose HTTP API serves the queries (cmd/query is started only
 # when it has --owners).
@@ -90,7 +91,7 @@ start() {
 	for s in "${storage[@]}"; do
 		local name=${s% *} shards=${s#* } extra=()
 		n=$((n + 1))
-		[ "$shards" != - ] && extra=(--node-id "$name" --shards 8 --own-shards "$shards")
+		[ "$shards" != - ] && extra=(--node-id "$name" --shards 8 --own-shards "$shards" --owners-kv eventide-shard-owners)
 		# One storage node creates the streams; the next waits for it, so
 		# two do not race to create them.
 		run "$name" "$dir/bin/ingest" --data "$dir/$name" --http "127.0.0.1:$((port + 80 + n))" \
@@ -100,7 +101,7 @@ start() {
 	local api="http://127.0.0.1:$((port + 81))"
 	if "$dir/bin/query" -h 2>&1 | grep -q -- '--owners'; then
 		run query "$dir/bin/query" --http "127.0.0.1:$((port + 80))" --nats-url "$url" \
-			--shards 8 --owners "0-3=storage-1,4-7=storage-2"
+			--shards 8 --owners "0-3=storage-1,4-7=storage-2" --owners-kv eventide-shard-owners
 		wait_http "http://127.0.0.1:$((port + 80))/readyz" 60 query
 		api="http://127.0.0.1:$((port + 80))"
 	else

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -34,33 +35,39 @@ type configError struct{ err error }
 func (e configError) Error() string { return e.err.Error() }
 func (e configError) Unwrap() error { return e.err }
 
-// Workloads, those that run today and those that wait for parts of
-// Eventide not built yet.
+// Workloads. "fanout" names the social workload's probe posts (part of
+// it, so it selects social); "timelines" selects social and queries,
+// with timeline queries in the mix; "tail" follows the events workload's
+// probes live.
 var (
-	availableWorkloads = []string{"events", "queries"}
-	// upcomingWorkloads maps each designed workload to what it waits for.
-	upcomingWorkloads = map[string]string{
-		"social":    "the fan-out worker (follow graph: users, follows, unfollows, posts, deletes)",
-		"timelines": "the fan-out worker and the query service (timeline queries)",
-		"fanout":    "the fan-out worker (fan-out lag: probe posts read back from follower timelines)",
-		"tail":      "the query service (live tail subscribers)",
-	}
+	availableWorkloads = []string{"events", "queries", "social", "fanout", "timelines", "tail"}
+	// sloWorkloads are the workloads objectives may name.
+	sloWorkloads = []string{"events", "queries", "social"}
 )
 
 // queryKindNames maps the --query-mix names to query kinds.
 var queryKindNames = map[string]string{
-	"latest": workload.QueryLatest,
-	"window": workload.QueryWindow,
-	"counts": workload.QueryCounts,
+	"latest":   workload.QueryLatest,
+	"window":   workload.QueryWindow,
+	"counts":   workload.QueryCounts,
+	"timeline": workload.QueryTimeline,
 }
+
+// Default query mixes: without and with the social workload's timelines.
+const (
+	defaultQueryMix       = "latest=5,window=3,counts=2"
+	defaultSocialQueryMix = "latest=5,window=3,counts=2,timeline=5"
+)
 
 type config struct {
 	NATSURL, HTTPURL string
 	// NATS holds the authentication and TLS of the connection to
 	// NATSURL (its URL is set at connect time: NATSURL, or the spawned
 	// server's).
-	NATS        natsconn.Options
-	HTTPAuth    string // reserved
+	NATS natsconn.Options
+	// HTTPToken is the bearer token sent with every HTTP request (the
+	// server's --http-token); empty sends none.
+	HTTPToken   string
 	Spawn       bool
 	SpawnArgs   string
 	Stream, DLQ string
@@ -85,6 +92,17 @@ type config struct {
 	Query        workload.QueryConfig
 	QueryTimeout time.Duration
 
+	// The social workload.
+	Social         workload.SocialConfig
+	PostProbeRate  float64
+	SocialWorkers  int
+	SetupWorkers   int
+	SetupTimeout   time.Duration
+	FanoutInterval time.Duration
+	TimelineCap    int
+
+	TailSubscribers int
+
 	RawDuration   time.Duration
 	DrainTimeout  time.Duration
 	ProbeInterval time.Duration
@@ -106,22 +124,23 @@ type config struct {
 
 // latencyKinds are the kinds objectives may name.
 func latencyKinds() []string {
-	return append([]string{"publish", "queryable", "raw.publish"}, workload.QueryKinds...)
+	return append([]string{"publish", "queryable", "raw.publish", "social.publish", "fanout.push", "fanout.pull", "tail"}, workload.QueryKinds...)
 }
 
 func parseConfig(args []string, stderr io.Writer) (*config, error) {
-	c := &config{Events: workload.DefaultEventConfig()}
+	c := &config{Events: workload.DefaultEventConfig(), Social: workload.DefaultSocialConfig()}
 	fs := flag.NewFlagSet("loadtest run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.NATSURL, "nats-url", "nats://127.0.0.1:4222", "NATS URL of the Eventide under test (ignored with --spawn)")
 	fs.StringVar(&c.HTTPURL, "http-url", "http://127.0.0.1:8080", "HTTP API URL of the Eventide under test (ignored with --spawn)")
 	c.NATS.RegisterFlags(fs) // --nats-user, --nats-creds, --nats-tls-ca, ...
-	fs.StringVar(&c.HTTPAuth, "http-auth", "", "reserved: HTTP authentication (the API has none yet)")
+	fs.StringVar(&c.HTTPToken, "http-token", "", "bearer token sent with every HTTP request (the server's --http-token); prefer --http-token-file, as flags show in ps")
+	tokenFile := fs.String("http-token-file", "", "file holding the bearer token (surrounding whitespace dropped); excludes --http-token")
 	fs.BoolVar(&c.Spawn, "spawn", false, "build cmd/ingest into a temporary directory and run it with a temporary data directory on free loopback ports; record its RSS and CPU")
 	fs.StringVar(&c.SpawnArgs, "spawn-args", "", "extra flags for the spawned server, space-separated, e.g. '--wal-sync periodic'")
 	fs.StringVar(&c.Stream, "stream", "EVENTS", "the server's event stream (--stream of cmd/ingest)")
 	fs.StringVar(&c.DLQ, "dlq-stream", "EVENTS_DLQ", "the server's dead-letter stream")
-	workloads := fs.String("workload", "events,queries", "workloads to run, comma-separated: events, queries (social, timelines, fanout, tail: not available yet)")
+	workloads := fs.String("workload", "events,queries", "workloads to run, comma-separated: events, queries, social (fanout: its probe posts; timelines: social and timeline queries), tail (live tail subscribers of the events' probes)")
 	fs.DurationVar(&c.Duration, "duration", 30*time.Second, "how long the load runs")
 	seed := fs.Uint64("seed", 0, "seed of every generator; 0 picks one (printed and in the report)")
 
@@ -144,12 +163,36 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.Float64Var(&c.QueryRate, "query-rate", 50, "queries per second (open loop)")
 	fs.IntVar(&c.QueryWorkers, "query-workers", 16, "most queries in flight")
 	queryTypes := fs.String("query-types", "", "event types the queries read, with weights (click=3,view): the server's own data; default the run's own types, weighted like the event mix")
-	queryMix := fs.String("query-mix", "latest=5,window=3,counts=2", "query kinds and weights: latest, window, counts")
+	queryMix := fs.String("query-mix", defaultQueryMix, "query kinds and weights: latest, window, counts, timeline (default with the social workload "+defaultSocialQueryMix+"; timelines alone: timeline=1)")
 	fs.IntVar(&c.Query.LatestN, "latest-n", 100, "limit of latest-N queries")
 	fs.DurationVar(&c.Query.WindowMin, "window-min", time.Minute, "shortest window query")
 	fs.DurationVar(&c.Query.WindowMax, "window-max", 10*time.Minute, "longest window query")
 	fs.IntVar(&c.Query.WindowLimit, "window-limit", 1000, "limit of window queries")
 	fs.DurationVar(&c.QueryTimeout, "query-timeout", 10*time.Second, "longest wait for a query")
+	fs.IntVar(&c.Query.TimelineLimit, "timeline-limit", 20, "limit of timeline queries")
+
+	sc := &c.Social
+	fs.IntVar(&sc.Users, "users", sc.Users, "social: users (each may post and follow)")
+	fs.IntVar(&sc.Threshold, "fanout-threshold", sc.Threshold, "social: the server's --fanout-threshold (passed to it with --spawn): big authors get more followers than this")
+	fs.IntVar(&sc.BigAuthors, "big-authors", sc.BigAuthors, "social: authors with more followers than --fanout-threshold (merged at read time)")
+	fs.IntVar(&sc.PushTop, "push-top", 0, "social: followers of the most followed pushed author (default half --fanout-threshold, at most --users - 1)")
+	fs.Float64Var(&sc.FollowZipfS, "follow-zipf", sc.FollowZipfS, "social: Zipf exponent of follower counts by rank (and of whom run-time follows pick)")
+	fs.Float64Var(&sc.PostZipfS, "post-zipf", sc.PostZipfS, "social: Zipf exponent of who posts, by rank (0: everyone alike)")
+	fs.StringVar(&sc.PostType, "post-type", sc.PostType, "social: event type of posts (one of the server's --post-types)")
+	fs.IntVar(&sc.PostSize, "post-size", sc.PostSize, "social: body size of a post in bytes")
+	fs.Float64Var(&sc.PostRate, "post-rate", sc.PostRate, "social: posts per second (open loop)")
+	fs.Float64Var(&sc.FollowRate, "follow-rate", sc.FollowRate, "social: follows per second")
+	fs.Float64Var(&sc.UnfollowRate, "unfollow-rate", sc.UnfollowRate, "social: unfollows per second")
+	fs.Float64Var(&sc.DeleteRate, "delete-rate", sc.DeleteRate, "social: post deletes per second (of posts at least 1 s old)")
+	fs.Float64Var(&c.PostProbeRate, "post-probe-rate", 2, "social: probe posts per second (part of --post-rate), timed into their followers' timelines (fan-out lag)")
+	fs.IntVar(&sc.ProbeAuthors, "probe-authors", sc.ProbeAuthors, "social: pushed authors writing probe posts, of follower counts a factor 10 apart (every big author writes them too)")
+	fs.IntVar(&sc.LagSample, "lag-sample", sc.LagSample, "social: followers of each probe author whose timelines time the fan-out lag")
+	fs.IntVar(&c.SocialWorkers, "social-workers", 64, "social: most operations in flight")
+	fs.IntVar(&c.SetupWorkers, "setup-workers", 64, "social: most setup follows in flight")
+	fs.DurationVar(&c.SetupTimeout, "setup-timeout", 5*time.Minute, "social: longest wait for the fan-out worker to apply the setup's follows")
+	fs.DurationVar(&c.FanoutInterval, "fanout-interval", 50*time.Millisecond, "social: how often sampled timelines are read for probe posts (the fan-out lag's resolution)")
+	fs.IntVar(&c.TailSubscribers, "tail-subscribers", 4, "tail: live tail streams (GET /v1/events/stream) following the probe events")
+	fs.IntVar(&c.TimelineCap, "timeline-cap", 800, "social: the server's --timeline-cap: a probe post missing below this many newer posts counts as trimmed")
 
 	fs.DurationVar(&c.RawDuration, "raw-duration", 5*time.Second, "length of the raw JetStream phase (publish + consume + ack on a stream of its own); 0 skips it")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 60*time.Second, "longest wait after the load for every event to be readable")
@@ -180,10 +223,12 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		w = strings.TrimSpace(w)
 		switch {
 		case w == "":
+		case w == "fanout":
+			c.Workloads["social"] = true
+		case w == "timelines":
+			c.Workloads["social"], c.Workloads["queries"], c.Workloads["timelines"] = true, true, true
 		case contains(availableWorkloads, w):
 			c.Workloads[w] = true
-		case upcomingWorkloads[w] != "":
-			errs = append(errs, fmt.Errorf("--workload %s: not available yet: it needs %s, which is not built", w, upcomingWorkloads[w]))
 		default:
 			errs = append(errs, fmt.Errorf("--workload %s: unknown workload (known: %s)", w, strings.Join(availableWorkloads, ", ")))
 		}
@@ -191,8 +236,14 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	if len(c.Workloads) == 0 && len(errs) == 0 {
 		errs = append(errs, errors.New("--workload: none given"))
 	}
-	if c.HTTPAuth != "" {
-		errs = append(errs, errors.New("--http-auth: reserved; the HTTP API has no authentication yet"))
+	if *tokenFile != "" {
+		if c.HTTPToken != "" {
+			errs = append(errs, errors.New("--http-token-file excludes --http-token"))
+		} else if b, err := os.ReadFile(*tokenFile); err != nil {
+			errs = append(errs, fmt.Errorf("--http-token-file: %w", err))
+		} else if c.HTTPToken = strings.TrimSpace(string(b)); c.HTTPToken == "" {
+			errs = append(errs, fmt.Errorf("--http-token-file %s: the file is empty", *tokenFile))
+		}
 	}
 	if c.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("--duration %s: must be positive", c.Duration))
@@ -247,21 +298,73 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 			}
 			c.QueryTypes = qt
 		}
+		mixSet := false
+		fs.Visit(func(f *flag.Flag) { mixSet = mixSet || f.Name == "query-mix" })
+		switch {
+		case mixSet:
+		case c.Workloads["timelines"]:
+			*queryMix = "timeline=1"
+		case c.Workloads["social"]:
+			*queryMix = defaultSocialQueryMix
+		}
 		mix, err := workload.ParseMix(*queryMix)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--query-mix: %w", err))
 		}
 		for _, m := range mix {
 			kind, ok := queryKindNames[m.Name]
-			if !ok {
-				if m.Name == "timeline" || m.Name == "tail" {
-					errs = append(errs, fmt.Errorf("--query-mix %s: not available yet: it needs the fan-out worker and the query service", m.Name))
-				} else {
-					errs = append(errs, fmt.Errorf("--query-mix %s: unknown query kind (known: latest, window, counts)", m.Name))
-				}
+			switch {
+			case m.Name == "tail":
+				errs = append(errs, errors.New("--query-mix tail: live tail subscribers are a workload of their own: --workload events,tail --tail-subscribers N"))
+				continue
+			case !ok:
+				errs = append(errs, fmt.Errorf("--query-mix %s: unknown query kind (known: latest, window, counts, timeline)", m.Name))
+				continue
+			case kind == workload.QueryTimeline && !c.Workloads["social"]:
+				errs = append(errs, errors.New("--query-mix timeline: timeline queries read the social workload's users: add --workload social"))
 				continue
 			}
 			c.QueryMix = append(c.QueryMix, workload.Weight{Name: kind, Weight: m.Weight})
+		}
+	}
+	if c.Workloads["social"] {
+		sc.Run, sc.Seed = c.Run, c.Seed
+		if sc.PushTop == 0 {
+			sc.PushTop = min(sc.Threshold/2, sc.Users-1)
+		}
+		if !(c.PostProbeRate >= 0) || c.PostProbeRate > sc.PostRate {
+			errs = append(errs, fmt.Errorf("--post-probe-rate %v: must be 0 to --post-rate (%v)", c.PostProbeRate, sc.PostRate))
+		} else if c.PostProbeRate > 0 {
+			sc.ProbeEvery = max(1, int64(sc.PostRate/c.PostProbeRate))
+		}
+		if r := sc.Rate(); r > 1e6 {
+			errs = append(errs, fmt.Errorf("social rates add up to %v: at most 1000000 per second", r))
+		}
+		if _, err := workload.NewSocialGen(*sc); err != nil {
+			errs = append(errs, err)
+		}
+		if c.SocialWorkers < 1 || c.SocialWorkers > 100000 || c.SetupWorkers < 1 || c.SetupWorkers > 10000 {
+			errs = append(errs, fmt.Errorf("--social-workers %d and --setup-workers %d: must be 1 to 100000 and 1 to 10000", c.SocialWorkers, c.SetupWorkers))
+		}
+		if c.SetupTimeout <= 0 || c.FanoutInterval <= 0 || c.TimelineCap < 1 {
+			errs = append(errs, errors.New("--setup-timeout, --fanout-interval and --timeline-cap must be positive"))
+		}
+		if c.FindMax {
+			errs = append(errs, errors.New("--find-max ramps the event rate; run the social workload without it"))
+		}
+	}
+	if c.Workloads["tail"] {
+		if !c.Workloads["events"] || c.ProbeRate <= 0 {
+			errs = append(errs, errors.New("--workload tail follows the events workload's probe events: add events, with --probe-rate > 0"))
+		}
+		if c.TailSubscribers < 1 || c.TailSubscribers > 10000 {
+			errs = append(errs, fmt.Errorf("--tail-subscribers %d: must be 1 to 10000", c.TailSubscribers))
+		}
+	}
+	if c.Workloads["queries"] {
+		c.Query.Run = c.Run
+		if c.Workloads["social"] {
+			c.Query.TimelineUsers = sc.Users
 		}
 	}
 	if c.MaxLateness < 0 {
@@ -298,7 +401,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 			errs = append(errs, fmt.Errorf("--raw-rate %v: must be more than 0 and at most %d per second", c.RawRate, int(maxRate)))
 		}
 	}
-	objs, err := report.ParseObjectives(*slo, report.Names{Kinds: latencyKinds(), Workloads: availableWorkloads})
+	objs, err := report.ParseObjectives(*slo, report.Names{Kinds: latencyKinds(), Workloads: sloWorkloads})
 	if err != nil {
 		errs = append(errs, fmt.Errorf("--slo: %w", err))
 	}
@@ -312,8 +415,8 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	c.Flags = map[string]string{}
 	fs.VisitAll(func(f *flag.Flag) {
 		v := f.Value.String()
-		if slices.Contains(natsconn.SecretFlags, f.Name) && v != "" {
-			v = "REDACTED" // the report is shared; the password is not
+		if (f.Name == "http-token" || slices.Contains(natsconn.SecretFlags, f.Name)) && v != "" {
+			v = "REDACTED" // the report is shared; secrets are not
 		}
 		c.Flags[f.Name] = v
 	})

@@ -8,54 +8,86 @@ import (
 	"github.com/eventide/eventide/loadtest/internal/report"
 )
 
-// ramp runs steps at rising rates: from rate, multiplying by --ramp
-// while every objective holds; after the first step that breaks one, it
-// halves the gap between the highest rate that held and the lowest that
-// broke until the gap is under 5% or --max-steps steps ran. If the first
-// step breaks, it halves the rate instead. A step that is not correct
-// ends the ramp: a pipeline that loses events has no capacity figure.
-// It returns the steps, the highest rate that held (0 if none) and the
-// index of its step (-1 if none).
-func ramp(ctx context.Context, cfg *config, rate float64, step func(i int, rate float64) (report.FindMaxStep, error)) ([]report.FindMaxStep, float64, int, error) {
-	var steps []report.FindMaxStep
-	good, bad := 0.0, 0.0
-	best := -1
-	for i := 0; i < cfg.MaxSteps && ctx.Err() == nil; i++ {
-		st, err := step(i, rate)
-		if err != nil {
-			return nil, 0, -1, err
+// rampState is one ramp of steps at rising rates: from the first rate,
+// multiplying by --ramp while every objective holds; after the first
+// step that breaks one, it halves the gap between the highest rate that
+// held and the lowest that broke until the gap is under 5% or
+// --max-steps steps ran. If the first step breaks, it halves the rate
+// instead. A step that is not correct ends the ramp: a pipeline that loses
+// events has no capacity figure.
+type rampState struct {
+	cfg       *config
+	rate      float64
+	good, bad float64 // the highest rate that held, the lowest that broke; 0 if none
+	best      int     // index in steps of the step at good; -1 if none
+	steps     []report.FindMaxStep
+	done      bool
+}
+
+func newRamp(cfg *config, rate float64) *rampState {
+	return &rampState{cfg: cfg, rate: rate, best: -1, done: cfg.MaxSteps < 1}
+}
+
+// record adds the step just run at r.rate and picks the next rate.
+func (r *rampState) record(st report.FindMaxStep) {
+	i := len(r.steps)
+	r.steps = append(r.steps, st)
+	if !st.Correct {
+		r.done = true
+		return
+	}
+	if st.Held {
+		r.good, r.best = r.rate, i
+	} else {
+		r.bad = r.rate
+	}
+	switch {
+	case r.bad == 0:
+		r.rate *= r.cfg.Ramp
+	case r.good == 0:
+		r.rate /= 2
+	default:
+		r.rate = (r.good + r.bad) / 2
+	}
+	if len(r.steps) >= r.cfg.MaxSteps || (r.good > 0 && r.bad > 0 && (r.bad-r.good)/r.good < 0.05) || r.rate < 1 || r.rate > maxRate {
+		r.done = true
+	}
+}
+
+// stepFunc runs step i of a ramp at rate.
+type stepFunc func(i int, rate float64) (report.FindMaxStep, error)
+
+// interleave runs the ramps' steps in turn, one step of each while it is
+// not done, so that on a shared machine every ramp sees the same
+// background load over the run rather than one ramp its first minutes
+// and the other its last: their ratio is what matters.
+func interleave(ctx context.Context, ramps []*rampState, steps []stepFunc) error {
+	for {
+		ran := false
+		for k, r := range ramps {
+			if r.done {
+				continue
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("interrupted: %w", context.Cause(ctx))
+			}
+			st, err := steps[k](len(r.steps), r.rate)
+			if err != nil {
+				return err
+			}
+			r.record(st)
+			ran = true
 		}
-		steps = append(steps, st)
-		if !st.Correct {
-			break
-		}
-		if st.Held {
-			good, best = rate, i
-		} else {
-			bad = rate
-		}
-		switch {
-		case bad == 0:
-			rate *= cfg.Ramp
-		case good == 0:
-			rate /= 2
-		default:
-			rate = (good + bad) / 2
-		}
-		if (good > 0 && bad > 0 && (bad-good)/good < 0.05) || rate < 1 || rate > maxRate {
-			break
+		if !ran {
+			return nil
 		}
 	}
-	if ctx.Err() != nil {
-		return nil, 0, -1, fmt.Errorf("interrupted: %w", context.Cause(ctx))
-	}
-	return steps, good, best, nil
 }
 
 // findMax ramps Eventide's event rate (steps of --duration, each a full
-// load, drain and check with its own run id), then, unless
-// --raw-duration is 0, ramps the raw JetStream pipeline under the same
-// objectives. It returns the ramps and the step of Eventide's highest
+// load, drain and check with its own run id) and, unless --raw-duration
+// is 0, the raw JetStream pipeline under the same objectives, one step of
+// each in turn. It returns the ramps and the step of Eventide's highest
 // rate that held (its last step if none did).
 func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax, *stepResult, error) {
 	cfg := e.cfg
@@ -64,7 +96,9 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 		fm.Objectives = append(fm.Objectives, o.Text)
 	}
 	var results []*stepResult
-	steps, maxRate, best, err := ramp(ctx, cfg, cfg.EventRate, func(i int, rate float64) (report.FindMaxStep, error) {
+	eventide := newRamp(cfg, cfg.EventRate)
+	ramps := []*rampState{eventide}
+	steps := []stepFunc{func(i int, rate float64) (report.FindMaxStep, error) {
 		run := fmt.Sprintf("%ss%d", cfg.Run, i)
 		e.progress.note("find-max step %d: %.0f events/s for %s", i+1, rate, cfg.Duration)
 		res, err := e.step(ctx, rate, run)
@@ -83,17 +117,12 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 		st.ServerCounters = res.counters
 		fm.AllCorrect = fm.AllCorrect && st.Correct
 		return st, nil
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	fm.Steps, fm.MaxRate = steps, maxRate
-	chosen := results[len(results)-1]
-	if best >= 0 {
-		chosen = results[best]
-	}
+	}}
+	var raw *rampState
 	if cfg.RawDuration > 0 {
-		rawSteps, rawMax, _, err := ramp(ctx, cfg, cfg.RawRate, func(i int, rate float64) (report.FindMaxStep, error) {
+		raw = newRamp(cfg, cfg.RawRate)
+		ramps = append(ramps, raw)
+		steps = append(steps, func(i int, rate float64) (report.FindMaxStep, error) {
 			run := fmt.Sprintf("%sr%d", cfg.Run, i)
 			e.progress.note("find-max raw JetStream step %d: %.0f messages/s for %s", i+1, rate, cfg.Duration)
 			probe, err := e.rawStep(ctx, rate, run)
@@ -108,12 +137,19 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 			st.ServerCores = e.serverCores(probe.Started, probe.Finished)
 			return st, nil
 		})
-		if err != nil {
-			return nil, nil, err
-		}
-		fm.Raw = &report.RawRamp{Steps: rawSteps, MaxRate: rawMax}
-		if rawMax > 0 {
-			fm.Ratio = fm.MaxRate / rawMax
+	}
+	if err := interleave(ctx, ramps, steps); err != nil {
+		return nil, nil, err
+	}
+	fm.Steps, fm.MaxRate = eventide.steps, eventide.good
+	chosen := results[len(results)-1]
+	if eventide.best >= 0 {
+		chosen = results[eventide.best]
+	}
+	if raw != nil {
+		fm.Raw = &report.RawRamp{Steps: raw.steps, MaxRate: raw.good}
+		if raw.good > 0 {
+			fm.Ratio = fm.MaxRate / raw.good
 		}
 	}
 	return fm, chosen, nil

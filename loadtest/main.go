@@ -6,13 +6,17 @@
 // as dropped, a correctness check at the end, objectives that pass or
 // fail, and JSON and HTML reports; --find-max ramps the rate, for
 // Eventide and for raw JetStream on the same server, until an objective
-// breaks. See loadtest/README.md.
+// breaks. The social workload builds a follow graph with Zipf follower
+// counts (some authors above the fan-out threshold), then posts, follows,
+// unfollows and deletes, and times probe posts into their followers'
+// timelines (fan-out lag). See loadtest/README.md.
 //
 // Usage:
 //
 //	go run ./loadtest run --spawn --duration 30s --rate 2000 --json report.json --html report.html
 //	go run ./loadtest run --nats-url nats://host:4222 --http-url http://host:8080 --slo 'p99(query.latest)<10ms,drop<0.1%'
 //	go run ./loadtest run --spawn --find-max --rate 5000 --duration 20s --json findmax.json
+//	go run ./loadtest run --spawn --workload events,queries,social --users 20000 --post-rate 100 --json social.json
 //
 // Exit codes: 0 when every objective and the correctness check passed, 1
 // when one failed (or the run could not complete), 2 for a bad command

@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/eventide/eventide/loadtest/internal/report"
+	"github.com/eventide/eventide/loadtest/internal/workload"
 	"golang.org/x/net/html"
 )
 
@@ -25,10 +28,18 @@ func TestSpawnedRun(t *testing.T) {
 	defer checkGoroutines(t, runtime.NumGoroutine())
 	dir := t.TempDir()
 	jsonPath, htmlPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html")
+	// The server wants a bearer token: every request of the harness must
+	// carry it, or its queries and checks fail.
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var stdout, stderr bytes.Buffer
 	code := runMain(context.Background(), []string{
-		"run", "--spawn", "--duration", "3s", "--rate", "300", "--query-rate", "30", "--raw-duration", "1s",
+		"run", "--spawn", "--spawn-args", "--http-token-file " + tokenFile, "--http-token-file", tokenFile, "--duration", "3s", "--rate", "300", "--query-rate", "30", "--raw-duration", "1s",
 		"--invalid", "0.03", "--late", "0.05", "--probe-rate", "30", "--seed", "42", "--progress", "off",
+		"--workload", "events,queries,social,tail", "--tail-subscribers", "2", "--users", "300", "--fanout-threshold", "100", "--big-authors", "2",
+		"--post-rate", "40", "--follow-rate", "5", "--unfollow-rate", "10", "--delete-rate", "5", "--post-probe-rate", "8",
 		"--slo", "p99(publish)<1h,p50(queryable)<1ns",
 		"--json", jsonPath, "--html", htmlPath,
 	}, &stdout, &stderr)
@@ -54,7 +65,7 @@ func TestSpawnedRun(t *testing.T) {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"format_version", "seed", "run", "parameters", "git", "machine", "target", "latency", "series", "events", "queries", "dlq", "raw_jetstream", "server", "correctness", "objectives", "passed"} {
+	for _, key := range []string{"format_version", "seed", "run", "parameters", "git", "machine", "target", "latency", "series", "events", "queries", "social", "tail", "dlq", "raw_jetstream", "server", "correctness", "objectives", "passed"} {
 		if _, ok := raw[key]; !ok {
 			t.Errorf("JSON report has no %q", key)
 		}
@@ -62,7 +73,7 @@ func TestSpawnedRun(t *testing.T) {
 	if r.FormatVersion != report.FormatVersion || r.Seed != 42 || r.Parameters["rate"] != "300" || r.Machine.CPUs < 1 || !r.Target.Spawned {
 		t.Errorf("report header: version %d seed %d rate %q cpus %d spawned %v", r.FormatVersion, r.Seed, r.Parameters["rate"], r.Machine.CPUs, r.Target.Spawned)
 	}
-	for _, kind := range []string{"publish", "queryable", "query.latest", "query.window", "query.counts"} {
+	for _, kind := range []string{"publish", "queryable", "query.latest", "query.window", "query.counts", "query.timeline", "social.publish", "fanout.push", "fanout.pull", "tail"} {
 		s, ok := r.Latency[kind]
 		if !ok || s.Count == 0 {
 			t.Errorf("latency %s: no values", kind)
@@ -81,8 +92,36 @@ func TestSpawnedRun(t *testing.T) {
 	if e.Scheduled != 900 || e.Started+e.Dropped != e.Scheduled || e.AckedValid == 0 || e.AckedInvalid == 0 || e.Late == 0 || e.AckedProbes == 0 {
 		t.Errorf("events = %+v", *e)
 	}
-	if r.Queries.Scheduled != 90 {
-		t.Errorf("queries scheduled %d, want 90", r.Queries.Scheduled)
+	if r.Queries.Scheduled != 90 || r.Queries.ByKind["query.timeline"] == 0 {
+		t.Errorf("queries scheduled %d (want 90), by kind %v (want timelines among them)", r.Queries.Scheduled, r.Queries.ByKind)
+	}
+	// The social workload: its setup, every operation kind acknowledged,
+	// every probe post timed, pushed and pulled.
+	so := r.Social
+	if so.Scheduled != 180 || so.Started+so.Dropped != so.Scheduled || so.Users != 300 || so.BigAuthors != 2 || so.FanoutThreshold != 100 || so.Setup == nil || so.Setup.Follows != int64(so.Edges) {
+		t.Errorf("social = %+v", *so)
+	}
+	for _, k := range []string{"post", "probe_post", "follow", "unfollow", "post_delete"} {
+		if so.Acked[k] == 0 {
+			t.Errorf("social acked %v: no %s", so.Acked, k)
+		}
+	}
+	if so.ProbePostsAcked != so.Acked["probe_post"] || so.ProbePostsTimed != so.ProbePostsAcked || so.DeletesChecked == 0 || so.DrainSeconds < 0 {
+		t.Errorf("social probe posts acked %d timed %d, deletes checked %d, drain %v", so.ProbePostsAcked, so.ProbePostsTimed, so.DeletesChecked, so.DrainSeconds)
+	}
+	var pull, push int
+	for _, pa := range so.ProbeAuthors {
+		if pa.Lag == nil || pa.Lag.Count == 0 || pa.Lag.Percentiles["p99"] <= 0 {
+			t.Errorf("probe author %s: no fan-out lag of its own", pa.User)
+		}
+		if pa.Pull && pa.Followers > so.FanoutThreshold {
+			pull++
+		} else if !pa.Pull && pa.Followers <= so.FanoutThreshold && pa.Followers > 0 {
+			push++
+		}
+	}
+	if pull != 2 || push == 0 {
+		t.Errorf("probe authors %+v: want 2 pulled above the threshold and pushed ones", so.ProbeAuthors)
 	}
 	if r.DLQ.InDLQ != r.DLQ.InvalidAcked || r.DLQ.ReasonMismatches != 0 {
 		t.Errorf("dlq = %+v", *r.DLQ)
@@ -93,8 +132,16 @@ func TestSpawnedRun(t *testing.T) {
 	if r.ServerCounters["eventide_writer_batch_messages_sum"] < float64(r.Events.AckedValid) || r.ServerCounters["eventide_storage_wal_syncs_total"] == 0 {
 		t.Errorf("server counters over the load = %v, want the writer's batches and WAL fsyncs", r.ServerCounters)
 	}
-	if !r.Correctness.Passed || len(r.Correctness.Checks) != 3 {
+	if tl := r.Tail; tl == nil || tl.Subscribers != 2 || tl.Received != 2*r.Events.AckedProbes || r.Latency["tail"].Count != tl.Received {
+		t.Errorf("tail = %+v, want every acked probe (%d) at both subscribers, each timed", tl, r.Events.AckedProbes)
+	}
+	if !r.Correctness.Passed || len(r.Correctness.Checks) != 7 {
 		t.Errorf("correctness = %+v", *r.Correctness)
+	}
+	for _, c := range r.Correctness.Checks {
+		if c.Name == "probe posts reached followers" && strings.Contains(c.Detail, " 0 post-follower pairs checked") {
+			t.Errorf("the fan-out check checked nothing: %s", c.Detail)
+		}
 	}
 	if len(r.Objectives) != 2 || !r.Objectives[0].Passed || r.Objectives[1].Passed || r.Passed {
 		t.Errorf("objectives = %+v, passed %v", r.Objectives, r.Passed)
@@ -128,6 +175,54 @@ func TestSpawnedRun(t *testing.T) {
 	}
 }
 
+// A server that does not fan out the harness's posts (its post types are
+// others) fails the fan-out check: the probe posts are missing from the
+// followers' timelines, and the run exits 1 naming the check.
+func TestSocialCheckFails(t *testing.T) {
+	t.Parallel() // with TestFindMaxRamps: both mostly wait on their servers
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), []string{
+		"run", "--spawn", "--spawn-args", "--post-types other", "--workload", "social", "--duration", "1s",
+		"--users", "100", "--fanout-threshold", "20", "--big-authors", "1", "--post-rate", "20", "--post-probe-rate", "5",
+		"--follow-rate", "0", "--unfollow-rate", "0", "--delete-rate", "0", "--drain-timeout", "1s", "--seed", "9", "--progress", "off",
+	}, &stdout, &stderr)
+	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+	if code != exitFail {
+		t.Fatalf("exit code %d, want %d", code, exitFail)
+	}
+	if !strings.Contains(stderr.String(), "probe posts reached followers: ") || !strings.Contains(stderr.String(), "is not in the timeline of") {
+		t.Errorf("stderr does not name the failed fan-out check")
+	}
+}
+
+// A server without the fan-out worker cannot take the social workload:
+// a configuration error found at the setup, not a wait for the setup
+// timeout.
+func TestSocialWithoutFanout(t *testing.T) {
+	t.Parallel()
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), []string{"run", "--spawn", "--spawn-args", "--fanout=false", "--workload", "social",
+		"--users", "50", "--fanout-threshold", "10", "--big-authors", "1", "--progress", "off"}, &stdout, &stderr)
+	if code != exitConfig || !strings.Contains(stderr.String(), "is its fan-out worker off (--fanout=false)?") {
+		t.Fatalf("exit %d, stderr %s; want exit %d naming the missing fan-out worker", code, stderr.String(), exitConfig)
+	}
+}
+
+// A server that wants a bearer token the harness was not given is a
+// configuration error found at start.
+func TestTokenMissing(t *testing.T) {
+	t.Parallel()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := runMain(context.Background(), []string{"run", "--spawn", "--spawn-args", "--http-token-file " + tokenFile, "--progress", "off"}, &stdout, &stderr)
+	if code != exitConfig || !strings.Contains(stderr.String(), "refuses the harness (401)") {
+		t.Fatalf("exit %d, stderr %s; want exit %d naming the missing token", code, stderr.String(), exitConfig)
+	}
+}
+
 // Bad configuration fails at start with exit code 2 and says what is
 // wrong.
 func TestBadConfiguration(t *testing.T) {
@@ -142,11 +237,16 @@ func TestBadConfiguration(t *testing.T) {
 		want string
 	}{
 		{[]string{"run", "--workload", "events,bogus"}, "--workload bogus: unknown workload"},
-		{[]string{"run", "--workload", "social"}, "--workload social: not available yet"},
-		{[]string{"run", "--workload", "fanout"}, "not available yet"},
+		{[]string{"run", "--workload", "tail"}, "--workload tail follows the events workload's probe events"},
+		{[]string{"run", "--workload", "events,tail", "--probe-rate", "0"}, "--workload tail follows the events workload's probe events"},
+		{[]string{"run", "--query-mix", "tail=1"}, "--query-mix tail: live tail subscribers are a workload of their own"},
+		{[]string{"run", "--workload", "social", "--users", "500"}, "big authors need more than the fan-out threshold (10000) followers"},
+		{[]string{"run", "--workload", "social", "--post-rate", "5", "--post-probe-rate", "10"}, "--post-probe-rate 10"},
+		{[]string{"run", "--workload", "events,social", "--find-max"}, "run the social workload without it"},
+		{[]string{"run", "--workload", "fanout", "--post-type", "Post"}, `post type "Post"`},
 		{[]string{"run", "--rate", "0"}, "--rate 0"},
 		{[]string{"run", "--rate", "1e9"}, "--rate 1e+09"},
-		{[]string{"run", "--query-mix", "timeline=1"}, "--query-mix timeline: not available yet"},
+		{[]string{"run", "--query-mix", "timeline=1"}, "--query-mix timeline: timeline queries read the social workload's users"},
 		{[]string{"run", "--slo", "p99(query.nope)<1ms"}, "unknown kind"},
 		{[]string{"run", "--invalid", "2"}, "invalid ratio 2"},
 		{[]string{"run", "--query-types", "click=0"}, "--query-types"},
@@ -154,6 +254,8 @@ func TestBadConfiguration(t *testing.T) {
 		{[]string{"run", "--find-max", "--workload", "queries"}, "--find-max ramps the event rate"},
 		{[]string{"run", "--nats-url", "nats://" + closed, "--progress", "off"}, "cannot connect to NATS at nats://" + closed},
 		{[]string{"walk"}, `unknown command "walk"`},
+		{[]string{"run", "--http-token", "a", "--http-token-file", "/nonexistent"}, "--http-token-file excludes --http-token"},
+		{[]string{"run", "--http-token-file", "/nonexistent/token"}, "--http-token-file: open /nonexistent/token"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
@@ -177,6 +279,7 @@ func TestHelp(t *testing.T) {
 // JetStream: two short steps each that both hold report the second rate,
 // a ratio of 1, and the run passes.
 func TestFindMaxRamps(t *testing.T) {
+	t.Parallel()
 	jsonPath := filepath.Join(t.TempDir(), "r.json")
 	var stdout, stderr bytes.Buffer
 	code := runMain(context.Background(), []string{
@@ -225,5 +328,78 @@ func checkGoroutines(t *testing.T, before int) {
 			t.Fatalf("%d goroutines left running, %d before the run:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// README's flag table lists every flag of `loadtest run`, and no other.
+func TestReadmeListsEveryFlag(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if code := runMain(context.Background(), []string{"run", "-h"}, &stdout, &stderr); code != exitPass {
+		t.Fatalf("run -h: exit %d", code)
+	}
+	flags := map[string]bool{}
+	for line := range strings.Lines(stderr.String()) {
+		if rest, ok := strings.CutPrefix(line, "  -"); ok {
+			flags[strings.Fields(rest)[0]] = true
+		}
+	}
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "<!-- flags: generated from `loadtest run -h` -->")
+	table, _, ok2 := strings.Cut(table, "<!-- end of flags -->")
+	if !ok || !ok2 {
+		t.Fatal("README.md has no flag table between its markers")
+	}
+	listed := map[string]bool{}
+	for line := range strings.Lines(table) {
+		if rest, ok := strings.CutPrefix(line, "| `--"); ok {
+			name, _, _ := strings.Cut(rest, "`")
+			listed[name] = true
+			if !flags[name] {
+				t.Errorf("README lists --%s, which is not a flag", name)
+			}
+		}
+	}
+	for f := range flags {
+		if !listed[f] {
+			t.Errorf("README's flag table does not list --%s", f)
+		}
+	}
+	if len(flags) < 50 {
+		t.Errorf("parsed only %d flags from run -h", len(flags))
+	}
+}
+
+// fanout and timelines are names for parts of the social workload: they
+// select it (timelines with the queries, reading timelines only), and the
+// social workload adds timelines to the default query mix.
+func TestWorkloadNames(t *testing.T) {
+	cases := []struct {
+		args []string
+		want []string // workloads on
+		mix  []workload.Weight
+	}{
+		{[]string{"--workload", "fanout"}, []string{"social"}, nil},
+		{[]string{"--workload", "timelines"}, []string{"social", "queries"}, []workload.Weight{{Name: workload.QueryTimeline, Weight: 1}}},
+		{[]string{"--workload", "social,queries"}, []string{"social", "queries"},
+			[]workload.Weight{{Name: workload.QueryLatest, Weight: 5}, {Name: workload.QueryWindow, Weight: 3}, {Name: workload.QueryCounts, Weight: 2}, {Name: workload.QueryTimeline, Weight: 5}}},
+		{[]string{"--workload", "events,queries"}, []string{"events", "queries"},
+			[]workload.Weight{{Name: workload.QueryLatest, Weight: 5}, {Name: workload.QueryWindow, Weight: 3}, {Name: workload.QueryCounts, Weight: 2}}},
+	}
+	for _, c := range cases {
+		cfg, err := parseConfig(c.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		for _, w := range c.want {
+			if !cfg.Workloads[w] {
+				t.Errorf("%v: workload %s is off", c.args, w)
+			}
+		}
+		if c.mix != nil && !reflect.DeepEqual(cfg.QueryMix, c.mix) {
+			t.Errorf("%v: query mix %v, want %v", c.args, cfg.QueryMix, c.mix)
+		}
 	}
 }

@@ -161,6 +161,7 @@ func (p *probeTracker) seenAt(n int64, at time.Time) {
 type apiClient struct {
 	base   string
 	client *http.Client
+	token  string // bearer token, if any
 }
 
 // apiEvent is an event as /v1/events returns it.
@@ -186,6 +187,9 @@ func (a *apiClient) get(ctx context.Context, path string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.base+path, nil)
 	if err != nil {
 		return fmt.Errorf("cannot make request %s: %w", path, err)
+	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
 	}
 	resp, err := a.client.Do(req)
 	if err != nil {

@@ -32,7 +32,7 @@ func newProgress(mode string, w io.Writer) *progress {
 	return &progress{w: w, on: on}
 }
 
-func (p *progress) line(elapsed time.Duration, rate float64, events *eventLoad, queries *queryLoad, probes *probeTracker, lat *hist.Set) {
+func (p *progress) line(elapsed time.Duration, rate float64, events *eventLoad, queries *queryLoad, probes *probeTracker, lat *hist.Set, social *socialLoad, fan *fanoutTracker) {
 	if !p.on {
 		return
 	}
@@ -47,6 +47,10 @@ func (p *progress) line(elapsed time.Duration, rate float64, events *eventLoad, 
 	}
 	if queries != nil {
 		s += fmt.Sprintf(" | queries ok %d failed %d", queries.ok.Load(), queries.failed.Load())
+	}
+	if social != nil {
+		pending, _ := fan.outstanding()
+		s += fmt.Sprintf(" | social acked %d failed %d, probe posts waiting %d", social.acked.Load(), social.failed.Load(), pending)
 	}
 	p.mu.Lock()
 	fmt.Fprintf(p.w, "\r\033[K%s", s)

@@ -19,8 +19,8 @@ func TestProgressLine(t *testing.T) {
 	ev := &eventLoad{}
 	ev.acked.Store(1234)
 	probes := newProbeTracker(nil, "lt-x-probe", lat)
-	newProgress("on", &on).line(3*time.Second, 500, ev, nil, probes, lat)
-	newProgress("auto", &auto).line(3*time.Second, 500, ev, nil, probes, lat)
+	newProgress("on", &on).line(3*time.Second, 500, ev, nil, probes, lat, nil, nil)
+	newProgress("auto", &auto).line(3*time.Second, 500, ev, nil, probes, lat, nil, nil)
 	if got := on.String(); !strings.HasPrefix(got, "\r\033[K[    3s] 500/s events acked 1234 failed 0 p99 2ms") {
 		t.Errorf("progress line %q", got)
 	}

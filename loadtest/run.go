@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -93,6 +94,15 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 		rep.Raw = raw
 	}
 
+	if cfg.Workloads["social"] {
+		if e.social, err = newSocialLoad(cfg, e.js, e.api); err != nil {
+			return false, configError{err}
+		}
+		if err := e.social.runSetup(ctx, e.progress); err != nil {
+			return false, err
+		}
+	}
+
 	var res *stepResult
 	if cfg.FindMax {
 		var fm *report.FindMax
@@ -155,6 +165,7 @@ type env struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	api      *apiClient
+	social   *socialLoad // set up before the first step; nil without the social workload
 }
 
 // stepResult is one load phase at one event rate, drained and checked.
@@ -164,6 +175,8 @@ type stepResult struct {
 	sets               []*hist.Set
 	events             *report.EventsResult
 	queries            *report.QueriesResult
+	social             *report.SocialResult
+	tail               *report.TailResult
 	dlq                *report.DLQResult
 	errors             map[string]int64
 	checks             []report.Check
@@ -226,6 +239,17 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 		}
 	}
 
+	var social *socialLoad
+	var fan *fanoutTracker
+	if cfg.Workloads["social"] && e.social != nil {
+		socialLat := hist.NewSet(cfg.SocialWorkers, start)
+		fanLat := hist.NewSet(1, start)
+		res.sets = append(res.sets, socialLat, fanLat)
+		social = e.social
+		fan = newFanoutTracker(e.api, social.run, social.gen, fanLat)
+		social.start(socialLat, fan)
+	}
+
 	// The ticker merges the histograms and draws the progress line until
 	// the end of the step, drain included.
 	tickCtx, stopTicking := context.WithCancel(ctx)
@@ -242,7 +266,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 				for _, s := range res.sets {
 					s.Tick(now)
 				}
-				e.progress.line(now.Sub(start), rate, events, queries, probes, eventLat)
+				e.progress.line(now.Sub(start), rate, events, queries, probes, eventLat, social, fan)
 			}
 		}
 	}()
@@ -262,14 +286,49 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 		<-pollDone
 	}()
 
+	// Tail subscribers are connected before the load, so none misses the
+	// first probes.
+	var tail *tailLoad
+	tailCtx, stopTail := context.WithCancel(ctx)
+	var tailWG sync.WaitGroup
+	defer func() {
+		stopTail()
+		tailWG.Wait()
+	}()
+	if cfg.Workloads["tail"] && events != nil {
+		tailLat := hist.NewSet(cfg.TailSubscribers, start)
+		res.sets = append(res.sets, tailLat)
+		tail = newTailLoad(e.api, probeType, cfg.TailSubscribers, tailLat)
+		if err := tail.start(tailCtx, &tailWG, 10*time.Second); err != nil {
+			return nil, configError{err}
+		}
+	}
+
+	var fanErrs errorCounts
+	fanCtx, stopFanPolling := context.WithCancel(ctx)
+	fanDone := make(chan struct{})
+	go func() {
+		defer close(fanDone)
+		if fan != nil {
+			fan.poll(fanCtx, cfg.FanoutInterval, &fanErrs)
+		}
+	}()
+	defer func() {
+		stopFanPolling()
+		<-fanDone
+	}()
+
 	var wg sync.WaitGroup
-	var eventStats, queryStats arrival.Stats
-	var eventErr, queryErr error
+	var eventStats, queryStats, socialStats arrival.Stats
+	var eventErr, queryErr, socialErr error
 	if events != nil {
 		wg.Go(func() { eventStats, eventErr = events.run(ctx) })
 	}
 	if queries != nil {
 		wg.Go(func() { queryStats, queryErr = queries.run(ctx) })
+	}
+	if social != nil {
+		wg.Go(func() { socialStats, socialErr = social.runOps(ctx) })
 	}
 	wg.Wait()
 	loadEnd := time.Now()
@@ -283,7 +342,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 			res.counters = counterDeltas(countersBefore, after)
 		}
 	}
-	if err := errors.Join(eventErr, queryErr); err != nil {
+	if err := errors.Join(eventErr, queryErr, socialErr); err != nil {
 		return nil, configError{err}
 	}
 	if ctx.Err() != nil {
@@ -349,11 +408,71 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 		if probesTotal > 0 {
 			res.checks = append(res.checks, checkProbes(ctx, e.api, probeType, probes, probesTotal, start.Add(-time.Minute), loadEnd.Add(time.Minute)))
 		}
+		if tail != nil {
+			for !tail.complete(probes, probesTotal) && time.Now().Before(deadline) && ctx.Err() == nil {
+				time.Sleep(50 * time.Millisecond) // polling the subscribers, with a deadline
+			}
+			stopTail()
+			tailWG.Wait()
+			c, tr := tail.check(probes, probesTotal)
+			res.checks = append(res.checks, c)
+			res.tail = tr
+			maps.Copy(res.errors, tail.errs.snapshot())
+		}
 		d := &report.DLQResult{InvalidAcked: res.events.AckedInvalid}
 		var dlqErr error
 		d.InDLQ, d.ReasonMismatches, dlqErr = dlqLetters(ctx, e.js, cfg.DLQ, types, d.InvalidAcked, max(cfg.DrainTimeout-time.Since(loadEnd), 2*time.Second))
 		res.dlq = d
 		res.checks = append(res.checks, checkDLQ(d, tot.failedInvalid, dlqErr))
+	}
+	if social != nil {
+		// Drained when every probe post is timed and the fan-out worker
+		// has applied every acknowledged operation.
+		deadline := loadEnd.Add(cfg.DrainTimeout)
+		drainSeconds := -1.0
+		for {
+			pending, inFlight := fan.outstanding()
+			if pending == 0 && inFlight == 0 {
+				social.mu.Lock()
+				seq := social.maxSeq
+				social.mu.Unlock()
+				if err := social.waitApplied(ctx, seq, deadline); err == nil {
+					drainSeconds = time.Since(loadEnd).Seconds()
+				} else {
+					res.errors["drain.social_not_applied"]++
+				}
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond) // polling the server's state, with a deadline
+		}
+		stopFanPolling()
+		<-fanDone
+		reached, gone, deletes := social.checkFanout(ctx, later(deadline, time.Now().Add(2*time.Second)))
+		acked, timed := fan.counts()
+		sc := social.gen.Config()
+		so := &report.SocialResult{
+			Schedule: schedule(sc.Rate(), socialStats, social.failed.Load(), loadEnd.Sub(start), social.dropped),
+			Users:    sc.Users, Edges: social.gen.Edges(), FanoutThreshold: sc.Threshold, BigAuthors: sc.BigAuthors,
+			Setup: social.setup, Acked: map[string]int64{}, ProbePostsAcked: acked, ProbePostsTimed: timed,
+			DeletesChecked: deletes, DrainSeconds: drainSeconds,
+		}
+		for _, pa := range social.gen.ProbeAuthors() {
+			spa := report.SocialProbeAuthor{User: social.user(pa.Author), Followers: pa.Followers, Pull: pa.Pull, Sample: len(pa.Sample)}
+			if lag, ok := fan.authorLag(pa.Author); ok {
+				spa.Lag = &lag
+			}
+			so.ProbeAuthors = append(so.ProbeAuthors, spa)
+		}
+		social.mu.Lock()
+		maps.Copy(so.Acked, social.ackedByKind)
+		social.mu.Unlock()
+		res.social = so
+		maps.Copy(res.errors, social.errorTotals())
+		maps.Copy(res.errors, fanErrs.snapshot())
+		res.checks = append(res.checks, social.graphCheck, reached, gone)
 	}
 	if queries != nil {
 		ok, errs := queries.totals()
@@ -377,6 +496,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 func (res *stepResult) fill(rep *report.Report, cfg *config) {
 	rep.DurationSeconds = res.loadEnd.Sub(res.loadStart).Seconds()
 	rep.Events, rep.Queries, rep.DLQ, rep.Harness = res.events, res.queries, res.dlq, res.harness
+	rep.Social, rep.Tail = res.social, res.tail
 	rep.ServerCounters = res.counters
 	rep.Errors = maps.Clone(res.errors)
 	rep.Correctness = &report.Correctness{Passed: true, Checks: res.checks}
@@ -451,6 +571,11 @@ func spawn(ctx context.Context, cfg *config, stderr io.Writer) (*target.Server, 
 	if cfg.SpawnArgs != "" {
 		extra = strings.Fields(cfg.SpawnArgs)
 	}
+	// The spawned server's fan-out threshold is the one the social graph
+	// was made for, unless --spawn-args sets it.
+	if cfg.Workloads["social"] && !strings.Contains(cfg.SpawnArgs, "fanout-threshold") {
+		extra = append(extra, "--fanout-threshold", strconv.Itoa(cfg.Social.Threshold))
+	}
 	srv, err := target.Spawn(ctx, bin, filepath.Join(dir, "data"), filepath.Join(dir, "server.log"), extra, 60*time.Second)
 	if err != nil {
 		os.RemoveAll(dir)
@@ -487,11 +612,29 @@ func connect(ctx context.Context, cfg *config) (*nats.Conn, jetstream.JetStream,
 		return nil, nil, nil, configError{fmt.Errorf("event stream %s not found on %s (is Eventide running there? --stream): %w", cfg.Stream, cfg.NATSURL, err)}
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = cfg.QueryWorkers + 4
-	api := &apiClient{base: strings.TrimRight(cfg.HTTPURL, "/"), client: &http.Client{Transport: tr}}
+	// Queries, live tail streams, and the probe, fan-out and check
+	// readers each keep a connection.
+	tr.MaxIdleConnsPerHost = cfg.QueryWorkers + cfg.TailSubscribers + 16
+	api := &apiClient{base: strings.TrimRight(cfg.HTTPURL, "/"), client: &http.Client{Transport: tr}, token: cfg.HTTPToken}
 	if err := api.get(sctx, "/readyz", nil); err != nil {
 		nc.Close()
 		return nil, nil, nil, configError{fmt.Errorf("Eventide's HTTP API at %s is not ready (--http-url): %w", cfg.HTTPURL, err)}
 	}
+	// /readyz is open to everyone; /metrics needs the token, if the API
+	// wants one.
+	if _, err := api.serverCounters(sctx); err != nil {
+		var st *httpStatusError
+		if errors.As(err, &st) && st.Status == http.StatusUnauthorized {
+			nc.Close()
+			return nil, nil, nil, configError{fmt.Errorf("Eventide's HTTP API at %s refuses the harness (401): give its bearer token with --http-token-file or --http-token", cfg.HTTPURL)}
+		}
+	}
 	return nc, js, api, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

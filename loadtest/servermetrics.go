@@ -22,6 +22,9 @@ func (a *apiClient) serverCounters(ctx context.Context) (map[string]float64, err
 	if err != nil {
 		return nil, fmt.Errorf("cannot make request /metrics: %w", err)
 	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
 	resp, err := a.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("cannot GET /metrics: %w", err)

@@ -3,6 +3,8 @@ package writer
 import (
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -83,6 +85,19 @@ type Config struct {
 	// the owner of shard 0, dead-letters for all.
 	NoDeadLetters bool
 
+	// Shards, when more than 1, shards the stream on JetStream's own
+	// partitioning: the stream stores a message published on
+	// <prefix><type> under <prefix><shard>.<type>, by a subject transform
+	// "<prefix>>" -> "<prefix>{{partition(Shards)}}.>" (shard =
+	// bucket.EventShard), and this writer's durable consumer is filtered
+	// to the subjects of shard Shard, so it reads, stores and checkpoints
+	// that shard alone (name Consumer after the shard: the checkpoint is
+	// the consumer's). Subjects must then be one subject "<prefix>>". A
+	// deployment runs one writer per shard it stores. 0 or 1: not sharded,
+	// the stream's subjects are stored as published.
+	Shards int
+	Shard  int
+
 	// ResetCheckpoint lets New start over from the beginning of the
 	// stream when the stored checkpoint is past the stream's last
 	// sequence (the stream was deleted and recreated). It has no effect
@@ -143,6 +158,14 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.Consumer == "" {
 		cfg.Consumer = DefaultConsumer
+	}
+	if cfg.Shards > 1 {
+		if _, err := cfg.shardPrefix(); err != nil {
+			return cfg, err
+		}
+		if cfg.Shard < 0 || cfg.Shard >= cfg.Shards {
+			return cfg, fmt.Errorf("writer config: Shard %d is not in 0..%d", cfg.Shard, cfg.Shards-1)
+		}
 	}
 	if cfg.Replicas <= 0 {
 		cfg.Replicas = 1
@@ -243,4 +266,43 @@ func parseRetention(s string) (jetstream.RetentionPolicy, error) {
 		return jetstream.WorkQueuePolicy, nil
 	}
 	return 0, fmt.Errorf("writer config: unknown Retention %q (use limits, interest or workqueue)", s)
+}
+
+// shardPrefix returns the subject prefix of a sharded stream: Subjects
+// must be one "<prefix>>".
+func (cfg Config) shardPrefix() (string, error) {
+	if len(cfg.Subjects) == 1 {
+		if p, ok := strings.CutSuffix(cfg.Subjects[0], ">"); ok && (p == "" || strings.HasSuffix(p, ".")) && !strings.Contains(p, "*") {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("writer config: a sharded stream (Shards %d) needs one subject of the form <prefix>.>, got %v", cfg.Shards, cfg.Subjects)
+}
+
+// sharded reports whether the stream is sharded.
+func (cfg Config) sharded() bool { return cfg.Shards > 1 }
+
+// storedSubjects are the subjects as the stream stores them, for reading
+// the event type out of a stored message's subject: the configured ones,
+// or "<prefix>*.>" on a sharded stream (the first token after the prefix
+// is the shard).
+func (cfg Config) storedSubjects() []string {
+	if !cfg.sharded() {
+		return cfg.Subjects
+	}
+	p, _ := cfg.shardPrefix() // checked by withDefaults
+	return []string{p + "*.>"}
+}
+
+// ShardSubject is the subject filter of shard s of a sharded stream
+// whose subjects are "<prefix>>": "<prefix><s>.>".
+func ShardSubject(prefix string, s int) string { return prefix + strconv.Itoa(s) + ".>" }
+
+// SubjectTransform is the stream subject transform of a sharded stream
+// whose subjects are "<prefix>>".
+func SubjectTransform(prefix string, shards int) jetstream.SubjectTransformConfig {
+	return jetstream.SubjectTransformConfig{
+		Source:      prefix + ">",
+		Destination: prefix + "{{partition(" + strconv.Itoa(shards) + ")}}.>",
+	}
 }

@@ -22,12 +22,15 @@
 // to the dead-letter stream, with the reason in the Eventide-Error header,
 // before that batch is applied.
 //
-// A node of a sharded deployment (cmd/ingest --own-shards) sets
-// Config.StoresPartition: its batches then hold only the rows of sharded
-// tables (events, counts) whose shard (bucket.Shard) it owns, and every
-// row of the others, while every message is still checkpointed and
-// acked; and Config.NoDeadLetters on every node but one, so each reject
-// is dead-lettered once.
+// A sharded stream (Config.Shards above 1) is partitioned by JetStream:
+// a subject transform stores events.<type> as events.<shard>.<type>
+// (shard = bucket.EventShard), and a writer's consumer is filtered to its
+// Config.Shard, so a node runs one writer, consumer and checkpoint per
+// shard it owns (cmd/ingest). Config.StoresPartition, when set, keeps only
+// the rows of a batch it accepts, while every message is still
+// checkpointed and acked; Config.NoDeadLetters leaves rejects out of the
+// dead-letter stream (for deployments where several writers read the same
+// messages).
 //
 // The loop that fetches, stores with the checkpoint, acks and
 // repositions is package writer/consumer, whose doc lists the invariants

@@ -145,7 +145,7 @@ type validator struct {
 
 func newValidator(cfg Config) *validator {
 	v := &validator{maxPayload: cfg.MaxPayload, maxSkew: cfg.MaxSkew, types: cfg.Types}
-	for _, s := range cfg.Subjects {
+	for _, s := range cfg.storedSubjects() {
 		v.subjectPatterns = append(v.subjectPatterns, strings.Split(s, "."))
 	}
 	return v

@@ -21,6 +21,22 @@ var ErrNoJetStream = errors.New("the NATS server does not have JetStream enabled
 // configuration error (cmd/ingest exits with 2).
 var ErrReplicasUnsupported = errors.New("more than 1 replica needs a clustered NATS JetStream")
 
+// EnsureStreams creates or updates the event and dead-letter streams of
+// cfg, as New does, without a consumer: a node of a sharded deployment
+// that owns no shard yet still needs them (its fan-out worker reads the
+// stream).
+func EnsureStreams(ctx context.Context, nc *nats.Conn, cfg Config) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("writer: cannot use JetStream: %w", err)
+	}
+	return (&Writer{cfg: cfg, js: js}).ensureStreams(ctx)
+}
+
 // ensureStreams creates or updates the event and dead-letter streams. If
 // it created the event stream and then cannot create the dead-letter
 // stream, it deletes the event stream again, so that a failed start leaves
@@ -39,6 +55,11 @@ func (w *Writer) ensureStreams(ctx context.Context) error {
 		MaxAge:    w.cfg.MaxAge,
 		Replicas:  w.cfg.Replicas,
 		Storage:   jetstream.FileStorage,
+	}
+	if w.cfg.sharded() {
+		prefix, _ := w.cfg.shardPrefix() // checked by withDefaults
+		tr := SubjectTransform(prefix, w.cfg.Shards)
+		events.SubjectTransform = &tr
 	}
 	if _, err := w.js.CreateOrUpdateStream(ctx, events); err != nil {
 		return w.streamError(w.cfg.Stream, "cannot create or update stream", err)

@@ -53,7 +53,7 @@ func (p *Parser) Stream() string { return p.cfg.Stream }
 // select them): the caller then has to read every subject.
 func (p *Parser) TypeSubjects(types []string) []string {
 	var out []string
-	for _, s := range p.cfg.Subjects {
+	for _, s := range p.cfg.storedSubjects() {
 		prefix, ok := strings.CutSuffix(s, ">")
 		if !ok || (prefix != "" && !strings.HasSuffix(prefix, ".")) {
 			return nil

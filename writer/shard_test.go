@@ -39,7 +39,9 @@ func TestShardedWriters(t *testing.T) {
 	}
 	js := jsFor(t, nc)
 	now := time.Now()
-	evs := genEvents(rng, 0, 3000, testEventTypes, now.Add(-3*time.Hour), 3*time.Hour-time.Minute)
+	// A minute clear of the short type's 3h TTL at the old end: an event
+	// drawn at now-3h would expire on its way (a dead letter, not stored).
+	evs := genEvents(rng, 0, 3000, testEventTypes, now.Add(-3*time.Hour+time.Minute), 3*time.Hour-2*time.Minute)
 	if err := publishAll(context.Background(), js, evs); err != nil {
 		t.Fatal(err)
 	}

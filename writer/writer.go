@@ -104,8 +104,14 @@ func New(ctx context.Context, nc *nats.Conn, db *storage.DB, cfg Config) (*Write
 	if err := w.ensureStreams(ctx); err != nil {
 		return nil, err
 	}
+	var filter []string
+	if cfg.sharded() {
+		prefix, _ := cfg.shardPrefix() // checked by withDefaults
+		filter = []string{ShardSubject(prefix, cfg.Shard)}
+	}
 	w.c, err = consumer.New(ctx, nc, db, consumer.Config{
 		Stream:          cfg.Stream,
+		FilterSubjects:  filter,
 		Durable:         cfg.Consumer,
 		Description:     "eventide writer: validates events and stores them",
 		FetchBatch:      cfg.FetchBatch,

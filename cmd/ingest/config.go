@@ -70,6 +70,16 @@ type shardConfig struct {
 	Shards  int
 	ownSpec string
 	Own     []int
+	// OwnersKV, when set, is the KV bucket of shard owners: the node
+	// applies the shards the bucket gives it, claiming the --own-shards
+	// (when given) that have no owner at start.
+	OwnersKV string
+	claim    bool
+	// RestoreFrom is a snapshot (a copy of a storage node's storage
+	// directory) to start from when this node has no store yet, and
+	// RestoreNode the node id whose consumers' checkpoints it holds.
+	RestoreFrom string
+	RestoreNode string
 }
 
 // sharded says whether the node stores only some of the shards.
@@ -161,9 +171,15 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	sc := &c.Shard
 	fs.StringVar(&sc.NodeID, "node-id", DefaultNodeID,
 		"`name` of this storage node: its read service answers on eventide.storage.<name>.*; with --own-shards fewer than all, its durable consumers are <consumer>-<name>")
-	fs.Var(intValue{&sc.Shards, 1, 1 << 16}, "shards", "shard count (`N`) of the deployment: a partition's shard is xxhash64(partition key) mod N; fixed for its life")
+	fs.Var(intValue{&sc.Shards, 1, 1 << 16}, "shards", "shard count (`N`) of the deployment: above 1 the stream is sharded by JetStream's partition(N) of the event subject, one writer per owned shard; fixed for its life")
 	fs.StringVar(&sc.ownSpec, "own-shards", "all",
-		"`shards` this node stores, e.g. 0-3 or 0,2,5-7; all: every shard")
+		"`shards` this node stores, e.g. 0-3 or 0,2,5-7; all: every shard. With --owners-kv: the shards it claims at start if they have no owner")
+	fs.StringVar(&sc.RestoreFrom, "restore-from", "",
+		"`directory` holding a snapshot of a storage node's storage directory: with no store in --data yet, the node starts from a copy of it and replays only the stream after its checkpoints (needs --shards above 1)")
+	fs.StringVar(&sc.RestoreNode, "restore-node", "",
+		"node `id` the --restore-from snapshot was taken of (default: this node's --node-id)")
+	fs.StringVar(&sc.OwnersKV, "owners-kv", "",
+		"NATS KV `bucket` of shard owners (e.g. "+queryrpc.DefaultOwnersBucket+"): the node stores the shards the bucket gives it and follows moves; empty: --own-shards, static")
 
 	c.Tail = tail.Options{MaxClients: tail.DefaultMaxClients, ClientBuffer: tail.DefaultClientBuffer, Replay: tail.DefaultReplay}
 	fs.Var(intValue{&c.Tail.MaxClients, 1, 1 << 20}, "tail-max-clients",
@@ -282,14 +298,47 @@ func (c *config) checkShards() error {
 		return fmt.Errorf("--own-shards %q names no shard", sc.ownSpec)
 	}
 	sc.Own = own
+	if sc.Shards > 1 && !slices.Equal(c.Writer.Subjects, []string{writer.DefaultSubject}) && len(c.Writer.Subjects) > 0 {
+		// The shard of an event is the hash of its subject, and cmd/query
+		// routes by the hash of events.<type>.
+		return fmt.Errorf("--subjects %v with --shards %d: a sharded deployment publishes on %s (cmd/query routes by it)",
+			c.Writer.Subjects, sc.Shards, writer.DefaultSubject)
+	}
+	if sc.RestoreFrom != "" {
+		if sc.Shards < 2 {
+			return errors.New("--restore-from needs --shards of 2 or more (the all-in-one restores by copying its data directory)")
+		}
+		if sc.RestoreNode == "" {
+			sc.RestoreNode = sc.NodeID
+		}
+		if err := queryrpc.CheckNodeID(sc.RestoreNode); err != nil {
+			return fmt.Errorf("--restore-node: %w", err)
+		}
+	} else if sc.RestoreNode != "" {
+		return errors.New("--restore-node needs --restore-from")
+	}
+	sc.claim = sc.OwnersKV == "" || c.explicit["own-shards"]
+	if sc.OwnersKV != "" {
+		if sc.Shards < 2 {
+			return errors.New("--owners-kv needs --shards of 2 or more")
+		}
+		if !c.explicit["node-id"] {
+			return errors.New("--owners-kv needs --node-id: the bucket names owners by node id")
+		}
+		if !c.explicit["own-shards"] {
+			sc.Own = nil // owns what the bucket gives it
+		}
+	}
 	if sc.sharded() && !c.explicit["node-id"] {
 		return fmt.Errorf("--own-shards %s stores only part of the %d shards: give --node-id, so that this node's read service and consumers are its own", sc.ownSpec, sc.Shards)
 	}
-	// Only a node storing part of the shards names its consumers after
+	// Only a node of a sharded deployment names its consumers after
 	// itself: the checkpoint is kept per consumer name, so renaming the
-	// consumers of an existing store would replay the stream into it and
-	// count every event again.
-	if sc.sharded() {
+	// consumers of an existing single node's store would replay the stream
+	// into it and count every event again. With --shards above 1 the
+	// writers' consumers are new anyway (one per shard, on the
+	// partitioned subjects), and each node needs its own.
+	if sc.sharded() || sc.Shards > 1 {
 		if !c.explicit["consumer"] {
 			c.Writer.Consumer = writer.DefaultConsumer + "-" + sc.NodeID
 		}

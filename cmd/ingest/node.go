@@ -19,7 +19,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/cmd/internal/httpapi"
 	"github.com/eventide/eventide/fanout"
@@ -51,6 +50,9 @@ type node struct {
 
 	writerCancel context.CancelFunc
 	writerDone   chan struct{} // closed when Writer.Run returned
+
+	shards    *shardWriters // with --shards above 1, instead of the one writer
+	ownership *ownership    // who owns which shard: static or the KV bucket
 
 	fanoutCancel context.CancelFunc
 	fanoutDone   chan struct{} // closed when fanout.Worker.Run returned
@@ -137,6 +139,13 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 			return n, fmt.Errorf("cannot register the NATS store metric: %w", err)
 		}
 	}
+	restored := false
+	if sc := cfg.Shard; sc.RestoreFrom != "" {
+		n.setStep("restoring storage from a snapshot", "snapshot", sc.RestoreFrom, "dir", storageDir)
+		if restored, err = restoreSnapshot(sc.RestoreFrom, storageDir, logger); err != nil {
+			return n, err
+		}
+	}
 	n.setStep("opening storage", "dir", storageDir)
 	opts := storage.DefaultOptions()
 	opts.Logger = logger.With("component", "storage")
@@ -148,6 +157,18 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	n.storageOpen.Store(true)
 	if err := catalog.EnsureBuiltinTables(n.db); err != nil {
 		return n, err
+	}
+	if sc := cfg.Shard; restored && sc.RestoreNode != sc.NodeID {
+		// The snapshot's data is as far as its node's checkpoints say:
+		// this node's consumers resume there (restore.go).
+		fromFanout := ""
+		if cfg.Fanout.Enabled {
+			fromFanout = fanout.DefaultConsumer + "-" + sc.RestoreNode
+		}
+		if err := adoptCheckpoints(n.db, sc.Shards, writer.DefaultConsumer+"-"+sc.RestoreNode, cfg.Writer.Consumer,
+			fromFanout, cfg.Fanout.Consumer, logger); err != nil {
+			return n, err
+		}
 	}
 	// The writer and the reader share one settings history, so every hour
 	// is read with the sub-partitions and TTL it was written with.
@@ -179,44 +200,60 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	var publish func([]writer.StoredEvent)
 	wcfg.OnStored = func(evs []writer.StoredEvent) { publish(evs) }
 	wcfg.Types = types
-	if sc := cfg.Shard; sc.sharded() {
-		// Every node reads the whole stream and stores the partitions of
-		// its shards; the owner of shard 0 dead-letters for all.
-		owned := make([]bool, sc.Shards)
-		for _, s := range sc.Own {
-			owned[s] = true
-		}
-		// queryrpc.IsSharded is the one list of sharded tables: routing
-		// reads it too, so a table is read where it is stored.
-		wcfg.StoresPartition = func(table string, p []byte) bool {
-			return !queryrpc.IsSharded(table) || owned[bucket.Shard(p, sc.Shards)]
-		}
-		wcfg.NoDeadLetters = !owned[0]
-	}
 	wcfg.Logger = logger.With("component", "writer")
 	wcfg.Registerer = reg
-	n.setStep("starting the writer", "stream", wcfg.Stream, "consumer", wcfg.Consumer)
-	w, err := writer.New(ctx, n.nc, n.db, wcfg)
-	if err != nil {
-		return n, fmt.Errorf("cannot start writer: %w", err)
-	}
-	// It starts where storage stands: a client resuming from before this
-	// position is told its events are not held for replay.
-	n.tail = tail.New(cfg.Tail, w.Stats().LastAppliedSeq)
-	publish = n.tail.WriterHook()
-	// The writer stops when shutdown cancels it, not at the signal: by
-	// then /readyz has turned 503.
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	n.writerCancel, n.writerDone = cancel, make(chan struct{})
-	go func() {
-		defer close(n.writerDone)
-		err := w.Run(wctx)
-		if wctx.Err() == nil {
-			n.fail(fmt.Errorf("writer stopped: %w", errOrUnexpected(err)))
-		} else if err != nil {
-			logger.Error("writer stopped with an error", "err", err)
+	// w is what /readyz, freshness and the read service ask about the
+	// writing: the one writer, or every shard's writer of this node.
+	var w writerView
+	if sc := cfg.Shard; sc.Shards > 1 {
+		// The stream is sharded by JetStream's partitioning: one writer,
+		// consumer and checkpoint per owned shard.
+		wcfg.Shards = sc.Shards
+		n.setStep("starting the shard writers", "stream", wcfg.Stream, "shards", sc.Shards, "own", sc.ownSpec)
+		// The streams first: a node may own no shard yet, and its fan-out
+		// worker reads the stream all the same.
+		if err := writer.EnsureStreams(ctx, n.nc, wcfg); err != nil {
+			return n, fmt.Errorf("cannot start writer: %w", err)
 		}
-	}()
+		// Shards apply in their own order, so the tail sees stream
+		// sequences out of order: live events are complete, a resume
+		// (Last-Event-ID) is not exact on a node of several shards
+		// (docs/http-api.md says so).
+		n.tail = tail.New(cfg.Tail, 0)
+		publish = n.tail.WriterHook()
+		n.shards = newShardWriters(n.nc, n.db, wcfg, reg, logger.With("component", "writer"), n.fail)
+		if err := reg.Register(newRebuildCollector(n.shards)); err != nil {
+			return n, fmt.Errorf("cannot register the shard rebuild metrics: %w", err)
+		}
+		if err := n.startOwnership(ctx); err != nil {
+			return n, err
+		}
+		w = n.shards
+	} else {
+		n.setStep("starting the writer", "stream", wcfg.Stream, "consumer", wcfg.Consumer)
+		one, err := writer.New(ctx, n.nc, n.db, wcfg)
+		if err != nil {
+			return n, fmt.Errorf("cannot start writer: %w", err)
+		}
+		// It starts where storage stands: a client resuming from before
+		// this position is told its events are not held for replay.
+		n.tail = tail.New(cfg.Tail, one.Stats().LastAppliedSeq)
+		publish = n.tail.WriterHook()
+		// The writer stops when shutdown cancels it, not at the signal: by
+		// then /readyz has turned 503.
+		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		n.writerCancel, n.writerDone = cancel, make(chan struct{})
+		go func() {
+			defer close(n.writerDone)
+			err := one.Run(wctx)
+			if wctx.Err() == nil {
+				n.fail(fmt.Errorf("writer stopped: %w", errOrUnexpected(err)))
+			} else if err != nil {
+				logger.Error("writer stopped with an error", "err", err)
+			}
+		}()
+		w = one
+	}
 
 	if cfg.Fanout.Enabled {
 		if err := n.startFanout(ctx, wcfg, reg, fanout.WriterBacklog(w)); err != nil {
@@ -252,6 +289,11 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	// connection, a failing storage batch, or acknowledged messages that
 	// storage lost and the stream no longer holds.
 	n.health.Add("writer", w.Health)
+	if n.shards != nil {
+		// Ready only once every owned shard has caught up with the
+		// stream: a node rebuilding from an empty store is not.
+		n.health.Add("shards", n.shards.Ready)
+	}
 	if n.fanout != nil {
 		// Running, connected, storing (its chunks retry on their own).
 		n.health.Add("fanout", n.fanout.Health)
@@ -321,6 +363,13 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	return n, nil
 }
 
+// writerView is what the node asks of its writing: *writer.Writer, or
+// *shardWriters for every shard it owns.
+type writerView interface {
+	Health() error
+	Stats() writer.Stats
+}
+
 // startFanout starts the fan-out worker: its own durable consumer on the
 // writer's stream (which writer.New created), writing timelines to n.db,
 // checked by /readyz after the writer. shutdown stops it right after the
@@ -368,7 +417,7 @@ func (n *node) startFanout(ctx context.Context, wcfg writer.Config, reg promethe
 // serveReads registers the node's storage read service, which cmd/query
 // calls: slices of this node's store, the writer's and fan-out's
 // positions, and readiness.
-func (n *node) serveReads(w *writer.Writer, version string) error {
+func (n *node) serveReads(w writerView, version string) error {
 	position := func(st writer.Stats) queryrpc.ConsumerPosition {
 		return queryrpc.ConsumerPosition{AppliedSeq: st.LastAppliedSeq, AppliedTime: st.LastAppliedTime, Pending: st.Pending, PendingKnown: st.PendingKnown}
 	}
@@ -389,6 +438,9 @@ func (n *node) serveReads(w *writer.Writer, version string) error {
 		},
 		Version: version,
 		Logger:  n.logger.With("component", "storage-service"),
+	}
+	if sw := n.shards; sw != nil {
+		scfg.OwnedNow = sw.owned
 	}
 	if fw := n.fanout; fw != nil {
 		scfg.Fanout = func() queryrpc.ConsumerPosition {
@@ -539,6 +591,14 @@ func (n *node) shutdown() error {
 	n.health.Drain()
 	log.Info("shutdown: /readyz now answers 503")
 
+	if n.ownership != nil {
+		n.ownership.stop()
+	}
+	if n.shards != nil {
+		log.Info("shutdown: stopping the shard writers (finishing their in-flight batches)")
+		n.shards.stopAll()
+		log.Info("shutdown: shard writers stopped")
+	}
 	if n.writerCancel != nil {
 		log.Info("shutdown: stopping the writer (finishing its in-flight batch)")
 		n.writerCancel()
@@ -652,6 +712,8 @@ Publish an event (nats CLI, through JetStream; the subject names the type):
   nats pub --jetstream %sevents.click "{\"time\":\"$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ)\",\"data\":{\"button\":\"buy\"}}"
 Read it back:
   curl %s'%s/v1/events?type=click'
+Or open the dashboard in a browser:
+  %s/
 
-`, n.cfg.DataDir, server, curlAuth, httpURL)
+`, n.cfg.DataDir, server, curlAuth, httpURL, httpURL)
 }

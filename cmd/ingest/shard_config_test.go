@@ -49,6 +49,10 @@ func TestConfigShards(t *testing.T) {
 		{[]string{"--node-id", "a", "--shards", "4", "--own-shards", "0-4"}, "not below the shard count 4"},
 		{[]string{"--node-id", "a.b"}, "one NATS subject token"},
 		{[]string{"--shards", "0"}, "-shards: 0 is outside"},
+		{[]string{"--node-id", "a", "--shards", "2", "--subjects", "ev.>"}, "a sharded deployment publishes on events.>"},
+		{[]string{"--node-id", "a", "--shards", "2", "--owners-kv", "b", "--node-id", "a", "--restore-node", "x"}, "--restore-node needs --restore-from"},
+		{[]string{"--shards", "2", "--owners-kv", "b"}, "--owners-kv needs --node-id"},
+		{[]string{"--node-id", "a", "--owners-kv", "b"}, "--owners-kv needs --shards of 2 or more"},
 	} {
 		_, err := parseConfig(tt.args, envFrom(nil), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"testing"
 )
 
@@ -29,33 +28,6 @@ func TestVersionLdflags(t *testing.T) {
 		want := "eventide ingest v9.8.7 (revision 0123abc, " + runtime.Version() + ")\n"
 		if err != nil || string(out) != want {
 			t.Errorf("ingest %q: %v, output %q, want exit 0 and %q", args, err, out, want)
-		}
-	}
-}
-
-// TestParseBuildInfo: the module version and VCS revision come from the
-// build info (go build stamps them in a checkout unless -buildvcs=false),
-// a modified tree is marked, and -ldflags -X overrides win.
-func TestParseBuildInfo(t *testing.T) {
-	stamped := &debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}, Settings: []debug.BuildSetting{
-		{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "5edce8dd27"}, {Key: "vcs.modified", Value: "false"}}}
-	dirty := &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
-		{Key: "vcs.revision", Value: "5edce8dd27"}, {Key: "vcs.modified", Value: "true"}}}
-	gov := runtime.Version()
-	for _, tt := range []struct {
-		name         string
-		bi           *debug.BuildInfo
-		version, rev string
-		want         buildInfo
-	}{
-		{"stamped", stamped, "", "", buildInfo{"v1.4.0", "5edce8dd27", gov}},
-		{"modified tree", dirty, "", "", buildInfo{"(devel)", "5edce8dd27+dirty", gov}},
-		{"no vcs", &debug.BuildInfo{}, "", "", buildInfo{"(devel)", "unknown", gov}},
-		{"no build info", nil, "", "", buildInfo{"(devel)", "unknown", gov}},
-		{"ldflags win", dirty, "v2.0.0", "abc", buildInfo{"v2.0.0", "abc", gov}},
-	} {
-		if got := parseBuildInfo(tt.bi, tt.version, tt.rev); got != tt.want {
-			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
 		}
 	}
 }

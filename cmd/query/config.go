@@ -33,6 +33,7 @@ type config struct {
 	Shards          int
 	ownersSpec      string
 	Owners          []string // per shard
+	OwnersKV        string   // owners bucket to watch (owners_watch.go)
 	NodeTimeout     time.Duration
 	DLQStream       string
 	Timelines       bool
@@ -79,6 +80,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.Var(intValue{&c.Shards, 1, 1 << 16}, "shards", "shard count (`N`) of the deployment, as the storage nodes' --shards")
 	fs.StringVar(&c.ownersSpec, "owners", "",
 		"owner node of each shard: `items` SHARDS=NODE such as 0-3=node-a,4-7=node-b, or a file of them; empty: every shard on node "+DefaultNodeID)
+	registerOwnersFlag(fs, c)
 	fs.DurationVar(&c.NodeTimeout, "node-timeout", queryrpc.DefaultNodeTimeout,
 		"longest wait for one storage node's answer; a shard whose node does not answer is missing from a partial answer")
 	fs.StringVar(&c.DLQStream, "dlq-stream", writer.DefaultDLQStream, "JetStream `stream` of rejected messages that /v1/dlq lists")

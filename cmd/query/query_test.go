@@ -263,73 +263,55 @@ func TestPartialAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// One event an hour over 12 hours: 12 partitions "ddmmyyhh|part",
-	// spread over the 4 shards.
+	// One event an hour over 12 hours of two types: the events and counts
+	// tables are sharded by event type (the shard JetStream's partition()
+	// files the type's subject under), so every hour of "hot" is in shard
+	// 1 (node-a) and every hour of "view" in shard 3 (node-b).
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	const hours = 12
-	onA := map[int]bool{} // event n -> its partition is on node-a
-	bShards := map[int]bool{}
+	for typ, want := range map[string]int{"hot": 1, "view": 3} {
+		if got := bucket.EventShard(bucket.DefaultEventSubjectPrefix, typ, testShards); got != want {
+			t.Fatalf("type %s is in shard %d, the test expects %d", typ, got, want)
+		}
+	}
 	for i := range hours {
 		at := now.Add(-time.Duration(i) * time.Hour)
-		if _, err := js.Publish(t.Context(), "events.part", fmt.Appendf(nil, `{"time":%q,"data":{"n":%d}}`, at.Format(time.RFC3339Nano), i)); err != nil {
-			t.Fatal(err)
+		for _, typ := range []string{"hot", "view"} {
+			if _, err := js.Publish(t.Context(), "events."+typ, fmt.Appendf(nil, `{"time":%q,"data":{"n":%d}}`, at.Format(time.RFC3339Nano), i)); err != nil {
+				t.Fatal(err)
+			}
 		}
-		pk, err := bucket.NewPartitionKey(at, "part")
-		if err != nil {
-			t.Fatal(err)
-		}
-		shard := bucket.Shard([]byte(pk.String()), testShards)
-		onA[i] = shard < 2
-		if !onA[i] {
-			bShards[shard] = true
-		}
-	}
-	if len(bShards) == 0 || len(bShards) == hours {
-		t.Skipf("the %d partitions all fell on one node this hour; nothing to tell apart", hours)
 	}
 	window := "&from=" + url.QueryEscape(now.Add(-hours*time.Hour).Format(time.RFC3339Nano)) + "&to=" + url.QueryEscape(now.Add(time.Second).Format(time.RFC3339Nano))
-	target := d.base + "/v1/events?type=part&limit=1000" + window
+	target := d.base + "/v1/events?type=view&limit=1000" + window
+	onA := d.base + "/v1/events?type=hot&limit=1000" + window
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		var a eventsAnswer
+		var a, h eventsAnswer
 		getAnswer(t, target, 200, &a)
-		if len(a.Events) == hours {
+		getAnswer(t, onA, 200, &h)
+		if len(a.Events) == hours && len(h.Events) == hours {
 			if a.Partial || len(a.Freshness.Shards) != testShards {
 				t.Fatalf("whole answer: partial %v, freshness of %d shards", a.Partial, len(a.Freshness.Shards))
 			}
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d events readable after 60s", len(a.Events), hours)
+			t.Fatalf("%d and %d of %d events readable after 60s", len(a.Events), len(h.Events), hours)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 
 	d.nodes["node-b"].stop(t)
+	var h eventsAnswer
+	getAnswer(t, onA, 200, &h)
+	if len(h.Events) != hours || h.Partial {
+		t.Errorf("with node-b stopped, a type of node-a's shards: %d events (want %d), partial %v", len(h.Events), hours, h.Partial)
+	}
 	var a eventsAnswer
 	getAnswer(t, target, 200, &a)
-	var got []int
-	for _, e := range a.Events {
-		var data struct{ N int }
-		json.Unmarshal(e.Data, &data)
-		got = append(got, data.N)
-	}
-	var want []int
-	for i := range hours {
-		if onA[i] {
-			want = append(want, i)
-		}
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("with node-b stopped: events %v, want node-a's %v", got, want)
-	}
-	var wantMissing []int
-	for s := range bShards {
-		wantMissing = append(wantMissing, s)
-	}
-	slices.Sort(wantMissing)
-	if !a.Partial || !slices.Equal(a.MissingShards, wantMissing) {
-		t.Errorf("with node-b stopped: partial %v missing %v, want true %v", a.Partial, a.MissingShards, wantMissing)
+	if len(a.Events) != 0 || !a.Partial || !slices.Equal(a.MissingShards, []int{3}) {
+		t.Errorf("with node-b stopped, a type of its shard 3: %d events, partial %v missing %v, want none, true [3]", len(a.Events), a.Partial, a.MissingShards)
 	}
 	// Freshness comes from positions at most a quarter second old: node-b's
 	// shards leave it once a refresh finds the node silent.
@@ -354,7 +336,7 @@ func TestPartialAnswers(t *testing.T) {
 	var c struct {
 		Partial bool `json:"partial"`
 	}
-	getAnswer(t, d.base+"/v1/counts?type=part&step=1h"+window, 200, &c)
+	getAnswer(t, d.base+"/v1/counts?type=view&step=1h"+window, 200, &c)
 	if !c.Partial {
 		t.Error("counts with node-b stopped do not say partial")
 	}

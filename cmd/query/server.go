@@ -31,6 +31,8 @@ type server struct {
 	httpSrv *http.Server
 	nc      *nats.Conn
 	client  *queryrpc.Client
+	// stopOwnersWatch ends the watch of the owners bucket (owners_watch.go).
+	stopOwnersWatch func()
 	// positions caches the nodes' consumer positions for freshness.
 	positions *nodePositions
 	step      atomic.Pointer[string]
@@ -86,6 +88,9 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		return s, err
 	}
 	if s.client, err = queryrpc.NewClient(s.nc, queryrpc.ClientConfig{Owners: cfg.Owners, NodeTimeout: cfg.NodeTimeout, Registerer: reg}); err != nil {
+		return s, err
+	}
+	if s.stopOwnersWatch, err = s.watchOwners(ctx); err != nil {
 		return s, err
 	}
 	s.positions = &nodePositions{client: s.client}
@@ -227,6 +232,9 @@ func (s *server) shutdown() error {
 		}
 	} else if s.httpLn != nil {
 		s.httpLn.Close()
+	}
+	if s.stopOwnersWatch != nil {
+		s.stopOwnersWatch()
 	}
 	if s.nc != nil {
 		s.nc.Close()

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -50,6 +51,11 @@ type ClientConfig struct {
 	// zero. A request's own deadline, when sooner, wins.
 	NodeTimeout   time.Duration
 	SubjectPrefix string // DefaultSubjectPrefix when empty
+	// EventSubjectPrefix is the prefix of the subjects events are
+	// published on, as the writers' stream has it (routing hashes
+	// prefix+type as JetStream does); bucket.DefaultEventSubjectPrefix
+	// when empty.
+	EventSubjectPrefix string
 	// ByteBudget bounds the rows of one slice reply; DefaultByteBudget
 	// when zero.
 	ByteBudget int
@@ -63,9 +69,11 @@ type ClientConfig struct {
 // table, to that node first and to the others when it does not answer.
 // It is safe for concurrent use.
 type Client struct {
-	nc    *nats.Conn
-	cfg   ClientConfig
-	nodes []string // distinct owners, sorted
+	nc  *nats.Conn
+	cfg ClientConfig
+	// owners is the current owner map; SetOwners replaces it. Every
+	// request takes one snapshot, so a change never splits a request.
+	owners atomic.Pointer[ownerMap]
 
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -73,13 +81,12 @@ type Client struct {
 
 // NewClient returns a client of the nodes cfg names.
 func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
-	if len(cfg.Owners) == 0 {
-		return nil, errors.New("queryrpc.NewClient: no shard owners")
+	owners, err := newOwnerMap(cfg.Owners)
+	if err != nil {
+		return nil, fmt.Errorf("queryrpc.NewClient: %w", err)
 	}
-	for s, o := range cfg.Owners {
-		if err := checkToken("node", o); err != nil {
-			return nil, fmt.Errorf("queryrpc.NewClient: owner of shard %d: %w", s, err)
-		}
+	if cfg.EventSubjectPrefix == "" {
+		cfg.EventSubjectPrefix = bucket.DefaultEventSubjectPrefix
 	}
 	if cfg.NodeTimeout <= 0 {
 		cfg.NodeTimeout = DefaultNodeTimeout
@@ -90,9 +97,7 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	if cfg.ByteBudget <= 0 {
 		cfg.ByteBudget = DefaultByteBudget
 	}
-	nodes := slices.Clone(cfg.Owners)
-	slices.Sort(nodes)
-	c := &Client{nc: nc, cfg: cfg, nodes: slices.Compact(nodes),
+	c := &Client{nc: nc, cfg: cfg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eventide_query_node_requests_total",
 			Help: "Requests to storage nodes, by node, endpoint (slice, freshness, health) and result (ok; unavailable: no answer within the node timeout, so its shards were missing; error).",
@@ -103,6 +108,7 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 		}, []string{"node", "endpoint"}),
 	}
+	c.owners.Store(owners)
 	if cfg.Registerer != nil {
 		for _, col := range []prometheus.Collector{c.requests, c.duration} {
 			if err := cfg.Registerer.Register(col); err != nil {
@@ -113,16 +119,54 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	return c, nil
 }
 
+// ownerMap is the owner of each shard and the distinct owners, sorted.
+type ownerMap struct {
+	owners []string
+	nodes  []string
+}
+
+func newOwnerMap(owners []string) (*ownerMap, error) {
+	if len(owners) == 0 {
+		return nil, errors.New("no shard owners")
+	}
+	for s, o := range owners {
+		if err := checkToken("node", o); err != nil {
+			return nil, fmt.Errorf("owner of shard %d: %w", s, err)
+		}
+	}
+	nodes := slices.Clone(owners)
+	slices.Sort(nodes)
+	return &ownerMap{owners: slices.Clone(owners), nodes: slices.Compact(nodes)}, nil
+}
+
+// SetOwners replaces the owner of each shard (cmd/query calls it when
+// the ownership bucket changes). The shard count cannot change: a
+// deployment's is fixed.
+func (c *Client) SetOwners(owners []string) error {
+	if len(owners) != c.Shards() {
+		return fmt.Errorf("cannot set %d shard owners: the deployment has %d shards", len(owners), c.Shards())
+	}
+	m, err := newOwnerMap(owners)
+	if err != nil {
+		return fmt.Errorf("cannot set shard owners: %w", err)
+	}
+	c.owners.Store(m)
+	return nil
+}
+
+// Owners returns the owner of each shard, by index.
+func (c *Client) Owners() []string { return slices.Clone(c.owners.Load().owners) }
+
 // Shards is the shard count.
-func (c *Client) Shards() int { return len(c.cfg.Owners) }
+func (c *Client) Shards() int { return len(c.owners.Load().owners) }
 
 // Nodes lists the owner nodes, sorted.
-func (c *Client) Nodes() []string { return slices.Clone(c.nodes) }
+func (c *Client) Nodes() []string { return slices.Clone(c.owners.Load().nodes) }
 
 // ShardsOf lists the shards node owns.
 func (c *Client) ShardsOf(node string) []int {
 	var out []int
-	for s, o := range c.cfg.Owners {
+	for s, o := range c.owners.Load().owners {
 		if o == node {
 			out = append(out, s)
 		}
@@ -130,14 +174,26 @@ func (c *Client) ShardsOf(node string) []int {
 	return out
 }
 
+// ShardOf returns the shard of a partition of table: for the sharded
+// tables (events, counts), the shard JetStream files its event type under
+// (bucket.EventPartitionShard), so a slice goes where the writer stored
+// it; for the others, bucket.Shard.
+func ShardOf(table string, partition []byte, shards int, eventSubjectPrefix string) int {
+	if IsSharded(table) {
+		return bucket.EventPartitionShard(eventSubjectPrefix, partition, shards)
+	}
+	return bucket.Shard(partition, shards)
+}
+
 // route lists the nodes to ask for a partition of shard, in order.
 func (c *Client) route(table string, shard int) []string {
-	owner := c.cfg.Owners[shard]
+	m := c.owners.Load()
+	owner := m.owners[shard]
 	if IsSharded(table) {
 		return []string{owner}
 	}
 	out := []string{owner}
-	for _, n := range c.nodes {
+	for _, n := range m.nodes {
 		if n != owner {
 			out = append(out, n)
 		}
@@ -214,7 +270,7 @@ func (c *Client) Slice(ctx context.Context, q storage.SliceQuery) (storage.Rows,
 	if q.Limit < 0 {
 		return nil, fmt.Errorf("cannot read table %q: negative limit %d", q.Table, q.Limit)
 	}
-	r := &remoteRows{c: c, ctx: ctx, q: q, shard: bucket.Shard(q.Partition, len(c.cfg.Owners)), idx: -1}
+	r := &remoteRows{c: c, ctx: ctx, q: q, shard: ShardOf(q.Table, q.Partition, c.Shards(), c.cfg.EventSubjectPrefix), idx: -1}
 	if err := r.fetch(); err != nil {
 		return nil, err
 	}
@@ -354,8 +410,9 @@ func (c *Client) Freshness(ctx context.Context) map[string]*NodeFreshness {
 		node string
 		f    *NodeFreshness
 	}
-	results := make(chan result, len(c.nodes))
-	for _, node := range c.nodes {
+	nodes := c.Nodes()
+	results := make(chan result, len(nodes))
+	for _, node := range nodes {
 		go func() {
 			msg, err := c.request(ctx, node, "freshness", func(time.Time) []byte { return nil })
 			if err != nil {
@@ -370,8 +427,8 @@ func (c *Client) Freshness(ctx context.Context) map[string]*NodeFreshness {
 			results <- result{node, f}
 		}()
 	}
-	out := make(map[string]*NodeFreshness, len(c.nodes))
-	for range c.nodes {
+	out := make(map[string]*NodeFreshness, len(nodes))
+	for range nodes {
 		r := <-results
 		if r.f != nil {
 			out[r.node] = r.f
@@ -384,9 +441,10 @@ func (c *Client) Freshness(ctx context.Context) map[string]*NodeFreshness {
 // the node timeout. It returns nil when all are, else an error naming
 // each node that is not or does not answer, with the shards it owns.
 func (c *Client) Health(ctx context.Context) error {
-	errs := make([]error, len(c.nodes))
+	nodes := c.Nodes()
+	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
-	for i, node := range c.nodes {
+	for i, node := range nodes {
 		wg.Go(func() {
 			msg, err := c.request(ctx, node, "health", func(time.Time) []byte { return nil })
 			if err == nil {

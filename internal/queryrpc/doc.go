@@ -24,9 +24,12 @@
 // malformed input with an error wrapping ErrBadMessage, and has a fuzz
 // target.
 //
-// Routing: a partition's shard is bucket.Shard(partition key, shards); the
-// owner map (ParseOwners, e.g. "0-3=node-a,4-7=node-b") names each shard's
-// node. The events and counts tables are sharded (IsSharded): only the
+// Routing: a partition's shard is ShardOf: for the events and counts
+// tables the shard of its event type (bucket.EventPartitionShard, the
+// shard JetStream's partition() files the type's subject under), for the
+// others bucket.Shard(partition key, shards). The owner map (ParseOwners,
+// e.g. "0-3=node-a,4-7=node-b", or the KV bucket of ownership.go, which
+// Client.SetOwners follows) names each shard's node. The events and counts tables are sharded (IsSharded): only the
 // owner stores a partition, so only the owner is asked. Every other table
 // (event type settings, follow graph, timelines, the fan-out's tables) is
 // replicated on every node, so the owner of the partition's shard is asked

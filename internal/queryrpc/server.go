@@ -46,6 +46,9 @@ type ServerConfig struct {
 	// node stores (every shard when empty), reported by freshness.
 	Shards int
 	Owned  []int
+	// OwnedNow, when set, is asked for the shards the node stores at each
+	// reply instead of Owned (shards move with the owners bucket).
+	OwnedNow func() []int
 	// Writer and Fanout report the positions of the node's consumers;
 	// Fanout is nil on a node without a fan-out worker. Writer is
 	// required.
@@ -257,7 +260,7 @@ func errorCode(ctx context.Context, err error) string {
 }
 
 func (s *Server) handleFreshness(req micro.Request) {
-	f := NodeFreshness{Shards: s.cfg.Shards, Owned: s.cfg.Owned}
+	f := NodeFreshness{Shards: s.cfg.Shards, Owned: s.owned()}
 	w := s.cfg.Writer()
 	f.Writer = &w
 	if s.cfg.Fanout != nil {
@@ -269,4 +272,12 @@ func (s *Server) handleFreshness(req micro.Request) {
 
 func (s *Server) handleHealth(req micro.Request) {
 	req.Respond(appendHealthReply(nil, s.cfg.Ready()))
+}
+
+// owned returns the shards the node stores now.
+func (s *Server) owned() []int {
+	if s.cfg.OwnedNow != nil {
+		return s.cfg.OwnedNow()
+	}
+	return s.cfg.Owned
 }

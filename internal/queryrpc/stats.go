@@ -31,7 +31,7 @@ type NodeStats struct {
 }
 
 func (s *Server) handleStats(req micro.Request) {
-	st := NodeStats{Version: statsReplyV1, Node: s.cfg.Node, Shards: s.cfg.Shards, Owned: s.cfg.Owned, Storage: s.cfg.Metrics()}
+	st := NodeStats{Version: statsReplyV1, Node: s.cfg.Node, Shards: s.cfg.Shards, Owned: s.owned(), Storage: s.cfg.Metrics()}
 	w := s.cfg.Writer()
 	st.Writer = &w
 	if s.cfg.Fanout != nil {
@@ -70,8 +70,9 @@ func (c *Client) Stats(ctx context.Context) (nodes map[string]*NodeStats, missin
 		node string
 		st   *NodeStats
 	}
-	results := make(chan result, len(c.nodes))
-	for _, node := range c.nodes {
+	all := c.Nodes()
+	results := make(chan result, len(all))
+	for _, node := range all {
 		go func() {
 			var st *NodeStats
 			if msg, err := c.request(ctx, node, "stats", func(time.Time) []byte { return nil }); err == nil {
@@ -80,8 +81,8 @@ func (c *Client) Stats(ctx context.Context) (nodes map[string]*NodeStats, missin
 			results <- result{node, st}
 		}()
 	}
-	nodes = make(map[string]*NodeStats, len(c.nodes))
-	for range c.nodes {
+	nodes = make(map[string]*NodeStats, len(all))
+	for range all {
 		if r := <-results; r.st != nil {
 			nodes[r.node] = r.st
 		} else {

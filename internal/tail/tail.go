@@ -145,6 +145,8 @@ func (e *Event) JSON() []byte {
 
 // Stats is a Broadcaster's state.
 type Stats struct {
+	// Clients are the subscriptions not yet closed (a dropped one counts
+	// until its owner closes it).
 	Clients, MaxClients int
 	// ReplayEvents are held in the ring, from OldestSeq to NewestSeq (0
 	// when empty).
@@ -163,12 +165,15 @@ type Broadcaster struct {
 	mu sync.Mutex
 	// ring holds the newest events, oldest first, from ring[start]
 	// (wrapping); n of them, ringBytes in all.
-	ring             []*Event
-	start, n         int
-	ringBytes        int
-	floor            uint64 // every event with Seq <= floor is out of the ring
-	newest           uint64
-	subs             map[*Subscription]struct{}
+	ring      []*Event
+	start, n  int
+	ringBytes int
+	floor     uint64 // every event with Seq <= floor is out of the ring
+	newest    uint64
+	subs      map[*Subscription]struct{}
+	// open counts the subscriptions not yet Closed, dropped ones
+	// included: their owners may still hold what was taken.
+	open             int
 	closed           bool
 	slowDisconnected atomic.Uint64
 }
@@ -248,7 +253,9 @@ func (b *Broadcaster) Subscribe(types []string, after uint64, resume bool) (*Sub
 	if b.closed {
 		return nil, ErrClosed
 	}
-	if len(b.subs) >= b.opts.MaxClients {
+	// A dropped subscriber counts until it is Closed: its owner may
+	// still be writing what it took, so MaxClients bounds that memory too.
+	if b.open >= b.opts.MaxClients {
 		return nil, ErrTooManyClients
 	}
 	s := &Subscription{b: b, types: slices.Clone(types), ready: make(chan struct{}, 1)}
@@ -268,6 +275,7 @@ func (b *Broadcaster) Subscribe(types []string, after uint64, resume bool) (*Sub
 		}
 	}
 	b.subs[s] = struct{}{}
+	b.open++
 	return s, nil
 }
 
@@ -286,7 +294,7 @@ func (b *Broadcaster) Close() {
 func (b *Broadcaster) Stats() Stats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	st := Stats{Clients: len(b.subs), MaxClients: b.opts.MaxClients, ReplayEvents: b.n, SlowDisconnects: b.slowDisconnected.Load()}
+	st := Stats{Clients: b.open, MaxClients: b.opts.MaxClients, ReplayEvents: b.n, SlowDisconnects: b.slowDisconnected.Load()}
 	if b.n > 0 {
 		st.OldestSeq = b.ring[b.start].Seq
 		st.NewestSeq = b.newest
@@ -377,6 +385,7 @@ func (s *Subscription) Close() {
 		s.b.mu.Lock()
 		defer s.b.mu.Unlock()
 		delete(s.b.subs, s)
+		s.b.open--
 		if s.err == nil {
 			s.end(ErrClosed)
 		}

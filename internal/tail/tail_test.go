@@ -149,6 +149,11 @@ func TestSlowClientDropped(t *testing.T) {
 	if cap(slow.queue) > 16 || len(slow.queue) != 0 {
 		t.Errorf("slow client's queue: len %d cap %d, want it freed", len(slow.queue), cap(slow.queue))
 	}
+	// The dropped one counts until its owner closes it.
+	if st := b.Stats(); st.Clients != 2 {
+		t.Errorf("before the slow client is closed: %+v, want 2 clients", st)
+	}
+	slow.Close()
 	st := b.Stats()
 	if st.Clients != 1 || st.SlowDisconnects != 1 || st.ReplayEvents != 100 || st.OldestSeq != 99901 || st.NewestSeq != 100000 {
 		t.Errorf("stats %+v", st)

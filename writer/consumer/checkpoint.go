@@ -74,3 +74,34 @@ func startNewEpoch(db *storage.DB, consumer string, cur Checkpoint) (Checkpoint,
 	}
 	return Checkpoint{Epoch: next, Key: checkpointKey(consumer, next)}, nil
 }
+
+// CopyCheckpoint makes the checkpoint of consumer to what the checkpoint
+// of consumer from is (epoch and sequence), in one batch, and returns it.
+// A store restored from another node's snapshot holds that node's
+// consumers' checkpoints; copying them to this node's consumer names makes
+// this node resume where the snapshot ends instead of replaying the whole
+// stream into data that already holds it. It refuses when to already has
+// a checkpoint: the store's data then reflects to's position, not from's.
+func CopyCheckpoint(db *storage.DB, from, to string) (Checkpoint, error) {
+	src, err := ReadCheckpoint(db, from)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("cannot copy the checkpoint of %s: %w", from, err)
+	}
+	dst, err := ReadCheckpoint(db, to)
+	if err != nil {
+		return Checkpoint{}, fmt.Errorf("cannot copy a checkpoint to %s: %w", to, err)
+	}
+	if dst.Seq != 0 || dst.Epoch != 0 {
+		return Checkpoint{}, fmt.Errorf("cannot copy the checkpoint of %s to %s: %s already has one (epoch %d, seq %d)", from, to, to, dst.Epoch, dst.Seq)
+	}
+	out := Checkpoint{Epoch: src.Epoch, Key: checkpointKey(to, src.Epoch), Seq: src.Seq}
+	var b storage.Batch
+	if src.Epoch > 0 {
+		catalog.PutCheckpoint(&b, epochKey(to), src.Epoch)
+	}
+	catalog.PutCheckpoint(&b, out.Key, src.Seq)
+	if err := db.Apply(context.Background(), &b); err != nil {
+		return Checkpoint{}, fmt.Errorf("cannot copy the checkpoint of %s to %s: %w", from, to, err)
+	}
+	return out, nil
+}

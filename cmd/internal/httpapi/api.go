@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	eventideapi "github.com/eventide/eventide/api"
+	"github.com/eventide/eventide/cmd/internal/dashboard"
 	"github.com/eventide/eventide/reader"
 )
 
@@ -50,6 +51,9 @@ type Config struct {
 	// idle stream gets a comment line; zero means DefaultTailHeartbeat.
 	Tail          TailSource
 	TailHeartbeat time.Duration
+	// TailWriteTimeout bounds one write to a stream; a client that does
+	// not take it in time is cut off. Zero means DefaultTailWriteTimeout.
+	TailWriteTimeout time.Duration
 	// Now is the clock of default query windows. Defaults to time.Now.
 	Now func() time.Time
 
@@ -81,7 +85,8 @@ var (
 // /metrics, /openapi.yaml (the spec, api/openapi.yaml), /v1/events,
 // /v1/events/{id}, /v1/events/stream, /v1/counts, /v1/types/top,
 // /v1/slice, /v1/stats, /v1/dlq, /v1/timeline/{user} and
-// /v1/users/{user}/followers and /following. docs/http-api.md describes it.
+// /v1/users/{user}/followers and /following, and the built-in dashboard at
+// / and /ui/{asset} (package dashboard). docs/http-api.md describes it.
 func NewHandler(cfg Config) (http.Handler, error) {
 	if cfg.Reader == nil || cfg.Health == nil || cfg.Registry == nil {
 		return nil, errors.New("server.NewHandler: Reader, Health and Registry are required")
@@ -104,14 +109,23 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	}
 	a := &api{reader: cfg.Reader, timelines: cfg.Timelines, deadLetters: cfg.DeadLetters, logger: cfg.Logger, now: cfg.Now,
 		freshness: cfg.Freshness, timelineFreshness: cfg.TimelineFreshness, statsSource: cfg.Stats,
-		tail: cfg.Tail, tailHeartbeat: cfg.TailHeartbeat}
+		tail: cfg.Tail, tailHeartbeat: cfg.TailHeartbeat, tailWriteTimeout: cfg.TailWriteTimeout}
 	if a.tailHeartbeat <= 0 {
 		a.tailHeartbeat = DefaultTailHeartbeat
+	}
+	if a.tailWriteTimeout <= 0 {
+		a.tailWriteTimeout = DefaultTailWriteTimeout
 	}
 	table := routeTable(cfg, a)
 	mux := http.NewServeMux()
 	for _, r := range table {
-		mux.Handle(r.path, m.instrument(r.path, onlyGET(r.h)))
+		// In the spec "/" is the one path "/"; in a ServeMux pattern it
+		// would be every path, which is notFound's.
+		pattern := r.path
+		if pattern == "/" {
+			pattern = "/{$}"
+		}
+		mux.Handle(pattern, m.instrument(r.path, onlyGET(r.h)))
 	}
 	mux.Handle("/", m.instrument("other", notFound(table)))
 	var h http.Handler = mux
@@ -158,6 +172,7 @@ func routeTable(cfg Config, a *api) []route {
 		}
 		return withTimeout(max, withPartial(cfg.Partial, h))
 	}
+	dash := dashboard.Handler(http.HandlerFunc(noDashboardFile))
 	return []route{
 		{"/v1/events", data(a.events)},
 		{"/v1/events/{id}", data(a.event)},
@@ -179,7 +194,21 @@ func routeTable(cfg Config, a *api) []route {
 			ErrorHandling: promhttp.ContinueOnError,
 		})},
 		{"/openapi.yaml", http.HandlerFunc(serveOpenAPI)},
+		// The built-in dashboard: its page and its files (package
+		// dashboard); open without the token, as they hold no data.
+		{"/", dash},
+		{dashboard.AssetPrefix + "{asset}", dash},
 	}
+}
+
+// noDashboardFile answers a path under dashboard.AssetPrefix that names
+// no file of the dashboard.
+func noDashboardFile(w http.ResponseWriter, r *http.Request) {
+	writeProblem(w, problem{
+		Type:   problemAboutBlank,
+		Status: http.StatusNotFound,
+		Detail: fmt.Sprintf("no dashboard file at %s; the dashboard is at /", r.URL.Path),
+	})
 }
 
 // serveOpenAPI answers /openapi.yaml with the spec this binary was built
@@ -189,14 +218,22 @@ func serveOpenAPI(w http.ResponseWriter, r *http.Request) {
 	w.Write(eventideapi.OpenAPIYAML())
 }
 
-// notFound answers every path the table does not hold, listing those it
-// does.
+// notFound answers every path the table does not hold, listing those of
+// the API and pointing to the dashboard.
 func notFound(table []route) http.Handler {
 	paths := make([]string, 0, len(table))
+	dashboardServed := false
 	for _, r := range table {
+		if r.path == "/" || strings.HasPrefix(r.path, dashboard.AssetPrefix) {
+			dashboardServed = true
+			continue
+		}
 		paths = append(paths, r.path)
 	}
 	detail := "; the API serves " + strings.Join(paths[:len(paths)-1], ", ") + " and " + paths[len(paths)-1]
+	if dashboardServed {
+		detail += "; the dashboard is at /"
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, problem{
 			Type:   problemAboutBlank,
@@ -217,6 +254,7 @@ type api struct {
 	statsSource                  StatsSource
 	tail                         TailSource
 	tailHeartbeat                time.Duration
+	tailWriteTimeout             time.Duration
 }
 
 // eventJSON is one event as /v1/events returns it.

@@ -351,6 +351,10 @@ func TestBadRequests(t *testing.T) {
 			`unknown parameter "limit"; this endpoint accepts type, from, to, step, trace`},
 		{"/v1/nothing", 404, problemAboutBlank,
 			"no endpoint at /v1/nothing; the API serves /v1/events, /v1/events/{id}, /v1/events/stream, /v1/counts, /v1/types/top, /v1/slice, /v1/stats, /v1/dlq, /v1/timeline/{user}, /v1/users/{user}/followers, /v1/users/{user}/following, /livez, /readyz, /metrics and /openapi.yaml"},
+		{"/ui", 404, problemAboutBlank, "...and /openapi.yaml; the dashboard is at /"},
+		{"/ui/", 404, problemAboutBlank, "no endpoint at /ui/"},
+		{"/ui/nothing.js", 404, problemAboutBlank, "no dashboard file at /ui/nothing.js; the dashboard is at /"},
+		{"/ui/static/app.js", 404, problemAboutBlank, "no endpoint at /ui/static/app.js"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.target, func(t *testing.T) {

@@ -4,9 +4,10 @@
 // TailSource), storage statistics (/v1/stats, from a StatsSource), the
 // dead-letter listing
 // (/v1/dlq, read from the JetStream dead-letter stream), the health
-// endpoints (/livez, /readyz), the Prometheus registry and /metrics, and
-// /openapi.yaml, the spec of all of them (package api). The embedded NATS
-// server is package internal/natsembed's.
+// endpoints (/livez, /readyz), the Prometheus registry and /metrics,
+// /openapi.yaml, the spec of all of them (package api), and the built-in
+// dashboard at / and /ui/{asset} (package dashboard, its own files). The
+// embedded NATS server is package internal/natsembed's.
 //
 // It is wiring, not logic: queries are planned and run by package reader,
 // events are written by package writer; this package turns HTTP requests
@@ -36,8 +37,9 @@
 //     "freshness" when Config gives a FreshnessSource: per shard, the
 //     stream sequence and time its consumer has applied and how many
 //     messages it is behind, read before the query runs.
-//   - With Config.Token, every path but /livez, /readyz and /openapi.yaml
-//     needs "Authorization: Bearer <token>" (401 otherwise). CORS headers
+//   - With Config.Token, every path but /livez, /readyz, /openapi.yaml and
+//     the dashboard's static page and files needs "Authorization: Bearer
+//     <token>" (401 otherwise). CORS headers
 //     are sent only to Config.CORSOrigins. Every data route runs under its
 //     timeout parameter (at most Config.MaxQueryTimeout) as its context's
 //     deadline, and answers 503 query-timeout when that runs out.

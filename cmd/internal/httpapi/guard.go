@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/eventide/eventide/cmd/internal/dashboard"
 )
 
 // DefaultMaxQueryTimeout is Config.MaxQueryTimeout when it is zero: the
@@ -18,9 +21,21 @@ import (
 const DefaultMaxQueryTimeout = 30 * time.Second
 
 // openPaths answer without the bearer token: the probes of an orchestrator,
-// which carry no secret, and the spec, which holds no data and which a
-// client needs to learn how to authenticate.
-var openPaths = []string{"/livez", "/readyz", "/openapi.yaml"}
+// which carry no secret; the spec, which holds no data and which a
+// client needs to learn how to authenticate; and the dashboard's page,
+// which a browser loads before the page can ask for the token (its files,
+// under dashboard.AssetPrefix, are open too: isOpenPath). None holds data.
+var openPaths = []string{"/livez", "/readyz", "/openapi.yaml", "/"}
+
+// isOpenPath reports whether p answers without the bearer token: one of
+// openPaths, or a single clean segment under dashboard.AssetPrefix.
+func isOpenPath(p string) bool {
+	if slices.Contains(openPaths, p) {
+		return true
+	}
+	name, ok := strings.CutPrefix(p, dashboard.AssetPrefix)
+	return ok && name != "" && !strings.Contains(name, "/") && path.Clean(p) == p
+}
 
 // errQueryTimeout is the cause of a data request's context when its
 // timeout (the parameter, or the server's maximum) runs out.
@@ -33,7 +48,7 @@ var errQueryTimeout = errors.New("the query ran out of time")
 func requireToken(token string, h http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if slices.Contains(openPaths, r.URL.Path) {
+		if isOpenPath(r.URL.Path) {
 			h.ServeHTTP(w, r)
 			return
 		}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +72,13 @@ func TestBearerToken(t *testing.T) {
 		{"unknown path missing", "GET", "/v2/events", nil, 401, false, false},
 		{"unknown path right", "GET", "/v2/events", bearer, 404, false, true},
 		{"other method missing", "POST", "/v1/events?type=click", nil, 401, false, false},
+		// The dashboard's page and files hold no data, and a browser
+		// loads them before the page can ask for the token.
+		{"dashboard open", "GET", "/", nil, 200, false, true},
+		{"dashboard file open", "GET", "/ui/app.js", nil, 200, false, true},
+		{"dashboard unknown file open", "GET", "/ui/nothing.js", nil, 404, false, true},
+		{"dashboard prefix is no way around the token", "GET", "/ui/..%2Fv1%2Fevents%3Ftype=click", nil, 401, false, false},
+		{"unknown path beside the dashboard missing", "GET", "/index.html", nil, 401, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -237,6 +246,42 @@ func FuzzParseTimeout(f *testing.F) {
 		}
 		if d <= 0 || d > max {
 			t.Fatalf("%q: accepted %s outside (0, %s]", s, d, max)
+		}
+	})
+}
+
+// FuzzOpenPaths: with a token, a request without it that the guard lets
+// through (isOpenPath) reaches only the probes, the spec or the
+// dashboard's static files, never a data route, however its path is
+// spelled (dot segments, escapes, doubled slashes).
+func FuzzOpenPaths(f *testing.F) {
+	for _, p := range []string{"/", "/ui/app.js", "/ui/../v1/events", "/ui/..%2Fv1%2Fevents", "/ui//v1/events", "/ui/./app.js",
+		"/livez", "/readyz/", "/openapi.yaml", "/v1/events", "/ui/", "/ui/app.js/..", "/ui/%2e%2e", "//", "/ui/app.js?x=/v1"} {
+		f.Add(p)
+	}
+	fx := newFixtureWith(f, reader.Options{}, func(c *Config) { c.Token = testToken })
+	f.Fuzz(func(t *testing.T, raw string) {
+		req := httptest.NewRequest(http.MethodGet, "/", nil)
+		p, err := url.PathUnescape(raw)
+		if err != nil || !strings.HasPrefix(p, "/") {
+			return
+		}
+		req.URL.Path, req.URL.RawPath = p, raw
+		rec := httptest.NewRecorder()
+		fx.h.ServeHTTP(rec, req)
+		if rec.Code == http.StatusUnauthorized {
+			return
+		}
+		if !isOpenPath(p) {
+			t.Fatalf("GET %q (path %q) without the token: %d, but the path is not open", raw, p, rec.Code)
+		}
+		ct := rec.Header().Get("Content-Type")
+		switch {
+		case p == "/livez" || p == "/readyz" || p == "/openapi.yaml":
+		case rec.Code == http.StatusOK && (ct == "application/json" || ct == "application/problem+json"):
+			t.Fatalf("GET %q without the token: %d %s from a dashboard path: %s", raw, rec.Code, ct, rec.Body)
+		case rec.Code != http.StatusOK && rec.Code != http.StatusNotFound && rec.Code != http.StatusMovedPermanently:
+			t.Fatalf("GET %q without the token: status %d from a dashboard path", raw, rec.Code)
 		}
 	})
 }

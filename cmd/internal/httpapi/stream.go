@@ -22,6 +22,11 @@ type TailSource interface {
 // DefaultTailHeartbeat is how often an idle stream gets a comment line.
 const DefaultTailHeartbeat = 15 * time.Second
 
+// DefaultTailWriteTimeout is how long one write to a stream may block
+// before the client is cut off: a client that stopped reading must not
+// hold its handler, and what it took, forever.
+const DefaultTailWriteTimeout = 30 * time.Second
+
 // MaxTailTypes is the most types one stream may follow.
 const MaxTailTypes = 100
 
@@ -87,8 +92,13 @@ func (a *api) stream(w http.ResponseWriter, r *http.Request) {
 	defer sub.Close()
 
 	rc := http.NewResponseController(w)
-	// A stream outlives any write timeout the server may set.
+	// A stream outlives any write timeout the server may set; each write
+	// gets its own deadline instead (writeFlush).
 	rc.SetWriteDeadline(time.Time{})
+	writeFlush := func(b []byte) bool {
+		rc.SetWriteDeadline(time.Now().Add(a.tailWriteTimeout))
+		return writeAndFlush(w, rc, b)
+	}
 	setStreamHeaders(w)
 	w.WriteHeader(http.StatusOK)
 	buf := make([]byte, 0, 4096)
@@ -97,7 +107,7 @@ func (a *api) stream(w http.ResponseWriter, r *http.Request) {
 		buf = appendSSE(buf, "reset", fmt.Sprintf(`{"reason":"position_too_old","detail":%s,"oldest_seq":%d}`,
 			strconv.Quote(fmt.Sprintf("events after %d are no longer all held for replay; replaying from %d on (read the ones before with /v1/events)", after, oldest)), oldest))
 	}
-	if !writeFlush(w, rc, buf) {
+	if !writeFlush(buf) {
 		return
 	}
 	heartbeat := time.NewTicker(a.tailHeartbeat)
@@ -108,7 +118,7 @@ func (a *api) stream(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-heartbeat.C:
-			if !writeFlush(w, rc, append(buf[:0], ": heartbeat\n\n"...)) {
+			if !writeFlush(append(buf[:0], ": heartbeat\n\n"...)) {
 				return
 			}
 		case <-sub.Ready():
@@ -119,7 +129,7 @@ func (a *api) stream(w http.ResponseWriter, r *http.Request) {
 					reason = tailReasonSlow
 					detail = "this client did not read the stream fast enough and its buffer of events filled; reconnect with Last-Event-ID to resume, and follow fewer types if it happens again"
 				}
-				writeFlush(w, rc, appendSSE(buf[:0], "error", fmt.Sprintf(`{"reason":%q,"detail":%s}`, reason, strconv.Quote(detail))))
+				writeFlush(appendSSE(buf[:0], "error", fmt.Sprintf(`{"reason":%q,"detail":%s}`, reason, strconv.Quote(detail))))
 				return
 			}
 			buf = buf[:0]
@@ -131,7 +141,7 @@ func (a *api) stream(w http.ResponseWriter, r *http.Request) {
 				buf = append(buf, "\n\n"...)
 			}
 			clear(evs)
-			if !writeFlush(w, rc, buf) {
+			if !writeFlush(buf) {
 				return
 			}
 			if cap(buf) > 1<<20 {
@@ -159,9 +169,9 @@ func appendSSE(buf []byte, event, data string) []byte {
 	return append(buf, "\n\n"...)
 }
 
-// writeFlush writes b and flushes it to the client; false when the client
+// writeAndFlush writes b and flushes it to the client; false when the client
 // is gone.
-func writeFlush(w http.ResponseWriter, rc *http.ResponseController, b []byte) bool {
+func writeAndFlush(w http.ResponseWriter, rc *http.ResponseController, b []byte) bool {
 	if _, err := w.Write(b); err != nil {
 		return false
 	}

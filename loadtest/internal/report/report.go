@@ -39,7 +39,12 @@ type Report struct {
 	// Latency holds, per kind, the latencies from intended start:
 	// "publish" (publish to JetStream ack), "queryable" (probe publish to
 	// readable over HTTP), "query.latest", "query.window",
-	// "query.counts", "raw.publish" and "raw.consume" (the raw JetStream
+	// "query.counts", "query.timeline", "social.publish" (a social
+	// operation's publish to ack), "fanout.push" and "fanout.pull" (a
+	// probe post's publish to visible in every sampled follower's
+	// timeline, for pushed and for big, read-time merged authors),
+	// "tail" (a probe event's time to its arrival at a live tail
+	// subscriber), "raw.publish" and "raw.consume" (the raw JetStream
 	// phase: publish to ack, publish to consumed).
 	Latency map[string]hist.Summary `json:"latency"`
 	// Series is each kind's latency over time, for the charts.
@@ -49,6 +54,8 @@ type Report struct {
 
 	Events  *EventsResult  `json:"events,omitempty"`
 	Queries *QueriesResult `json:"queries,omitempty"`
+	Social  *SocialResult  `json:"social,omitempty"`
+	Tail    *TailResult    `json:"tail,omitempty"`
 	DLQ     *DLQResult     `json:"dlq,omitempty"`
 	Raw     *RawResult     `json:"raw_jetstream,omitempty"`
 	Server  *ServerStats   `json:"server,omitempty"`
@@ -138,6 +145,68 @@ type EventsResult struct {
 type QueriesResult struct {
 	Schedule
 	ByKind map[string]int64 `json:"by_kind"` // succeeded
+}
+
+// SocialResult is the social graph workload: the graph, its setup, and
+// the open-loop posts, follows, unfollows and deletes.
+type SocialResult struct {
+	Schedule
+	Users int `json:"users"`
+	// Edges are the follows of the initial graph (published by the setup).
+	Edges int `json:"edges"`
+	// FanoutThreshold is the server's, as given to the harness; BigAuthors
+	// have more followers (their posts are merged at read time).
+	FanoutThreshold int                 `json:"fanout_threshold"`
+	BigAuthors      int                 `json:"big_authors"`
+	ProbeAuthors    []SocialProbeAuthor `json:"probe_authors"`
+	Setup           *SocialSetup        `json:"setup,omitempty"`
+	// Acked counts acknowledged operations by kind: post, probe_post,
+	// follow, unfollow, post_delete.
+	Acked map[string]int64 `json:"acked"`
+	// ProbePostsAcked were acknowledged; ProbePostsTimed of them were seen
+	// in every sampled follower's timeline (their fan-out lag recorded).
+	ProbePostsAcked int64 `json:"probe_posts_acked"`
+	ProbePostsTimed int64 `json:"probe_posts_timed"`
+	// DeletesChecked are the deletes whose posts the check looked for.
+	DeletesChecked int64 `json:"deletes_checked"`
+	// DrainSeconds is how long after the load every probe post was timed
+	// and the fan-out worker had applied every operation (-1 if not
+	// within the drain timeout).
+	DrainSeconds float64 `json:"drain_seconds"`
+}
+
+// TailResult is the live tail subscribers (GET /v1/events/stream of the
+// run's probe type).
+type TailResult struct {
+	Subscribers int `json:"subscribers"`
+	// Received counts probe events received, over every subscriber.
+	Received int64 `json:"received"`
+	// Reconnects counts streams reopened (with Last-Event-ID) after the
+	// server ended them or they broke; Resets the "position too old"
+	// answers to a reopening.
+	Reconnects int64 `json:"reconnects"`
+	Resets     int64 `json:"resets"`
+}
+
+// SocialProbeAuthor is an author whose posts are timed.
+type SocialProbeAuthor struct {
+	User      string `json:"user"`
+	Followers int    `json:"followers"`
+	Pull      bool   `json:"pull"`
+	// Sample is how many of its followers' timelines time the lag.
+	Sample int `json:"sample"`
+	// Lag is the fan-out lag of its probe posts (fanout.push or
+	// fanout.pull, for this author alone); absent when none was timed.
+	Lag *hist.Summary `json:"lag,omitempty"`
+}
+
+// SocialSetup is the setup phase: the initial graph's follows published,
+// then applied by the fan-out worker.
+type SocialSetup struct {
+	Follows          int64   `json:"follows"`
+	PublishSeconds   float64 `json:"publish_seconds"`
+	AppliedSeconds   float64 `json:"applied_seconds"`
+	FollowsPerSecond float64 `json:"follows_per_second"`
 }
 
 // DLQResult compares the dead-letter stream with the invalid events sent.
@@ -265,13 +334,15 @@ func (r *Report) Metric(fn, arg string) (float64, bool) {
 			return &r.Events.Schedule, true
 		case w == "queries" && r.Queries != nil:
 			return &r.Queries.Schedule, true
+		case w == "social" && r.Social != nil:
+			return &r.Social.Schedule, true
 		}
 		return nil, false
 	}
 	switch fn {
 	case "drop", "errors":
 		var num, den int64
-		for _, w := range []string{"events", "queries"} {
+		for _, w := range []string{"events", "queries", "social"} {
 			if arg != "" && arg != w {
 				continue
 			}

@@ -196,3 +196,26 @@ func TestDescribeCounters(t *testing.T) {
 		t.Error("no counters described as something")
 	}
 }
+
+// The social workload's schedule answers drop(social), errors(social)
+// and rate(social), and counts in drop and errors over every workload.
+func TestSocialMetrics(t *testing.T) {
+	r := testReport()
+	r.Social = &SocialResult{Schedule: Schedule{Scheduled: 1000, Started: 990, Dropped: 10, Failed: 9, AchievedRate: 98.1}}
+	for _, c := range []struct {
+		fn, arg string
+		want    float64
+	}{
+		{"drop", "social", 0.01}, {"errors", "social", 9.0 / 990}, {"rate", "social", 98.1},
+		{"drop", "", 12.0 / 3000}, {"errors", "", 10.0 / 2988},
+	} {
+		if got, ok := r.Metric(c.fn, c.arg); !ok || math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("Metric(%s, %s) = %v, %v; want %v", c.fn, c.arg, got, ok, c.want)
+		}
+	}
+	var b bytes.Buffer
+	r.WriteSummary(&b)
+	if !strings.Contains(b.String(), "social   target") {
+		t.Errorf("summary has no social line:\n%s", b.String())
+	}
+}

@@ -49,6 +49,39 @@ func (r *Report) WriteSummary(w io.Writer) {
 	if q := r.Queries; q != nil {
 		sched("queries", q.Schedule)
 	}
+	if so := r.Social; so != nil {
+		sched("social", so.Schedule)
+		fmt.Fprintf(&b, "         %d users, %d follows, %d big authors above the fan-out threshold %d", so.Users, so.Edges, so.BigAuthors, so.FanoutThreshold)
+		if st := so.Setup; st != nil {
+			fmt.Fprintf(&b, "; setup applied in %.1fs (%.0f follows/s)", st.AppliedSeconds, st.FollowsPerSecond)
+		}
+		fmt.Fprintf(&b, "\n         acked:")
+		for _, k := range slices.Sorted(maps.Keys(so.Acked)) {
+			fmt.Fprintf(&b, " %d %s", so.Acked[k], k)
+		}
+		fmt.Fprintf(&b, "; probe posts timed %d of %d", so.ProbePostsTimed, so.ProbePostsAcked)
+		if so.DrainSeconds >= 0 {
+			fmt.Fprintf(&b, "; all applied %.2fs after the last publish\n", so.DrainSeconds)
+		} else {
+			b.WriteString("; not all applied within the drain timeout\n")
+		}
+		for _, pa := range so.ProbeAuthors {
+			how := "pushed"
+			if pa.Pull {
+				how = "pulled"
+			}
+			fmt.Fprintf(&b, "         probe author %s, %d followers (%s): ", pa.User, pa.Followers, how)
+			if pa.Lag == nil {
+				b.WriteString("no probe post timed\n")
+				continue
+			}
+			fmt.Fprintf(&b, "fan-out lag p50 %s, p99 %s, max %s over %d posts\n", FormatSeconds(pa.Lag.Percentiles["p50"]),
+				FormatSeconds(pa.Lag.Percentiles["p99"]), FormatSeconds(pa.Lag.Max), pa.Lag.Count)
+		}
+	}
+	if tl := r.Tail; tl != nil {
+		fmt.Fprintf(&b, "tail     %d live tail subscribers: %d probe events received, %d reconnects, %d resets\n", tl.Subscribers, tl.Received, tl.Reconnects, tl.Resets)
+	}
 	if d := r.DLQ; d != nil {
 		fmt.Fprintf(&b, "DLQ: %d dead letters for %d invalid events acked, %d with another reason\n", d.InDLQ, d.InvalidAcked, d.ReasonMismatches)
 	}

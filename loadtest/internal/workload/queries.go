@@ -9,16 +9,16 @@ import (
 	"time"
 )
 
-// Query kinds the harness can run today. Timelines and live-tail
-// subscribers need the fan-out worker and the query service (upcoming).
+// Query kinds.
 const (
-	QueryLatest = "query.latest" // /v1/events?type=T&limit=N: the newest N of the last hour
-	QueryWindow = "query.window" // /v1/events over a window ending now
-	QueryCounts = "query.counts" // /v1/counts per minute over the last hour
+	QueryLatest   = "query.latest"   // /v1/events?type=T&limit=N: the newest N of the last hour
+	QueryWindow   = "query.window"   // /v1/events over a window ending now
+	QueryCounts   = "query.counts"   // /v1/counts per minute over the last hour
+	QueryTimeline = "query.timeline" // /v1/timeline/{user}?limit=N: a social user's newest posts
 )
 
 // QueryKinds lists the kinds, in a fixed order.
-var QueryKinds = []string{QueryLatest, QueryWindow, QueryCounts}
+var QueryKinds = []string{QueryLatest, QueryWindow, QueryCounts, QueryTimeline}
 
 // QueryConfig shapes the query mix.
 type QueryConfig struct {
@@ -35,6 +35,12 @@ type QueryConfig struct {
 	// are paged at most WindowLimit per query.
 	WindowMin, WindowMax time.Duration
 	WindowLimit          int
+	// Run and TimelineUsers name the users whose timelines are read
+	// (UserName(Run, n), n uniform in [0, TimelineUsers)): the social
+	// workload's; TimelineLimit is the page size.
+	Run           string
+	TimelineUsers int
+	TimelineLimit int
 }
 
 // DefaultQueryMix is latest-N, windows and counts in 5:3:2.
@@ -58,6 +64,14 @@ func (c *QueryConfig) Validate() error {
 	if len(c.Mix) == 0 {
 		errs = append(errs, errors.New("query mix is empty"))
 	}
+	for _, m := range c.Mix {
+		if m.Name == QueryTimeline && c.TimelineUsers < 1 {
+			errs = append(errs, errors.New("timeline queries need the social workload's users"))
+		}
+		if m.Name == QueryTimeline && (c.TimelineLimit < 1 || c.TimelineLimit > 1000) {
+			errs = append(errs, fmt.Errorf("timeline limit %d: must be 1 to 1000", c.TimelineLimit))
+		}
+	}
 	if c.LatestN < 1 || c.LatestN > 10000 {
 		errs = append(errs, fmt.Errorf("latest-N limit %d: must be 1 to 10000", c.LatestN))
 	}
@@ -77,6 +91,7 @@ type Query struct {
 	Type   string
 	Window time.Duration // of a window query
 	Limit  int
+	User   string // of a timeline query
 }
 
 // QueryGen makes queries; not safe for concurrent use.
@@ -108,6 +123,10 @@ func (g *QueryGen) Next(seq int64) Query {
 	kind := g.kindNames[g.kinds.pick(g.rng)]
 	typ := g.cfg.Types[g.typePick.pick(g.rng)]
 	span := g.cfg.WindowMin + time.Duration(g.rng.Float64()*float64(g.cfg.WindowMax-g.cfg.WindowMin))
+	var user int32
+	if g.cfg.TimelineUsers > 0 {
+		user = int32(g.rng.IntN(g.cfg.TimelineUsers))
+	}
 	q := Query{Seq: seq, Kind: kind, Type: typ}
 	switch kind {
 	case QueryLatest:
@@ -115,6 +134,10 @@ func (g *QueryGen) Next(seq int64) Query {
 	case QueryWindow:
 		q.Window = span.Truncate(time.Millisecond)
 		q.Limit = g.cfg.WindowLimit
+	case QueryTimeline:
+		q.Type = ""
+		q.User = UserName(g.cfg.Run, user)
+		q.Limit = g.cfg.TimelineLimit
 	}
 	return q
 }
@@ -135,6 +158,8 @@ func (q *Query) Path(now time.Time) string {
 	case QueryCounts:
 		v.Set("step", "1m")
 		return "/v1/counts?" + v.Encode()
+	case QueryTimeline:
+		return "/v1/timeline/" + url.PathEscape(q.User) + "?limit=" + strconv.Itoa(q.Limit)
 	}
 	panic("BUG: query of unknown kind " + q.Kind)
 }

@@ -11,7 +11,14 @@
 // arrival in query results the harness times.
 //
 // Queries (QueryGen): latest-N, time windows and counts over the event
-// types, in a configured mix.
+// types, and timelines of the social workload's users, in a configured
+// mix.
+//
+// The social graph (SocialGen, social.go): users with Zipf follower
+// counts, a few above the server's fan-out threshold; the follows of that
+// graph for a setup phase; then posts (some of them probe posts, timed into
+// their authors' followers' timelines), follows, unfollows and post
+// deletes at configured rates.
 //
 // An operation is a spec; its body or URL is made at its intended start
 // (Event.Body, Query.Path), since event times and query windows are

@@ -232,9 +232,45 @@ func TestQueries(t *testing.T) {
 
 func TestQueryConfigErrors(t *testing.T) {
 	c := testQueryConfig(1)
-	c.Mix = []Weight{{"query.timeline", 1}}
-	if _, err := NewQueryGen(c); err == nil || !strings.Contains(err.Error(), "query.timeline") {
-		t.Errorf("err = %v, want one naming query.timeline", err)
+	c.Mix = []Weight{{"query.tail", 1}}
+	if _, err := NewQueryGen(c); err == nil || !strings.Contains(err.Error(), "query.tail") {
+		t.Errorf("err = %v, want one naming query.tail", err)
+	}
+	c.Mix = []Weight{{QueryTimeline, 1}}
+	if _, err := NewQueryGen(c); err == nil || !strings.Contains(err.Error(), "social workload's users") {
+		t.Errorf("err = %v, want timeline queries refused without users", err)
+	}
+}
+
+// Timeline queries read the social users' timelines, every user about as
+// often, with the configured limit.
+func TestQueryTimelines(t *testing.T) {
+	c := testQueryConfig(3)
+	c.Mix = []Weight{{QueryLatest, 1}, {QueryTimeline, 1}}
+	c.Run, c.TimelineUsers, c.TimelineLimit = "r1", 10, 20
+	g, err := NewQueryGen(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	users := map[string]int{}
+	for i := range 20000 {
+		q := g.Next(int64(i))
+		if q.Kind != QueryTimeline {
+			continue
+		}
+		users[q.User]++
+		if want := "/v1/timeline/" + q.User + "?limit=20"; q.Path(t0) != want {
+			t.Fatalf("path %s, want %s", q.Path(t0), want)
+		}
+	}
+	if len(users) != 10 {
+		t.Fatalf("timelines of %d users, want 10: %v", len(users), users)
+	}
+	for u, n := range users {
+		if !strings.HasPrefix(u, "lt-r1-u") {
+			t.Errorf("user %q is not a social user of run r1", u)
+		}
+		within(t, "share of "+u, float64(n)/10000, 0.1, 0.015)
 	}
 }
 
