@@ -22,7 +22,13 @@ type eventideEngine struct {
 	last  storage.ReadStats
 }
 
-func openEventide(dir string, clock *benchClock, autoCompact bool, mem memoryConfig, strategy storage.CompactionStrategy) (engine, error) {
+// openEventide opens an Eventide store with the events table.
+// tombstoneIntervalSeconds, if not nil, is the table's
+// TombstoneCompactionIntervalSeconds: the delete phase sets it to 0, since
+// its last flush of deletions is new by the engine's clock and the default
+// (a day) would keep background compaction from picking it within the
+// phase's 60 s.
+func openEventide(dir string, clock *benchClock, autoCompact bool, mem memoryConfig, strategy storage.CompactionStrategy, tombstoneIntervalSeconds *int64) (engine, error) {
 	opts := storage.DefaultOptions()
 	if mem.eventideCacheBytes > 0 {
 		opts.BlockCacheSize = mem.eventideCacheBytes
@@ -39,7 +45,8 @@ func openEventide(dir string, clock *benchClock, autoCompact bool, mem memoryCon
 	if strategy == "" {
 		strategy = storage.TimeWindow
 	}
-	if err := db.CreateTable(storage.TableDef{Name: eventsTable, Compaction: strategy, WindowSeconds: 3600}); err != nil {
+	def := storage.TableDef{Name: eventsTable, Compaction: strategy, WindowSeconds: 3600, TombstoneCompactionIntervalSeconds: tombstoneIntervalSeconds}
+	if err := db.CreateTable(def); err != nil {
 		db.Close()
 		return nil, err
 	}

@@ -69,6 +69,9 @@ type config struct {
 	// deleteStrategy is Eventide's compaction strategy in the delete
 	// phase (time_window, as the other phases, or size_tiered).
 	deleteStrategy string
+	// deleteTombstoneIntervalSeconds is the delete phase's Eventide
+	// TombstoneCompactionIntervalSeconds.
+	deleteTombstoneIntervalSeconds int64
 }
 
 // memoryConfig is the memory each engine may use; zero means the
@@ -138,6 +141,7 @@ func main() {
 	memtableMiB := flag.Int64("memtable", 0, "every engine's memtable in MiB (0: each engine's default)")
 	equalMemory := flag.Bool("equal-memory", false, "give every engine a 64 MiB memtable and a 256 MiB block cache (overrides -memtable and the -*-cache flags)")
 	flag.DurationVar(&cfg.deleteSettle, "delete-settle", 60*time.Second, "delete phase: how long background compaction works after the deletes before the reads")
+	flag.Int64Var(&cfg.deleteTombstoneIntervalSeconds, "delete-tombstone-interval", 0, "delete phase: Eventide's TombstoneCompactionIntervalSeconds (storage's default is 86400; the phase's last flush is new by the engine clock)")
 	flag.StringVar(&cfg.deleteStrategy, "delete-strategy", "time_window", "delete phase: Eventide's compaction strategy (time_window or size_tiered)")
 	flag.Parse()
 	cfg.mem = memoryConfig{memtableBytes: *memtableMiB << 20, eventideCacheBytes: *eventideCacheMiB << 20,
@@ -362,13 +366,13 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 }
 
 func open(name, dir string, cfg config, clock *benchClock, autoCompact bool) (engine, error) {
-	return openWith(name, dir, cfg, clock, autoCompact, storage.TimeWindow)
+	return openWith(name, dir, cfg, clock, autoCompact, storage.TimeWindow, nil)
 }
 
-func openWith(name, dir string, cfg config, clock *benchClock, autoCompact bool, strategy storage.CompactionStrategy) (engine, error) {
+func openWith(name, dir string, cfg config, clock *benchClock, autoCompact bool, strategy storage.CompactionStrategy, eventideTombstoneIntervalSeconds *int64) (engine, error) {
 	switch name {
 	case "eventide":
-		return openEventide(dir, clock, autoCompact, cfg.mem, strategy)
+		return openEventide(dir, clock, autoCompact, cfg.mem, strategy, eventideTombstoneIntervalSeconds)
 	case "pebble":
 		return openPebble(dir, autoCompact, cfg.mem)
 	case "goleveldb":
@@ -479,7 +483,7 @@ func runDelete(name, mode string, cfg config, clock *benchClock) (*deleteResult,
 		return nil, err
 	}
 	gen := newGenerator(cfg)
-	e, err := openWith(name, dir, cfg, clock, true, storage.CompactionStrategy(cfg.deleteStrategy))
+	e, err := openWith(name, dir, cfg, clock, true, storage.CompactionStrategy(cfg.deleteStrategy), &cfg.deleteTombstoneIntervalSeconds)
 	if err != nil {
 		return nil, err
 	}
