@@ -130,6 +130,21 @@ func (e *eventideEngine) all(partition string) (int, error) {
 	return e.slice(storage.SliceQuery{Table: eventsTable, Partition: []byte(partition)})
 }
 
+// window reads the events in [lo, hi): clustering keys are the encodings
+// inverted (DESC), all 16 bytes, so the range is (^hi, ^lo].
+func (e *eventideEngine) window(partition string, lo, hi []byte) (int, error) {
+	return e.slice(storage.SliceQuery{Table: eventsTable, Partition: []byte(partition),
+		Start: storage.Bound{Key: invert(hi)}, End: storage.Bound{Key: invert(lo), Inclusive: true}})
+}
+
+func invert(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i := range b {
+		out[i] = ^b[i]
+	}
+	return out
+}
+
 func (e *eventideEngine) slice(q storage.SliceQuery) (int, error) {
 	it, err := e.db.Slice(context.Background(), q)
 	if err != nil {
