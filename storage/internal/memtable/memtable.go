@@ -49,6 +49,7 @@ type Memtable struct {
 	deletions   map[partitionID]*partitionDeletions
 
 	sizeBytes    atomic.Int64
+	written      atomic.Bool
 	minTimestamp atomic.Int64
 	maxTimestamp atomic.Int64
 	// tableMin holds MinTimestampOf each table id (writer-grown).
@@ -68,7 +69,7 @@ func New() *Memtable {
 func (m *Memtable) SizeBytes() int64 { return m.sizeBytes.Load() }
 
 // Empty reports whether nothing was written.
-func (m *Memtable) Empty() bool { return m.sizeBytes.Load() == 0 }
+func (m *Memtable) Empty() bool { return !m.written.Load() }
 
 // MinTimestamp is the smallest write timestamp of any cell or deletion
 // (math.MaxInt64 when empty). Compaction uses it to decide whether a
@@ -114,6 +115,7 @@ func (m *Memtable) noteTimestamp(table uint32, ts int64) {
 		m.tableMin.Store(&grown)
 		mins = &grown
 	}
+	m.written.Store(true)
 	if tm := &(*mins)[table]; ts < tm.Load() {
 		tm.Store(ts)
 	}

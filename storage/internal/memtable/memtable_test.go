@@ -203,18 +203,29 @@ func TestApplyCellAllocatesNothingPerCell(t *testing.T) {
 // that loses to the held cell adds nothing, one that wins adds its record.
 func TestOverwriteSize(t *testing.T) {
 	m := New()
+	if !m.Empty() {
+		t.Fatal("a new memtable is not Empty")
+	}
 	m.ApplyCell(1, []byte("p"), live("a", "x", 5, "v5"))
 	size := m.SizeBytes()
+	if m.Empty() {
+		t.Fatal("Empty after a write")
+	}
 	m.ApplyCell(1, []byte("p"), live("a", "x", 4, "v4"))
 	m.ApplyCell(1, []byte("p"), live("a", "x", 5, "v5"))
 	if m.SizeBytes() != size {
 		t.Fatalf("losing writes grew the memtable from %d to %d bytes", size, m.SizeBytes())
 	}
-	m.ApplyCell(1, []byte("p"), live("a", "x", 6, "v6"))
-	if m.SizeBytes() <= size {
-		t.Fatalf("a winning write did not count: %d bytes, was %d", m.SizeBytes(), size)
+	// Winning writes append records, which the estimate must see.
+	value := string(make([]byte, 100))
+	for ts := int64(6); ts < 10_006; ts++ {
+		m.ApplyCell(1, []byte("p"), live("a", "x", ts, value))
 	}
-	if got := collect(m.NewIter(1, []byte("p"), base.Unbounded, base.Unbounded, false)); fmt.Sprint(got) != "[a/x=v6]" {
+	m.ApplyCell(1, []byte("p"), live("a", "x", 10_006, "v6"))
+	if grown := m.SizeBytes() - size; grown < 10_000*100 {
+		t.Fatalf("10,000 winning writes of 100 bytes grew the estimate by %d bytes", grown)
+	}
+	if got := collect(m.NewIter(1, []byte("p"), base.Unbounded, base.Unbounded, false)); fmt.Sprint(got) != "[a/x=v6]" || m.Cells() != 1 {
 		t.Fatalf("got %v", got)
 	}
 }

@@ -52,14 +52,16 @@ const (
 	nodeNext
 	nodeFixedWords = nodeNext
 
-	nodeSlabShift = 20
-	// Node slabs grow from minNodeSlabWords to maxNodeSlabWords (8 MiB)
-	// and data slabs from minDataSlabBytes to maxDataSlabBytes, so a small
-	// memtable stays small and a big one allocates rarely.
+	nodeSlabShift = 17
+	// Node slabs grow from minNodeSlabWords to maxNodeSlabWords (1 MiB)
+	// and data slabs from minDataSlabBytes to maxDataSlabBytes (1 MiB), so
+	// a small memtable stays small, a big one allocates rarely, and the
+	// unused tail of the last slabs (heap that SizeBytes does not count)
+	// stays small.
 	minNodeSlabWords = 1 << 12
 	maxNodeSlabWords = 1 << nodeSlabShift
 	minDataSlabBytes = 32 << 10
-	maxDataSlabBytes = 4 << 20
+	maxDataSlabBytes = 1 << 20
 
 	cellHeaderBytes = 1 + 4 + 8 + 8 + 4
 )
@@ -103,9 +105,11 @@ type skiplist struct {
 	head   uint64
 
 	// Writer only.
-	rng        *rand.Rand
-	nodeUsed   int // words used in the last node slab
-	dataUsed   int // bytes used in the last data slab
+	rng      *rand.Rand
+	nodeUsed int // words used in the last node slab
+	dataUsed int // bytes used in the last data slab
+	// arenaBytes is the slab bytes used. Slabs are at most 1 MiB, so what
+	// the last ones leave unused is small against a memtable's size.
 	arenaBytes int64
 }
 
