@@ -36,6 +36,7 @@ func openEventide(dir string, clock *benchClock, autoCompact bool, mem memoryCon
 	if mem.memtableBytes > 0 {
 		opts.MemtableSize = mem.memtableBytes
 	}
+	opts.BlockSize = mem.eventideBlockSize
 	opts.Clock = clock
 	opts.DisableAutoCompaction = !autoCompact
 	db, err := storage.Open(dir, opts)

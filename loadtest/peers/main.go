@@ -83,6 +83,8 @@ type memoryConfig struct {
 	memtableBytes                                             int64
 	eventideCacheBytes, pebbleCacheBytes, goleveldbCacheBytes int64
 	badgerCacheBytes                                          int64
+	// eventideBlockSize is Eventide's BlockSize (0: its default).
+	eventideBlockSize int
 }
 
 // Equal-memory mode (-equal-memory): every engine gets this memtable and
@@ -140,6 +142,7 @@ func main() {
 	flag.BoolVar(&cfg.reuse, "reuse", false, "with -dir: reuse the stores an earlier run with the same workload flags left there, and run only the read phases")
 	flag.StringVar(&cfg.readProfile, "readprofile", "", "write a CPU profile of each read phase alone to PREFIX-<engine>-<phase>.pprof, and allocation profiles before and after it to PREFIX-<engine>-<phase>-allocs-{before,after}.pprof")
 	flag.IntVar(&cfg.slowest, "slowest", 0, "print the N slowest queries of each read phase, with the engine's trace")
+	eventideBlockKiB := flag.Int("eventide-block-size", 0, "Eventide's SSTable block size in KiB (0: storage.DefaultOptions)")
 	eventideCacheMiB := flag.Int64("eventide-cache", 0, "Eventide's block cache in MiB (0: storage.DefaultOptions)")
 	pebbleCacheMiB := flag.Int64("pebble-cache", 0, "Pebble's block cache in MiB (0: Pebble's default, 8 MiB)")
 	goleveldbCacheMiB := flag.Int64("goleveldb-cache", 0, "goleveldb's block cache in MiB (0: goleveldb's default, 8 MiB)")
@@ -156,6 +159,7 @@ func main() {
 		cfg.mem = memoryConfig{memtableBytes: equalMemtableBytes, eventideCacheBytes: equalCacheBytes,
 			pebbleCacheBytes: equalCacheBytes, goleveldbCacheBytes: equalCacheBytes, badgerCacheBytes: equalCacheBytes}
 	}
+	cfg.mem.eventideBlockSize = *eventideBlockKiB << 10
 	cfg.phases = map[string]bool{}
 	for _, p := range splitComma(*phases) {
 		if p != "latest" && p != "expiry" && p != "delete" {
