@@ -25,7 +25,7 @@ package catalog
 //	followers        author       | follower text ASC          | since bigint
 //	following        user         | author text ASC            | since bigint
 //	userline         author       | post_id timeuuid DESC      | data blob, job bigint (unless the author was large)
-//	timeline         user         | post_id timeuuid DESC      | author text, data blob, time timestamp
+//	timeline         user         | post_id timeuuid DESC      | author text, data blob (time timestamp before 2026-11-24)
 //	_fanout_jobs     "jobs"       | job bigint ASC, part int ASC | kind text, author text, post_id timeuuid,
 //	                                                             data blob, followers bigint,
 //	                                                             shards int, cursor text, chunks bigint
@@ -42,8 +42,12 @@ package catalog
 // parts (fanout: Shards times up to Workers); a job row's shards column is
 // the part count the job was split with, so a restart with other options
 // finishes it as it was split. A timeline row's cells expire at the post
-// time plus the timeline TTL; a _fanout_deleted row at the post time plus
-// the timeline TTL, when no copy of the post can be live any more.
+// time plus the timeline TTL; the post time is the post id's time (an
+// event's id always carries its time), so a copy no longer stores it: a
+// third cell per copy was a quarter of the fan-out's CPU. Older copies
+// may still hold a time cell, which readers ignore. A _fanout_deleted row
+// expires at the post time plus the timeline TTL, when no copy of the
+// post can be live any more.
 
 import (
 	"context"
@@ -75,7 +79,7 @@ const (
 	ColData      = "data"
 	ColJob       = "job"
 	ColAuthor    = "author"
-	ColTime      = "time"
+	ColTime      = "time" // timeline copies written before 2026-11-24 only
 	ColKind      = "kind"
 	ColPostID    = "post_id"
 	ColFollowers = "followers"

@@ -69,13 +69,20 @@
 //   - A chunk skips followers whose edge is newer than the post (their
 //     follow backfilled it, or chose not to): only the stream order
 //     decides who gets a post.
-//   - Memory is bounded by Options.Workers chunks of Options.ChunkSize
-//     followers, whatever an author's follower count: the follower list is
-//     streamed from the store, never loaded.
+//   - The fan-out's own memory is bounded by Options.Workers chunks of
+//     Options.ChunkSize followers (their batches reused), whatever an
+//     author's follower count: the follower list is streamed from the
+//     store, never loaded. The storage engine's memory for the rows
+//     written is the engine's (BENCHMARKS.md measures both).
 //   - An author becomes large (pull) when its follower count first passes
 //     Options.LargeThreshold, and stays large: its posts from then on are
 //     only in its userline, merged into timelines at read time
 //     (reader.Timelines). Posts pushed before stay pushed.
+//   - Chunk workers yield to ordinary ingest: while Options.WriterBusy
+//     reports a backlog (WriterBacklog of the writer, as cmd/ingest
+//     wires it), one chunk at a time, at most Options.BusyRowsPerSecond
+//     timeline rows a second and Options.BusyShare of the time
+//     (throttle.go); full speed otherwise.
 //   - Bad input (a follow without user or author, a self-follow, a post
 //     without author, a delete of an unknown post, ...) is counted by
 //     reason, logged at most once per reason per minute, and skipped;

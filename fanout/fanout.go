@@ -70,6 +70,8 @@ type Fanout struct {
 	scanFrom, maxCommittedJob atomic.Int64
 	// finishMu orders the last chunks of a job's parts (jobs.go).
 	finishMu sync.Mutex
+	// batches holds up to Workers chunk batches for reuse (releaseChunk).
+	batches chan *storage.Batch
 
 	logMu   sync.Mutex
 	lastLog map[string]time.Time
@@ -84,7 +86,7 @@ func Open(db *storage.DB, opts Options) (*Fanout, error) {
 		return nil, err
 	}
 	f := &Fanout{db: db, opts: opts, m: newMetrics(), postTypes: map[string]bool{},
-		wake: make(chan struct{}, 1), lastLog: map[string]time.Time{}}
+		wake: make(chan struct{}, 1), lastLog: map[string]time.Time{}, batches: make(chan *storage.Batch, opts.Workers)}
 	for _, t := range opts.PostTypes {
 		f.postTypes[t] = true
 	}
@@ -498,8 +500,8 @@ func (f *Fanout) markDeleted(st *batchState, author string, id uuid.UUID) {
 // postCopy holds the cells of a post's timeline copies, encoded once for
 // every follower it goes to.
 type postCopy struct {
-	key, author, data, time []byte
-	ttl                     int32
+	key, author, data []byte
+	ttl               int32
 }
 
 // newPostCopy returns the copy of a post; ok is false when the copy
@@ -509,21 +511,17 @@ func (f *Fanout) newPostCopy(id uuid.UUID, author string, data []byte) (c postCo
 	if ttl <= 0 {
 		return postCopy{}, false
 	}
-	t, _ := bucket.TimeOf(id)
-	return postCopy{key: catalog.PostKey(id), author: catalog.TextValue(author), data: catalog.BlobValue(data),
-		time: catalog.TimestampValue(t), ttl: ttl}, true
+	return postCopy{key: catalog.PostKey(id), author: catalog.TextValue(author), data: catalog.BlobValue(data), ttl: ttl}, true
 }
 
 var (
 	colAuthor = []byte(catalog.ColAuthor)
 	colData   = []byte(catalog.ColData)
-	colTime   = []byte(catalog.ColTime)
 )
 
 func (c *postCopy) put(b *storage.Batch, partition []byte, ts int64) {
 	b.PutTTL(catalog.TimelineTable, partition, c.key, colAuthor, c.author, ts, c.ttl)
 	b.PutTTL(catalog.TimelineTable, partition, c.key, colData, c.data, ts, c.ttl)
-	b.PutTTL(catalog.TimelineTable, partition, c.key, colTime, c.time, ts, c.ttl)
 }
 
 // putTimelineRow writes one copy of a post; it reports false (writing

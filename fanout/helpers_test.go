@@ -30,8 +30,10 @@ type env struct {
 	tl   *reader.Timelines
 	reg  *prometheus.Registry
 	opts Options
-	seq  uint64
-	base time.Time
+	// storageOpts, if set, adjusts the store's options (benchmarks).
+	storageOpts func(*storage.Options)
+	seq         uint64
+	base        time.Time
 	// labels maps test labels to post ids and back.
 	ids    map[string]uuid.UUID
 	labels map[uuid.UUID]string
@@ -39,8 +41,14 @@ type env struct {
 
 func newEnv(t testing.TB, opts Options) *env {
 	t.Helper()
+	return newEnvStorage(t, opts, nil)
+}
+
+// newEnvStorage is newEnv with the store's options adjusted by so.
+func newEnvStorage(t testing.TB, opts Options, so func(*storage.Options)) *env {
+	t.Helper()
 	e := &env{t: t, dir: t.TempDir(), opts: opts, base: time.Now().Add(-time.Hour).Truncate(time.Second),
-		ids: map[string]uuid.UUID{}, labels: map[uuid.UUID]string{}}
+		ids: map[string]uuid.UUID{}, labels: map[uuid.UUID]string{}, storageOpts: so}
 	e.open()
 	t.Cleanup(func() {
 		if e.db != nil {
@@ -52,7 +60,11 @@ func newEnv(t testing.TB, opts Options) *env {
 
 func (e *env) open() {
 	e.t.Helper()
-	db, err := storage.Open(e.dir, storage.DefaultOptions())
+	so := storage.DefaultOptions()
+	if e.storageOpts != nil {
+		e.storageOpts(&so)
+	}
+	db, err := storage.Open(e.dir, so)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -179,7 +179,26 @@ func (f *Fanout) WorkChunk(ctx context.Context, ref ChunkRef) (done bool, err er
 	if err != nil {
 		return false, err
 	}
-	return f.applyChunk(ctx, c)
+	done, err = f.applyChunk(ctx, c)
+	f.releaseChunk(c)
+	return done, err
+}
+
+// releaseChunk gives pc's batch back for the next chunk to fill: a
+// chunk's batch holds thousands of mutations, and growing a new one for
+// every chunk was the largest share of the fan-out's allocations (a
+// sync.Pool lost them at every GC, which chunks cause often). Only
+// the batch's mutation array is reused; the keys and values it pointed
+// to may live on in the memtable.
+func (f *Fanout) releaseChunk(pc *preparedChunk) {
+	if pc.b != nil {
+		pc.b.Reset()
+		select {
+		case f.batches <- pc.b:
+		default:
+		}
+		pc.b = nil
+	}
 }
 
 // preparedChunk is a chunk read and turned into its batch, not applied
@@ -187,7 +206,7 @@ func (f *Fanout) WorkChunk(ctx context.Context, ref ChunkRef) (done bool, err er
 type preparedChunk struct {
 	ref    ChunkRef
 	gone   bool // the job row is gone: nothing to do
-	b      storage.Batch
+	b      *storage.Batch
 	more   bool
 	post   bool
 	postID uuid.UUID
@@ -213,7 +232,12 @@ func (f *Fanout) prepareChunk(ctx context.Context, ref ChunkRef) (*preparedChunk
 		return nil, err
 	}
 	pc.more, pc.post, pc.postID = more, j.kind == catalog.JobKindPost, j.postID
-	b := &pc.b
+	select {
+	case pc.b = <-f.batches:
+	default:
+		pc.b = new(storage.Batch)
+	}
+	b := pc.b
 	key := catalog.PostKey(j.postID)
 	if pc.post {
 		if c, ok := f.newPostCopy(j.postID, j.author, j.data); ok { // else expired: no copy would be live
@@ -251,7 +275,7 @@ func (f *Fanout) applyChunk(ctx context.Context, pc *preparedChunk) (done bool, 
 	}
 	ref := pc.ref
 	if pc.more || !pc.post {
-		if err := f.db.Apply(ctx, &pc.b); err != nil {
+		if err := f.db.Apply(ctx, pc.b); err != nil {
 			return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)
 		}
 		f.m.rowsWritten.Add(float64(pc.rows))
@@ -262,7 +286,7 @@ func (f *Fanout) applyChunk(ctx context.Context, pc *preparedChunk) (done bool, 
 	// atomic among this process's workers, so it is observed once.
 	f.finishMu.Lock()
 	defer f.finishMu.Unlock()
-	if err := f.db.Apply(ctx, &pc.b); err != nil {
+	if err := f.db.Apply(ctx, pc.b); err != nil {
 		return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)
 	}
 	f.m.rowsWritten.Add(float64(pc.rows))
@@ -371,15 +395,23 @@ func (f *Fanout) trim(ctx context.Context, b *storage.Batch, partition, key []by
 // ends; it then waits for the chunks in flight and returns nil. A failed
 // chunk is retried after a pause (its batch was not applied, or was
 // applied whole). Run is the only caller of WorkChunk it expects.
+//
+// While Options.WriterBusy reports a backlog, Run yields to the writer:
+// one chunk at a time, started at most at Options.BusyRowsPerSecond rows
+// a second and working at most Options.BusyShare of the time
+// (throttle.go), checking again at least every yieldRecheck.
 func (f *Fanout) Run(ctx context.Context) error {
 	type result struct {
-		ref ChunkRef
-		err error
+		ref  ChunkRef
+		took time.Duration
+		err  error
 	}
 	inFlight := map[ChunkRef]bool{}
 	done := make(chan result)
-	var retry <-chan time.Time
+	var retry, yield <-chan time.Time
+	var yieldFor time.Duration
 	var refreshed time.Time
+	tb := newThrottle(f.opts.BusyRowsPerSecond, f.opts.ChunkSize, f.opts.BusyShare)
 	for {
 		if now := f.opts.Now(); now.Sub(refreshed) >= time.Second && ctx.Err() == nil {
 			refreshed = now
@@ -387,7 +419,14 @@ func (f *Fanout) Run(ctx context.Context) error {
 				f.opts.Logger.Warn("cannot refresh fan-out metrics", "err", err)
 			}
 		}
-		if len(inFlight) < f.opts.Workers && retry == nil && ctx.Err() == nil {
+		limit := f.opts.Workers
+		busy := f.opts.WriterBusy != nil && f.opts.WriterBusy()
+		if busy {
+			limit = 1
+		} else {
+			tb.idle(time.Now())
+		}
+		if len(inFlight) < limit && retry == nil && yield == nil && ctx.Err() == nil {
 			refs, err := f.PendingChunks(ctx, f.opts.Workers*4)
 			if err != nil && ctx.Err() == nil {
 				f.m.chunkErrors.Inc()
@@ -395,16 +434,24 @@ func (f *Fanout) Run(ctx context.Context) error {
 				retry = time.After(time.Second)
 			}
 			for _, r := range refs {
-				if len(inFlight) >= f.opts.Workers {
+				if len(inFlight) >= limit {
 					break
 				}
 				if inFlight[r] {
 					continue
 				}
+				if busy {
+					if wait := tb.take(time.Now()); wait > 0 {
+						yieldFor = min(wait, yieldRecheck)
+						yield = time.After(yieldFor)
+						break
+					}
+				}
 				inFlight[r] = true
 				go func() {
+					start := time.Now()
 					_, err := f.WorkChunk(ctx, r)
-					done <- result{r, err}
+					done <- result{r, time.Since(start), err}
 				}()
 			}
 		}
@@ -414,6 +461,7 @@ func (f *Fanout) Run(ctx context.Context) error {
 		select {
 		case res := <-done:
 			delete(inFlight, res.ref)
+			tb.worked(time.Now(), res.took)
 			if res.err != nil && ctx.Err() == nil {
 				f.m.chunkErrors.Inc()
 				f.opts.Logger.Error("fan-out chunk failed; retrying", "job", res.ref.Job, "part", res.ref.Shard, "err", res.err)
@@ -424,6 +472,9 @@ func (f *Fanout) Run(ctx context.Context) error {
 		case <-f.wake:
 		case <-retry:
 			retry = nil
+		case <-yield:
+			yield = nil
+			f.m.yielded.Add(yieldFor.Seconds())
 		case <-ctx.Done():
 			if len(inFlight) == 0 {
 				return nil
@@ -433,3 +484,8 @@ func (f *Fanout) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// yieldRecheck bounds how long Run holds a chunk back before it asks
+// WriterBusy again, so the fan-out resumes full speed soon after the
+// writer's backlog is gone.
+const yieldRecheck = 10 * time.Millisecond

@@ -23,6 +23,7 @@ type metrics struct {
 	largestPending prometheus.Gauge
 	skipped        *prometheus.CounterVec
 	chunkErrors    prometheus.Counter
+	yielded        prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -52,9 +53,13 @@ func newMetrics() *metrics {
 			Name: "eventide_fanout_chunk_errors_total",
 			Help: "Chunks that failed and will be retried.",
 		}),
+		yielded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventide_fanout_yield_seconds_total",
+			Help: "Seconds the chunk workers held back a chunk to yield to the writer's backlog or the storage engine's flushes.",
+		}),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.lag, m.rowsWritten, m.pendingChunks, m.largestPending, m.skipped, m.chunkErrors}
+	return []prometheus.Collector{m.lag, m.rowsWritten, m.pendingChunks, m.largestPending, m.skipped, m.chunkErrors, m.yielded}
 }

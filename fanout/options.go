@@ -48,6 +48,23 @@ type Options struct {
 	// and post id), so a timeline grows at most about TrimEvery past the
 	// cap before one range tombstone cuts it back.
 	TrimEvery int
+	// WriterBusy, when set, reports whether the event writer has a
+	// backlog (cmd/ingest: the writer's consumer has pending messages).
+	// While it does, at most one chunk is in flight and chunks start at
+	// no more than BusyRowsPerSecond timeline rows a second on average,
+	// so ordinary ingest keeps most of the shared storage engine; while
+	// it does not, the fan-out runs at full speed.
+	WriterBusy func() bool
+	// BusyRowsPerSecond is the fan-out's budget of timeline rows per
+	// second while WriterBusy reports a backlog. It is never zero, so a
+	// fan-out always progresses, however busy the writer stays.
+	BusyRowsPerSecond int
+	// BusyShare is the most of the time the chunk workers spend on chunks
+	// while WriterBusy reports a backlog: after a chunk that took d, the
+	// next starts no sooner than d*(1/BusyShare-1) later. It adapts where
+	// a fixed rate does not: on a machine that gives the process less
+	// CPU, chunks take longer and start less often. 1 turns it off.
+	BusyShare float64
 	// CleanupScan is how many of a user's newest timeline rows an
 	// unfollow looks through for the author's copies to delete (the read
 	// filter hides any it misses).
@@ -73,6 +90,9 @@ func DefaultOptions() Options {
 		TimelineCap:    800,
 		TrimEvery:      64,
 		CleanupScan:    2_000,
+
+		BusyRowsPerSecond: 20_000,
+		BusyShare:         0.25,
 	}
 }
 
@@ -96,6 +116,12 @@ func (o *Options) validate() error {
 	if o.DeleteType == "" {
 		o.DeleteType = d.DeleteType
 	}
+	if o.BusyRowsPerSecond == 0 {
+		o.BusyRowsPerSecond = d.BusyRowsPerSecond
+	}
+	if o.BusyShare == 0 {
+		o.BusyShare = d.BusyShare
+	}
 	switch {
 	case o.LargeThreshold < 0:
 		return fmt.Errorf("fan-out: LargeThreshold %d is negative", o.LargeThreshold)
@@ -113,6 +139,10 @@ func (o *Options) validate() error {
 		return fmt.Errorf("fan-out: TimelineCap %d must be positive", o.TimelineCap)
 	case o.TrimEvery <= 0:
 		return fmt.Errorf("fan-out: TrimEvery %d must be positive", o.TrimEvery)
+	case !(o.BusyShare > 0 && o.BusyShare <= 1):
+		return fmt.Errorf("fan-out: BusyShare %v must be above 0 and at most 1", o.BusyShare)
+	case o.BusyRowsPerSecond < 0:
+		return fmt.Errorf("fan-out: BusyRowsPerSecond %d is negative", o.BusyRowsPerSecond)
 	case o.CleanupScan <= 0:
 		return fmt.Errorf("fan-out: CleanupScan %d must be positive", o.CleanupScan)
 	}

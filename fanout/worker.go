@@ -222,3 +222,16 @@ func (wb *workerBatch) Write(ctx context.Context, b *storage.Batch) error {
 
 // Stored counts the batch's skips and wakes the chunk workers.
 func (wb *workerBatch) Stored() { wb.w.f.Committed(wb.p) }
+
+// WriterBacklog returns an Options.WriterBusy for the writer w (a
+// *writer.Writer, or anything reporting writer.Stats, such as a node's
+// shard writers together): busy while its consumer saw messages pending
+// behind the batch it last stored (writer.Stats.Pending, at most one
+// batch stale). A writer keeping up with its producers has none, and the
+// fan-out then takes the engine's spare capacity at full speed.
+func WriterBacklog(w interface{ Stats() writer.Stats }) func() bool {
+	return func() bool {
+		s := w.Stats()
+		return s.PendingKnown && s.Pending > 0
+	}
+}

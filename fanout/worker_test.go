@@ -94,6 +94,9 @@ func (e *natsEnv) startWorker() {
 		set(&o)
 	}
 	o.Registerer = e.reg
+	if o.WriterBusy == nil {
+		o.WriterBusy = WriterBacklog(e.wr) // as cmd/ingest wires it
+	}
 	var err error
 	if e.f, err = Open(e.db, o); err != nil {
 		e.t.Fatal(err)

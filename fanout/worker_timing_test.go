@@ -15,6 +15,7 @@ var (
 	benchIngestEvents    = flag.Int("bench.ingestevents", 100_000, "ordinary events BenchmarkIngestDuringFanout ingests per phase")
 	benchIngestWorkers   = flag.Int("bench.ingestworkers", DefaultOptions().Workers, "Options.Workers of BenchmarkIngestDuringFanout")
 	benchIngestPosts     = flag.Int("bench.ingestposts", 5, "posts fanned out during the second phase of BenchmarkIngestDuringFanout")
+	benchIngestYield     = flag.Bool("bench.ingestyield", true, "BenchmarkIngestDuringFanout: the chunk workers yield to the writer's backlog (Options.WriterBusy, as cmd/ingest wires it)")
 )
 
 // BenchmarkIngestDuringFanout measures the writer's ingest rate of
@@ -23,12 +24,16 @@ var (
 // with bench.ingestfollowers pushed followers, on one store, one NATS
 // server and one process, as cmd/ingest runs them. It reports both rates,
 // their ratio, and the share of the fan-out's rows written while the
-// second phase ingested.
+// second phase ingested, and how long the chunk workers yielded to the
+// writer (-bench.ingestyield=false: never).
 func BenchmarkIngestDuringFanout(b *testing.B) {
 	for range b.N {
 		e := newNATSEnv(b, func(o *Options) {
 			o.LargeThreshold = int64(*benchIngestFollowers) * 2
 			o.Workers = *benchIngestWorkers
+			if !*benchIngestYield {
+				o.WriterBusy = func() bool { return false }
+			}
 		})
 		js, err := jetstream.New(e.nc, jetstream.WithPublishAsyncMaxPending(4096))
 		if err != nil {
@@ -36,7 +41,7 @@ func BenchmarkIngestDuringFanout(b *testing.B) {
 		}
 		at := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano)
 		publish := func(subject, body string) {
-			if _, err := js.PublishAsync(subject, []byte(body)); err != nil {
+			if _, err := js.PublishAsync(subject, []byte(body), jetstream.WithStallWait(time.Minute)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -91,6 +96,7 @@ func BenchmarkIngestDuringFanout(b *testing.B) {
 		b.ReportMetric(during, "events/s-during-fanout")
 		b.ReportMetric(during/idle, "ratio")
 		b.ReportMetric((endRows-startRows)/total, "fanout-share-overlapped")
+		b.ReportMetric(counterValue(b, e.reg, "eventide_fanout_yield_seconds_total", ""), "yield-s")
 		e.stop()
 		e.stop = func() {}
 	}

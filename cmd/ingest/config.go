@@ -220,6 +220,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.Var(&listValue{list: &fo.Options.PostTypes}, "post-types", "comma-separated event `types` that are posts (field author) for the timelines")
 	fs.Var(intValue{&fo.threshold, 0, 1 << 30}, "fanout-threshold", "an author with more followers (`N`) than this is merged into timelines at read time instead of pushed")
 	fs.Var(intValue{&fo.Options.ChunkSize, 1, 1 << 20}, "fanout-chunk-size", "most followers (`N`) one fan-out chunk writes")
+	fs.Var(intValue{&fo.Options.BusyRowsPerSecond, 1, 1 << 30}, "fanout-busy-rate", "timeline rows per second (`N`) the fan-out writes at most while the writer has a backlog")
 	fs.Var(intValue{&fo.Options.Backfill, 0, 10_000}, "fanout-backfill", "how many of an author's newest posts (`N`) a follow copies into the follower's timeline")
 	fs.Var(durationValue{&fo.Options.TimelineTTL, time.Second}, "timeline-ttl", "how long a timeline copy lives after its post time (`duration`)")
 	fs.Var(intValue{&fo.Options.TimelineCap, 1, 1 << 20}, "timeline-cap", "length (`N`) a timeline is trimmed back to")

@@ -257,7 +257,7 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	}
 
 	if cfg.Fanout.Enabled {
-		if err := n.startFanout(ctx, wcfg, reg); err != nil {
+		if err := n.startFanout(ctx, wcfg, reg, fanout.WriterBacklog(w)); err != nil {
 			return n, err
 		}
 	}
@@ -374,10 +374,12 @@ type writerView interface {
 // startFanout starts the fan-out worker: its own durable consumer on the
 // writer's stream (which writer.New created), writing timelines to n.db,
 // checked by /readyz after the writer. shutdown stops it right after the
-// writer.
-func (n *node) startFanout(ctx context.Context, wcfg writer.Config, reg prometheus.Registerer) error {
+// writer. Its chunk workers yield to the writer while writerBusy reports
+// a backlog (fanout.Options.WriterBusy).
+func (n *node) startFanout(ctx context.Context, wcfg writer.Config, reg prometheus.Registerer, writerBusy func() bool) error {
 	fc := n.cfg.Fanout
 	opts := fc.Options
+	opts.WriterBusy = writerBusy
 	opts.Logger = n.logger.With("component", "fanout")
 	opts.Registerer = reg
 	f, err := fanout.Open(n.db, opts)

@@ -113,6 +113,24 @@ func (b *badgerEngine) all(partition string) (int, error) {
 	return count, err
 }
 
+func (b *badgerEngine) window(partition string, lo, hi []byte) (int, error) {
+	prefix, _ := partitionBounds(partition)
+	start, end := append(bytes.Clone(prefix), lo...), append(bytes.Clone(prefix), hi...)
+	count := 0
+	err := b.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
+		defer it.Close()
+		for it.Seek(start); it.Valid() && bytes.Compare(it.Item().Key(), end) < 0; it.Next() {
+			if err := it.Item().Value(func([]byte) error { return nil }); err != nil {
+				return err
+			}
+			count++
+		}
+		return nil
+	})
+	return count, err
+}
+
 // compactedBytes is the LSM's size: it moves while compactions run.
 func (b *badgerEngine) compactedBytes() (int64, error) {
 	lsm, _ := b.db.Size()

@@ -22,7 +22,13 @@ type eventideEngine struct {
 	last  storage.ReadStats
 }
 
-func openEventide(dir string, clock *benchClock, autoCompact bool, mem memoryConfig, strategy storage.CompactionStrategy) (engine, error) {
+// openEventide opens an Eventide store with the events table.
+// tombstoneIntervalSeconds, if not nil, is the table's
+// TombstoneCompactionIntervalSeconds: the delete phase sets it to 0, since
+// its last flush of deletions is new by the engine's clock and the default
+// (a day) would keep background compaction from picking it within the
+// phase's 60 s.
+func openEventide(dir string, clock *benchClock, autoCompact bool, mem memoryConfig, strategy storage.CompactionStrategy, tombstoneIntervalSeconds *int64) (engine, error) {
 	opts := storage.DefaultOptions()
 	if mem.eventideCacheBytes > 0 {
 		opts.BlockCacheSize = mem.eventideCacheBytes
@@ -30,6 +36,7 @@ func openEventide(dir string, clock *benchClock, autoCompact bool, mem memoryCon
 	if mem.memtableBytes > 0 {
 		opts.MemtableSize = mem.memtableBytes
 	}
+	opts.BlockSize = mem.eventideBlockSize
 	opts.Clock = clock
 	opts.DisableAutoCompaction = !autoCompact
 	db, err := storage.Open(dir, opts)
@@ -39,7 +46,8 @@ func openEventide(dir string, clock *benchClock, autoCompact bool, mem memoryCon
 	if strategy == "" {
 		strategy = storage.TimeWindow
 	}
-	if err := db.CreateTable(storage.TableDef{Name: eventsTable, Compaction: strategy, WindowSeconds: 3600}); err != nil {
+	def := storage.TableDef{Name: eventsTable, Compaction: strategy, WindowSeconds: 3600, TombstoneCompactionIntervalSeconds: tombstoneIntervalSeconds}
+	if err := db.CreateTable(def); err != nil {
 		db.Close()
 		return nil, err
 	}
@@ -121,6 +129,21 @@ func (e *eventideEngine) latest(partition string, n int) (int, error) {
 
 func (e *eventideEngine) all(partition string) (int, error) {
 	return e.slice(storage.SliceQuery{Table: eventsTable, Partition: []byte(partition)})
+}
+
+// window reads the events in [lo, hi): clustering keys are the encodings
+// inverted (DESC), all 16 bytes, so the range is (^hi, ^lo].
+func (e *eventideEngine) window(partition string, lo, hi []byte) (int, error) {
+	return e.slice(storage.SliceQuery{Table: eventsTable, Partition: []byte(partition),
+		Start: storage.Bound{Key: invert(hi)}, End: storage.Bound{Key: invert(lo), Inclusive: true}})
+}
+
+func invert(b []byte) []byte {
+	out := make([]byte, len(b))
+	for i := range b {
+		out[i] = ^b[i]
+	}
+	return out
 }
 
 func (e *eventideEngine) slice(q storage.SliceQuery) (int, error) {

@@ -93,6 +93,18 @@ func (g *goleveldbEngine) all(partition string) (int, error) {
 	return count, it.Error()
 }
 
+func (g *goleveldbEngine) window(partition string, lo, hi []byte) (int, error) {
+	prefix, _ := partitionBounds(partition)
+	it := g.db.NewIterator(&util.Range{Start: append(bytes.Clone(prefix), lo...), Limit: append(bytes.Clone(prefix), hi...)}, nil)
+	count := 0
+	for it.Next() {
+		_ = it.Value()
+		count++
+	}
+	it.Release()
+	return count, it.Error()
+}
+
 // compactedBytes is the bytes goleveldb's compactions have written so far.
 func (g *goleveldbEngine) compactedBytes() (int64, error) {
 	var s leveldb.DBStats

@@ -10,7 +10,9 @@
 //  1. latest: ingest (events/s, peak RSS: process-wide, so the first
 //     engine's own only; run -engines X -phases latest for X's), flush +
 //     full compaction (on-disk bytes per event), then "latest 50" of a
-//     random partition: p50/p99 latency.
+//     random partition: p50/p99 latency; then a 10% window slice: the
+//     events of 6 minutes of a random partition's hour, at a random
+//     offset, read forward (p50/p99, rows/s over the summed query time).
 //  2. expiry: a second store where the oldest 90% of every partition has
 //     expired by TTL (the peers: the same keys removed by point deletes),
 //     read every live cell of a random partition before any compaction
@@ -42,6 +44,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -69,6 +72,9 @@ type config struct {
 	// deleteStrategy is Eventide's compaction strategy in the delete
 	// phase (time_window, as the other phases, or size_tiered).
 	deleteStrategy string
+	// deleteTombstoneIntervalSeconds is the delete phase's Eventide
+	// TombstoneCompactionIntervalSeconds.
+	deleteTombstoneIntervalSeconds int64
 }
 
 // memoryConfig is the memory each engine may use; zero means the
@@ -77,6 +83,8 @@ type memoryConfig struct {
 	memtableBytes                                             int64
 	eventideCacheBytes, pebbleCacheBytes, goleveldbCacheBytes int64
 	badgerCacheBytes                                          int64
+	// eventideBlockSize is Eventide's BlockSize (0: its default).
+	eventideBlockSize int
 }
 
 // Equal-memory mode (-equal-memory): every engine gets this memtable and
@@ -106,6 +114,9 @@ type engine interface {
 	flushAndCompact() error
 	latest(partition string, n int) (int, error)
 	all(partition string) (int, error)
+	// window reads the partition's events whose encoded TimeUUID lies in
+	// [lo, hi) (16-byte encodings), in the engine's storage order.
+	window(partition string, lo, hi []byte) (int, error)
 	diskBytes() (int64, error)
 	close() error
 }
@@ -131,6 +142,7 @@ func main() {
 	flag.BoolVar(&cfg.reuse, "reuse", false, "with -dir: reuse the stores an earlier run with the same workload flags left there, and run only the read phases")
 	flag.StringVar(&cfg.readProfile, "readprofile", "", "write a CPU profile of each read phase alone to PREFIX-<engine>-<phase>.pprof, and allocation profiles before and after it to PREFIX-<engine>-<phase>-allocs-{before,after}.pprof")
 	flag.IntVar(&cfg.slowest, "slowest", 0, "print the N slowest queries of each read phase, with the engine's trace")
+	eventideBlockKiB := flag.Int("eventide-block-size", 0, "Eventide's SSTable block size in KiB (0: storage.DefaultOptions)")
 	eventideCacheMiB := flag.Int64("eventide-cache", 0, "Eventide's block cache in MiB (0: storage.DefaultOptions)")
 	pebbleCacheMiB := flag.Int64("pebble-cache", 0, "Pebble's block cache in MiB (0: Pebble's default, 8 MiB)")
 	goleveldbCacheMiB := flag.Int64("goleveldb-cache", 0, "goleveldb's block cache in MiB (0: goleveldb's default, 8 MiB)")
@@ -138,6 +150,7 @@ func main() {
 	memtableMiB := flag.Int64("memtable", 0, "every engine's memtable in MiB (0: each engine's default)")
 	equalMemory := flag.Bool("equal-memory", false, "give every engine a 64 MiB memtable and a 256 MiB block cache (overrides -memtable and the -*-cache flags)")
 	flag.DurationVar(&cfg.deleteSettle, "delete-settle", 60*time.Second, "delete phase: how long background compaction works after the deletes before the reads")
+	flag.Int64Var(&cfg.deleteTombstoneIntervalSeconds, "delete-tombstone-interval", 0, "delete phase: Eventide's TombstoneCompactionIntervalSeconds (storage's default is 86400; the phase's last flush is new by the engine clock)")
 	flag.StringVar(&cfg.deleteStrategy, "delete-strategy", "time_window", "delete phase: Eventide's compaction strategy (time_window or size_tiered)")
 	flag.Parse()
 	cfg.mem = memoryConfig{memtableBytes: *memtableMiB << 20, eventideCacheBytes: *eventideCacheMiB << 20,
@@ -146,6 +159,7 @@ func main() {
 		cfg.mem = memoryConfig{memtableBytes: equalMemtableBytes, eventideCacheBytes: equalCacheBytes,
 			pebbleCacheBytes: equalCacheBytes, goleveldbCacheBytes: equalCacheBytes, badgerCacheBytes: equalCacheBytes}
 	}
+	cfg.mem.eventideBlockSize = *eventideBlockKiB << 10
 	cfg.phases = map[string]bool{}
 	for _, p := range splitComma(*phases) {
 		if p != "latest" && p != "expiry" && p != "delete" {
@@ -201,6 +215,9 @@ func compareRows(rs map[string]*result) error {
 		if e.latestRows != p.latestRows {
 			return fmt.Errorf("engines disagree: latest-50 queries returned %d rows from eventide and %d from %s", e.latestRows, p.latestRows, name)
 		}
+		if e.windowRows != p.windowRows {
+			return fmt.Errorf("engines disagree: window queries returned %d rows from eventide and %d from %s", e.windowRows, p.windowRows, name)
+		}
 		if e.expiredCells != p.expiredCells {
 			return fmt.Errorf("engines disagree: expiry queries returned %d live cells from eventide and %d from %s", e.expiredCells, p.expiredCells, name)
 		}
@@ -225,6 +242,8 @@ type result struct {
 	bytesPerEvent            float64
 	latest, expired          phaseResult
 	latestRows, expiredCells int
+	window                   phaseResult
+	windowRows               int
 	// deleted holds the delete phase by mode, "cell" and "row" (the
 	// key-value peers run one store of point deletes, filed under both).
 	deleted map[string]*deleteResult
@@ -248,6 +267,7 @@ type phaseResult struct {
 	coldP50, coldP99 time.Duration
 	warmP50, warmP99 time.Duration
 	cold, warm       int
+	sum              time.Duration // of every query's time
 	// allocBytes and gcCycles are the Go heap bytes allocated and the GC
 	// cycles started during the phase (process-wide).
 	allocBytes, gcCycles uint64
@@ -332,7 +352,9 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 	}
 	alloc1, gc1 := gcCounters()
 	var all, cold, warm []time.Duration
+	var sum time.Duration
 	for _, q := range qs {
+		sum += q.took
 		all = append(all, q.took)
 		if q.cold {
 			cold = append(cold, q.took)
@@ -344,7 +366,7 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 		p50: percentile(all, 50), p99: percentile(all, 99),
 		coldP50: percentile(cold, 50), coldP99: percentile(cold, 99),
 		warmP50: percentile(warm, 50), warmP99: percentile(warm, 99),
-		cold: len(cold), warm: len(warm),
+		cold: len(cold), warm: len(warm), sum: sum,
 		allocBytes: alloc1 - alloc0, gcCycles: gc1 - gc0,
 	}
 	if cfg.slowest > 0 {
@@ -362,13 +384,13 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 }
 
 func open(name, dir string, cfg config, clock *benchClock, autoCompact bool) (engine, error) {
-	return openWith(name, dir, cfg, clock, autoCompact, storage.TimeWindow)
+	return openWith(name, dir, cfg, clock, autoCompact, storage.TimeWindow, nil)
 }
 
-func openWith(name, dir string, cfg config, clock *benchClock, autoCompact bool, strategy storage.CompactionStrategy) (engine, error) {
+func openWith(name, dir string, cfg config, clock *benchClock, autoCompact bool, strategy storage.CompactionStrategy, eventideTombstoneIntervalSeconds *int64) (engine, error) {
 	switch name {
 	case "eventide":
-		return openEventide(dir, clock, autoCompact, cfg.mem, strategy)
+		return openEventide(dir, clock, autoCompact, cfg.mem, strategy, eventideTombstoneIntervalSeconds)
 	case "pebble":
 		return openPebble(dir, autoCompact, cfg.mem)
 	case "goleveldb":
@@ -436,7 +458,38 @@ func runLatest(name string, cfg config, clock *benchClock, r *result) error {
 	if r.latest, r.latestRows, err = readPhase(cfg, e, gen, "latest", func(p string) (int, error) { return e.latest(p, 50) }); err != nil {
 		return err
 	}
+	if r.window, r.windowRows, err = readPhase(cfg, e, newGenerator(cfg), "window", windowReader(cfg, e)); err != nil {
+		return err
+	}
 	return e.close()
+}
+
+// windowReader returns the window phase's read: a 6-minute window (10% of
+// the partition's hour) at a random offset within the partition's hour,
+// the same sequence for every engine.
+func windowReader(cfg config, e engine) func(partition string) (int, error) {
+	gen := newGenerator(cfg)
+	hourOf := map[string]time.Time{}
+	for h := 0; h < cfg.hours; h++ {
+		for typ := 0; typ < cfg.types; typ++ {
+			hourOf[gen.partitionName(h, typ)] = gen.start.Add(time.Duration(h) * time.Hour)
+		}
+	}
+	rng := rand.New(rand.NewPCG(cfg.seed, 7))
+	const window = 6 * time.Minute
+	return func(p string) (int, error) {
+		from := hourOf[p].Add(time.Duration(rng.Int64N(int64(time.Hour - window))))
+		return e.window(p, timeBound(from), timeBound(from.Add(window)))
+	}
+}
+
+// timeBound is the 16-byte encoded TimeUUID that sorts before every
+// version 1 TimeUUID of time t or later and after every earlier one: the
+// encoding's first 8 bytes (version and timestamp) and zeros.
+func timeBound(t time.Time) []byte {
+	enc := encodeTimeUUID(newTimeUUID(t, [8]byte{}))
+	clear(enc[8:])
+	return enc
 }
 
 func runExpiry(name string, cfg config, clock *benchClock, r *result) error {
@@ -479,7 +532,7 @@ func runDelete(name, mode string, cfg config, clock *benchClock) (*deleteResult,
 		return nil, err
 	}
 	gen := newGenerator(cfg)
-	e, err := openWith(name, dir, cfg, clock, true, storage.CompactionStrategy(cfg.deleteStrategy))
+	e, err := openWith(name, dir, cfg, clock, true, storage.CompactionStrategy(cfg.deleteStrategy), &cfg.deleteTombstoneIntervalSeconds)
 	if err != nil {
 		return nil, err
 	}
@@ -751,6 +804,10 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 		row("latest-50: Go heap bytes allocated per query", val(func(r *result) float64 { return float64(r.latest.allocBytes) / float64(cfg.queries) }), "%.0f")
 		row("latest-50: GC cycles during the phase", val(func(r *result) float64 { return float64(r.latest.gcCycles) }), "%.0f")
 		row("rows returned by latest-50 queries", val(func(r *result) float64 { return float64(r.latestRows) }), "%.0f")
+		row("10% window slice p50 (µs)", val(func(r *result) float64 { return us(r.window.p50) }), "%.0f")
+		row("10% window slice p99 (µs)", val(func(r *result) float64 { return us(r.window.p99) }), "%.0f")
+		row("10% window slice rows/s (rows / summed query time)", val(func(r *result) float64 { return float64(r.windowRows) / r.window.sum.Seconds() }), "%.0f")
+		row("rows returned by window queries", val(func(r *result) float64 { return float64(r.windowRows) }), "%.0f")
 	}
 	if cfg.phases["expiry"] {
 		row("90%-expired partition, read all live: p50 (µs)", val(func(r *result) float64 { return us(r.expired.p50) }), "%.0f")

@@ -127,6 +127,21 @@ func (p *pebbleEngine) all(partition string) (int, error) {
 	return count, it.Close()
 }
 
+func (p *pebbleEngine) window(partition string, lo, hi []byte) (int, error) {
+	prefix, _ := partitionBounds(partition)
+	it, err := p.db.NewIter(&pebble.IterOptions{LowerBound: append(bytes.Clone(prefix), lo...), UpperBound: append(bytes.Clone(prefix), hi...)})
+	if err != nil {
+		return 0, err
+	}
+	count := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		_ = it.Value()
+		count++
+	}
+	p.last = it.Stats()
+	return count, it.Close()
+}
+
 func (p *pebbleEngine) lastTrace() string {
 	s := &p.last.InternalStats
 	return fmt.Sprintf("block bytes %d (%d cached), block read %s, %d points",

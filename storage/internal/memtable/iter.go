@@ -17,9 +17,13 @@ type Iter struct {
 	start, end base.Bound
 	reverse    bool
 
-	cur     *node
+	cur     uint64
 	started bool
 	cell    base.Cell
+	// partRef is the arena copy of partition once a node of it was seen:
+	// the partition's nodes mostly share it, so membership is usually a
+	// word comparison.
+	partRef uint64
 }
 
 // NewIter returns an iterator over one partition's cells.
@@ -27,8 +31,22 @@ func (m *Memtable) NewIter(table uint32, partition []byte, start, end base.Bound
 	return &Iter{list: m.list, table: table, partition: partition, start: start, end: end, reverse: reverse}
 }
 
-func (it *Iter) inPartition(n *node) bool {
-	return n != nil && n.key.table == it.table && bytes.Equal(n.key.partition, it.partition)
+func (it *Iter) inPartition(n uint64) bool {
+	if n == 0 {
+		return false
+	}
+	words := it.list.node(n)
+	if uint32(words[nodeTableHeight]) != it.table {
+		return false
+	}
+	if it.partRef != 0 && words[nodePartRef] == it.partRef {
+		return true
+	}
+	if !bytes.Equal(it.list.partition(n), it.partition) {
+		return false
+	}
+	it.partRef = words[nodePartRef]
+	return true
 }
 
 // Next advances to the next cell and reports whether there is one.
@@ -36,31 +54,31 @@ func (it *Iter) Next() bool {
 	if !it.started {
 		it.started = true
 		it.cur = it.first()
-	} else if it.cur != nil {
+	} else if it.cur != 0 {
 		if it.reverse {
-			it.cur = it.list.findLessThan(&it.cur.key)
+			it.cur = it.list.prev(it.cur)
 		} else {
-			it.cur = it.cur.next[0].Load()
+			it.cur = it.list.next(it.cur, 0)
 		}
 	}
 	if !it.inPartition(it.cur) {
-		it.cur = nil
+		it.cur = 0
 		return false
 	}
+	it.list.cell(it.cur, &it.cell)
 	if it.reverse {
-		if !base.AfterStart(it.cur.key.clustering, it.start) {
-			it.cur = nil
+		if !base.AfterStart(it.cell.Clustering, it.start) {
+			it.cur = 0
 			return false
 		}
-	} else if !base.BeforeEnd(it.cur.key.clustering, it.end) {
-		it.cur = nil
+	} else if !base.BeforeEnd(it.cell.Clustering, it.end) {
+		it.cur = 0
 		return false
 	}
-	it.cell = *it.cur.cell.Load()
 	return true
 }
 
-func (it *Iter) first() *node {
+func (it *Iter) first() uint64 {
 	if !it.reverse {
 		k := key{table: it.table, partition: it.partition}
 		if it.start.Key != nil {
@@ -68,8 +86,8 @@ func (it *Iter) first() *node {
 		}
 		n := it.list.findGreaterOrEqual(&k, nil)
 		// An exclusive start skips every column of the start row.
-		for it.start.Key != nil && !it.start.Inclusive && it.inPartition(n) && bytes.Equal(n.key.clustering, it.start.Key) {
-			n = n.next[0].Load()
+		for it.start.Key != nil && !it.start.Inclusive && it.inPartition(n) && bytes.Equal(it.list.key(n).clustering, it.start.Key) {
+			n = it.list.next(n, 0)
 		}
 		return n
 	}
@@ -89,7 +107,7 @@ func (it *Iter) first() *node {
 	return it.list.findLessThan(&k)
 }
 
-func (it *Iter) lastOfPartition() *node {
+func (it *Iter) lastOfPartition() uint64 {
 	// Keys of this partition are < (table, partition+"\x00"): any key with
 	// a longer partition sorts after every clustering of this one.
 	k := key{table: it.table, partition: append(bytes.Clone(it.partition), 0)}
@@ -107,8 +125,9 @@ func (it *Iter) Err() error { return nil }
 // clustering, then column), in one pass over the list: the order a flush
 // writes them in.
 type TableIter struct {
+	list  *skiplist
 	table uint32
-	cur   *node
+	cur   uint64
 	first bool
 	cell  base.Cell
 }
@@ -116,30 +135,30 @@ type TableIter struct {
 // NewTableIter returns an iterator over all of table's cells.
 func (m *Memtable) NewTableIter(table uint32) *TableIter {
 	k := key{table: table}
-	return &TableIter{table: table, cur: m.list.findGreaterOrEqual(&k, nil), first: true}
+	return &TableIter{list: m.list, table: table, cur: m.list.findGreaterOrEqual(&k, nil), first: true}
 }
 
 // Next advances to the next cell and reports whether there is one.
 func (it *TableIter) Next() bool {
-	if it.cur == nil {
+	if it.cur == 0 {
 		return false
 	}
 	if it.first {
 		it.first = false
 	} else {
-		it.cur = it.cur.next[0].Load()
+		it.cur = it.list.next(it.cur, 0)
 	}
-	if it.cur == nil || it.cur.key.table != it.table {
-		it.cur = nil
+	if it.cur == 0 || it.list.table(it.cur) != it.table {
+		it.cur = 0
 		return false
 	}
-	it.cell = *it.cur.cell.Load()
+	it.list.cell(it.cur, &it.cell)
 	return true
 }
 
 // Partition returns the current cell's partition key; adjacent cells of a
 // partition usually share one slice. Owned by the memtable.
-func (it *TableIter) Partition() []byte { return it.cur.key.partition }
+func (it *TableIter) Partition() []byte { return it.list.partition(it.cur) }
 
 // Cell returns the current cell. Its bytes are owned by the memtable.
 func (it *TableIter) Cell() *base.Cell { return &it.cell }

@@ -6,8 +6,14 @@
 //     Deletions, Partitions) may run concurrently with a writer and with each
 //     other and always see whole cells.
 //   - Each (table, partition, clustering, column) holds exactly one cell: the
-//     base.Reconcile of every version written to it, so a memtable never
-//     grows with overwrites of a hot cell.
+//     base.Reconcile of every version written to it. A write that loses to
+//     the held cell costs nothing; one that wins appends a new record (the
+//     old one stays readable for readers holding it), counted in SizeBytes.
+//   - Cells live in an arena (skiplist.go): keys, values and skiplist nodes
+//     in large pointer-free slabs, nodes linked by offsets, so the garbage
+//     collector has nothing to scan per entry and an insert allocates
+//     nothing on average. Level 0 has back links: reverse iteration (the
+//     latest-N query) is a step per cell, not a search.
 //   - Partition deletions and range tombstones are kept per partition apart
 //     from cells, because they cover ranges rather than keys. A range
 //     tombstone is appended (O(1), whatever the partition holds); readers
@@ -25,13 +31,10 @@ import (
 	"github.com/eventide/eventide/storage/internal/base"
 )
 
-// Per-entry overheads used for the size estimate that triggers flushes:
-// measured Go heap per cell node (node, links, cell, key slices) beyond
-// the key and value bytes, so MemtableSize bounds real memory.
-const (
-	nodeOverheadBytes      = 200
-	tombstoneOverheadBytes = 64
-)
+// tombstoneOverheadBytes is the Go heap a range tombstone or a partition's
+// deletion holder takes beyond its key bytes, for the size estimate that
+// triggers flushes. Cells are counted exactly: the arena bytes they use.
+const tombstoneOverheadBytes = 64
 
 type partitionID struct {
 	table     uint32
@@ -46,6 +49,7 @@ type Memtable struct {
 	deletions   map[partitionID]*partitionDeletions
 
 	sizeBytes    atomic.Int64
+	written      atomic.Bool
 	minTimestamp atomic.Int64
 	maxTimestamp atomic.Int64
 	// tableMin holds MinTimestampOf each table id (writer-grown).
@@ -65,7 +69,7 @@ func New() *Memtable {
 func (m *Memtable) SizeBytes() int64 { return m.sizeBytes.Load() }
 
 // Empty reports whether nothing was written.
-func (m *Memtable) Empty() bool { return m.sizeBytes.Load() == 0 }
+func (m *Memtable) Empty() bool { return !m.written.Load() }
 
 // MinTimestamp is the smallest write timestamp of any cell or deletion
 // (math.MaxInt64 when empty). Compaction uses it to decide whether a
@@ -111,6 +115,7 @@ func (m *Memtable) noteTimestamp(table uint32, ts int64) {
 		m.tableMin.Store(&grown)
 		mins = &grown
 	}
+	m.written.Store(true)
 	if tm := &(*mins)[table]; ts < tm.Load() {
 		tm.Store(ts)
 	}
@@ -123,36 +128,31 @@ func (m *Memtable) noteTimestamp(table uint32, ts int64) {
 }
 
 // ApplyCell writes one cell version, reconciling it with the one held.
-// The memtable copies the cell's bytes. Writer only.
+// The memtable copies the cell's bytes into its arena. Writer only.
 func (m *Memtable) ApplyCell(table uint32, partition []byte, c *base.Cell) {
-	owned := *c
-	// One allocation holds the clustering key, column and value; the
-	// partition key is shared with a neighbouring node when they match
-	// (cells of a partition are adjacent), so a wide partition stores
-	// its key once, not once per cell.
-	buf := make([]byte, 0, len(c.Clustering)+len(c.Column)+len(c.Value))
-	buf = append(buf, c.Clustering...)
-	owned.Clustering = buf[:len(c.Clustering):len(c.Clustering)]
-	buf = append(buf, c.Column...)
-	owned.Column = buf[len(c.Clustering):len(buf):len(buf)]
-	start := len(buf)
-	buf = append(buf, c.Value...)
-	owned.Value = buf[start:len(buf):len(buf)]
-	k := key{table: table, partition: partition, clustering: owned.Clustering, column: owned.Column}
-	n, inserted := m.list.upsertSharingPartition(k, &owned)
+	before := m.list.arenaBytes
+	k := key{table: table, partition: partition, clustering: c.Clustering, column: c.Column}
+	ref, inserted := m.list.upsertSharingPartition(k, c)
 	if inserted {
 		m.cells.Add(1)
-		m.sizeBytes.Add(int64(nodeOverheadBytes + len(c.Clustering) + len(c.Column) + len(c.Value)))
 	} else {
-		old := n.cell.Load()
-		merged := base.Reconcile(*old, owned)
-		// The node's key slices are the canonical ones; point the stored
-		// cell at them so it does not pin a second copy.
-		merged.Clustering, merged.Column = n.key.clustering, n.key.column
-		n.cell.Store(&merged)
-		m.sizeBytes.Add(int64(len(merged.Value) - len(old.Value)))
+		var old base.Cell
+		m.list.cell(ref, &old)
+		merged := base.Reconcile(old, *c)
+		// A write that loses to the cell held (an older or duplicate
+		// version) costs nothing; one that wins appends a new record, the
+		// old one staying for readers that hold it.
+		if !sameVersion(&merged, &old) {
+			m.list.setCell(ref, &merged)
+		}
 	}
+	m.sizeBytes.Add(m.list.arenaBytes - before)
 	m.noteTimestamp(table, c.Timestamp)
+}
+
+func sameVersion(a, b *base.Cell) bool {
+	return a.Kind == b.Kind && a.Timestamp == b.Timestamp && a.TTL == b.TTL &&
+		a.LocalDeletionTime == b.LocalDeletionTime && bytes.Equal(a.Value, b.Value)
 }
 
 // ApplyPartitionDeletion records a partition-level deletion. Writer only.
@@ -245,19 +245,20 @@ func (m *Memtable) HasPartition(table uint32, partition []byte) bool {
 	}
 	k := key{table: table, partition: partition}
 	n := m.list.findGreaterOrEqual(&k, nil)
-	return n != nil && n.key.table == table && bytes.Equal(n.key.partition, partition)
+	return n != 0 && m.list.table(n) == table && bytes.Equal(m.list.partition(n), partition)
 }
 
 // Tables returns the ids of the tables with data, ascending.
 func (m *Memtable) Tables() []uint32 {
 	seen := map[uint32]bool{}
-	for n := m.list.head.next[0].Load(); n != nil; {
-		seen[n.key.table] = true
+	for n := m.list.first(); n != 0; {
+		t := m.list.table(n)
+		seen[t] = true
 		// Jump to the next table.
-		next := key{table: n.key.table + 1}
-		if n.key.table == math.MaxUint32 {
+		if t == math.MaxUint32 {
 			break
 		}
+		next := key{table: t + 1}
 		n = m.list.findGreaterOrEqual(&next, nil)
 	}
 	m.deletionsMu.RLock()

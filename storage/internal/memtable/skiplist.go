@@ -2,6 +2,7 @@ package memtable
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"sync/atomic"
 
@@ -9,6 +10,61 @@ import (
 )
 
 const maxHeight = 20
+
+// The skiplist lives in two kinds of slab, so the garbage collector has
+// nothing to scan however many entries it holds (a node per entry with
+// slice headers and link pointers made the GC's mark phase a large share
+// of ingest CPU):
+//
+//   - node slabs ([]uint64): a node is nodeFixedWords words followed by
+//     its height's forward links. A node reference is
+//     slab index<<nodeSlabShift | word index; 0 is nil (word 0 of slab 0
+//     is never used).
+//   - data slabs ([]byte): partition keys, clustering keys, columns and
+//     cell records. A data reference is slab index<<32 | byte offset.
+//
+// Node layout (words):
+//
+//	0  table (low 32 bits) | height<<32
+//	1  partition data ref
+//	2  partition length (low 32) | clustering length<<32
+//	3  key data ref: clustering key then column
+//	4  column length
+//	5  cell data ref (atomic: swapped when a write changes the cell)
+//	6  prev: the node before it at level 0 (atomic; may lag behind an
+//	   insert, never ahead: see insertAt)
+//	7+ next[level] (atomic)
+//
+// Cell record (data): kind u8 | ttl i32 | timestamp i64 |
+// local deletion time i64 | value length u32 | value, little endian.
+//
+// Everything but the atomic words is written before the node is published
+// by the atomic store of a link to it, and never changed afterwards, so a
+// reader that reached a node through an atomic load sees it whole.
+const (
+	nodeTableHeight = iota
+	nodePartRef
+	nodeLens
+	nodeKeyRef
+	nodeColLen
+	nodeCell
+	nodePrev
+	nodeNext
+	nodeFixedWords = nodeNext
+
+	nodeSlabShift = 17
+	// Node slabs grow from minNodeSlabWords to maxNodeSlabWords (1 MiB)
+	// and data slabs from minDataSlabBytes to maxDataSlabBytes (1 MiB), so
+	// a small memtable stays small, a big one allocates rarely, and the
+	// unused tail of the last slabs (heap that SizeBytes does not count)
+	// stays small.
+	minNodeSlabWords = 1 << 12
+	maxNodeSlabWords = 1 << nodeSlabShift
+	minDataSlabBytes = 32 << 10
+	maxDataSlabBytes = 1 << 20
+
+	cellHeaderBytes = 1 + 4 + 8 + 8 + 4
+)
 
 // key orders memtable entries by (table, partition, clustering, column).
 type key struct {
@@ -34,28 +90,174 @@ func compareKeys(a, b *key) int {
 	return bytes.Compare(a.column, b.column)
 }
 
-// node is one cell key. Its reconciled version is swapped atomically so
-// readers never see a half-written cell.
-type node struct {
-	key  key
-	cell atomic.Pointer[base.Cell]
-	next []atomic.Pointer[node]
-}
-
 // skiplist is a single-writer, multi-reader sorted list: the writer is
 // serialised by the caller, readers need no lock because every link is
 // published with an atomic store after the node is fully built (the
-// design of LevelDB's skiplist).
+// design of LevelDB's skiplist), with back links at level 0 so reverse
+// iteration is a step, not a search.
 type skiplist struct {
-	head   *node
+	// Readers load the slab lists atomically; the writer appends to them
+	// and publishes the grown slice. Slabs themselves never move.
+	nodeSlabs atomic.Pointer[[][]uint64]
+	dataSlabs atomic.Pointer[[][]byte]
+
 	height atomic.Int32
-	rng    *rand.Rand
+	head   uint64
+
+	// Writer only.
+	rng      *rand.Rand
+	nodeUsed int // words used in the last node slab
+	dataUsed int // bytes used in the last data slab
+	// arenaBytes is the slab bytes used. Slabs are at most 1 MiB, so what
+	// the last ones leave unused is small against a memtable's size.
+	arenaBytes int64
 }
 
 func newSkiplist() *skiplist {
-	s := &skiplist{head: &node{next: make([]atomic.Pointer[node], maxHeight)}, rng: rand.New(rand.NewPCG(1, 2))}
+	s := &skiplist{rng: rand.New(rand.NewPCG(1, 2))}
+	s.nodeSlabs.Store(&[][]uint64{make([]uint64, minNodeSlabWords)})
+	s.dataSlabs.Store(&[][]byte{make([]byte, minDataSlabBytes)})
+	s.nodeUsed = 1 // ref 0 is nil
+	s.head = s.allocNode(maxHeight)
 	s.height.Store(1)
 	return s
+}
+
+// allocNode returns a zeroed node of height h. Writer only.
+func (s *skiplist) allocNode(h int) uint64 {
+	words := nodeFixedWords + h
+	slabs := *s.nodeSlabs.Load()
+	last := len(slabs) - 1
+	if s.nodeUsed+words > len(slabs[last]) {
+		size := min(2*len(slabs[last]), maxNodeSlabWords)
+		grown := append(slabs, make([]uint64, size))
+		s.nodeSlabs.Store(&grown)
+		slabs, last, s.nodeUsed = grown, last+1, 0
+		if last == 0 {
+			s.nodeUsed = 1
+		}
+	}
+	ref := uint64(last)<<nodeSlabShift | uint64(s.nodeUsed)
+	s.nodeUsed += words
+	s.arenaBytes += int64(words * 8)
+	return ref
+}
+
+// allocData returns n bytes of arena and their reference. Writer only.
+func (s *skiplist) allocData(n int) (uint64, []byte) {
+	slabs := *s.dataSlabs.Load()
+	last := len(slabs) - 1
+	if s.dataUsed+n > len(slabs[last]) {
+		size := max(min(2*len(slabs[last]), maxDataSlabBytes), n)
+		grown := append(slabs, make([]byte, size))
+		s.dataSlabs.Store(&grown)
+		slabs, last, s.dataUsed = grown, last+1, 0
+	}
+	ref := uint64(last)<<32 | uint64(s.dataUsed)
+	b := slabs[last][s.dataUsed : s.dataUsed+n : s.dataUsed+n]
+	s.dataUsed += n
+	s.arenaBytes += int64(n)
+	return ref, b
+}
+
+// node returns the words of the node ref (fixed part and links).
+func (s *skiplist) node(ref uint64) []uint64 {
+	slab := (*s.nodeSlabs.Load())[ref>>nodeSlabShift]
+	i := ref & (1<<nodeSlabShift - 1)
+	return slab[i:]
+}
+
+func (s *skiplist) data(ref uint64, n int) []byte {
+	slab := (*s.dataSlabs.Load())[ref>>32]
+	off := ref & (1<<32 - 1)
+	return slab[off : off+uint64(n) : off+uint64(n)]
+}
+
+func (s *skiplist) next(ref uint64, level int) uint64 {
+	return atomic.LoadUint64(&s.node(ref)[nodeNext+level])
+}
+
+// prev returns the node before ref at level 0, or 0 at the head.
+func (s *skiplist) prev(ref uint64) uint64 {
+	p := atomic.LoadUint64(&s.node(ref)[nodePrev])
+	if p == s.head {
+		return 0
+	}
+	return p
+}
+
+func (s *skiplist) table(ref uint64) uint32 { return uint32(s.node(ref)[nodeTableHeight]) }
+
+func (s *skiplist) partition(ref uint64) []byte {
+	n := s.node(ref)
+	return s.data(n[nodePartRef], int(uint32(n[nodeLens])))
+}
+
+// key returns the node's key; its slices alias the arena.
+func (s *skiplist) key(ref uint64) key {
+	n := s.node(ref)
+	clustLen, colLen := int(n[nodeLens]>>32), int(n[nodeColLen])
+	kb := s.data(n[nodeKeyRef], clustLen+colLen)
+	return key{
+		table:      uint32(n[nodeTableHeight]),
+		partition:  s.data(n[nodePartRef], int(uint32(n[nodeLens]))),
+		clustering: kb[:clustLen:clustLen],
+		column:     kb[clustLen:],
+	}
+}
+
+// compareNode compares the node's key with k.
+func (s *skiplist) compareNode(ref uint64, k *key) int {
+	n := s.node(ref)
+	if t := uint32(n[nodeTableHeight]); t != k.table {
+		if t < k.table {
+			return -1
+		}
+		return 1
+	}
+	if c := bytes.Compare(s.data(n[nodePartRef], int(uint32(n[nodeLens]))), k.partition); c != 0 {
+		return c
+	}
+	clustLen, colLen := int(n[nodeLens]>>32), int(n[nodeColLen])
+	kb := s.data(n[nodeKeyRef], clustLen+colLen)
+	if c := bytes.Compare(kb[:clustLen], k.clustering); c != 0 {
+		return c
+	}
+	return bytes.Compare(kb[clustLen:], k.column)
+}
+
+// cell decodes the node's current cell into c; its slices alias the
+// arena, which is never modified once written.
+func (s *skiplist) cell(ref uint64, c *base.Cell) {
+	n := s.node(ref)
+	clustLen, colLen := int(n[nodeLens]>>32), int(n[nodeColLen])
+	kb := s.data(n[nodeKeyRef], clustLen+colLen)
+	c.Clustering, c.Column = kb[:clustLen:clustLen], kb[clustLen:]
+	cellRef := atomic.LoadUint64(&n[nodeCell])
+	h := s.data(cellRef, cellHeaderBytes)
+	c.Kind = base.Kind(h[0])
+	c.TTL = int32(binary.LittleEndian.Uint32(h[1:]))
+	c.Timestamp = int64(binary.LittleEndian.Uint64(h[5:]))
+	c.LocalDeletionTime = int64(binary.LittleEndian.Uint64(h[13:]))
+	vlen := int(binary.LittleEndian.Uint32(h[21:]))
+	c.Value = s.data(cellRef+cellHeaderBytes, vlen)
+}
+
+// writeCell stores c's record (not its key) in the arena. Writer only.
+func (s *skiplist) writeCell(c *base.Cell) uint64 {
+	ref, b := s.allocData(cellHeaderBytes + len(c.Value))
+	b[0] = byte(c.Kind)
+	binary.LittleEndian.PutUint32(b[1:], uint32(c.TTL))
+	binary.LittleEndian.PutUint64(b[5:], uint64(c.Timestamp))
+	binary.LittleEndian.PutUint64(b[13:], uint64(c.LocalDeletionTime))
+	binary.LittleEndian.PutUint32(b[21:], uint32(len(c.Value)))
+	copy(b[cellHeaderBytes:], c.Value)
+	return ref
+}
+
+// setCell replaces the node's cell with c. Writer only.
+func (s *skiplist) setCell(ref uint64, c *base.Cell) {
+	atomic.StoreUint64(&s.node(ref)[nodeCell], s.writeCell(c))
 }
 
 func (s *skiplist) randomHeight() int {
@@ -66,14 +268,14 @@ func (s *skiplist) randomHeight() int {
 	return h
 }
 
-// findGreaterOrEqual returns the first node >= k, filling prev (if not nil)
-// with the rightmost node < k at each level.
-func (s *skiplist) findGreaterOrEqual(k *key, prev *[maxHeight]*node) *node {
+// findGreaterOrEqual returns the first node >= k (0 if none), filling
+// prev (if not nil) with the rightmost node < k at each level.
+func (s *skiplist) findGreaterOrEqual(k *key, prev *[maxHeight]uint64) uint64 {
 	x := s.head
 	level := int(s.height.Load()) - 1
 	for {
-		next := x.next[level].Load()
-		if next != nil && compareKeys(&next.key, k) < 0 {
+		next := s.next(x, level)
+		if next != 0 && s.compareNode(next, k) < 0 {
 			x = next
 			continue
 		}
@@ -87,19 +289,19 @@ func (s *skiplist) findGreaterOrEqual(k *key, prev *[maxHeight]*node) *node {
 	}
 }
 
-// findLessThan returns the last node < k, or nil.
-func (s *skiplist) findLessThan(k *key) *node {
+// findLessThan returns the last node < k, or 0.
+func (s *skiplist) findLessThan(k *key) uint64 {
 	x := s.head
 	level := int(s.height.Load()) - 1
 	for {
-		next := x.next[level].Load()
-		if next != nil && compareKeys(&next.key, k) < 0 {
+		next := s.next(x, level)
+		if next != 0 && s.compareNode(next, k) < 0 {
 			x = next
 			continue
 		}
 		if level == 0 {
 			if x == s.head {
-				return nil
+				return 0
 			}
 			return x
 		}
@@ -107,49 +309,35 @@ func (s *skiplist) findLessThan(k *key) *node {
 	}
 }
 
-// findLast returns the last node, or nil.
-func (s *skiplist) findLast() *node {
-	x := s.head
-	level := int(s.height.Load()) - 1
-	for {
-		next := x.next[level].Load()
-		if next != nil {
-			x = next
-			continue
-		}
-		if level == 0 {
-			if x == s.head {
-				return nil
-			}
-			return x
-		}
-		level--
-	}
-}
+// first returns the first node, or 0.
+func (s *skiplist) first() uint64 { return s.next(s.head, 0) }
 
-// upsertSharingPartition is upsert for a k whose partition slice the
-// caller does not own: a new node reuses the partition slice of an
-// adjacent node with the same partition, or else a private copy.
-func (s *skiplist) upsertSharingPartition(k key, c *base.Cell) (*node, bool) {
-	var prev [maxHeight]*node
+// upsertSharingPartition finds the node for k or inserts one holding c;
+// it reports whether it inserted. The new node's partition key is shared
+// with an adjacent node of the same partition (cells of a partition are
+// adjacent, so a wide partition stores its key once) or else copied into
+// the arena. Writer only.
+func (s *skiplist) upsertSharingPartition(k key, c *base.Cell) (uint64, bool) {
+	var prev [maxHeight]uint64
 	x := s.findGreaterOrEqual(&k, &prev)
-	if x != nil && compareKeys(&x.key, &k) == 0 {
+	if x != 0 && s.compareNode(x, &k) == 0 {
 		return x, false
 	}
+	var partRef uint64
 	switch p := prev[0]; {
-	case p != s.head && p.key.table == k.table && bytes.Equal(p.key.partition, k.partition):
-		k.partition = p.key.partition
-	case x != nil && x.key.table == k.table && bytes.Equal(x.key.partition, k.partition):
-		k.partition = x.key.partition
+	case p != s.head && s.table(p) == k.table && bytes.Equal(s.partition(p), k.partition):
+		partRef = s.node(p)[nodePartRef]
+	case x != 0 && s.table(x) == k.table && bytes.Equal(s.partition(x), k.partition):
+		partRef = s.node(x)[nodePartRef]
 	default:
-		k.partition = bytes.Clone(k.partition)
+		var b []byte
+		partRef, b = s.allocData(len(k.partition))
+		copy(b, k.partition)
 	}
-	return s.insertAt(k, c, &prev), true
-}
+	keyRef, kb := s.allocData(len(k.clustering) + len(k.column))
+	copy(kb[copy(kb, k.clustering):], k.column)
+	cellRef := s.writeCell(c)
 
-// insertAt links a new node for k after the nodes in prev (as filled by
-// findGreaterOrEqual). Writer only.
-func (s *skiplist) insertAt(k key, c *base.Cell, prev *[maxHeight]*node) *node {
 	h := s.randomHeight()
 	cur := int(s.height.Load())
 	if h > cur {
@@ -158,13 +346,26 @@ func (s *skiplist) insertAt(k key, c *base.Cell, prev *[maxHeight]*node) *node {
 		}
 		s.height.Store(int32(h))
 	}
-	n := &node{key: k, next: make([]atomic.Pointer[node], h)}
-	n.cell.Store(c)
+	ref := s.allocNode(h)
+	n := s.node(ref)
+	n[nodeTableHeight] = uint64(k.table) | uint64(h)<<32
+	n[nodePartRef] = partRef
+	n[nodeLens] = uint64(len(k.partition)) | uint64(len(k.clustering))<<32
+	n[nodeKeyRef] = keyRef
+	n[nodeColLen] = uint64(len(k.column))
+	n[nodeCell] = cellRef
+	n[nodePrev] = prev[0]
 	for i := 0; i < h; i++ {
-		n.next[i].Store(prev[i].next[i].Load())
+		n[nodeNext+i] = s.next(prev[i], i)
 	}
+	// Publish bottom-up: once linked at level 0 the node is reachable.
 	for i := 0; i < h; i++ {
-		prev[i].next[i].Store(n)
+		atomic.StoreUint64(&s.node(prev[i])[nodeNext+i], ref)
 	}
-	return n
+	// The successor's back link is set last: a reverse reader that loaded
+	// the old one skips the new node, as if it had read before the insert.
+	if x != 0 {
+		atomic.StoreUint64(&s.node(x)[nodePrev], ref)
+	}
+	return ref, true
 }

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/eventide/eventide/storage/internal/base"
 	"github.com/klauspost/compress/s2"
@@ -69,8 +70,9 @@ func blockChecksum(payload []byte, c Compression) uint32 {
 // compressor compresses the blocks of one Writer. It is not safe for
 // concurrent use (a Writer is single-goroutine).
 type compressor struct {
-	zstd *zstd.Encoder
-	out  appendWriter
+	zstd  *zstd.Encoder
+	level zstd.EncoderLevel
+	out   appendWriter
 }
 
 // appendWriter is an io.Writer appending to a byte slice, for the
@@ -82,6 +84,17 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// zstdEncoders pools encoders per level across Writers: creating one
+// allocates and clears its match history (megabytes at the higher
+// levels), which dominated compaction CPU when flushes and compactions
+// wrote many small SSTables. An encoder is returned to the pool only
+// between frames (see compressor.close), so a pooled one holds no state
+// that a later frame could see.
+var zstdEncoders [zstd.SpeedBestCompression + 1]sync.Pool
+
+// zstdEncodersCreated counts encoders created, for the pooling test.
+var zstdEncodersCreated atomic.Int64
+
 func newCompressor(c Compression, zstdLevel int) (*compressor, error) {
 	if c != CompressionZstd {
 		return &compressor{}, nil
@@ -89,6 +102,9 @@ func newCompressor(c Compression, zstdLevel int) (*compressor, error) {
 	level := zstd.SpeedDefault
 	if zstdLevel != 0 {
 		level = zstd.EncoderLevelFromZstd(zstdLevel)
+	}
+	if enc, ok := zstdEncoders[level].Get().(*zstd.Encoder); ok {
+		return &compressor{zstd: enc, level: level}, nil
 	}
 	// Our own CRC covers every block, so zstd's frame checksum would be
 	// 4 wasted bytes per block. Single-segment frames always record their
@@ -102,12 +118,17 @@ func newCompressor(c Compression, zstdLevel int) (*compressor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot create zstd encoder: %w", err)
 	}
-	return &compressor{zstd: enc}, nil
+	zstdEncodersCreated.Add(1)
+	return &compressor{zstd: enc, level: level}, nil
 }
 
+// close returns the encoder to the pool. Every frame appendBlockFrame
+// starts it also ends (EncodeAll, or a stream closed with Close), so the
+// encoder is idle here.
 func (c *compressor) close() {
 	if c.zstd != nil {
-		c.zstd.Close()
+		zstdEncoders[c.level].Put(c.zstd)
+		c.zstd = nil
 	}
 }
 

@@ -412,3 +412,34 @@ func TestMayContainOnTable(t *testing.T) {
 		t.Errorf("false-positive rate %.4f at 10 bits/key, want about 0.008", rate)
 	}
 }
+
+// TestWritersReuseZstdEncoders checks that consecutive Writers share
+// pooled zstd encoders (creating one per SSTable cleared megabytes of
+// match history each time, which dominated compaction CPU with many small
+// SSTables) and that a reused encoder's output reads back correctly.
+func TestWritersReuseZstdEncoders(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	created := zstdEncodersCreated.Load()
+	const tables = 20
+	for i := 0; i < tables; i++ {
+		parts := randomTable(rng, 5, 40)
+		f, _ := writeTable(t, parts, WriterOptions{Compression: CompressionZstd, ZstdLevel: 7})
+		r := openTable(t, f, nil)
+		for _, p := range parts {
+			info, ok := r.Partition(p.key)
+			if !ok {
+				t.Fatalf("table %d: Partition(%x) not found", i, p.key)
+			}
+			if diff := diffCells(collect(t, r.NewPartitionIter(info, IterOptions{})), p.cells); diff != "" {
+				t.Fatalf("table %d partition %x: %s", i, p.key, diff)
+			}
+		}
+		r.Close()
+	}
+	// sync.Pool may drop an item at a GC (and drops some on purpose under
+	// the race detector), so allow a few; without pooling it is one per
+	// table.
+	if n := zstdEncodersCreated.Load() - created; !raceEnabled && n > tables/4 {
+		t.Fatalf("%d Writers created %d zstd encoders, want them pooled", tables, n)
+	}
+}

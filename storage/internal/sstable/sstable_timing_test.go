@@ -306,3 +306,15 @@ func BenchmarkDecodeDataBlock(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWriteSmallSSTables writes many small zstd SSTables, as flushes
+// of small memtables and compactions of many small inputs do: the cost per
+// Writer beyond its data (encoder, buffers) shows.
+func BenchmarkWriteSmallSSTables(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	parts := randomTable(rng, 4, 20)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		writeTable(b, parts, WriterOptions{Compression: CompressionZstd, ZstdLevel: 7})
+	}
+}

@@ -172,6 +172,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"sync"
 
 	"github.com/eventide/eventide/storage/internal/base"
 	"github.com/eventide/eventide/storage/vfs"
@@ -277,6 +278,9 @@ type Writer struct {
 	props      Properties
 }
 
+// writeBuffers pools the Writers' 256 KiB write buffers across SSTables.
+var writeBuffers sync.Pool
+
 // NewWriter returns a Writer that writes to f from its current position
 // (normally a new, empty file). It does not sync or close f.
 func NewWriter(f vfs.File, opts WriterOptions) *Writer {
@@ -288,7 +292,13 @@ func NewWriter(f vfs.File, opts WriterOptions) *Writer {
 		opts.BloomBitsPerKey = defaultBloomBitsPerKey
 	}
 	opts.BloomBitsPerKey = min(opts.BloomBitsPerKey, maxBloomBitsPerKey)
-	w := &Writer{f: f, bw: bufio.NewWriterSize(f, writeBufferSize), opts: opts, props: newProperties(opts.Compression)}
+	bw, _ := writeBuffers.Get().(*bufio.Writer)
+	if bw == nil {
+		bw = bufio.NewWriterSize(f, writeBufferSize)
+	} else {
+		bw.Reset(f)
+	}
+	w := &Writer{f: f, bw: bw, opts: opts, props: newProperties(opts.Compression)}
 	w.props.Tombstones.CreatedAt = opts.CreatedAtSeconds
 	w.blk.shapeValues = opts.Compression == CompressionZstd
 	if !opts.Compression.Valid() {
@@ -552,6 +562,11 @@ func (w *Writer) Finish() (Properties, error) {
 		w.err = fmt.Errorf("cannot write sstable: %w", err)
 		return Properties{}, w.err
 	}
+	// Flushed and done: the buffer goes back for the next Writer (not
+	// after an error, which may leave it holding unwritten bytes).
+	w.bw.Reset(nil)
+	writeBuffers.Put(w.bw)
+	w.bw = nil
 	props.FormatVersion = formatVersion3
 	props.DataBytes = int64(dataLen)
 	props.FileBytes = int64(w.off)
