@@ -80,6 +80,7 @@ func (l *pageLog) list() []string {
 // fetch-based SSE reader). Screenshots of each page go to the test's temp
 // dir (their path is logged), or to $EVENTIDE_SCREENSHOTS when set.
 func TestDashboardInBrowser(t *testing.T) {
+	before := goroutineIDs()
 	chromium := findChromium(t)
 	const token = "browser-s3cret"
 	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
@@ -96,7 +97,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("run: %v", err)
 		}
-		checkNoLeakedGoroutines(t) // a tail stream's handler included
+		checkNoLeakedGoroutines(t, before) // a tail stream's handler included
 	})
 	base := "http://" + httpAddr
 	client := &http.Client{Timeout: 10 * time.Second, Transport: bearerTransport{token}}

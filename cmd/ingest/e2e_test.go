@@ -29,6 +29,7 @@ import (
 // NATS must come back over HTTP, and a cancelled context must shut it all
 // down, leaving a closed store and no goroutines behind.
 func TestIngestEndToEnd(t *testing.T) {
+	before := goroutineIDs()
 	data := t.TempDir()
 	natsAddr, httpAddr, adminAddr := freeAddr(t), freeAddr(t), freeAddr(t)
 	var stdout, stderr syncBuffer
@@ -215,7 +216,7 @@ func TestIngestEndToEnd(t *testing.T) {
 		"shutdown: stopping HTTP server", "shutdown: storage closed", "shutdown: stopping embedded NATS", "shutdown complete"); err != nil {
 		t.Error(err)
 	}
-	checkNoLeakedGoroutines(t)
+	checkNoLeakedGoroutines(t, before)
 
 	// The store was closed (its lock is free) and holds every event.
 	db, err := storage.Open(data+"/storage", storage.DefaultOptions())
@@ -324,6 +325,7 @@ func TestIngestExternalNATS(t *testing.T) {
 // TestOldDataLayoutRefused: a store kept directly in --data (before the
 // storage/ and nats/ subdirectories) is refused with a fix, not ignored.
 func TestOldDataLayoutRefused(t *testing.T) {
+	before := goroutineIDs()
 	data := t.TempDir()
 	db, err := storage.Open(data, storage.DefaultOptions())
 	if err != nil {
@@ -339,7 +341,7 @@ func TestOldDataLayoutRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "old layout") || exitCode(err) != 1 {
 		t.Fatalf("err %v, want the old-layout error", err)
 	}
-	checkNoLeakedGoroutines(t)
+	checkNoLeakedGoroutines(t, before)
 }
 
 // freeAddr returns a loopback address with a port free a moment ago.
@@ -404,17 +406,39 @@ func getJSON(t *testing.T, client *http.Client, url string, wantStatus int, out 
 	}
 }
 
-// checkNoLeakedGoroutines waits until no goroutine runs code of Eventide
-// or NATS, other than this test's own.
-func checkNoLeakedGoroutines(t *testing.T) {
+// goroutineIDs returns the ids of the goroutines running now: what a test
+// takes before it starts the process, so that checkNoLeakedGoroutines
+// blames it only for goroutines it started (another test of the package
+// may leave a NATS server's goroutines behind, and each test answers for
+// its own).
+func goroutineIDs() map[string]bool {
+	ids := map[string]bool{}
+	for g := range strings.SplitSeq(allStacks(), "\n\n") {
+		ids[goroutineID(g)] = true
+	}
+	return ids
+}
+
+// goroutineID is the id of a goroutine's stack ("goroutine 12 [select]:").
+func goroutineID(stack string) string {
+	id, _, _ := strings.Cut(strings.TrimPrefix(stack, "goroutine "), " ")
+	return id
+}
+
+func allStacks() string {
+	buf := make([]byte, 4<<20)
+	return string(buf[:runtime.Stack(buf, true)])
+}
+
+// checkNoLeakedGoroutines waits until no goroutine started since before
+// (goroutineIDs) runs code of Eventide or NATS, other than this test's own.
+func checkNoLeakedGoroutines(t *testing.T, before map[string]bool) {
 	t.Helper()
 	var leaked []string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
 		leaked = leaked[:0]
-		for g := range strings.SplitSeq(string(buf), "\n\n") {
-			if strings.Contains(g, "checkNoLeakedGoroutines") || strings.Contains(g, "testing.tRunner") {
+		for g := range strings.SplitSeq(allStacks(), "\n\n") {
+			if before[goroutineID(g)] || strings.Contains(g, "checkNoLeakedGoroutines") || strings.Contains(g, "testing.tRunner") {
 				continue
 			}
 			if strings.Contains(g, "github.com/eventide/eventide/") || strings.Contains(g, "github.com/nats-io/") {

@@ -47,6 +47,7 @@ func readTimeline(t *testing.T, client *http.Client, base, user string, limit in
 // HTTP: in order, with the ids /v1/events returns; a delete disappears
 // from them; the follower lists page.
 func TestFanoutEndToEnd(t *testing.T) {
+	before := goroutineIDs()
 	data := t.TempDir()
 	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
 	var stderr syncBuffer
@@ -61,7 +62,7 @@ func TestFanoutEndToEnd(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Errorf("run: %v", err)
 		}
-		checkNoLeakedGoroutines(t) // the worker and its chunk pool stopped too
+		checkNoLeakedGoroutines(t, before) // the worker and its chunk pool stopped too
 	}()
 	base := "http://" + httpAddr
 	client := &http.Client{Timeout: 10 * time.Second}
