@@ -23,8 +23,8 @@ import (
 // read: of several live nodes racing for a shard exactly one gets it, and
 // a shard that changed meanwhile is left alone. The new owner rebuilds
 // the shard from the stream (or resumes from its checkpoint if it had the
-// shard before). A shard that is in no one's hands in the bucket is
-// claimed the same way.
+// shard before). A shard with no key in the bucket is left to the node
+// that claims it with --own-shards.
 //
 // Fencing is the owners bucket's: an owner that was only cut off sees,
 // once it reads the bucket again, that the shard is no longer its own and
@@ -87,16 +87,15 @@ func (n *node) keepLease(ctx context.Context, leases, owners jetstream.KeyValue,
 	}
 }
 
-// takeOverIfOrphaned makes this node the owner of shard s when the shard
-// has no owner or its owner has no lease.
+// takeOverIfOrphaned makes this node the owner of shard s when the
+// shard's owner in the bucket has no lease.
 func (n *node) takeOverIfOrphaned(ctx context.Context, leases, owners jetstream.KeyValue, s int, log *slog.Logger) error {
 	me := n.cfg.Shard.NodeID
 	e, err := owners.Get(ctx, queryrpc.OwnerKey(s))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		if owns, err := queryrpc.ClaimShard(ctx, owners, s, me); err != nil || !owns {
-			return err
-		}
-		log.Info("claimed a shard that had no owner", "shard", s)
+		// Not orphaned but not claimed yet: a node starting later with
+		// --own-shards claims it (taking it here would race every
+		// deployment's start-up).
 		return nil
 	}
 	if err != nil {

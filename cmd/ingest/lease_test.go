@@ -12,8 +12,9 @@ import (
 	"github.com/eventide/eventide/internal/queryrpc"
 )
 
-// TestNodeLeaseFailover: with --node-lease, a live node's shards stay
-// with it through several lease periods; when a node dies (stops
+// TestNodeLeaseFailover: with --node-lease, a shard not claimed yet is
+// left to the node that claims it, a live node's shards stay with it
+// through several lease periods; when a node dies (stops
 // renewing its lease) the other node takes its shard over through the
 // owners bucket without an operator, rebuilds it from the stream, and
 // holds every event of it exactly once.
@@ -37,15 +38,24 @@ func TestNodeLeaseFailover(t *testing.T) {
 			a.shutdown()
 		}
 	})
-	b := startShardNode(t, ns.ClientURL(), "node-b", append(lease, "--own-shards", "1")...)
-	const total = 500
-	publishNumbered(t, js, 0, total)
-	waitUntil(t, "node-a to store every click event", func() bool { return len(eventNumbers(t, a, "click")) == total })
-
 	leases, err := js.KeyValue(t.Context(), nodeLeasesBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// node-b starts after node-a has checked the owners three times: a
+	// shard nobody has claimed yet is not node-a's to take.
+	waitUntil(t, "node-a's lease to be renewed three times", func() bool {
+		e, err := leases.Get(t.Context(), leaseKey("node-a"))
+		return err == nil && e.Revision() >= 4
+	})
+	b := startShardNode(t, ns.ClientURL(), "node-b", append(lease, "--own-shards", "1")...)
+	if got := b.shards.owned(); !slices.Equal(got, []int{1}) {
+		t.Fatalf("node-b, started after node-a, runs shards %v, want its --own-shards [1]", got)
+	}
+	const total = 500
+	publishNumbered(t, js, 0, total)
+	waitUntil(t, "node-a to store every click event", func() bool { return len(eventNumbers(t, a, "click")) == total })
+
 	// Both leases renewed four more times: more than a lease period, in
 	// which node-b checked node-a's lease at least twice.
 	first, err := leases.Get(t.Context(), leaseKey("node-a"))
