@@ -630,6 +630,8 @@ func TestAlertCoverage(t *testing.T) {
 		"tombstone warnings": "eventide_reader_tombstones_scanned",
 		"disk":               "eventide_data_disk_free_bytes",
 		"readiness":          "eventide_ready",
+		"rebuild progress":   "eventide_shard_pending_messages",
+		"rebuild finished":   "eventide_shard_caught_up",
 	} {
 		found := false
 		for _, expr := range alerts {

@@ -37,7 +37,8 @@ func freePort(t *testing.T) int {
 // TestMetricsServed runs the real cmd/ingest (embedded NATS, fan-out on),
 // gives it an accepted event, a rejected one, a post and a few queries,
 // and checks that every eventide_* metric the alert rules and the
-// dashboard name is on its /metrics.
+// dashboard name is on its /metrics or, for the rebuild metrics, on the
+// /metrics of a second, sharded cmd/ingest.
 func TestMetricsServed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs cmd/ingest")
@@ -89,6 +90,22 @@ func TestMetricsServed(t *testing.T) {
 		}
 	}
 
+	// The rebuild metrics (eventide_shard_*) are served by a storage node
+	// of a sharded deployment only: a second cmd/ingest with --shards 2,
+	// owning both shards, on its own embedded NATS server.
+	shardGet := startIngest(t, nil, "--nats-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		"--shards", "2", "--node-id", "metrics-shards", "--own-shards", "all")
+	var shardMetrics string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, shardMetrics = shardGet("/metrics")
+		if strings.Contains(shardMetrics, "eventide_shard_caught_up{") || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, m := range regexp.MustCompile(`(?m)^(eventide_[a-z0-9_]+)[{ ]`).FindAllStringSubmatch(shardMetrics, -1) {
+		served[m[1]] = true
+	}
+
 	named := map[string]string{}
 	for alert, expr := range alertExprs(t) {
 		for _, m := range metricRE.FindAllString(expr, -1) {
@@ -109,7 +126,7 @@ func TestMetricsServed(t *testing.T) {
 		}
 	}
 	if t.Failed() {
-		t.Logf("/metrics:\n%s", metrics)
+		t.Logf("/metrics:\n%s\nthe sharded node's /metrics:\n%s", metrics, shardMetrics)
 	}
 }
 

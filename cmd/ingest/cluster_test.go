@@ -4,89 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/eventide/eventide/internal/natstest"
 	"github.com/eventide/eventide/internal/queryrpc"
 )
-
-// natsCluster is three clustered nats-servers in this process, JetStream
-// on, each store in its own temporary directory.
-type natsCluster struct {
-	t       *testing.T
-	opts    []*natsserver.Options
-	servers []*natsserver.Server
-}
-
-func startNATSCluster(t *testing.T) *natsCluster {
-	t.Helper()
-	var ports []int
-	for range 6 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-		ln.Close()
-	}
-	var routes []string
-	for i := range 3 {
-		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", ports[3+i]))
-	}
-	c := &natsCluster{t: t}
-	for i := range 3 {
-		c.opts = append(c.opts, &natsserver.Options{
-			ServerName: fmt.Sprintf("n%d", i+1), Host: "127.0.0.1", Port: ports[i],
-			JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
-			Cluster: natsserver.ClusterOpts{Name: "eventide-test", Host: "127.0.0.1", Port: ports[3+i]},
-			Routes:  natsserver.RoutesFromStr(strings.Join(routes, ",")),
-		})
-		c.servers = append(c.servers, nil)
-		c.start(i)
-	}
-	t.Cleanup(func() {
-		for i := range c.servers {
-			c.stop(i)
-		}
-	})
-	return c
-}
-
-func (c *natsCluster) start(i int) {
-	c.t.Helper()
-	s, err := natsserver.NewServer(c.opts[i])
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	s.Start()
-	if !s.ReadyForConnections(20 * time.Second) {
-		c.t.Fatalf("%s did not take connections", c.opts[i].ServerName)
-	}
-	c.servers[i] = s
-}
-
-func (c *natsCluster) stop(i int) {
-	if s := c.servers[i]; s != nil {
-		s.Shutdown()
-		s.WaitForShutdown()
-		c.servers[i] = nil
-	}
-}
-
-func (c *natsCluster) urls() string {
-	var out []string
-	for _, o := range c.opts {
-		out = append(out, fmt.Sprintf("nats://127.0.0.1:%d", o.Port))
-	}
-	return strings.Join(out, ",")
-}
 
 // TestShardsOnCluster runs two storage nodes on a 3-node JetStream
 // cluster with R3 streams and an R3 owners bucket: events flow while one
@@ -97,8 +24,8 @@ func TestShardsOnCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a 3-node NATS cluster")
 	}
-	c := startNATSCluster(t)
-	nc, err := nats.Connect(c.urls(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	c := natstest.StartCluster(t)
+	nc, err := nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +39,8 @@ func TestShardsOnCluster(t *testing.T) {
 		return err == nil
 	})
 	extra := []string{"--replicas", "3"}
-	a := startShardNode(t, c.urls(), "node-a", append(extra, "--own-shards", "all")...)
-	b := startShardNode(t, c.urls(), "node-b", extra...)
+	a := startShardNode(t, c.URLs(), "node-a", append(extra, "--own-shards", "all")...)
+	b := startShardNode(t, c.URLs(), "node-b", extra...)
 	kv, err := js.KeyValue(t.Context(), queryrpc.DefaultOwnersBucket)
 	if err != nil {
 		t.Fatal(err)
@@ -150,7 +77,7 @@ func TestShardsOnCluster(t *testing.T) {
 	}()
 
 	waitUntil(t, "node-a to apply some events", func() bool { return len(eventNumbers(t, a, "view")) > 0 })
-	c.stop(1)
+	c.Stop(1)
 	// The move is retried while the cluster elects new leaders; a retry
 	// after a move that did apply finds "node-a>node-b" (or "node-b") and
 	// fails with ErrOwnerChanged, which means it is done.
@@ -161,7 +88,7 @@ func TestShardsOnCluster(t *testing.T) {
 		return err == nil || errors.Is(err, queryrpc.ErrOwnerChanged)
 	})
 	waitUntil(t, "node-b to run shard 1", func() bool { return slices.Contains(b.shards.owned(), 1) })
-	c.start(1)
+	c.Start(1)
 	if err := <-published; err != nil {
 		t.Fatalf("publishing: %v", err)
 	}

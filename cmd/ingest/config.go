@@ -75,6 +75,10 @@ type shardConfig struct {
 	// (when given) that have no owner at start.
 	OwnersKV string
 	claim    bool
+	// NodeLease, when above 0 (with OwnersKV), turns on automatic
+	// failover: the node keeps a lease in the node leases bucket and takes
+	// over the shards of owners whose lease has expired (lease.go).
+	NodeLease time.Duration
 	// RestoreFrom is a snapshot (a copy of a storage node's storage
 	// directory) to start from when this node has no store yet, and
 	// RestoreNode the node id whose consumers' checkpoints it holds.
@@ -180,6 +184,8 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"node `id` the --restore-from snapshot was taken of (default: this node's --node-id)")
 	fs.StringVar(&sc.OwnersKV, "owners-kv", "",
 		"NATS KV `bucket` of shard owners (e.g. "+queryrpc.DefaultOwnersBucket+"): the node stores the shards the bucket gives it and follows moves; empty: --own-shards, static")
+	fs.Var(durationValue{&sc.NodeLease, 0}, "node-lease",
+		"with --owners-kv: keep a lease of this `duration` in the KV bucket "+nodeLeasesBucket+" and take over the shards of owners whose lease has expired (automatic failover; every node of the deployment should give the same value); 0: off, shards move only through the owners bucket")
 
 	c.Tail = tail.Options{MaxClients: tail.DefaultMaxClients, ClientBuffer: tail.DefaultClientBuffer, Replay: tail.DefaultReplay}
 	fs.Var(intValue{&c.Tail.MaxClients, 1, 1 << 20}, "tail-max-clients",
@@ -318,6 +324,12 @@ func (c *config) checkShards() error {
 		return errors.New("--restore-node needs --restore-from")
 	}
 	sc.claim = sc.OwnersKV == "" || c.explicit["own-shards"]
+	if sc.NodeLease > 0 && sc.OwnersKV == "" {
+		return errors.New("--node-lease needs --owners-kv: a node takes over shards through the owners bucket")
+	}
+	if sc.NodeLease > 0 && sc.NodeLease < time.Second {
+		return fmt.Errorf("--node-lease %v is below 1s (the bucket's TTL granularity)", sc.NodeLease)
+	}
 	if sc.OwnersKV != "" {
 		if sc.Shards < 2 {
 			return errors.New("--owners-kv needs --shards of 2 or more")

@@ -25,6 +25,19 @@ import (
 // the owners bucket, 2 shards, and extra flags.
 func startShardNode(t *testing.T, natsURL, id string, extra ...string) *node {
 	t.Helper()
+	n := launchShardNode(t, natsURL, id, extra...)
+	t.Cleanup(func() {
+		if err := n.shutdown(); err != nil {
+			t.Errorf("shutdown %s: %v", id, err)
+		}
+	})
+	return n
+}
+
+// launchShardNode is startShardNode without the shutdown at the end of
+// the test: for a node the test stops itself.
+func launchShardNode(t *testing.T, natsURL, id string, extra ...string) *node {
+	t.Helper()
 	args := append([]string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats-url", natsURL, "--node-id", id,
 		"--shards", "2", "--owners-kv", queryrpc.DefaultOwnersBucket, "--fetch-wait", "10ms", "--fanout=false"}, extra...)
 	cfg, err := parseConfig(args, envFrom(nil), io.Discard)
@@ -35,11 +48,6 @@ func startShardNode(t *testing.T, natsURL, id string, extra ...string) *node {
 	if err != nil {
 		t.Fatalf("start %s: %v", id, err)
 	}
-	t.Cleanup(func() {
-		if err := n.shutdown(); err != nil {
-			t.Errorf("shutdown %s: %v", id, err)
-		}
-	})
 	return n
 }
 

@@ -17,8 +17,9 @@ import (
 // --own-shards, or, with --owners-kv, the shard owners bucket
 // (queryrpc's ownership protocol), watched for the node's life.
 type ownership struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel    context.CancelFunc
+	done      chan struct{}
+	leaseDone chan struct{} // keepLease's, with --node-lease
 }
 
 // startOwnership starts the writers of the shards this node owns now;
@@ -42,6 +43,14 @@ func (n *node) startOwnership(ctx context.Context) error {
 	kv, err := queryrpc.OwnersBucket(ctx, js, sc.OwnersKV, n.cfg.Writer.Replicas)
 	if err != nil {
 		return err
+	}
+	// The lease goes in before any claim, so that no other node takes
+	// this node's shards for want of one.
+	var leases jetstream.KeyValue
+	if sc.NodeLease > 0 {
+		if leases, err = n.openLeases(ctx, js); err != nil {
+			return err
+		}
 	}
 	if sc.claim {
 		for _, s := range sc.Own {
@@ -75,6 +84,13 @@ func (n *node) startOwnership(ctx context.Context) error {
 	}()
 	select {
 	case <-ready:
+		if leases != nil {
+			o.leaseDone = make(chan struct{})
+			go func() {
+				defer close(o.leaseDone)
+				n.keepLease(wctx, leases, kv, log.With("lease", sc.NodeLease))
+			}()
+		}
 		return nil
 	case <-o.done:
 		return fmt.Errorf("the watch of the shard owners bucket %s stopped before it read the owners", sc.OwnersKV)
@@ -130,4 +146,7 @@ const releaseRetry = 250 * time.Millisecond
 func (o *ownership) stop() {
 	o.cancel()
 	<-o.done
+	if o.leaseDone != nil {
+		<-o.leaseDone
+	}
 }

@@ -53,6 +53,8 @@ func TestConfigShards(t *testing.T) {
 		{[]string{"--node-id", "a", "--shards", "2", "--owners-kv", "b", "--node-id", "a", "--restore-node", "x"}, "--restore-node needs --restore-from"},
 		{[]string{"--shards", "2", "--owners-kv", "b"}, "--owners-kv needs --node-id"},
 		{[]string{"--node-id", "a", "--owners-kv", "b"}, "--owners-kv needs --shards of 2 or more"},
+		{[]string{"--node-id", "a", "--shards", "2", "--node-lease", "10s"}, "--node-lease needs --owners-kv"},
+		{[]string{"--node-id", "a", "--shards", "2", "--owners-kv", "b", "--node-lease", "500ms"}, "--node-lease 500ms is below 1s"},
 	} {
 		_, err := parseConfig(tt.args, envFrom(nil), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {

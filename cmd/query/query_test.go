@@ -105,16 +105,31 @@ const testShards = 4
 // startNode starts a storage node on natsURL owning shards own.
 func startNode(t testing.TB, natsURL, id, own string) *storageNode {
 	t.Helper()
-	return startNodeWith(t, natsURL, id, own, nil)
+	return startNodeArgs(t, natsURL, id, "--own-shards", own)
 }
 
 // startNodeWith is startNode with more arguments and EVENTIDE_*
 // variables (NATS authentication) appended.
 func startNodeWith(t testing.TB, natsURL, id, own string, extra []string, env ...string) *storageNode {
 	t.Helper()
+	return startNodeEnv(t, natsURL, id, env, append([]string{"--own-shards", own}, extra...)...)
+}
+
+// startNodeArgs starts a storage node with node id id on natsURL, with
+// testShards shards, an empty data directory and the extra flags, and
+// returns once its /readyz answers 200.
+func startNodeArgs(t testing.TB, natsURL, id string, extra ...string) *storageNode {
+	t.Helper()
+	return startNodeEnv(t, natsURL, id, nil, extra...)
+}
+
+// startNodeEnv is startNodeArgs with EVENTIDE_* variables appended to the
+// environment.
+func startNodeEnv(t testing.TB, natsURL, id string, env []string, extra ...string) *storageNode {
+	t.Helper()
 	n := &storageNode{id: id, http: freeAddr(t), log: &syncBuffer{}, exited: make(chan error, 1)}
 	args := append([]string{"--data", t.TempDir(), "--nats-url", natsURL, "--http", n.http,
-		"--node-id", id, "--shards", fmt.Sprint(testShards), "--own-shards", own, "--fetch-wait", "10ms"}, extra...)
+		"--node-id", id, "--shards", fmt.Sprint(testShards), "--fetch-wait", "10ms"}, extra...)
 	n.cmd = exec.Command(buildIngest(t), args...)
 	n.cmd.Env = append(os.Environ(), env...)
 	n.cmd.Stdout, n.cmd.Stderr = io.Discard, n.log
@@ -188,21 +203,30 @@ func startSplit(t testing.TB, extraArgs ...string) *splitDeployment {
 	d := &splitDeployment{natsURL: ns.ClientURL(), nodes: map[string]*storageNode{}, log: &syncBuffer{}}
 	d.nodes["node-a"] = startNode(t, d.natsURL, "node-a", "0-1")
 	d.nodes["node-b"] = startNode(t, d.natsURL, "node-b", "2-3")
+	d.base = startQuery(t, d.log, append([]string{"--nats-url", d.natsURL, "--shards", fmt.Sprint(testShards),
+		"--owners", "0-1=node-a,2-3=node-b", "--node-timeout", "500ms"}, extraArgs...)...)
+	return d
+}
+
+// startQuery runs cmd/query in this process with args and a free --http
+// address, logging to log, until the test ends; it returns the base URL
+// once /readyz answers 200.
+func startQuery(t testing.TB, log *syncBuffer, args ...string) string {
+	t.Helper()
 	httpAddr := freeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	args := append([]string{"--nats-url", d.natsURL, "--http", httpAddr, "--shards", fmt.Sprint(testShards),
-		"--owners", "0-1=node-a,2-3=node-b", "--node-timeout", "500ms"}, extraArgs...)
-	go func() { done <- run(ctx, args, func(string) (string, bool) { return "", false }, io.Discard, d.log) }()
+	args = append([]string{"--http", httpAddr}, args...)
+	go func() { done <- run(ctx, args, func(string) (string, bool) { return "", false }, io.Discard, log) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("query run: %v", err)
 		}
 	})
-	d.base = "http://" + httpAddr
-	waitStatus(t, d.base+"/readyz", 200, done, d.log)
-	return d
+	base := "http://" + httpAddr
+	waitStatus(t, base+"/readyz", 200, done, log)
+	return base
 }
 
 // TestAPISuite runs the shared API suite through cmd/query and two

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/url"
 	"slices"
 	"testing"
 	"time"
@@ -57,33 +55,8 @@ func TestStorageNodeKilledAndRebuilt(t *testing.T) {
 			}
 		}
 	}
-	target := d.base + "/v1/events?type=view&limit=10000&from=" + url.QueryEscape(now.Add(-2*time.Hour).Format(time.RFC3339Nano)) +
-		"&to=" + url.QueryEscape(now.Add(time.Minute).Format(time.RFC3339Nano))
-	// numbers pages through every view event; partial says whether any
-	// page was partial.
-	numbers := func() (out []int, partial bool) {
-		page := ""
-		for {
-			var a struct {
-				eventsAnswer
-				NextPage string `json:"next_page"`
-			}
-			getAnswer(t, target+page, 200, &a)
-			partial = partial || a.Partial
-			for _, e := range a.Events {
-				var data struct{ N int }
-				if err := json.Unmarshal(e.Data, &data); err != nil {
-					t.Fatal(err)
-				}
-				out = append(out, data.N)
-			}
-			if a.NextPage == "" {
-				break
-			}
-			page = "&page=" + url.QueryEscape(a.NextPage)
-		}
-		slices.Sort(out)
-		return out, partial
+	numbers := func() ([]int, bool) {
+		return queryNumbers(t, d.base, "view", now.Add(-2*time.Hour), now.Add(time.Minute))
 	}
 	// Many more events arrive while node-b is dead than before, so that
 	// its rebuild takes a while and answering ready early would show.
