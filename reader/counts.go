@@ -129,7 +129,7 @@ func (r *Reader) CountsTrace(ctx context.Context, q CountQuery) (points []CountP
 		return nil, nil, fmt.Errorf("%w: parameter to: %w", ErrInvalidQuery, err)
 	}
 	qs := &queryState{ctx: ctx}
-	for _, hour := range bucket.BucketsCoveringAscending(from, to) {
+	for _, hour := range keyedHours(bucket.BucketsCoveringAscending(from, to)) {
 		partition, err := schema.CountsPartition(q.Type, hour)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", ErrInvalidQuery, err)
@@ -167,4 +167,18 @@ func minuteIfPartial(t time.Time) time.Duration {
 		return 0
 	}
 	return time.Minute
+}
+
+// keyedHours returns the hours that a partition key can name (years
+// 2000..2099, bucket.HasPartitionKey), in their order: the writer stores no
+// event in any other, so a window reaching past them reads nothing there
+// instead of failing.
+func keyedHours(hours []time.Time) []time.Time {
+	out := hours[:0:0]
+	for _, h := range hours {
+		if bucket.HasPartitionKey(h) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
