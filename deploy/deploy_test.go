@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,11 +22,12 @@ import (
 	"go.yaml.in/yaml/v4"
 
 	"github.com/eventide/eventide/internal/natsconn/natstest"
+	"github.com/eventide/eventide/internal/queryrpc"
 )
 
 // natsSecrets are the variables the NATS configs read; nats-server
 // refuses a config whose variable is unset.
-var natsSecrets = []string{"EVENTIDE_NATS_PASSWORD", "PRODUCER_NATS_PASSWORD", "NATS_SYS_PASSWORD"}
+var natsSecrets = []string{"EVENTIDE_NATS_PASSWORD", "PRODUCER_NATS_PASSWORD", "NATS_SYS_PASSWORD", "QUERY_NATS_PASSWORD"}
 
 func setNATSSecrets(t *testing.T) {
 	for _, v := range natsSecrets {
@@ -268,19 +270,15 @@ func binaryFlags(t *testing.T, pkg string) map[string]bool {
 	return flags
 }
 
-// pendingFlags are flags the deploy files use that branch s6-rpc adds to
-// the binaries (sharded storage nodes, the standalone query service) and
-// cmd/query's adoption of internal/natsconn. A pending flag missing from
-// the binary is logged; one present is an error, so the list shrinks to
-// nothing as they land.
-var pendingFlags = map[string][]string{
-	"cmd/ingest": {},
-	"cmd/query":  {"nats-user", "nats-password"},
-}
+// pendingFlags are flags the deploy files use that a branch not yet
+// merged adds to the binaries. A pending flag missing from the binary is
+// logged; one present is an error, so the list stays empty once they
+// land (it is: every flag the files use exists).
+var pendingFlags = map[string][]string{}
 
 // checkFlags checks that every --flag in args and every EVENTIDE_*
 // variable in env is a flag of the command built from pkg.
-func checkFlags(t *testing.T, where, pkg string, args []string, env []string) {
+func checkFlags(t *testing.T, where, pkg string, args []string, env []string) { // env: NAME=value
 	t.Helper()
 	flags := binaryFlags(t, pkg)
 	var used []string
@@ -290,10 +288,11 @@ func checkFlags(t *testing.T, where, pkg string, args []string, env []string) {
 		}
 	}
 	for _, e := range env {
-		if name, ok := strings.CutPrefix(e, "EVENTIDE_"); ok {
+		if name, ok := strings.CutPrefix(strings.SplitN(e, "=", 2)[0], "EVENTIDE_"); ok {
 			used = append(used, strings.ReplaceAll(strings.ToLower(name), "_", "-"))
 		}
 	}
+	checkShardValues(t, where, args, env)
 	for _, f := range used {
 		pending := slices.Contains(pendingFlags[pkg], f)
 		switch {
@@ -303,6 +302,52 @@ func checkFlags(t *testing.T, where, pkg string, args []string, env []string) {
 			t.Logf("%s: --%s is not in %s yet (pending, branch s6-rpc)", where, f, pkg)
 		case !flags[f]:
 			t.Errorf("%s: --%s (or its EVENTIDE_ variable) is not a flag of %s", where, f, pkg)
+		}
+	}
+}
+
+// checkShardValues parses the values of --own-shards and --owners (flags
+// or EVENTIDE_* variables) as the binaries do, for the --shards given
+// (default 1), so a deploy file never carries a value the binary refuses
+// at start.
+func checkShardValues(t *testing.T, where string, args, env []string) {
+	t.Helper()
+	values := map[string]string{}
+	for _, e := range env {
+		if name, v, ok := strings.Cut(e, "="); ok {
+			if name, ok := strings.CutPrefix(name, "EVENTIDE_"); ok {
+				values[strings.ReplaceAll(strings.ToLower(name), "_", "-")] = v
+			}
+		}
+	}
+	for i, a := range args {
+		name, ok := strings.CutPrefix(a, "--")
+		if !ok {
+			continue
+		}
+		if n, v, ok := strings.Cut(name, "="); ok {
+			values[n] = v
+		} else if i+1 < len(args) {
+			values[name] = args[i+1]
+		}
+	}
+	shards := 1
+	if v, ok := values["shards"]; ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Errorf("%s: --shards %q is not a positive whole number", where, v)
+			return
+		}
+		shards = n
+	}
+	if v, ok := values["own-shards"]; ok && v != "all" {
+		if _, err := queryrpc.ParseShardSet(v, shards); err != nil {
+			t.Errorf("%s: --own-shards %q of %d shards: %v", where, v, shards, err)
+		}
+	}
+	if v, ok := values["owners"]; ok {
+		if _, err := queryrpc.ParseOwners(v, shards); err != nil {
+			t.Errorf("%s: --owners %q of %d shards: %v", where, v, shards, err)
 		}
 	}
 }
@@ -372,8 +417,8 @@ func TestCompose(t *testing.T) {
 		}
 		var env []string
 		if m, ok := s["environment"].(map[string]any); ok {
-			for k := range m {
-				env = append(env, k)
+			for k, v := range m {
+				env = append(env, k+"="+fmt.Sprint(v))
 			}
 		}
 		switch pkg := packageOf(entry); pkg {
@@ -441,7 +486,8 @@ func TestKubernetes(t *testing.T) {
 				}
 				var env []string
 				for _, e := range c["env"].([]any) {
-					env = append(env, fmt.Sprint(e.(map[string]any)["name"]))
+					e := e.(map[string]any)
+					env = append(env, fmt.Sprint(e["name"])+"="+fmt.Sprint(e["value"]))
 				}
 				checkFlags(t, file+" "+fmt.Sprint(c["name"]), pkg, strs(c["args"]), env)
 			}
@@ -467,7 +513,7 @@ func TestSystemdUnits(t *testing.T) {
 			args = strings.Fields(v)
 		}
 		if v, ok := strings.CutPrefix(line, "#   EVENTIDE_"); ok {
-			env = append(env, "EVENTIDE_"+strings.SplitN(v, "=", 2)[0])
+			env = append(env, "EVENTIDE_"+v)
 		}
 	}
 	if len(args) == 0 || len(env) == 0 {

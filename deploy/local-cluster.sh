@@ -56,7 +56,7 @@ start() {
 
 	if [ ! -e "$dir/secrets.env" ]; then
 		umask 077
-		for v in EVENTIDE_NATS_PASSWORD PRODUCER_NATS_PASSWORD NATS_SYS_PASSWORD; do
+		for v in EVENTIDE_NATS_PASSWORD PRODUCER_NATS_PASSWORD NATS_SYS_PASSWORD QUERY_NATS_PASSWORD; do
 			echo "$v=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
 		done >"$dir/secrets.env"
 		umask 022
@@ -81,7 +81,7 @@ start() {
 	local url="nats://127.0.0.1:$((port + 222)),nats://127.0.0.1:$((port + 223)),nats://127.0.0.1:$((port + 224))"
 	export EVENTIDE_NATS_USER=eventide
 	local storage=()
-	if "$dir/bin/ingest" -h 2>&1 | grep -q -- '--own-shards'; then
+	if "$dir/bin/ingest" -h 2>&1 | grep -- '--own-shards' >/dev/null; then
 		storage=("storage-1 0-3" "storage-2 4-7")
 	else
 		echo "cmd/ingest has no --own-shards yet: one storage node owns every partition"
@@ -99,8 +99,10 @@ start() {
 		wait_http "http://127.0.0.1:$((port + 80 + n))/readyz" 120 "$name"
 	done
 	local api="http://127.0.0.1:$((port + 81))"
-	if "$dir/bin/query" -h 2>&1 | grep -q -- '--owners'; then
-		run query "$dir/bin/query" --http "127.0.0.1:$((port + 80))" --nats-url "$url" \
+	if "$dir/bin/query" -h 2>&1 | grep -- '--owners' >/dev/null; then
+		# The query user is read-only (deploy/nats/common.conf).
+		EVENTIDE_NATS_USER=query EVENTIDE_NATS_PASSWORD=$QUERY_NATS_PASSWORD \
+			run query "$dir/bin/query" --http "127.0.0.1:$((port + 80))" --nats-url "$url" \
 			--shards 8 --owners "0-3=storage-1,4-7=storage-2" --owners-kv eventide-shard-owners
 		wait_http "http://127.0.0.1:$((port + 80))/readyz" 60 query
 		api="http://127.0.0.1:$((port + 80))"

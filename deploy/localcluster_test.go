@@ -120,6 +120,31 @@ func TestLocalClusterScript(t *testing.T) {
 		}
 	}
 
+	// cmd/query runs as the least-privileged query user: the routes that
+	// use JetStream (the dead-letter stream's ephemeral consumers) and the
+	// nodes' live tails work under its permissions, and the server never
+	// refused it anything.
+	for _, path := range []string{"/v1/dlq", "/v1/stats", "/v1/events/stream?type=click"} {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodHead, api+path, nil)
+		if path != "/v1/events/stream?type=click" {
+			req.Method = http.MethodGet
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d %s", path, resp.StatusCode, b)
+		}
+	}
+	if log, err := os.ReadFile(filepath.Join(dir, "logs", "query.log")); err != nil {
+		t.Error(err)
+	} else if strings.Contains(strings.ToLower(string(log)), "permissions violation") {
+		t.Errorf("the NATS server refused cmd/query something:\n%s", log)
+	}
+
 	stopped = true
 	if out, err := script("stop"); err != nil || strings.Count(out, "stopped ") < 4 {
 		t.Fatalf("stop: %v\n%s", err, out)

@@ -168,6 +168,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.Query.WindowMin, "window-min", time.Minute, "shortest window query")
 	fs.DurationVar(&c.Query.WindowMax, "window-max", 10*time.Minute, "longest window query")
 	fs.IntVar(&c.Query.WindowLimit, "window-limit", 1000, "limit of window queries")
+	fs.DurationVar(&c.Query.CountsWindow, "counts-window", 0, "how far back counts queries reach, per minute (0: the server's default, the last hour; 24h: issue 12's dashboard query)")
 	fs.DurationVar(&c.QueryTimeout, "query-timeout", 10*time.Second, "longest wait for a query")
 	fs.IntVar(&c.Query.TimelineLimit, "timeline-limit", 20, "limit of timeline queries")
 

@@ -128,8 +128,12 @@ func TestTombstoneBudgetAcrossPartitions(t *testing.T) {
 			db := openStore(t, clock)
 			cat := sliceBudgetCatalog(t, db)
 			total := tc.fill(t, db)
-			for _, fail := range []int{total, total - 1, total / 3} {
-				r, err := New(db, Options{Now: clock.Now, Types: types, Catalog: cat, FailTombstones: fail})
+			// ParallelHours 4: counts slice their hours in parallel (as
+			// through cmd/query), each with the whole budget, and still
+			// fail exactly when the total passes it.
+			for _, run := range []struct{ fail, parallel int }{{total, 0}, {total - 1, 0}, {total / 3, 0}, {total, 4}, {total - 1, 4}, {total / 3, 4}} {
+				fail := run.fail
+				r, err := New(db, Options{Now: clock.Now, Types: types, Catalog: cat, FailTombstones: fail, ParallelHours: run.parallel})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -3,6 +3,8 @@ package reader
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/eventide/eventide/bucket"
@@ -128,16 +130,19 @@ func (r *Reader) CountsTrace(ctx context.Context, q CountQuery) (points []CountP
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: parameter to: %w", ErrInvalidQuery, err)
 	}
-	qs := &queryState{ctx: ctx}
-	for _, hour := range keyedHours(bucket.BucketsCoveringAscending(from, to)) {
-		partition, err := schema.CountsPartition(q.Type, hour)
-		if err != nil {
+	hours := keyedHours(bucket.BucketsCoveringAscending(from, to))
+	partitions := make([][]byte, len(hours))
+	for i, hour := range hours {
+		if partitions[i], err = schema.CountsPartition(q.Type, hour); err != nil {
 			return nil, nil, fmt.Errorf("%w: %w", ErrInvalidQuery, err)
 		}
+	}
+	qs := &queryState{ctx: ctx}
+	err = r.sliceHours(qs, partitions, func(hqs *queryState, partition []byte) error {
 		var decodeErr error
-		scan := partitionScan{r: r, query: qs, table: schema.CountsTable, partitions: [][]byte{partition},
+		scan := partitionScan{r: r, query: hqs, table: schema.CountsTable, partitions: [][]byte{partition},
 			start: storage.Bound{Key: lower, Inclusive: true}, end: storage.Bound{Key: upper, Inclusive: false}}
-		err = scan.run(func(_ []byte, row *storage.Row) bool {
+		err := scan.run(func(_ []byte, row *storage.Row) bool {
 			minute, count, err := catalog.DecodeCount(row)
 			if err != nil {
 				decodeErr = err
@@ -145,16 +150,18 @@ func (r *Reader) CountsTrace(ctx context.Context, q CountQuery) (points []CountP
 			}
 			i := (minute.Unix() - plan.fromUnix) / plan.stepSeconds
 			if minute.Unix() >= plan.fromUnix && i < int64(len(points)) {
-				points[i].Count += count
+				// Hours run in parallel; a step may span several.
+				atomic.AddInt64(&points[i].Count, count)
 			}
 			return true
 		})
 		if err == nil {
 			err = decodeErr
 		}
-		if err != nil {
-			return nil, nil, err
-		}
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	r.finishQuery(qs, "counts", q.Type)
 	return points, &qs.trace, nil
@@ -167,6 +174,80 @@ func minuteIfPartial(t time.Time) time.Duration {
 		return 0
 	}
 	return time.Minute
+}
+
+// RemoteParallelHours is Options.ParallelHours for a remote store: 24
+// hours one after the other through cmd/query would be 25 NATS round trips
+// back to back.
+const RemoteParallelHours = 8
+
+// sliceHours runs slice on each partition (one per hour), at most
+// Options.ParallelHours at once, each with a queryState of its own, and adds
+// their traces to qs in partition order. The first failure cancels the
+// others and is returned. Each hour's slices get the whole tombstone
+// budget (a running total cannot be shared without serialising them);
+// the sum is checked once all are done, so the query fails exactly when
+// it would have one hour after the other: when the total passes the
+// budget.
+func (r *Reader) sliceHours(qs *queryState, partitions [][]byte, slice func(hqs *queryState, partition []byte) error) error {
+	if len(partitions) <= 1 || r.opts.ParallelHours <= 1 {
+		for _, p := range partitions {
+			if err := slice(qs, p); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithCancel(qs.ctx)
+	defer cancel()
+	states := make([]queryState, len(partitions))
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	sem := make(chan struct{}, r.opts.ParallelHours)
+	for i, p := range partitions {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			states[i].ctx = ctx
+			if err := slice(&states[i], p); err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range states {
+		qs.trace.Merge(&states[i].trace)
+		if states[i].partition != nil {
+			qs.partition = states[i].partition
+		}
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	if err := qs.ctx.Err(); err != nil {
+		return fmt.Errorf("cannot slice %s: %w", schema.CountsTable, err)
+	}
+	if qs.trace.Tombstones > r.opts.FailTombstones {
+		s := partitionScan{r: r, table: schema.CountsTable}
+		return s.wrap(qs.partition, storage.ErrTooManyTombstones)
+	}
+	return nil
 }
 
 // keyedHours returns the hours that a partition key can name (years

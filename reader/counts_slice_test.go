@@ -43,7 +43,17 @@ func TestCountsAgainstBruteForce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The same queries with the hours sliced in parallel (as cmd/query
+	// does) answer the same.
+	parallel, err := New(db, Options{Now: clock.Now, ParallelHours: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range 200 {
+		r := r
+		if i%2 == 1 {
+			r = parallel
+		}
 		step := []time.Duration{time.Minute, 5 * time.Minute, time.Hour}[rng.IntN(3)]
 		from := now.Add(-time.Duration(rng.Int64N(int64(4 * time.Hour))))
 		to := from.Add(time.Duration(1 + rng.Int64N(int64(3*time.Hour))))

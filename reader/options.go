@@ -53,6 +53,12 @@ type Options struct {
 	MaxBuckets int
 	// MaxCountBuckets bounds the hour buckets one count query may touch.
 	MaxCountBuckets int
+	// ParallelHours is how many hour partitions of one count query are
+	// sliced at once; 0 or 1: one after the other, right for a local
+	// store (a slice is a memory or page cache read, and goroutines on a
+	// busy machine cost more than they save). A remote store (cmd/query,
+	// where each slice is a NATS round trip) sets RemoteParallelHours.
+	ParallelHours int
 	// MaxPageBytes bounds the event data of one page: once a page holds
 	// this many bytes of data it ends early, with a page token (a short
 	// page is not the end). At least one event is always returned.

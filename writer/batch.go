@@ -147,11 +147,18 @@ func (eb *eventBatch) Stored() {
 	if w.cfg.OnStored != nil && len(eb.events) > 0 {
 		// Stored runs on the one committing goroutine: the buffer is
 		// reused from batch to batch.
+		// A sharded writer reports only the events it stored: a live tail
+		// shows what its node holds, and the query service merging the
+		// nodes' tails gets each event once.
 		buf := w.storedBuf[:0]
 		for i := range eb.events {
-			buf = append(buf, StoredEvent{Seq: eb.events[i].seq, Event: eb.events[i].event})
+			if w.cfg.StoresPartition == nil || w.cfg.StoresPartition(schema.EventsTable, eventPartition(&eb.events[i])) {
+				buf = append(buf, StoredEvent{Seq: eb.events[i].seq, Event: eb.events[i].event})
+			}
 		}
-		w.cfg.OnStored(buf)
+		if len(buf) > 0 {
+			w.cfg.OnStored(buf)
+		}
 		clear(buf) // drop the references to the message bodies
 		w.storedBuf = buf[:0]
 	}

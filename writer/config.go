@@ -106,7 +106,8 @@ type Config struct {
 
 	// OnStored, when set, is called with the events of each batch once the
 	// batch is durably applied to storage and acked (never for a batch that
-	// failed), in stream order, on the writer's committing goroutine: it
+	// failed), in stream order; with StoresPartition, only the events whose
+	// events-table partition it stores (never with none), on the writer's committing goroutine: it
 	// must be quick and must not block (the live tail, internal/tail,
 	// copies them and returns). The slice is reused, and the events' Data
 	// must be copied to be kept past the call.

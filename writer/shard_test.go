@@ -3,8 +3,11 @@ package writer
 import (
 	"context"
 	"maps"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
@@ -30,9 +33,22 @@ func TestShardedWriters(t *testing.T) {
 		}
 	}
 	dbs := []*storage.DB{openDB(t, t.TempDir()), openDB(t, t.TempDir())}
+	// What each node reports stored (its live tail's feed): the events of
+	// its shard only.
+	var reportedMu sync.Mutex
+	reported := [2]map[uuid.UUID]int{{}, {}}
+	onStored := func(node int) func([]StoredEvent) {
+		return func(evs []StoredEvent) {
+			reportedMu.Lock()
+			defer reportedMu.Unlock()
+			for _, e := range evs {
+				reported[node][e.Event.ID]++
+			}
+		}
+	}
 	ws := []*Writer{
-		newWriter(t, nc, dbs[0], Config{Types: types, Consumer: "w-node-a", StoresPartition: owns(0)}),
-		newWriter(t, nc, dbs[1], Config{Types: types, Consumer: "w-node-b", StoresPartition: owns(1), NoDeadLetters: true}),
+		newWriter(t, nc, dbs[0], Config{Types: types, Consumer: "w-node-a", StoresPartition: owns(0), OnStored: onStored(0)}),
+		newWriter(t, nc, dbs[1], Config{Types: types, Consumer: "w-node-b", StoresPartition: owns(1), NoDeadLetters: true, OnStored: onStored(1)}),
 	}
 	for _, w := range ws {
 		runWriter(t, w)
@@ -53,7 +69,29 @@ func TestShardedWriters(t *testing.T) {
 	from, to := now.Add(-3*time.Hour), now
 	seen := map[int]int{}
 	for shard, db := range dbs {
-		for _, ev := range readEvents(t, db, types, testEventTypes, from, to) {
+		stored := readEvents(t, db, types, testEventTypes, from, to)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			reportedMu.Lock()
+			n := len(reported[shard])
+			reportedMu.Unlock()
+			if n >= len(stored) || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		reportedMu.Lock()
+		if len(reported[shard]) != len(stored) {
+			t.Errorf("node of shard %d reports %d events stored (OnStored), holds %d", shard, len(reported[shard]), len(stored))
+		}
+		for _, ev := range stored {
+			if reported[shard][ev.ID] != 1 {
+				t.Errorf("node of shard %d: OnStored reported event %d %d times, want once", shard, ev.n, reported[shard][ev.ID])
+				break
+			}
+		}
+		reportedMu.Unlock()
+		for _, ev := range stored {
 			seen[ev.n]++
 			pk, err := bucket.PartitionKeyFor(ev.ID, ev.Type, types.SettingsAt(ev.Type, ev.Time()).SubPartitions)
 			if err != nil {

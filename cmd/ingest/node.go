@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -220,7 +221,7 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		// (Last-Event-ID) is not exact on a node of several shards
 		// (docs/http-api.md says so).
 		n.tail = tail.New(cfg.Tail, 0)
-		publish = n.tail.WriterHook()
+		publish = n.tailPublish(logger)
 		n.shards = newShardWriters(n.nc, n.db, wcfg, reg, logger.With("component", "writer"), n.fail)
 		if err := reg.Register(newRebuildCollector(n.shards)); err != nil {
 			return n, fmt.Errorf("cannot register the shard rebuild metrics: %w", err)
@@ -238,7 +239,7 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		// It starts where storage stands: a client resuming from before
 		// this position is told its events are not held for replay.
 		n.tail = tail.New(cfg.Tail, one.Stats().LastAppliedSeq)
-		publish = n.tail.WriterHook()
+		publish = n.tailPublish(logger)
 		// The writer stops when shutdown cancels it, not at the signal: by
 		// then /readyz has turned 503.
 		wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -716,4 +717,21 @@ Or open the dashboard in a browser:
   %s/
 
 `, n.cfg.DataDir, server, curlAuth, httpURL, httpURL)
+}
+
+// tailPublish feeds the node's live tail and publishes the same events
+// for cmd/query's relay (queryrpc.TailPublisher, on
+// eventide.tail.<node-id>): the events this node stored, once durable.
+// Both reuse buffers from call to call, and a node of several shards has a
+// writer per shard calling OnStored from its own goroutine: the calls are
+// serialised.
+func (n *node) tailPublish(logger *slog.Logger) func([]writer.StoredEvent) {
+	local, remote := n.tail.WriterHook(), queryrpc.TailPublisher(n.nc, n.cfg.Shard.NodeID, logger.With("component", "tail"))
+	var mu sync.Mutex
+	return func(evs []writer.StoredEvent) {
+		mu.Lock()
+		defer mu.Unlock()
+		local(evs)
+		remote(evs)
+	}
 }

@@ -13,7 +13,9 @@ import (
 
 	"github.com/eventide/eventide/cmd/internal/httpflags"
 	"github.com/eventide/eventide/fanout"
+	"github.com/eventide/eventide/internal/natsconn"
 	"github.com/eventide/eventide/internal/queryrpc"
+	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/writer"
 )
@@ -28,7 +30,10 @@ const DefaultNodeID = "local"
 
 // config is the effective configuration of one query process.
 type config struct {
-	NATSURL         string
+	NATSURL string
+	// NATS is how to connect: NATSURL (--nats-url) with the
+	// authentication and TLS flags of package natsconn.
+	NATS            natsconn.Options
 	HTTPAddr        string
 	Shards          int
 	ownersSpec      string
@@ -43,6 +48,9 @@ type config struct {
 	ShutdownTimeout time.Duration
 	HTTP            httpflags.Guards
 	Reader          reader.Options // the fields the flags set
+	// Tail bounds the live tail this process relays from the storage
+	// nodes (/v1/events/stream).
+	Tail tail.Options
 
 	fs *flag.FlagSet
 }
@@ -76,6 +84,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	c.fs = fs
 	fs.StringVar(&c.NATSURL, "nats-url", "nats://127.0.0.1:4222",
 		"`URL` of the NATS server the storage nodes serve on (comma-separated for a cluster)")
+	c.NATS.RegisterFlags(fs)
 	fs.StringVar(&c.HTTPAddr, "http", "127.0.0.1:8081", "`host:port` of the HTTP API, health and metrics (port 0: any free port)")
 	fs.Var(intValue{&c.Shards, 1, 1 << 16}, "shards", "shard count (`N`) of the deployment, as the storage nodes' --shards")
 	fs.StringVar(&c.ownersSpec, "owners", "",
@@ -91,6 +100,13 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.Var(intValue{&r.FailTombstones, 1, 1 << 30}, "fail-tombstones", "`N`: a query that scans more tombstones fails (HTTP 422)")
 	fs.Var(intValue{&r.MaxBuckets, 1, 1 << 20}, "max-buckets", "most hour buckets (`N`) one event query may touch")
 	fs.Var(intValue{&r.MaxCountBuckets, 1, 1 << 20}, "max-count-buckets", "most hour buckets (`N`) one count query may touch")
+	c.Tail = tail.Options{MaxClients: tail.DefaultMaxClients, ClientBuffer: tail.DefaultClientBuffer, Replay: tail.DefaultReplay}
+	fs.Var(intValue{&c.Tail.MaxClients, 1, 1 << 20}, "tail-max-clients",
+		"most live tail streams (`N`, /v1/events/stream) open at once; more get 503")
+	fs.Var(intValue{&c.Tail.ClientBuffer, 1, 1 << 20}, "tail-buffer",
+		"most events (`N`) queued for one live tail client (at most 4 MiB of them); a client that lets it fill is disconnected with a slow_client error event")
+	fs.Var(intValue{&c.Tail.Replay, 1, 1 << 24}, "tail-replay",
+		"newest events (`N`) this process keeps (at most 32 MiB of them) to replay to a live tail client that resumes with Last-Event-ID")
 	c.HTTP.Register(fs)
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log `format`: text or json")
@@ -122,6 +138,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	if len(errs) > 0 {
 		return nil, usageError{errors.Join(errs...)}
 	}
+	c.NATS.URL = c.NATSURL
 	if err := c.check(); err != nil {
 		return nil, usageError{err}
 	}
@@ -144,6 +161,9 @@ func (c *config) check() error {
 	case !slices.Contains([]string{"text", "json"}, c.LogFormat):
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
 	}
+	if err := c.NATS.Check(); err != nil {
+		return err
+	}
 	spec := c.ownersSpec
 	if spec == "" {
 		spec = "all=" + DefaultNodeID
@@ -156,13 +176,19 @@ func (c *config) check() error {
 	return nil
 }
 
-// logAttrs is the effective configuration as log attributes, the token
-// redacted.
+// secretFlags are the flags whose values the log line hides.
+var secretFlags = append([]string{httpflags.SecretFlag}, natsconn.SecretFlags...)
+
+// logAttrs is the effective configuration as log attributes, passwords in
+// URLs and secretFlags redacted.
 func (c *config) logAttrs() []any {
 	var attrs []any
 	c.fs.VisitAll(func(f *flag.Flag) {
 		v := f.Value.String()
-		if f.Name == httpflags.SecretFlag && v != "" {
+		if f.Name == "nats-url" {
+			v = natsconn.Redact(v)
+		}
+		if slices.Contains(secretFlags, f.Name) && v != "" {
 			v = "REDACTED"
 		}
 		attrs = append(attrs, slog.String(f.Name, v))

@@ -18,13 +18,15 @@ func TestConfig(t *testing.T) {
 	if !slices.Equal(c.Owners, []string{DefaultNodeID}) || c.NodeTimeout != 2*time.Second || c.HTTP.MaxQueryTimeout != 30*time.Second {
 		t.Errorf("defaults: owners %v, node timeout %s, max query timeout %s", c.Owners, c.NodeTimeout, c.HTTP.MaxQueryTimeout)
 	}
-	env := map[string]string{"EVENTIDE_SHARDS": "4", "EVENTIDE_OWNERS": "0-1=a,2-3=b", "EVENTIDE_HTTP_TOKEN": "s3cret"}
+	env := map[string]string{"EVENTIDE_SHARDS": "4", "EVENTIDE_OWNERS": "0-1=a,2-3=b", "EVENTIDE_HTTP_TOKEN": "s3cret",
+		"EVENTIDE_NATS_USER": "q", "EVENTIDE_NATS_PASSWORD": "nats-s3cret", "EVENTIDE_NATS_URL": "nats://u:url-s3cret@127.0.0.1:4222"}
 	c, err = parseConfig([]string{"--node-timeout", "300ms"}, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(c.Owners, []string{"a", "a", "b", "b"}) || c.NodeTimeout != 300*time.Millisecond || c.HTTP.Token != "s3cret" {
-		t.Errorf("from env: owners %v, node timeout %s, token %q", c.Owners, c.NodeTimeout, c.HTTP.Token)
+	if !slices.Equal(c.Owners, []string{"a", "a", "b", "b"}) || c.NodeTimeout != 300*time.Millisecond || c.HTTP.Token != "s3cret" ||
+		c.NATS.User != "q" || c.NATS.Password != "nats-s3cret" || c.NATS.URL != env["EVENTIDE_NATS_URL"] {
+		t.Errorf("from env: owners %v, node timeout %s, token %q, NATS %+v", c.Owners, c.NodeTimeout, c.HTTP.Token, c.NATS)
 	}
 	for _, a := range c.logAttrs() {
 		if strings.Contains(a.(interface{ String() string }).String(), "s3cret") {
@@ -40,6 +42,8 @@ func TestConfig(t *testing.T) {
 		{[]string{"--node-timeout", "0s"}, "--node-timeout"},
 		{[]string{"--cors-origins", "https://x.example/"}, "--cors-origins"},
 		{[]string{"extra"}, "unexpected argument"},
+		{[]string{"--nats-user", "a", "--nats-token", "t"}, "--nats-token"},
+		{[]string{"--nats-tls-cert", "c.pem"}, "--nats-tls-key"},
 	} {
 		_, err := parseConfig(tt.args, noEnv, io.Discard)
 		if tt.want == "" {

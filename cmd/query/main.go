@@ -10,7 +10,9 @@
 // A shard whose node does not answer within --node-timeout is left out:
 // the answer says "partial": true with "missing_shards", or is a 503 when
 // the request says complete=true. /readyz names the nodes that do not
-// answer. /v1/dlq reads the dead-letter stream directly. The event type
+// answer. /v1/dlq reads the dead-letter stream directly. /v1/stats sums
+// the nodes' stats (cmd/query/stats.go); /v1/events/stream relays the
+// events the nodes publish once stored (queryrpc.TailRelay). The event type
 // settings (TTLs, sub-partitions) are read from a storage node at start;
 // restart cmd/query after changing the nodes' --types.
 //
@@ -30,6 +32,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/eventide/eventide/internal/natsconn"
 )
 
 func main() {
@@ -99,7 +103,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	fmt.Fprintf(stdout, "\nEventide query service is running. Ctrl-C stops it.\n  HTTP   http://%s\n  NATS   %s\n  shards %d over nodes %v\n\n",
-		s.httpLn.Addr(), redactURLs(cfg.NATSURL), cfg.Shards, s.client.Nodes())
+		s.httpLn.Addr(), natsconn.Redact(cfg.NATSURL), cfg.Shards, s.client.Nodes())
 	var failure error
 	select {
 	case <-ctx.Done():

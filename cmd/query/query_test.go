@@ -105,10 +105,18 @@ const testShards = 4
 // startNode starts a storage node on natsURL owning shards own.
 func startNode(t testing.TB, natsURL, id, own string) *storageNode {
 	t.Helper()
+	return startNodeWith(t, natsURL, id, own, nil)
+}
+
+// startNodeWith is startNode with more arguments and EVENTIDE_*
+// variables (NATS authentication) appended.
+func startNodeWith(t testing.TB, natsURL, id, own string, extra []string, env ...string) *storageNode {
+	t.Helper()
 	n := &storageNode{id: id, http: freeAddr(t), log: &syncBuffer{}, exited: make(chan error, 1)}
-	n.cmd = exec.Command(buildIngest(t), "--data", t.TempDir(), "--nats-url", natsURL, "--http", n.http,
-		"--node-id", id, "--shards", fmt.Sprint(testShards), "--own-shards", own, "--fetch-wait", "10ms")
-	n.cmd.Env = os.Environ()
+	args := append([]string{"--data", t.TempDir(), "--nats-url", natsURL, "--http", n.http,
+		"--node-id", id, "--shards", fmt.Sprint(testShards), "--own-shards", own, "--fetch-wait", "10ms"}, extra...)
+	n.cmd = exec.Command(buildIngest(t), args...)
+	n.cmd.Env = append(os.Environ(), env...)
 	n.cmd.Stdout, n.cmd.Stderr = io.Discard, n.log
 	if err := n.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -339,6 +347,27 @@ func TestPartialAnswers(t *testing.T) {
 	getAnswer(t, d.base+"/v1/counts?type=view&step=1h"+window, 200, &c)
 	if !c.Partial {
 		t.Error("counts with node-b stopped do not say partial")
+	}
+	// Stats (node-a's own, node-b's shards missing) and top types (the
+	// type index is scattered over the nodes) say partial too.
+	var st struct {
+		Partial       bool  `json:"partial"`
+		MissingShards []int `json:"missing_shards"`
+		Nodes         []struct {
+			Node string `json:"node"`
+		} `json:"nodes"`
+	}
+	getAnswer(t, d.base+"/v1/stats", 200, &st)
+	if !st.Partial || !slices.Equal(st.MissingShards, []int{2, 3}) || len(st.Nodes) != 1 || st.Nodes[0].Node != "node-a" {
+		t.Errorf("stats with node-b stopped: partial %v, missing %v, nodes %+v; want node-a's only, shards 2 and 3 missing", st.Partial, st.MissingShards, st.Nodes)
+	}
+	getAnswer(t, d.base+"/v1/stats?complete=true", 503, &p)
+	var top struct {
+		Partial bool `json:"partial"`
+	}
+	getAnswer(t, d.base+"/v1/types/top?limit=10"+window, 200, &top)
+	if !top.Partial {
+		t.Error("top types with node-b stopped do not say partial")
 	}
 
 	resp, err := http.Get(d.base + "/metrics")

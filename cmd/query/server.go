@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +16,9 @@ import (
 
 	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/cmd/internal/httpapi"
+	"github.com/eventide/eventide/internal/natsconn"
 	"github.com/eventide/eventide/internal/queryrpc"
+	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/reader"
 )
 
@@ -35,8 +35,12 @@ type server struct {
 	stopOwnersWatch func()
 	// positions caches the nodes' consumer positions for freshness.
 	positions *nodePositions
-	step      atomic.Pointer[string]
-	failed    chan error
+	// tail is the live tail, fed by relay with the events the storage
+	// nodes store.
+	tail   *tail.Broadcaster
+	relay  *queryrpc.TailRelay
+	step   atomic.Pointer[string]
+	failed chan error
 }
 
 func (s *server) setStep(step string, attrs ...any) {
@@ -72,16 +76,25 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		}
 	}()
 
-	s.setStep("connecting to NATS", "url", redactURLs(cfg.NATSURL))
-	s.nc, err = nats.Connect(cfg.NATSURL, nats.Name("eventide-query"), nats.MaxReconnects(-1),
+	s.setStep("connecting to NATS", "url", natsconn.Redact(cfg.NATSURL))
+	s.nc, err = natsconn.Connect(ctx, cfg.NATS, nats.Name("eventide-query"), nats.MaxReconnects(-1),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if !nc.IsClosed() {
 				logger.Warn("NATS disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted()) }))
+		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted()) }),
+		// Asynchronous errors, such as a permission the server refuses a
+		// subscription (the live tail's), are otherwise silent.
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subject := ""
+			if sub != nil {
+				subject = sub.Subject
+			}
+			logger.Error("NATS error", "subject", subject, "err", err)
+		}))
 	if err != nil {
-		return s, fmt.Errorf("cannot connect to NATS at %s (--nats-url): %w", redactURLs(cfg.NATSURL), err)
+		return s, fmt.Errorf("%w (--nats-url)", err) // natsconn names the URL, redacted
 	}
 	reg := httpapi.NewRegistry()
 	if err := httpapi.RegisterBuildInfo(reg, build.Version, build.Revision, build.GoVersion); err != nil {
@@ -115,6 +128,8 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		case <-time.After(typesRetry):
 		}
 	}
+	// Each slice is a round trip: a count query's hours go in parallel.
+	ropts.ParallelHours = reader.RemoteParallelHours
 	ropts.Logger = logger.With("component", "reader")
 	ropts.Registerer = reg
 	rd, err := reader.New(s.client, ropts)
@@ -144,11 +159,28 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	})
 	s.health.Add("storage-nodes", func() error { return s.client.Health(context.Background()) })
 
+	// The live tail: subscribe to the nodes' stored events first, then
+	// start the Broadcaster at the newest position a node has applied,
+	// so that a client resuming from before it is told of the gap.
+	if s.relay, err = queryrpc.StartTailRelay(s.nc, 0, logger.With("component", "tail")); err != nil {
+		return s, err
+	}
+	var startSeq uint64
+	for _, f := range s.client.Freshness(ctx) {
+		if f.Writer != nil {
+			startSeq = max(startSeq, f.Writer.AppliedSeq)
+		}
+	}
+	s.tail = tail.New(cfg.Tail, startSeq)
+	s.relay.Feed(s.tail)
+
 	h, err := httpapi.NewHandler(httpapi.Config{Reader: rd, Timelines: tl, DeadLetters: dl, Health: s.health, Registry: reg,
 		Logger: logger.With("component", "http"), Token: cfg.HTTP.Token, CORSOrigins: cfg.HTTP.CORSOrigins, MaxQueryTimeout: cfg.HTTP.MaxQueryTimeout,
 		Partial:           queryrpc.TrackMisses,
 		Freshness:         s.freshness(func(f *queryrpc.NodeFreshness) *queryrpc.ConsumerPosition { return f.Writer }),
 		TimelineFreshness: s.freshness(func(f *queryrpc.NodeFreshness) *queryrpc.ConsumerPosition { return f.Fanout }),
+		Stats:             &remoteStats{client: s.client, owners: cfg.Owners, tail: s.tail},
+		Tail:              s.tail,
 	})
 	if err != nil {
 		return s, err
@@ -223,6 +255,16 @@ func (s *server) fail(err error) {
 func (s *server) shutdown() error {
 	s.health.Drain()
 	var errs []error
+	if s.relay != nil {
+		if err := s.relay.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Live tail streams end with a shutdown event rather than hold the
+	// HTTP drain until its timeout.
+	if s.tail != nil {
+		s.tail.Close()
+	}
 	if s.httpSrv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 		defer cancel()
@@ -250,15 +292,4 @@ func (sw *switchHandler) set(h http.Handler) { sw.h.Store(&h) }
 
 func (sw *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	(*sw.h.Load()).ServeHTTP(w, r)
-}
-
-// redactURLs hides passwords in a comma-separated list of URLs.
-func redactURLs(list string) string {
-	parts := strings.Split(list, ",")
-	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
-			parts[i] = u.Redacted()
-		}
-	}
-	return strings.Join(parts, ",")
 }

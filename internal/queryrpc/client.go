@@ -270,6 +270,9 @@ func (c *Client) Slice(ctx context.Context, q storage.SliceQuery) (storage.Rows,
 	if q.Limit < 0 {
 		return nil, fmt.Errorf("cannot read table %q: negative limit %d", q.Table, q.Limit)
 	}
+	if IsScattered(q.Table) && len(c.Nodes()) > 1 {
+		return c.sliceEveryNode(ctx, q)
+	}
 	r := &remoteRows{c: c, ctx: ctx, q: q, shard: ShardOf(q.Table, q.Partition, c.Shards(), c.cfg.EventSubjectPrefix), idx: -1}
 	if err := r.fetch(); err != nil {
 		return nil, err
@@ -284,6 +287,9 @@ type remoteRows struct {
 	ctx   context.Context
 	q     storage.SliceQuery // what the next request asks
 	shard int
+	// node, when set, is the one node asked (a scattered table's slice),
+	// whose shards are missed when it does not answer.
+	node string
 
 	rows     []storage.Row
 	idx      int
@@ -296,7 +302,11 @@ type remoteRows struct {
 // fetch asks for the next reply and replaces rows with its rows.
 func (r *remoteRows) fetch() error {
 	var lastErr error
-	for _, node := range r.c.route(r.q.Table, r.shard) {
+	route := r.c.route(r.q.Table, r.shard)
+	if r.node != "" {
+		route = []string{r.node}
+	}
+	for _, node := range route {
 		msg, err := r.c.request(r.ctx, node, "slice", func(deadline time.Time) []byte {
 			return appendSliceRequest(nil, &sliceRequest{Query: r.q, Deadline: deadline, ByteBudget: r.c.cfg.ByteBudget})
 		})
@@ -315,7 +325,13 @@ func (r *remoteRows) fetch() error {
 		return nil
 	}
 	if m := missesFrom(r.ctx); m != nil {
-		m.add(r.shard)
+		if r.node != "" {
+			for _, s := range r.c.ShardsOf(r.node) {
+				m.add(s)
+			}
+		} else {
+			m.add(r.shard)
+		}
 		r.rows, r.idx, r.more = nil, -1, false
 		return nil
 	}

@@ -19,6 +19,11 @@
 //   - stats: the node's storage.Metrics and consumer positions (JSON: one
 //     small document, not rows), for the stats route.
 //
+// Live tail: each node publishes the events it stores on the core NATS
+// subject eventide.tail.<node> (TailPublisher); a query service relays
+// them, in stream order, into its own tail.Broadcaster (StartTailRelay,
+// TailRelay.Feed). See tail.go.
+//
 // The messages are a versioned compact binary format documented byte by
 // byte at the top of wire.go; every decoder refuses unknown versions and
 // malformed input with an error wrapping ErrBadMessage, and has a fuzz

@@ -64,7 +64,9 @@ func decodeStatsReply(src []byte) (*NodeStats, error) {
 
 // Stats asks every node for its stats, in parallel, each within the node
 // timeout. Nodes that do not answer (or answer garbage) are missing from
-// nodes and listed in missing.
+// nodes and listed in missing; under a context from TrackMisses their
+// shards are recorded as missed, so the answer built from the others is
+// partial.
 func (c *Client) Stats(ctx context.Context) (nodes map[string]*NodeStats, missing []string) {
 	type result struct {
 		node string
@@ -87,6 +89,13 @@ func (c *Client) Stats(ctx context.Context) (nodes map[string]*NodeStats, missin
 			nodes[r.node] = r.st
 		} else {
 			missing = append(missing, r.node)
+		}
+	}
+	if m := missesFrom(ctx); m != nil {
+		for _, node := range missing {
+			for _, shard := range c.ShardsOf(node) {
+				m.add(shard)
+			}
 		}
 	}
 	return nodes, missing

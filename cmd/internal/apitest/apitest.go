@@ -72,6 +72,12 @@ func Run(t *testing.T, tg Target) {
 	t.Run("freshness", s.freshness)
 	t.Run("timeline", s.timeline)
 	t.Run("dlq", s.dlq)
+	t.Run("event_by_id", s.eventByID)
+	t.Run("multi_type_counts", s.multiCounts)
+	t.Run("top_types", s.topTypes)
+	t.Run("slice", s.slice)
+	t.Run("stats", s.stats)
+	t.Run("tail", s.tail)
 	t.Run("errors", s.errors)
 	t.Run("health", s.health)
 	if tg.Token != "" {

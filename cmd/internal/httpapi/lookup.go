@@ -15,8 +15,8 @@ import (
 
 // The parameters of /v1/events/{id} and /v1/types/top.
 var (
-	eventParams    = []string{"type", "trace", "timeout"}
-	topTypesParams = []string{"from", "to", "limit", "trace", "timeout"}
+	eventParams    = []string{"type", "trace", "timeout", "complete"}
+	topTypesParams = []string{"from", "to", "limit", "trace", "timeout", "complete"}
 )
 
 type eventResponse struct {

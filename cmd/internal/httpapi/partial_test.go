@@ -2,8 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/google/uuid"
 
 	"github.com/eventide/eventide/reader"
 )
@@ -17,7 +20,10 @@ func TestPartialAnswers(t *testing.T) {
 	missAll := func(ctx context.Context) (context.Context, func() []int) {
 		return ctx, func() []int { return []int{1, 3} }
 	}
-	f := newFixtureWith(t, reader.Options{}, func(c *Config) { c.Partial = missAll })
+	f := newFixtureWith(t, reader.Options{}, func(c *Config) {
+		c.Partial = missAll
+		c.Stats = StatsFunc(func(context.Context) (Stats, error) { return Stats{}, nil })
+	})
 	type partialBody struct {
 		eventsBody
 		Partial       bool  `json:"partial"`
@@ -33,6 +39,9 @@ func TestPartialAnswers(t *testing.T) {
 		"/v1/counts?type=click&step=1m&complete=true",
 		"/v1/timeline/u1?complete=true",
 		"/v1/users/u1/followers?complete=true",
+		"/v1/types/top?complete=true",
+		"/v1/slice?table=events&partition=22112610%7Cclick&complete=true",
+		"/v1/stats?complete=true",
 	} {
 		var pr problemBody
 		get(t, f, target, 503, "application/problem+json", &pr)
@@ -40,6 +49,19 @@ func TestPartialAnswers(t *testing.T) {
 			t.Errorf("%s: problem type %q, want %q", target, pr.Type, ProblemPartialAnswer)
 		}
 	}
+	// The routes added with the live tail and the stats say partial
+	// too, spec-valid (get holds the answer to api/openapi.yaml), and
+	// take complete (a 404 for an unknown event, not a 400).
+	for _, target := range []string{"/v1/types/top", "/v1/slice?table=events&partition=22112610%7Cclick", "/v1/stats"} {
+		var p map[string]any
+		get(t, f, target, 200, "application/json", &p)
+		if p["partial"] != true || fmt.Sprint(p["missing_shards"]) != "[1 3]" {
+			t.Errorf("%s: partial %v, missing %v", target, p["partial"], p["missing_shards"])
+		}
+	}
+	var notFound problemBody
+	get(t, f, "/v1/events/"+uuid.Must(uuid.NewUUID()).String()+"?type=click&complete=false", 404, "application/problem+json", &notFound)
+
 	var bad problemBody
 	get(t, f, "/v1/events?type=click&complete=yes", 400, "application/problem+json", &bad)
 	get(t, f, "/v1/events?type=click&complete=true&complete=false", 400, "application/problem+json", &bad)

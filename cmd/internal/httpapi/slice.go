@@ -9,7 +9,7 @@ import (
 	"github.com/eventide/eventide/reader"
 )
 
-var sliceParams = []string{"table", "partition", "start", "end", "limit", "order", "page", "trace", "timeout"}
+var sliceParams = []string{"table", "partition", "start", "end", "limit", "order", "page", "trace", "timeout", "complete"}
 
 type sliceCellJSON struct {
 	Column    string `json:"column"`

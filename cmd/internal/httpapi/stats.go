@@ -30,6 +30,17 @@ type Stats struct {
 	Consumers []ConsumerStats `json:"consumers"`
 	// Tail is the live tail's, when the server has one.
 	Tail *TailStats `json:"tail,omitempty"`
+	// Nodes is each storage node's own storage, through cmd/query (whose
+	// Storage is then their sum); absent from a process reading its own
+	// storage.
+	Nodes []NodeStats `json:"nodes,omitempty"`
+}
+
+// NodeStats is one storage node's part of a query service's Stats.
+type NodeStats struct {
+	Node    string       `json:"node"`
+	Shards  []int        `json:"shards"`
+	Storage StorageStats `json:"storage"`
 }
 
 // StorageStats is the storage engine's part of Stats: storage.Metrics.
@@ -82,7 +93,9 @@ type WindowStats struct {
 
 // ConsumerStats is what one consumer feeding storage has applied.
 type ConsumerStats struct {
-	Name        string  `json:"name"`
+	Name string `json:"name"`
+	// Node is the storage node running it, through cmd/query.
+	Node        string  `json:"node,omitempty"`
 	Shard       int     `json:"shard"`
 	AppliedSeq  uint64  `json:"applied_seq"`
 	AppliedTime string  `json:"applied_time,omitempty"`
@@ -149,7 +162,7 @@ func ConsumerStatsOf(name string, f ShardFreshness) ConsumerStats {
 	return c
 }
 
-var statsParams = []string{"timeout"}
+var statsParams = []string{"timeout", "complete"}
 
 func (a *api) stats(w http.ResponseWriter, r *http.Request) {
 	if _, pr := parseParams(r.URL.RawQuery, statsParams); pr != nil {

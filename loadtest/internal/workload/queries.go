@@ -35,6 +35,9 @@ type QueryConfig struct {
 	// are paged at most WindowLimit per query.
 	WindowMin, WindowMax time.Duration
 	WindowLimit          int
+	// CountsWindow is how far back a counts query reaches (per minute, up
+	// to its start); 0 is the server's default, the last hour.
+	CountsWindow time.Duration
 	// Run and TimelineUsers name the users whose timelines are read
 	// (UserName(Run, n), n uniform in [0, TimelineUsers)): the social
 	// workload's; TimelineLimit is the page size.
@@ -78,6 +81,9 @@ func (c *QueryConfig) Validate() error {
 	if c.WindowMin <= 0 || c.WindowMax < c.WindowMin || c.WindowMax > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("query window %s to %s: need 0 < min <= max <= 24h", c.WindowMin, c.WindowMax))
 	}
+	if c.CountsWindow < 0 || c.CountsWindow > 31*24*time.Hour {
+		errs = append(errs, fmt.Errorf("counts window %s: must be 0 (the last hour) to 744h", c.CountsWindow))
+	}
 	if c.WindowLimit < 1 || c.WindowLimit > 10000 {
 		errs = append(errs, fmt.Errorf("window limit %d: must be 1 to 10000", c.WindowLimit))
 	}
@@ -89,7 +95,7 @@ type Query struct {
 	Seq    int64
 	Kind   string
 	Type   string
-	Window time.Duration // of a window query
+	Window time.Duration // of a window query, or a counts query (0: the last hour)
 	Limit  int
 	User   string // of a timeline query
 }
@@ -134,6 +140,8 @@ func (g *QueryGen) Next(seq int64) Query {
 	case QueryWindow:
 		q.Window = span.Truncate(time.Millisecond)
 		q.Limit = g.cfg.WindowLimit
+	case QueryCounts:
+		q.Window = g.cfg.CountsWindow
 	case QueryTimeline:
 		q.Type = ""
 		q.User = UserName(g.cfg.Run, user)
@@ -157,6 +165,11 @@ func (q *Query) Path(now time.Time) string {
 		return "/v1/events?" + v.Encode()
 	case QueryCounts:
 		v.Set("step", "1m")
+		if q.Window > 0 {
+			to := now.UTC()
+			v.Set("from", to.Add(-q.Window).Format(time.RFC3339Nano))
+			v.Set("to", to.Format(time.RFC3339Nano))
+		}
 		return "/v1/counts?" + v.Encode()
 	case QueryTimeline:
 		return "/v1/timeline/" + url.PathEscape(q.User) + "?limit=" + strconv.Itoa(q.Limit)

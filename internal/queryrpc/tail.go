@@ -1,0 +1,330 @@
+package queryrpc
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/eventide/eventide/internal/tail"
+	"github.com/eventide/eventide/writer"
+)
+
+// The live tail across processes. Each storage node publishes the events
+// it stores, once their batch is durably applied (writer.Config.OnStored,
+// which on a sharded node holds only the events of its shards), on the
+// core NATS subject <tail prefix>.<node>: fire and forget, no JetStream.
+// A query service subscribes to <tail prefix>.*, puts the nodes' events
+// back in stream order (TailRelay) and feeds its own tail.Broadcaster,
+// whose ring serves Last-Event-ID resumes exactly as a node's does: an
+// event's id is its stream sequence, global to the stream, so it orders
+// events of every node.
+//
+// Tail batch (node -> query services, subject <tail prefix>.<node>):
+//
+//	u8      version = tailBatchV1
+//	uvarint event count (at least 1)
+//	count x event, in stream order:
+//	    uvarint seq, the stream sequence of the message that carried it
+//	    16 x u8 event id (a UUID)
+//	    bytes   type
+//	    bytes   user
+//	    bytes   author
+//	    bytes   data, the event's JSON object
+//
+// A stored batch larger than maxTailBatchBytes goes out as several
+// messages, each a batch, so that none passes NATS' default 1 MiB
+// payload limit.
+
+// DefaultTailSubjectPrefix is the first tokens of the subjects the
+// storage nodes publish their stored events on.
+const DefaultTailSubjectPrefix = "eventide.tail"
+
+const tailBatchV1 = 1
+
+// maxTailBatchBytes bounds one tail message.
+const maxTailBatchBytes = 512 << 10
+
+// minTailEventBytes is the least an encoded event takes: a decoder
+// believes no count that the message could not hold.
+const minTailEventBytes = 1 + 16 + 4
+
+func appendTailEvent(dst []byte, e *tail.Event) []byte {
+	dst = binary.AppendUvarint(dst, e.Seq)
+	dst = append(dst, e.ID[:]...)
+	dst = appendBytes(dst, []byte(e.Type))
+	dst = appendBytes(dst, []byte(e.User))
+	dst = appendBytes(dst, []byte(e.Author))
+	return appendBytes(dst, e.Data)
+}
+
+// appendTailBatch appends one tail message of evs (at least one).
+func appendTailBatch(dst []byte, evs []tail.Event) []byte {
+	dst = append(dst, tailBatchV1)
+	dst = binary.AppendUvarint(dst, uint64(len(evs)))
+	for i := range evs {
+		dst = appendTailEvent(dst, &evs[i])
+	}
+	return dst
+}
+
+// decodeTailBatch decodes a tail message, appending its events to dst;
+// their fields alias src. Anything but a version 1 batch of at least one
+// event, in increasing sequence order, is an error wrapping ErrBadMessage.
+func decodeTailBatch(dst []tail.Event, src []byte) ([]tail.Event, error) {
+	d := decoder{b: src, what: "tail batch"}
+	d.version(tailBatchV1)
+	n := d.int("event count")
+	if d.err == nil && (n == 0 || n > len(d.b)/minTailEventBytes) {
+		d.fail("event count %d for %d bytes", n, len(d.b))
+	}
+	var prev uint64
+	for i := 0; i < n && d.err == nil; i++ {
+		var e tail.Event
+		e.Seq = d.uvarint("seq")
+		if d.err == nil && (e.Seq == 0 || e.Seq < prev) {
+			d.fail("event %d: seq %d after %d", i, e.Seq, prev)
+		}
+		prev = e.Seq
+		if d.err == nil && len(d.b) < len(e.ID) {
+			d.fail("event %d: truncated id", i)
+		}
+		if d.err == nil {
+			copy(e.ID[:], d.b)
+			d.b = d.b[len(e.ID):]
+		}
+		e.Type = string(d.bytes("type"))
+		e.User = string(d.bytes("user"))
+		e.Author = string(d.bytes("author"))
+		e.Data = d.bytes("data")
+		if d.err == nil {
+			dst = append(dst, e)
+		}
+	}
+	if err := d.end(); err != nil {
+		return dst, err
+	}
+	return dst, nil
+}
+
+// TailPublisher returns the function a storage node chains into
+// writer.Config.OnStored: it publishes each stored batch on
+// <DefaultTailSubjectPrefix>.<node>. It never blocks the writer on a
+// subscriber (core NATS publishes into the connection's buffer); a
+// publish that fails (the connection closed, its buffer full while
+// reconnecting) is counted and logged once per failure streak, and those
+// events are missing from the remote tails (their clients can read them
+// with /v1/events). The writer calls it from one goroutine.
+func TailPublisher(nc *nats.Conn, node string, logger *slog.Logger) func([]writer.StoredEvent) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	subject := DefaultTailSubjectPrefix + "." + node
+	var evs []tail.Event
+	var buf []byte
+	failing := false
+	return func(stored []writer.StoredEvent) {
+		evs = evs[:0]
+		for i := range stored {
+			e := &stored[i].Event
+			evs = append(evs, tail.Event{Seq: stored[i].Seq, ID: e.ID, Type: e.Type, User: e.User, Author: e.Author, Data: e.Data})
+		}
+		var err error
+		for start := 0; start < len(evs) && err == nil; {
+			end, size := start, 0
+			for end < len(evs) && (end == start || size < maxTailBatchBytes) {
+				e := &evs[end]
+				size += len(e.Data) + len(e.Type) + len(e.User) + len(e.Author) + 40
+				end++
+			}
+			buf = appendTailBatch(buf[:0], evs[start:end])
+			err = nc.Publish(subject, buf)
+			start = end
+		}
+		clear(evs)
+		if cap(buf) > 4*maxTailBatchBytes {
+			buf = nil
+		}
+		switch {
+		case err != nil && !failing:
+			failing = true
+			logger.Warn("cannot publish stored events to the remote live tails; they miss them until it works again", "subject", subject, "err", err)
+		case err == nil && failing:
+			failing = false
+			logger.Info("publishing stored events to the remote live tails again", "subject", subject)
+		}
+	}
+}
+
+// DefaultTailHold is how long a TailRelay holds an event for the other
+// nodes' events of lower sequences that may still be on their way.
+const DefaultTailHold = 20 * time.Millisecond
+
+// TailRelay feeds a query service's tail.Broadcaster with the events the
+// storage nodes publish, in stream order. Each node's messages arrive in
+// its order, but two nodes' interleave arbitrarily; the relay holds each
+// event for a short time (the hold) and publishes, in sequence order,
+// every held event up to the highest sequence that has been held that
+// long. An event arriving after one of a higher sequence went out (a node
+// later than the hold) is still published, out of order: a client
+// connected gets it; one resuming from a later position does not.
+type TailRelay struct {
+	b      *tail.Broadcaster
+	hold   time.Duration
+	logger *slog.Logger
+	sub    *nats.Subscription
+
+	mu      sync.Mutex
+	pending []heldEvent
+	late    uint64 // events published out of order
+	bad     uint64 // messages refused as malformed
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+type heldEvent struct {
+	e  tail.Event
+	at time.Time
+}
+
+// StartTailRelay subscribes to every node's tail subject. It holds what
+// arrives until Feed names the Broadcaster to publish to: the caller
+// subscribes first, then reads the nodes' positions for the
+// Broadcaster's start, so that no event falls between the two unnoticed.
+// hold is DefaultTailHold when zero. Stop it before closing nc or the
+// Broadcaster.
+func StartTailRelay(nc *nats.Conn, hold time.Duration, logger *slog.Logger) (*TailRelay, error) {
+	if hold <= 0 {
+		hold = DefaultTailHold
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	r := &TailRelay{hold: hold, logger: logger, stop: make(chan struct{}), done: make(chan struct{})}
+	sub, err := nc.Subscribe(DefaultTailSubjectPrefix+".*", r.receive)
+	if err != nil {
+		return nil, fmt.Errorf("cannot subscribe to the storage nodes' live tails (%s.*): %w", DefaultTailSubjectPrefix, err)
+	}
+	// A burst must not make NATS drop the subscription's messages: the
+	// relay only decodes and appends in its callback.
+	if err := sub.SetPendingLimits(-1, 256<<20); err != nil {
+		sub.Unsubscribe()
+		return nil, fmt.Errorf("cannot set the live tail subscription's limits: %w", err)
+	}
+	r.sub = sub
+	return r, nil
+}
+
+// Feed starts publishing to b, in stream order, what arrived and what
+// arrives. Call it once.
+func (r *TailRelay) Feed(b *tail.Broadcaster) {
+	r.b = b
+	go r.run()
+}
+
+func (r *TailRelay) receive(msg *nats.Msg) {
+	evs, err := decodeTailBatch(nil, msg.Data)
+	if err != nil {
+		r.mu.Lock()
+		r.bad++
+		first := r.bad == 1
+		r.mu.Unlock()
+		if first {
+			r.logger.Warn("refusing a malformed live tail message (logged once)", "subject", msg.Subject, "err", err)
+		}
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	for _, e := range evs {
+		r.pending = append(r.pending, heldEvent{e: e, at: now})
+	}
+	r.mu.Unlock()
+}
+
+func (r *TailRelay) run() {
+	defer close(r.done)
+	tick := time.NewTicker(r.hold / 2)
+	defer tick.Stop()
+	var out []tail.Event
+	for {
+		select {
+		case <-r.stop:
+			return
+		case now := <-tick.C:
+			out = r.release(now, out[:0])
+			if len(out) > 0 {
+				r.b.Publish(out)
+				clear(out)
+			}
+		}
+	}
+}
+
+// release moves to out, in sequence order, the held events up to the
+// highest sequence held at least the hold.
+func (r *TailRelay) release(now time.Time, out []tail.Event) []tail.Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.pending) == 0 {
+		return out
+	}
+	var cutoff uint64
+	for _, h := range r.pending {
+		if now.Sub(h.at) >= r.hold && h.e.Seq > cutoff {
+			cutoff = h.e.Seq
+		}
+	}
+	if cutoff == 0 {
+		return out
+	}
+	slices.SortStableFunc(r.pending, func(a, b heldEvent) int {
+		switch {
+		case a.e.Seq < b.e.Seq:
+			return -1
+		case a.e.Seq > b.e.Seq:
+			return 1
+		}
+		return 0
+	})
+	newest := r.b.Stats().NewestSeq
+	n := 0
+	for n < len(r.pending) && r.pending[n].e.Seq <= cutoff {
+		if r.pending[n].e.Seq < newest {
+			r.late++
+		}
+		out = append(out, r.pending[n].e)
+		n++
+	}
+	r.pending = slices.Delete(r.pending, 0, n)
+	return out
+}
+
+// Late is how many events were published after one of a higher sequence.
+func (r *TailRelay) Late() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.late
+}
+
+// Stop unsubscribes and stops publishing; it is idempotent.
+func (r *TailRelay) Stop() error {
+	select {
+	case <-r.stop:
+		return nil
+	default:
+	}
+	close(r.stop)
+	if r.b != nil {
+		<-r.done
+	}
+	if err := r.sub.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrBadSubscription) {
+		return fmt.Errorf("cannot unsubscribe from the live tails: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,198 @@
+package queryrpc
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+
+	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/internal/natsembed"
+	"github.com/eventide/eventide/internal/tail"
+	"github.com/eventide/eventide/writer"
+)
+
+func sampleTailEvents() []tail.Event {
+	return []tail.Event{
+		{Seq: 1, ID: uuid.MustParse("7ab09000-e65b-11f1-8a51-2d4e6f01b2c3"), Type: "click", User: "u1", Data: []byte(`{"n":1}`)},
+		{Seq: 1, ID: uuid.MustParse("7ab09001-e65b-11f1-8a51-2d4e6f01b2c3"), Type: "click", User: "u2", Data: []byte(`{}`)},
+		{Seq: 7, ID: uuid.MustParse("7ab09002-e65b-11f1-8a51-2d4e6f01b2c3"), Type: "post", Author: "a1", Data: []byte(`{"text":"hi"}`)},
+	}
+}
+
+func TestTailBatchRoundTrip(t *testing.T) {
+	in := sampleTailEvents()
+	out, err := decodeTailBatch(nil, appendTailBatch(nil, in))
+	if err != nil || !reflect.DeepEqual(out, in) {
+		t.Fatalf("round trip: %+v -> %+v, %v", in, out, err)
+	}
+	good := appendTailBatch(nil, in)
+	for name, b := range map[string][]byte{
+		"empty":       nil,
+		"version 2":   append([]byte{2}, good[1:]...),
+		"no events":   {tailBatchV1, 0},
+		"truncated":   good[:len(good)-1],
+		"trailing":    append(slices.Clone(good), 0),
+		"huge count":  {tailBatchV1, 0xff, 0xff, 0xff, 0x7f},
+		"seq 0":       appendTailBatch(nil, []tail.Event{{Seq: 0, Type: "x"}}),
+		"seq falling": appendTailBatch(nil, []tail.Event{{Seq: 5, Type: "x"}, {Seq: 4, Type: "x"}}),
+	} {
+		if _, err := decodeTailBatch(nil, b); !errors.Is(err, ErrBadMessage) {
+			t.Errorf("%s: error %v, want ErrBadMessage", name, err)
+		}
+	}
+}
+
+func FuzzDecodeTailBatch(f *testing.F) {
+	f.Add(appendTailBatch(nil, sampleTailEvents()))
+	f.Add(appendTailBatch(nil, sampleTailEvents()[2:]))
+	f.Add([]byte{tailBatchV1, 1, 1})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		evs, err := decodeTailBatch(nil, b)
+		if err != nil {
+			if !errors.Is(err, ErrBadMessage) {
+				t.Fatalf("error %v does not wrap ErrBadMessage", err)
+			}
+			return
+		}
+		if again := appendTailBatch(nil, evs); !bytes.Equal(again, b) {
+			t.Fatalf("re-encoding differs: %x -> %x", b, again)
+		}
+	})
+}
+
+// tailNATS starts a NATS server and returns a connection factory.
+func tailNATS(t *testing.T) func() *nats.Conn {
+	t.Helper()
+	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { natsembed.Stop(ns) })
+	return func() *nats.Conn {
+		nc, err := nats.Connect(ns.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+}
+
+func stored(seqs ...uint64) []writer.StoredEvent {
+	out := make([]writer.StoredEvent, len(seqs))
+	for i, s := range seqs {
+		out[i] = writer.StoredEvent{Seq: s, Event: schema.Event{ID: uuid.Must(uuid.NewUUID()), Type: "click", User: "u", Data: []byte(`{"seq":` + itoa(s) + `}`)}}
+	}
+	return out
+}
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// takeSeqs reads n events from sub, failing after a generous deadline.
+func takeSeqs(t *testing.T, sub *tail.Subscription, n int) []uint64 {
+	t.Helper()
+	var seqs []uint64
+	var evs []*tail.Event
+	deadline := time.After(20 * time.Second)
+	for len(seqs) < n {
+		select {
+		case <-sub.Ready():
+			var err error
+			if evs, err = sub.Take(evs[:0]); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range evs {
+				seqs = append(seqs, e.Seq)
+			}
+		case <-deadline:
+			t.Fatalf("got %v, want %d events", seqs, n)
+		}
+	}
+	return seqs
+}
+
+// TestTailRelayOrdersNodes: two nodes' stored events, published
+// interleaved and each node's later sequences first, reach the query
+// service's tail in stream order, and a resume replays from its ring.
+func TestTailRelayOrdersNodes(t *testing.T) {
+	connect := tailNATS(t)
+	b := tail.New(tail.Options{}, 0)
+	defer b.Close()
+	relayNC := connect()
+	// A hold far above the time two back-to-back publishes take to
+	// arrive: the order does not depend on the machine's speed.
+	r, err := StartTailRelay(relayNC, 2*time.Second, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	r.Feed(b)
+	if err := relayNC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := b.Subscribe(nil, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	a, bn := connect(), connect()
+	pubA, pubB := TailPublisher(a, "node-a", nil), TailPublisher(bn, "node-b", nil)
+	pubB(stored(2, 4, 6))
+	bn.Flush()
+	pubA(stored(1, 3))
+	pubA(stored(5))
+	a.Flush()
+	if got := takeSeqs(t, sub, 6); !slices.Equal(got, []uint64{1, 2, 3, 4, 5, 6}) {
+		t.Errorf("relayed %v, want 1..6 in order", got)
+	}
+	resumed, err := b.Subscribe([]string{"click"}, 3, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resumed.Close()
+	if got := takeSeqs(t, resumed, 3); !slices.Equal(got, []uint64{4, 5, 6}) {
+		t.Errorf("resumed after 3: %v, want 4 5 6", got)
+	}
+	if r.Late() != 0 {
+		t.Errorf("%d events late", r.Late())
+	}
+}
+
+// TestTailPublisherSplitsLargeBatches: a stored batch above the message
+// bound goes out as several messages, all relayed.
+func TestTailPublisherSplitsLargeBatches(t *testing.T) {
+	connect := tailNATS(t)
+	b := tail.New(tail.Options{ReplayBytes: 64 << 20}, 0)
+	defer b.Close()
+	relayNC := connect()
+	r, err := StartTailRelay(relayNC, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	r.Feed(b)
+	relayNC.Flush()
+	sub, err := b.Subscribe(nil, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	big := stored(1, 2, 3, 4, 5, 6)
+	for i := range big {
+		big[i].Event.Data = []byte(`{"pad":"` + strings.Repeat("x", 300<<10) + `"}`)
+	}
+	pub := connect()
+	TailPublisher(pub, "node-a", nil)(big)
+	pub.Flush()
+	if got := takeSeqs(t, sub, 6); !slices.Equal(got, []uint64{1, 2, 3, 4, 5, 6}) {
+		t.Errorf("relayed %v", got)
+	}
+}
