@@ -202,8 +202,17 @@ func ValidateEventType(s string) error {
 	return nil
 }
 
+// HasPartitionKey reports whether the hour bucket holding t can be named by
+// a partition key: its UTC year is in 2000..2099, the years "yy" names. No
+// event of another hour can be stored, so a read skips such hours (they
+// hold nothing) rather than fail.
+func HasPartitionKey(t time.Time) bool {
+	y := t.UTC().Year()
+	return y >= firstKeyYear && y <= lastKeyYear
+}
+
 func newPartitionKey(hour time.Time, eventType string, sub int) (PartitionKey, error) {
-	if y := hour.Year(); y < firstKeyYear || y > lastKeyYear {
+	if !HasPartitionKey(hour) {
 		return PartitionKey{}, fmt.Errorf("%w: hour %s is outside %d..%d, the years a two-digit yy names",
 			ErrInvalidPartitionKey, hour.Format(time.RFC3339), firstKeyYear, lastKeyYear)
 	}

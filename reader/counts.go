@@ -130,7 +130,7 @@ func (r *Reader) CountsTrace(ctx context.Context, q CountQuery) (points []CountP
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: parameter to: %w", ErrInvalidQuery, err)
 	}
-	hours := bucket.BucketsCoveringAscending(from, to)
+	hours := keyedHours(bucket.BucketsCoveringAscending(from, to))
 	partitions := make([][]byte, len(hours))
 	for i, hour := range hours {
 		if partitions[i], err = schema.CountsPartition(q.Type, hour); err != nil {
@@ -248,4 +248,18 @@ func (r *Reader) sliceHours(qs *queryState, partitions [][]byte, slice func(hqs 
 		return s.wrap(qs.partition, storage.ErrTooManyTombstones)
 	}
 	return nil
+}
+
+// keyedHours returns the hours that a partition key can name (years
+// 2000..2099, bucket.HasPartitionKey), in their order: the writer stores no
+// event in any other, so a window reaching past them reads nothing there
+// instead of failing.
+func keyedHours(hours []time.Time) []time.Time {
+	out := hours[:0:0]
+	for _, h := range hours {
+		if bucket.HasPartitionKey(h) {
+			out = append(out, h)
+		}
+	}
+	return out
 }

@@ -153,6 +153,7 @@ func (r *Reader) walkEvents(qs *queryState, q EventQuery, from, to time.Time, af
 	} else {
 		hours = bucket.BucketsCovering(from, to)
 	}
+	hours = keyedHours(hours)
 	var lastID uuid.UUID
 	more := false
 	var arena []byte // the page's event data, shared to save allocations

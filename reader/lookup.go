@@ -59,6 +59,16 @@ func (r *Reader) Event(ctx context.Context, q EventLookup) (ev *schema.Event, tr
 		return nil, nil, fmt.Errorf("%w: id %s is not a version 1 (time) UUID: %w", ErrInvalidQuery, q.ID, err)
 	}
 	qs := &queryState{ctx: ctx}
+	if !bucket.HasPartitionKey(at) {
+		// No event of this hour can be stored (bucket.HasPartitionKey).
+		if q.Type != "" {
+			if err := bucket.ValidateEventType(q.Type); err != nil {
+				return nil, nil, fmt.Errorf("%w: parameter type: %w", ErrInvalidQuery, err)
+			}
+		}
+		r.finishQuery(qs, "event", q.ID.String())
+		return nil, &qs.trace, fmt.Errorf("event %s: %w", q.ID, ErrNotFound)
+	}
 	types := []string{q.Type}
 	if q.Type != "" {
 		if err := bucket.ValidateEventType(q.Type); err != nil {

@@ -168,8 +168,9 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	logFormat := &choiceValue{value: "text", choices: []string{"text", "json"}}
 	fs.Var(logFormat, "log-format", "log `format`: text or json")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second,
-		"longest wait for in-flight HTTP requests at shutdown")
+	c.ShutdownTimeout = 10 * time.Second
+	fs.Var(durationValue{&c.ShutdownTimeout, 0}, "shutdown-timeout",
+		"longest wait (`duration`) for in-flight HTTP requests at shutdown")
 	c.HTTP.Register(fs)
 
 	sc := &c.Shard
@@ -211,7 +212,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.Var(durationValue{&w.FetchWait, time.Millisecond}, "fetch-wait", "longest wait (`duration`) for a first message when none is ready; a fetch never waits to fill up")
 	fs.Var(intValue{&w.MaxPayload, 1, 64 << 20}, "max-payload", "largest accepted event in `bytes`; larger ones go to the dead-letter stream")
 	fs.Var(durationValue{&w.MaxSkew, time.Second}, "max-skew", "how far ahead of now an event time may be (`duration`)")
-	fs.BoolVar(&w.ResetCheckpoint, "reset-checkpoint", false,
+	fs.Var(boolValue{&w.ResetCheckpoint}, "reset-checkpoint",
 		"start over from the beginning of the stream when the stored checkpoint is past its end (the stream was recreated)")
 
 	r := &c.Reader
@@ -221,7 +222,8 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.Var(intValue{&r.MaxCountBuckets, 1, 1 << 20}, "max-count-buckets", "most hour buckets (`N`) one count query may touch")
 
 	fo := &c.Fanout
-	fs.BoolVar(&fo.Enabled, "fanout", true, "run the fan-out worker: follow graph and timelines (GET /v1/timeline/{user})")
+	fo.Enabled = true
+	fs.Var(boolValue{&fo.Enabled}, "fanout", "run the fan-out worker: follow graph and timelines (GET /v1/timeline/{user})")
 	fs.StringVar(&fo.Consumer, "fanout-consumer", fanout.DefaultConsumer, "durable consumer `name` of the fan-out worker")
 	fs.Var(&listValue{list: &fo.Options.PostTypes}, "post-types", "comma-separated event `types` that are posts (field author) for the timelines")
 	fs.Var(intValue{&fo.threshold, 0, 1 << 30}, "fanout-threshold", "an author with more followers (`N`) than this is merged into timelines at read time instead of pushed")
@@ -544,6 +546,28 @@ func (v durationValue) Set(s string) error {
 		return fmt.Errorf("%s is below the minimum %s", d, v.min)
 	}
 	*v.d = d
+	return nil
+}
+
+// boolValue is a boolean flag (--name alone is true) whose refusal says
+// what it takes, where the flag package's own says only "parse error".
+type boolValue struct{ b *bool }
+
+func (v boolValue) IsBoolFlag() bool { return true }
+
+func (v boolValue) String() string {
+	if v.b == nil {
+		return "false"
+	}
+	return strconv.FormatBool(*v.b)
+}
+
+func (v boolValue) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false")
+	}
+	*v.b = b
 	return nil
 }
 

@@ -202,6 +202,13 @@ func TestReadmeQuickStart(t *testing.T) {
 	if !strings.Contains(stderr.String(), "shutdown complete") || !strings.Contains(stdout.String(), "Eventide is running") {
 		t.Errorf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	}
+	// The banner names every route the API serves (it once left out the
+	// ones added after the first release).
+	for _, route := range []string{"/v1/events/{id}", "/v1/events/stream", "/v1/types/top", "/v1/slice", "/v1/stats", "/openapi.yaml"} {
+		if !strings.Contains(stdout.String(), route) {
+			t.Errorf("the start-up banner does not name %s:\n%s", route, stdout.String())
+		}
+	}
 	for _, sub := range []string{"data/storage/MANIFEST", "data/nats/jetstream"} {
 		if _, err := os.Stat(filepath.Join(dir, sub)); err != nil {
 			t.Errorf("after the quick start: %v", err)

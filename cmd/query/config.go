@@ -90,11 +90,14 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.StringVar(&c.ownersSpec, "owners", "",
 		"owner node of each shard: `items` SHARDS=NODE such as 0-3=node-a,4-7=node-b, or a file of them; empty: every shard on node "+DefaultNodeID)
 	registerOwnersFlag(fs, c)
-	fs.DurationVar(&c.NodeTimeout, "node-timeout", queryrpc.DefaultNodeTimeout,
-		"longest wait for one storage node's answer; a shard whose node does not answer is missing from a partial answer")
+	c.NodeTimeout = queryrpc.DefaultNodeTimeout
+	fs.Var(durationValue{&c.NodeTimeout}, "node-timeout",
+		"longest wait (`duration`) for one storage node's answer; a shard whose node does not answer is missing from a partial answer")
 	fs.StringVar(&c.DLQStream, "dlq-stream", writer.DefaultDLQStream, "JetStream `stream` of rejected messages that /v1/dlq lists")
-	fs.BoolVar(&c.Timelines, "timelines", true, "serve /v1/timeline/{user} and the follow lists (the storage nodes run the fan-out worker)")
-	fs.DurationVar(&c.TimelineTTL, "timeline-ttl", fanout.DefaultOptions().TimelineTTL, "the storage nodes' --timeline-ttl: reads never walk older timeline entries")
+	c.Timelines = true
+	fs.Var(boolValue{&c.Timelines}, "timelines", "serve /v1/timeline/{user} and the follow lists (the storage nodes run the fan-out worker)")
+	c.TimelineTTL = fanout.DefaultOptions().TimelineTTL
+	fs.Var(durationValue{&c.TimelineTTL}, "timeline-ttl", "the storage nodes' --timeline-ttl (`duration`): reads never walk older timeline entries")
 	r := &c.Reader
 	fs.Var(intValue{&r.WarnTombstones, 1, 1 << 30}, "warn-tombstones", "`N`: a query that scans this many tombstones logs a warning")
 	fs.Var(intValue{&r.FailTombstones, 1, 1 << 30}, "fail-tombstones", "`N`: a query that scans more tombstones fails (HTTP 422)")
@@ -110,7 +113,8 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	c.HTTP.Register(fs)
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log `format`: text or json")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "longest wait for in-flight HTTP requests at shutdown")
+	c.ShutdownTimeout = 10 * time.Second
+	fs.Var(durationValue{&c.ShutdownTimeout}, "shutdown-timeout", "longest wait (`duration`) for in-flight HTTP requests at shutdown")
 
 	fs.Usage = func() { printUsage(fs) }
 	if err := fs.Parse(args); err != nil {
@@ -218,6 +222,49 @@ the environment variable shown; a flag on the command line wins.
 		}
 		fmt.Fprintf(w, "  (%s, default %s)\n    \t%s\n", envName(f.Name), def, usage)
 	})
+}
+
+// durationValue is a Go duration; its refusal says what it takes, where
+// the flag package's own says only "parse error". Ranges are checked after
+// parsing, naming the flag.
+type durationValue struct{ d *time.Duration }
+
+func (v durationValue) String() string {
+	if v.d == nil {
+		return "0s"
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("not a duration such as 100ms, 5m or 24h")
+	}
+	*v.d = d
+	return nil
+}
+
+// boolValue is a boolean flag (--name alone is true) whose refusal says
+// what it takes.
+type boolValue struct{ b *bool }
+
+func (v boolValue) IsBoolFlag() bool { return true }
+
+func (v boolValue) String() string {
+	if v.b == nil {
+		return "false"
+	}
+	return strconv.FormatBool(*v.b)
+}
+
+func (v boolValue) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return fmt.Errorf("want true or false")
+	}
+	*v.b = b
+	return nil
 }
 
 // intValue is a whole number in lo..hi.

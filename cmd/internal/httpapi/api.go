@@ -135,7 +135,29 @@ func NewHandler(cfg Config) (http.Handler, error) {
 	if len(cfg.CORSOrigins) > 0 {
 		h = corsHeaders(cfg.CORSOrigins, h)
 	}
-	return accessLog(cfg.Logger, h), nil
+	return accessLog(cfg.Logger, limitRequestURI(h)), nil
+}
+
+// MaxRequestURIBytes bounds a request's path and query string. The
+// longest valid request (a 4096-byte user name, every byte
+// percent-encoded, or 100 tail types) fits well within it; the HTTP
+// server's own limit on the header lines is 1 MB.
+const MaxRequestURIBytes = 32 << 10
+
+// limitRequestURI answers 414 to a request whose path and query string
+// pass MaxRequestURIBytes, before anything parses them.
+func limitRequestURI(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n := len(r.URL.EscapedPath()) + len(r.URL.RawQuery); n > MaxRequestURIBytes {
+			writeProblem(w, problem{
+				Type:   problemAboutBlank,
+				Status: http.StatusRequestURITooLong,
+				Detail: fmt.Sprintf("the path and query string are %d bytes, more than the %d this server accepts; narrow the request", n, MaxRequestURIBytes),
+			})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // onlyGET answers 405 to every method but GET and HEAD.

@@ -51,6 +51,16 @@ func (a *api) event(w http.ResponseWriter, r *http.Request) {
 		if t := p.get("type"); t != "" {
 			detail = fmt.Sprintf("no event %s of type %s is stored (never stored, expired or deleted); without type every type of its hour is tried", id, t)
 		}
+		// Not found on the shards that answered is not "not stored" when
+		// a shard it may be in did not answer (through cmd/query).
+		if missing, complete := missingShards(r); len(missing) > 0 {
+			if complete {
+				writePartialAnswer(w, missing)
+				return
+			}
+			detail = fmt.Sprintf("no event %s was found on the shards that answered; shards %s did not answer in time, so it may be stored there: retry later (complete=true answers 503 instead of this 404)",
+				id, joinShards(missing))
+		}
 		writeProblem(w, problem{Type: problemAboutBlank, Status: http.StatusNotFound, Detail: detail})
 		return
 	}

@@ -78,16 +78,21 @@ func missingShards(r *http.Request) (shards []int, complete bool) {
 // writePartialAnswer refuses an answer that lacks shards the request
 // wanted complete.
 func writePartialAnswer(w http.ResponseWriter, missing []int) {
-	list := make([]string, len(missing))
-	for i, s := range missing {
-		list[i] = strconv.Itoa(s)
-	}
 	writeProblem(w, problem{
 		Type:   ProblemPartialAnswer,
 		Title:  "Partial answer",
 		Status: http.StatusServiceUnavailable,
-		Detail: fmt.Sprintf("shards %s did not answer in time and the request asks for complete=true; retry later, or drop complete=true to get what the other shards hold (marked partial)", strings.Join(list, ",")),
+		Detail: fmt.Sprintf("shards %s did not answer in time and the request asks for complete=true; retry later, or drop complete=true to get what the other shards hold (marked partial)", joinShards(missing)),
 	})
+}
+
+// joinShards lists shards as "1,3".
+func joinShards(shards []int) string {
+	list := make([]string, len(shards))
+	for i, s := range shards {
+		list[i] = strconv.Itoa(s)
+	}
+	return strings.Join(list, ",")
 }
 
 // markPartial puts "partial": true and "missing_shards" first in body, a

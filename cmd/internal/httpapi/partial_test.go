@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -59,8 +60,23 @@ func TestPartialAnswers(t *testing.T) {
 			t.Errorf("%s: partial %v, missing %v", target, p["partial"], p["missing_shards"])
 		}
 	}
-	var notFound problemBody
-	get(t, f, "/v1/events/"+uuid.Must(uuid.NewUUID()).String()+"?type=click&complete=false", 404, "application/problem+json", &notFound)
+	// An event not found while shards are missing may be stored there:
+	// the 404 says so, and complete=true refuses it as any partial answer.
+	unknown := uuid.Must(uuid.NewUUID()).String()
+	for _, q := range []string{"?type=click&complete=false", ""} {
+		var notFound problemBody
+		get(t, f, "/v1/events/"+unknown+q, 404, "application/problem+json", &notFound)
+		if !strings.Contains(notFound.Detail, "shards 1,3 did not answer") {
+			t.Errorf("404 of an event not found with shards missing: detail %q does not name them", notFound.Detail)
+		}
+	}
+	for _, q := range []string{"?type=click&complete=true", "?complete=true"} {
+		var pr problemBody
+		get(t, f, "/v1/events/"+unknown+q, 503, "application/problem+json", &pr)
+		if pr.Type != ProblemPartialAnswer {
+			t.Errorf("event not found with shards missing, complete=true: problem type %q, want %q", pr.Type, ProblemPartialAnswer)
+		}
+	}
 
 	var bad problemBody
 	get(t, f, "/v1/events?type=click&complete=yes", 400, "application/problem+json", &bad)
