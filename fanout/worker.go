@@ -43,7 +43,7 @@ type WorkerConfig struct {
 	// ResetCheckpoint: as in consumer.Config.
 	ResetCheckpoint bool
 	Logger          *slog.Logger          // nil = slog.Default()
-	Registerer      prometheus.Registerer // the consumer's metrics (eventide_fanout_consumer_*); nil = none
+	Registerer      prometheus.Registerer // the consumer's metrics (eventide_fanout_ beside the worker's own, as the writer's are eventide_writer_); nil = none
 }
 
 // Worker feeds a Fanout from the event stream through its own durable
@@ -90,7 +90,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, db *storage.DB, f *Fanout, cf
 	if filter == nil {
 		cfg.Logger.Info("fan-out: the stream's subjects do not name event types; the fan-out consumer reads every message")
 	}
-	m := consumer.NewMetrics("eventide_fanout_consumer")
+	m := consumer.NewMetrics("eventide_fanout")
 	w.c, err = consumer.New(ctx, nc, db, consumer.Config{
 		Stream:          parser.Stream(),
 		Durable:         cfg.Consumer,

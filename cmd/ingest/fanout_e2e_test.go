@@ -174,10 +174,13 @@ func TestFanoutEndToEnd(t *testing.T) {
 		t.Errorf("gmason follows %+v", follows)
 	}
 	metrics := scrape(t, client, base)
-	for _, m := range []string{`eventide_fanout_skipped_total{reason="missing_author"} 1`, "eventide_fanout_consumer_", "eventide_timeline_pull_merges"} {
+	for _, m := range []string{`eventide_fanout_skipped_total{reason="missing_author"} 1`, "eventide_fanout_consumer_pending_messages", "eventide_fanout_batch_messages", "eventide_timeline_pull_merges"} {
 		if !strings.Contains(metrics, m) {
 			t.Errorf("/metrics lacks %s", m)
 		}
+	}
+	if strings.Contains(metrics, "_consumer_consumer_") {
+		t.Errorf("/metrics has a doubled consumer prefix (the fan-out's consumer metrics are eventide_fanout_*):\n%s", metrics)
 	}
 }
 
