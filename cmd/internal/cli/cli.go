@@ -30,7 +30,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/eventide/eventide/cmd/internal/httpflags"
 	"github.com/eventide/eventide/internal/natsconn"
 )
 
@@ -118,8 +117,9 @@ func PrintFlags(fs *flag.FlagSet) {
 }
 
 // SecretFlags are the flags whose values LogAttrs shows as REDACTED: the
-// HTTP token (package httpflags) and NATS's secrets (package natsconn).
-var SecretFlags = append([]string{httpflags.SecretFlag}, natsconn.SecretFlags...)
+// HTTP token (httpflags.SecretFlag; package httpflags uses this package's
+// flag values, so it is named here) and NATS's secrets (package natsconn).
+var SecretFlags = append([]string{"http-token"}, natsconn.SecretFlags...)
 
 // LogAttrs is the effective configuration in fs as log attributes, one per
 // flag, with the password in --nats-url and the SecretFlags redacted.
