@@ -192,6 +192,32 @@ func startDeployCluster(t *testing.T) []*natsserver.Server {
 	return servers
 }
 
+// clusterURL is the comma-separated client URLs of servers.
+func clusterURL(servers []*natsserver.Server) string {
+	var urls []string
+	for _, s := range servers {
+		urls = append(urls, s.ClientURL())
+	}
+	return strings.Join(urls, ",")
+}
+
+// connectAs connects to url as user, with the password in the environment
+// variable passwordEnv (as the deploy files give it), and returns its
+// JetStream context; t.Cleanup closes the connection.
+func connectAs(ctx context.Context, t *testing.T, url, user, passwordEnv string) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := natsconn.Connect(ctx, natsconn.Options{URL: url, User: user, Password: os.Getenv(passwordEnv)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc, js
+}
+
 // TestDeployClusterWorks starts deploy/nats's three nodes and checks what
 // deploy/README.md says of them: the eventide user creates an R3 stream,
 // the producer user publishes to it with acks but can do nothing else,
@@ -200,22 +226,13 @@ func TestDeployClusterWorks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster")
 	}
-	servers := startDeployCluster(t)
-	var urls []string
-	for _, s := range servers {
-		urls = append(urls, s.ClientURL())
-	}
-	url := strings.Join(urls, ",")
+	url := clusterURL(startDeployCluster(t))
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 
-	nc, err := natsconn.Connect(ctx, natsconn.Options{URL: url, User: "eventide", Password: os.Getenv("EVENTIDE_NATS_PASSWORD")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	_, js := connectAs(ctx, t, url, "eventide", "EVENTIDE_NATS_PASSWORD")
 	// The meta leader is elected once the routes are up: poll for it.
+	var err error
 	for {
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err = js.CreateStream(actx, jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"events.>"}, Replicas: 3})
@@ -229,12 +246,7 @@ func TestDeployClusterWorks(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	pc, err := natsconn.Connect(ctx, natsconn.Options{URL: url, User: "producer", Password: os.Getenv("PRODUCER_NATS_PASSWORD")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	pjs, _ := jetstream.New(pc)
+	pc, pjs := connectAs(ctx, t, url, "producer", "PRODUCER_NATS_PASSWORD")
 	ack, err := pjs.Publish(ctx, "events.click", []byte(`{"time":0}`))
 	if err != nil || ack.Stream != "EVENTS" {
 		t.Fatalf("producer publish: %+v, %v", ack, err)
@@ -360,22 +372,12 @@ func TestIngestOnDeployCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-node cluster and cmd/ingest")
 	}
-	servers := startDeployCluster(t)
-	var urls []string
-	for _, s := range servers {
-		urls = append(urls, s.ClientURL())
-	}
-	url := strings.Join(urls, ",")
+	url := clusterURL(startDeployCluster(t))
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	// Wait for the cluster's meta leader, as a deployment waits for the
 	// NATS StatefulSet: the storage node's first act is creating streams.
-	nc, err := natsconn.Connect(ctx, natsconn.Options{URL: url, User: "eventide", Password: os.Getenv("EVENTIDE_NATS_PASSWORD")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	_, js := connectAs(ctx, t, url, "eventide", "EVENTIDE_NATS_PASSWORD")
 	for {
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := js.AccountInfo(actx)
@@ -392,12 +394,7 @@ func TestIngestOnDeployCluster(t *testing.T) {
 	get := startIngest(t, []string{"EVENTIDE_NATS_USER=eventide", "EVENTIDE_NATS_PASSWORD=" + os.Getenv("EVENTIDE_NATS_PASSWORD")},
 		"--nats-url", url, "--replicas", "3")
 
-	pc, err := natsconn.Connect(ctx, natsconn.Options{URL: url, User: "producer", Password: os.Getenv("PRODUCER_NATS_PASSWORD")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	pjs, _ := jetstream.New(pc)
+	_, pjs := connectAs(ctx, t, url, "producer", "PRODUCER_NATS_PASSWORD")
 	for _, body := range []string{fmt.Sprintf(`{"time":%d,"user":"on-cluster"}`, time.Now().UnixMilli()), `{"time":`} {
 		if _, err := pjs.Publish(ctx, "events.click", []byte(body)); err != nil {
 			t.Fatal(err)

@@ -7,14 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/cmd/internal/cli"
 	"github.com/eventide/eventide/cmd/internal/httpflags"
 	"github.com/eventide/eventide/fanout"
 	"github.com/eventide/eventide/internal/natsconn"
@@ -26,7 +25,7 @@ import (
 )
 
 // envPrefix: every flag --some-name can also be set as EVENTIDE_SOME_NAME.
-const envPrefix = "EVENTIDE_"
+const envPrefix = cli.EnvPrefix
 
 // config is the effective configuration of one ingest process.
 type config struct {
@@ -92,9 +91,6 @@ func (s shardConfig) sharded() bool { return len(s.Own) < s.Shards }
 // DefaultNodeID is the node id of a process without --node-id.
 const DefaultNodeID = "local"
 
-// secretFlags hold secrets: the log line shows them as REDACTED.
-var secretFlags = append([]string{httpflags.SecretFlag}, natsconn.SecretFlags...)
-
 // fanoutConfig is what the flags set of the fan-out worker.
 type fanoutConfig struct {
 	Enabled   bool
@@ -104,17 +100,13 @@ type fanoutConfig struct {
 }
 
 // usageError is a configuration the process refuses: exit code 2.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+type usageError = cli.UsageError
 
 // errHelp: -h or --help was asked for; the usage is printed, exit code 0.
-var errHelp = flag.ErrHelp
+var errHelp = cli.ErrHelp
 
-func envName(flagName string) string {
-	return envPrefix + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
+// envName is the EVENTIDE_* variable of a flag.
+func envName(flagName string) string { return cli.EnvName(flagName) }
 
 // parseConfig reads the flags in args, then the EVENTIDE_* variables of
 // the flags not given (lookupEnv is os.LookupEnv in main). Usage and flag
@@ -150,33 +142,33 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 
 	fs.StringVar(&c.DataDir, "data", "./data",
 		"data `directory`: the store in <dir>/storage, the embedded NATS server's JetStream store in <dir>/nats")
-	fs.Var(addrValue{&c.HTTPAddr, false}, "http",
+	fs.Var(cli.Addr{Addr: &c.HTTPAddr, Optional: false}, "http",
 		"`host:port` of the HTTP API, health and metrics (port 0: any free port)")
-	fs.Var(addrValue{&c.AdminAddr, true}, "admin",
+	fs.Var(cli.Addr{Addr: &c.AdminAddr, Optional: true}, "admin",
 		"`host:port` of the admin listener serving /debug/pprof/; empty: off")
 	fs.StringVar(&c.NATSURL, "nats-url", "",
 		"`URL` of an external NATS server with JetStream (comma-separated for a cluster); empty: run an embedded one")
-	fs.Var(addrValue{&c.NATSListen, false}, "nats-listen",
+	fs.Var(cli.Addr{Addr: &c.NATSListen, Optional: false}, "nats-listen",
 		"`host:port` where the embedded NATS server listens for clients (port 0: any free port)")
 	c.NATS.RegisterFlags(fs)
 	types := &typesValue{types: &schema.EventTypes{Types: map[string]schema.TypeSettings{}}}
 	fs.Var(types, "types",
 		"per event type `settings`: type[:ttl=DURATION][:sub=N],... where type * sets the default, e.g. *:ttl=168h,click:ttl=24h:sub=4")
-	walSync := &choiceValue{value: "sync", choices: []string{"sync", "periodic"}}
+	walSync := &cli.Choice{Value: "sync", Choices: []string{"sync", "periodic"}}
 	fs.Var(walSync, "wal-sync",
 		"`mode` of WAL durability: sync (fsync before JetStream is acked) or periodic (fsync every 100ms; a crash may lose the last interval)")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
-	logFormat := &choiceValue{value: "text", choices: []string{"text", "json"}}
+	logFormat := &cli.Choice{Value: "text", Choices: []string{"text", "json"}}
 	fs.Var(logFormat, "log-format", "log `format`: text or json")
 	c.ShutdownTimeout = 10 * time.Second
-	fs.Var(durationValue{&c.ShutdownTimeout, 0}, "shutdown-timeout",
+	fs.Var(cli.Duration{D: &c.ShutdownTimeout}, "shutdown-timeout",
 		"longest wait (`duration`) for in-flight HTTP requests at shutdown")
 	c.HTTP.Register(fs)
 
 	sc := &c.Shard
 	fs.StringVar(&sc.NodeID, "node-id", DefaultNodeID,
 		"`name` of this storage node: its read service answers on eventide.storage.<name>.*; with --own-shards fewer than all, its durable consumers are <consumer>-<name>")
-	fs.Var(intValue{&sc.Shards, 1, 1 << 16}, "shards", "shard count (`N`) of the deployment: above 1 the stream is sharded by JetStream's partition(N) of the event subject, one writer per owned shard; fixed for its life")
+	fs.Var(cli.Int{N: &sc.Shards, Lo: 1, Hi: 1 << 16}, "shards", "shard count (`N`) of the deployment: above 1 the stream is sharded by JetStream's partition(N) of the event subject, one writer per owned shard; fixed for its life")
 	fs.StringVar(&sc.ownSpec, "own-shards", "all",
 		"`shards` this node stores, e.g. 0-3 or 0,2,5-7; all: every shard. With --owners-kv: the shards it claims at start if they have no owner")
 	fs.StringVar(&sc.RestoreFrom, "restore-from", "",
@@ -185,92 +177,77 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"node `id` the --restore-from snapshot was taken of (default: this node's --node-id)")
 	fs.StringVar(&sc.OwnersKV, "owners-kv", "",
 		"NATS KV `bucket` of shard owners (e.g. "+queryrpc.DefaultOwnersBucket+"): the node stores the shards the bucket gives it and follows moves; empty: --own-shards, static")
-	fs.Var(durationValue{&sc.NodeLease, 0}, "node-lease",
+	fs.Var(cli.Duration{D: &sc.NodeLease, Min: 0}, "node-lease",
 		"with --owners-kv: keep a lease of this `duration` in the KV bucket "+nodeLeasesBucket+" and take over the shards of owners whose lease has expired (automatic failover; every node of the deployment should give the same value); 0: off, shards move only through the owners bucket")
 
 	c.Tail = tail.Options{MaxClients: tail.DefaultMaxClients, ClientBuffer: tail.DefaultClientBuffer, Replay: tail.DefaultReplay}
-	fs.Var(intValue{&c.Tail.MaxClients, 1, 1 << 20}, "tail-max-clients",
+	fs.Var(cli.Int{N: &c.Tail.MaxClients, Lo: 1, Hi: 1 << 20}, "tail-max-clients",
 		"most live tail streams (`N`, /v1/events/stream) open at once; more get 503")
-	fs.Var(intValue{&c.Tail.ClientBuffer, 1, 1 << 20}, "tail-buffer",
+	fs.Var(cli.Int{N: &c.Tail.ClientBuffer, Lo: 1, Hi: 1 << 20}, "tail-buffer",
 		"most events (`N`) queued for one live tail client (at most 4 MiB of them); a client that lets it fill is disconnected with a slow_client error event")
-	fs.Var(intValue{&c.Tail.Replay, 1, 1 << 24}, "tail-replay",
+	fs.Var(cli.Int{N: &c.Tail.Replay, Lo: 1, Hi: 1 << 24}, "tail-replay",
 		"newest events (`N`) kept (at most 32 MiB of them) to replay to a live tail client that resumes with Last-Event-ID")
 
 	w := &c.Writer
 	fs.StringVar(&w.Stream, "stream", writer.DefaultStream, "JetStream `stream` of events (created if missing)")
-	fs.Var(&listValue{list: &w.AllowTypes, emptyOK: true}, "allow-types", "comma-separated event `types` accepted; others are dead-lettered (type_not_allowed). Default: every type")
-	subjects := &listValue{list: &w.Subjects}
+	fs.Var(&cli.List{List: &w.AllowTypes, EmptyOK: true}, "allow-types", "comma-separated event `types` accepted; others are dead-lettered (type_not_allowed). Default: every type")
+	subjects := &cli.List{List: &w.Subjects}
 	fs.Var(subjects, "subjects", "comma-separated `subjects` of the stream; the token matched by > is the event type")
 	fs.StringVar(&w.DLQStream, "dlq-stream", writer.DefaultDLQStream, "JetStream `stream` of rejected messages (subjects "+writer.DLQSubjects+", or dlq.<stream>.> for another name)")
 	fs.StringVar(&w.Consumer, "consumer", writer.DefaultConsumer, "durable consumer `name` of the writer")
-	fs.Var(intValue{&w.Replicas, 1, 5}, "replicas", "replicas (`N`) of the streams: 1, or 3 on a NATS cluster")
-	fs.Var(durationValue{&w.MaxAge, 0}, "max-age", "how long the streams keep messages (`duration`); 0: no limit")
-	retention := &choiceValue{value: "limits", choices: []string{"limits", "interest", "workqueue"}}
+	fs.Var(cli.Int{N: &w.Replicas, Lo: 1, Hi: 5}, "replicas", "replicas (`N`) of the streams: 1, or 3 on a NATS cluster")
+	fs.Var(cli.Duration{D: &w.MaxAge, Min: 0}, "max-age", "how long the streams keep messages (`duration`); 0: no limit")
+	retention := &cli.Choice{Value: "limits", Choices: []string{"limits", "interest", "workqueue"}}
 	fs.Var(retention, "retention", "retention `policy` of the events stream: limits, interest or workqueue")
-	fs.Var(intValue{&w.FetchBatch, 1, 1 << 20}, "fetch-batch", "most messages (`N`) per fetch, and per storage batch")
-	fs.Var(intValue{&w.FetchMaxBytes, 1 << 10, 1 << 30}, "fetch-max-bytes", "most `bytes` per fetch; one larger message is still fetched, alone")
-	fs.Var(durationValue{&w.FetchWait, time.Millisecond}, "fetch-wait", "longest wait (`duration`) for a first message when none is ready; a fetch never waits to fill up")
-	fs.Var(intValue{&w.MaxPayload, 1, 64 << 20}, "max-payload", "largest accepted event in `bytes`; larger ones go to the dead-letter stream")
-	fs.Var(durationValue{&w.MaxSkew, time.Second}, "max-skew", "how far ahead of now an event time may be (`duration`)")
-	fs.Var(boolValue{&w.ResetCheckpoint}, "reset-checkpoint",
+	fs.Var(cli.Int{N: &w.FetchBatch, Lo: 1, Hi: 1 << 20}, "fetch-batch", "most messages (`N`) per fetch, and per storage batch")
+	fs.Var(cli.Int{N: &w.FetchMaxBytes, Lo: 1 << 10, Hi: 1 << 30}, "fetch-max-bytes", "most `bytes` per fetch; one larger message is still fetched, alone")
+	fs.Var(cli.Duration{D: &w.FetchWait, Min: time.Millisecond}, "fetch-wait", "longest wait (`duration`) for a first message when none is ready; a fetch never waits to fill up")
+	fs.Var(cli.Int{N: &w.MaxPayload, Lo: 1, Hi: 64 << 20}, "max-payload", "largest accepted event in `bytes`; larger ones go to the dead-letter stream")
+	fs.Var(cli.Duration{D: &w.MaxSkew, Min: time.Second}, "max-skew", "how far ahead of now an event time may be (`duration`)")
+	fs.Var(cli.Bool{B: &w.ResetCheckpoint}, "reset-checkpoint",
 		"start over from the beginning of the stream when the stored checkpoint is past its end (the stream was recreated)")
 
 	r := &c.Reader
-	fs.Var(intValue{&r.WarnTombstones, 1, 1 << 30}, "warn-tombstones", "`N`: a query that scans this many tombstones logs a warning")
-	fs.Var(intValue{&r.FailTombstones, 1, 1 << 30}, "fail-tombstones", "`N`: a query that scans more tombstones fails (HTTP 422)")
-	fs.Var(intValue{&r.MaxBuckets, 1, 1 << 20}, "max-buckets", "most hour buckets (`N`) one event query may touch")
-	fs.Var(intValue{&r.MaxCountBuckets, 1, 1 << 20}, "max-count-buckets", "most hour buckets (`N`) one count query may touch")
+	fs.Var(cli.Int{N: &r.WarnTombstones, Lo: 1, Hi: 1 << 30}, "warn-tombstones", "`N`: a query that scans this many tombstones logs a warning")
+	fs.Var(cli.Int{N: &r.FailTombstones, Lo: 1, Hi: 1 << 30}, "fail-tombstones", "`N`: a query that scans more tombstones fails (HTTP 422)")
+	fs.Var(cli.Int{N: &r.MaxBuckets, Lo: 1, Hi: 1 << 20}, "max-buckets", "most hour buckets (`N`) one event query may touch")
+	fs.Var(cli.Int{N: &r.MaxCountBuckets, Lo: 1, Hi: 1 << 20}, "max-count-buckets", "most hour buckets (`N`) one count query may touch")
 
 	fo := &c.Fanout
 	fo.Enabled = true
-	fs.Var(boolValue{&fo.Enabled}, "fanout", "run the fan-out worker: follow graph and timelines (GET /v1/timeline/{user})")
+	fs.Var(cli.Bool{B: &fo.Enabled}, "fanout", "run the fan-out worker: follow graph and timelines (GET /v1/timeline/{user})")
 	fs.StringVar(&fo.Consumer, "fanout-consumer", fanout.DefaultConsumer, "durable consumer `name` of the fan-out worker")
-	fs.Var(&listValue{list: &fo.Options.PostTypes}, "post-types", "comma-separated event `types` that are posts (field author) for the timelines")
-	fs.Var(intValue{&fo.threshold, 0, 1 << 30}, "fanout-threshold", "an author with more followers (`N`) than this is merged into timelines at read time instead of pushed")
-	fs.Var(intValue{&fo.Options.ChunkSize, 1, 1 << 20}, "fanout-chunk-size", "most followers (`N`) one fan-out chunk writes")
-	fs.Var(intValue{&fo.Options.BusyRowsPerSecond, 1, 1 << 30}, "fanout-busy-rate", "timeline rows per second (`N`) the fan-out writes at most while the writer has a backlog")
-	fs.Var(intValue{&fo.Options.Backfill, 0, 10_000}, "fanout-backfill", "how many of an author's newest posts (`N`) a follow copies into the follower's timeline")
-	fs.Var(durationValue{&fo.Options.TimelineTTL, time.Second}, "timeline-ttl", "how long a timeline copy lives after its post time (`duration`)")
-	fs.Var(intValue{&fo.Options.TimelineCap, 1, 1 << 20}, "timeline-cap", "length (`N`) a timeline is trimmed back to")
+	fs.Var(&cli.List{List: &fo.Options.PostTypes}, "post-types", "comma-separated event `types` that are posts (field author) for the timelines")
+	fs.Var(cli.Int{N: &fo.threshold, Lo: 0, Hi: 1 << 30}, "fanout-threshold", "an author with more followers (`N`) than this is merged into timelines at read time instead of pushed")
+	fs.Var(cli.Int{N: &fo.Options.ChunkSize, Lo: 1, Hi: 1 << 20}, "fanout-chunk-size", "most followers (`N`) one fan-out chunk writes")
+	fs.Var(cli.Int{N: &fo.Options.BusyRowsPerSecond, Lo: 1, Hi: 1 << 30}, "fanout-busy-rate", "timeline rows per second (`N`) the fan-out writes at most while the writer has a backlog")
+	fs.Var(cli.Int{N: &fo.Options.Backfill, Lo: 0, Hi: 10_000}, "fanout-backfill", "how many of an author's newest posts (`N`) a follow copies into the follower's timeline")
+	fs.Var(cli.Duration{D: &fo.Options.TimelineTTL, Min: time.Second}, "timeline-ttl", "how long a timeline copy lives after its post time (`duration`)")
+	fs.Var(cli.Int{N: &fo.Options.TimelineCap, Lo: 1, Hi: 1 << 20}, "timeline-cap", "length (`N`) a timeline is trimmed back to")
 
 	fs.Usage = func() { printUsage(fs) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, errHelp
 		}
-		return nil, usageError{err} // the flag package printed it and the usage
+		return nil, usageError{Err: err} // the flag package printed it and the usage
 	}
 	if fs.NArg() > 0 {
-		return nil, usageError{fmt.Errorf("unexpected argument %q: ingest takes only flags (see -h)", fs.Arg(0))}
+		return nil, usageError{Err: fmt.Errorf("unexpected argument %q: ingest takes only flags (see -h)", fs.Arg(0))}
 	}
 	fs.Visit(func(f *flag.Flag) { c.explicit[f.Name] = true })
-	var errs []error
-	fs.VisitAll(func(f *flag.Flag) {
-		if c.explicit[f.Name] {
-			return
-		}
-		v, ok := lookupEnv(envName(f.Name))
-		if !ok || v == "" {
-			return
-		}
-		if err := f.Value.Set(v); err != nil {
-			errs = append(errs, fmt.Errorf("invalid value %q for %s: %v", v, envName(f.Name), err))
-			return
-		}
-		c.explicit[f.Name] = true
-	})
-	if len(errs) > 0 {
-		return nil, usageError{errors.Join(errs...)}
+	if err := cli.ApplyEnv(fs, c.explicit, lookupEnv); err != nil {
+		return nil, usageError{Err: err}
 	}
 
 	c.NATS.URL = c.NATSURL
 	c.Types = types.types
 	c.WALSync = storage.WALSync
-	if walSync.value == "periodic" {
+	if walSync.Value == "periodic" {
 		c.WALSync = storage.WALPeriodic
 	}
-	c.LogFormat = logFormat.value
-	w.Retention = retention.value
+	c.LogFormat = logFormat.Value
+	w.Retention = retention.Value
 	w.Types, r.Types = c.Types, c.Types
 	fo.Options.LargeThreshold = int64(fo.threshold)
 	if c.explicit["stream"] && !c.explicit["dlq-stream"] && w.Stream != writer.DefaultStream {
@@ -279,13 +256,13 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		w.DLQStream = w.Stream + "_DLQ"
 	}
 	if err := c.checkShards(); err != nil {
-		return nil, usageError{err}
+		return nil, usageError{Err: err}
 	}
 	if err := c.check(); err != nil {
-		return nil, usageError{err}
+		return nil, usageError{Err: err}
 	}
 	if err := c.HTTP.Finish(); err != nil {
-		return nil, usageError{err}
+		return nil, usageError{Err: err}
 	}
 	return c, nil
 }
@@ -413,21 +390,8 @@ func (c *config) check() error {
 }
 
 // logAttrs is the effective configuration as log attributes, one per
-// flag, with passwords in URLs and secretFlags redacted.
-func (c *config) logAttrs() []any {
-	var attrs []any
-	c.fs.VisitAll(func(f *flag.Flag) {
-		v := f.Value.String()
-		if f.Name == "nats-url" {
-			v = natsconn.Redact(v)
-		}
-		if slices.Contains(secretFlags, f.Name) && v != "" {
-			v = "REDACTED"
-		}
-		attrs = append(attrs, slog.String(f.Name, v))
-	})
-	return attrs
-}
+// flag, with passwords in URLs and the secret flags redacted.
+func (c *config) logAttrs() []any { return cli.LogAttrs(c.fs) }
 
 func printUsage(fs *flag.FlagSet) {
 	w := fs.Output()
@@ -439,167 +403,8 @@ NATS into storage, and the HTTP API. Every flag can also be set with the
 environment variable shown; a flag on the command line wins.
 
 `)
-	fs.VisitAll(func(f *flag.Flag) {
-		name, usage := flag.UnquoteUsage(f)
-		fmt.Fprintf(w, "  --%s", f.Name)
-		if name != "" {
-			fmt.Fprintf(w, " %s", name)
-		}
-		def := f.DefValue
-		if def == "" {
-			def = `""`
-		}
-		fmt.Fprintf(w, "  (%s, default %s)\n    \t%s\n", envName(f.Name), def, usage)
-	})
+	cli.PrintFlags(fs)
 	fmt.Fprintf(w, "  --version\n    \tprint the version and VCS revision, and exit\n")
-}
-
-// addrValue is a host:port; empty only when optional.
-type addrValue struct {
-	addr     *string
-	optional bool
-}
-
-func (v addrValue) String() string {
-	if v.addr == nil {
-		return ""
-	}
-	return *v.addr
-}
-
-func (v addrValue) Set(s string) error {
-	if s == "" && v.optional {
-		*v.addr = ""
-		return nil
-	}
-	_, port, err := net.SplitHostPort(s)
-	if err != nil {
-		return fmt.Errorf("not host:port such as 127.0.0.1:8080 (%v)", err)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
-		return fmt.Errorf("port %q is not a number in 0..65535", port)
-	}
-	*v.addr = s
-	return nil
-}
-
-// choiceValue is one of a fixed list.
-type choiceValue struct {
-	value   string
-	choices []string
-}
-
-func (v *choiceValue) String() string { return v.value }
-
-func (v *choiceValue) Set(s string) error {
-	if !slices.Contains(v.choices, s) {
-		return fmt.Errorf("want %s", strings.Join(v.choices, " or "))
-	}
-	v.value = s
-	return nil
-}
-
-// intValue is an int in [lo, hi].
-type intValue struct {
-	n      *int
-	lo, hi int
-}
-
-func (v intValue) String() string {
-	if v.n == nil {
-		return "0"
-	}
-	return strconv.Itoa(*v.n)
-}
-
-func (v intValue) Set(s string) error {
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return fmt.Errorf("not a whole number")
-	}
-	if n < v.lo || n > v.hi {
-		return fmt.Errorf("%d is outside %d..%d", n, v.lo, v.hi)
-	}
-	*v.n = n
-	return nil
-}
-
-// durationValue is a Go duration of at least min.
-type durationValue struct {
-	d   *time.Duration
-	min time.Duration
-}
-
-func (v durationValue) String() string {
-	if v.d == nil {
-		return "0s"
-	}
-	return v.d.String()
-}
-
-func (v durationValue) Set(s string) error {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("not a duration such as 100ms, 5m or 24h")
-	}
-	if d < v.min {
-		return fmt.Errorf("%s is below the minimum %s", d, v.min)
-	}
-	*v.d = d
-	return nil
-}
-
-// boolValue is a boolean flag (--name alone is true) whose refusal says
-// what it takes, where the flag package's own says only "parse error".
-type boolValue struct{ b *bool }
-
-func (v boolValue) IsBoolFlag() bool { return true }
-
-func (v boolValue) String() string {
-	if v.b == nil {
-		return "false"
-	}
-	return strconv.FormatBool(*v.b)
-}
-
-func (v boolValue) Set(s string) error {
-	b, err := strconv.ParseBool(s)
-	if err != nil {
-		return fmt.Errorf("want true or false")
-	}
-	*v.b = b
-	return nil
-}
-
-// listValue is a comma-separated list of non-empty items; with emptyOK,
-// "" is the empty list.
-type listValue struct {
-	list    *[]string
-	emptyOK bool
-}
-
-func (v *listValue) String() string {
-	if v.list == nil {
-		return ""
-	}
-	return strings.Join(*v.list, ",")
-}
-
-func (v *listValue) Set(s string) error {
-	if v.emptyOK && strings.TrimSpace(s) == "" {
-		*v.list = nil
-		return nil
-	}
-	var items []string
-	for item := range strings.SplitSeq(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			return fmt.Errorf("empty item in %q", s)
-		}
-		items = append(items, item)
-	}
-	*v.list = items
-	return nil
 }
 
 // typesValue is a schema.ParseEventTypes spec.

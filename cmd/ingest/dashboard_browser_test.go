@@ -17,8 +17,8 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventide/eventide/internal/natstest"
 )
 
 // requireBrowserEnv, set to 1 (scripts/test sets it), makes
@@ -106,15 +106,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("the banner does not point to the dashboard at %s/:\n%s", base, out)
 	}
 
-	nc, err := nats.Connect("nats://" + natsAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, "nats://"+natsAddr)
 	publish := func(subject, body string) {
 		t.Helper()
 		if _, err := js.Publish(t.Context(), subject, []byte(body)); err != nil {

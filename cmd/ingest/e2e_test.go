@@ -20,6 +20,7 @@ import (
 
 	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/internal/natsembed"
+	"github.com/eventide/eventide/internal/natstest"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 )
@@ -50,15 +51,7 @@ func TestIngestEndToEnd(t *testing.T) {
 	}
 
 	// Publish: 30 clicks and 5 views, each acknowledged by JetStream.
-	nc, err := nats.Connect("nats://" + natsAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := natstest.Connect(t, "nats://"+natsAddr)
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	const clicks, views = 30, 5
 	for i := range clicks + views {

@@ -13,11 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/eventide/eventide/bucket"
-	"github.com/eventide/eventide/internal/natsembed"
+	"github.com/eventide/eventide/internal/natstest"
 	"github.com/eventide/eventide/internal/queryrpc"
 )
 
@@ -84,20 +81,8 @@ func eventNumbers(t *testing.T, n *node, typ string) []int {
 // event of the shard exactly once; the shard that did not move is
 // untouched.
 func TestShardHandOver(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { natsembed.Stop(ns) })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := natstest.StartServer(t)
+	nc, js := natstest.Connect(t, ns.ClientURL())
 	// "click" is in shard 0, "view" in shard 1 (of 2).
 	for typ, want := range map[string]int{"click": 0, "view": 1} {
 		if got := bucket.EventShard(bucket.DefaultEventSubjectPrefix, typ, 2); got != want {
@@ -223,11 +208,7 @@ func TestShardHandOver(t *testing.T) {
 // first to start on a fresh NATS: it creates the streams itself (its
 // fan-out worker reads them), and is ready, waiting for shards.
 func TestNodeWithoutShardsStartsFirst(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { natsembed.Stop(ns) })
+	ns := natstest.StartServer(t)
 	cfg, err := parseConfig([]string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats-url", ns.ClientURL(), "--node-id", "idle",
 		"--shards", "2", "--owners-kv", queryrpc.DefaultOwnersBucket}, envFrom(nil), io.Discard)
 	if err != nil {

@@ -5,10 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/eventide/eventide/internal/natsembed"
+	"github.com/eventide/eventide/internal/natstest"
 	"github.com/eventide/eventide/internal/queryrpc"
 )
 
@@ -19,17 +16,8 @@ import (
 // owners bucket without an operator, rebuilds it from the stream, and
 // holds every event of it exactly once.
 func TestNodeLeaseFailover(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { natsembed.Stop(ns) })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	ns := natstest.StartServer(t)
+	_, js := natstest.Connect(t, ns.ClientURL())
 	lease := []string{"--node-lease", "1s"}
 	a := launchShardNode(t, ns.ClientURL(), "node-a", append(lease, "--own-shards", "0")...)
 	aStopped := false

@@ -35,11 +35,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/eventide/eventide/cmd/internal/cli"
 	"github.com/eventide/eventide/writer"
 )
 
@@ -54,11 +52,10 @@ func main() {
 }
 
 func exitCode(err error) int {
-	var usage usageError
-	switch {
-	case err == nil, errors.Is(err, errHelp):
-		return 0
-	case errors.As(err, &usage), errors.Is(err, writer.ErrReplicasUnsupported):
+	switch code := cli.ExitCode(err); {
+	case code != 1:
+		return code
+	case errors.Is(err, writer.ErrReplicasUnsupported):
 		return 2
 	case errors.Is(err, errDataDirInUse):
 		return 3
@@ -70,17 +67,8 @@ func exitCode(err error) int {
 // shutdownOnSignal returns a context cancelled by the first SIGINT or
 // SIGTERM; a second one exits the process at once.
 func shutdownOnSignal(stderr io.Writer) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		sig := <-sigs
-		cancel(fmt.Errorf("received %s", sig))
-		sig = <-sigs
-		fmt.Fprintf(stderr, "eventide: received %s again: exiting now, without a clean shutdown (the WAL keeps every acknowledged event)\n", sig)
-		os.Exit(1)
-	}()
-	return ctx, func() { signal.Stop(sigs) }
+	return cli.ShutdownOnSignal("eventide", stderr,
+		", without a clean shutdown (the WAL keeps every acknowledged event)")
 }
 
 // run runs the process until ctx is cancelled or a part fails, then
@@ -96,7 +84,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	logger := newLogger(cfg, stderr)
+	logger := cli.NewLogger(cfg.LogLevel, cfg.LogFormat, stderr)
 	logger.Info("eventide starting", append([]any{"version", build.Version, "revision", build.Revision, "go", build.GoVersion},
 		cfg.logAttrs()...)...)
 
@@ -123,12 +111,4 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return errors.Join(failure, err)
 	}
 	return failure
-}
-
-func newLogger(cfg *config, w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
 }

@@ -14,10 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/eventide/eventide/internal/natsembed"
+	"github.com/eventide/eventide/internal/natstest"
 	"github.com/eventide/eventide/writer"
 )
 
@@ -43,17 +42,8 @@ func TestShardBehind(t *testing.T) {
 // the stream, becomes ready once caught up (the metrics say so), and
 // holds every event exactly once.
 func TestShardRebuildFromStream(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { natsembed.Stop(ns) })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	ns := natstest.StartServer(t)
+	_, js := natstest.Connect(t, ns.ClientURL())
 	startNode := func(id string) *node {
 		cfg, err := parseConfig([]string{"--data", t.TempDir(), "--http", "127.0.0.1:0", "--nats-url", ns.ClientURL(), "--node-id", id,
 			"--shards", "2", "--own-shards", "0-1", "--fetch-batch", "50", "--fetch-wait", "10ms", "--fanout=false"}, envFrom(nil), io.Discard)
@@ -69,25 +59,7 @@ func TestShardRebuildFromStream(t *testing.T) {
 	// The first node creates the sharded stream and stores the events.
 	first := startNode("node-a")
 	const total = 2000
-	var futures []jetstream.PubAckFuture
-	for i := range total {
-		for _, typ := range []string{"click", "view"} {
-			f, err := js.PublishAsync("events."+typ, fmt.Appendf(nil, `{"time":%q,"data":{"n":%d}}`, time.Now().UTC().Format(time.RFC3339Nano), i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			futures = append(futures, f)
-		}
-	}
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			t.Fatal(err)
-		case <-time.After(30 * time.Second):
-			t.Fatal("no publish ack within 30s")
-		}
-	}
+	publishNumbered(t, js, 0, total)
 	waitUntil(t, "node-a to store every event", func() bool {
 		return len(eventNumbers(t, first, "click")) == total && len(eventNumbers(t, first, "view")) == total
 	})
@@ -162,15 +134,7 @@ func publishNumbered(t testing.TB, js jetstream.JetStream, first, last int) {
 			futures = append(futures, f)
 		}
 	}
-	for _, f := range futures {
-		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			t.Fatal(err)
-		case <-time.After(30 * time.Second):
-			t.Fatal("no publish ack within 30s")
-		}
-	}
+	natstest.AwaitAcks(t, futures)
 }
 
 // copyTree copies a directory of regular files, as an operator's
@@ -201,17 +165,8 @@ func copyTree(t testing.TB, src, dst string) {
 // sequence each shard's data covers, its checkpoints) replays only the
 // events after the snapshot, and ends with every event exactly once.
 func TestShardRestoreFromSnapshot(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { natsembed.Stop(ns) })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	ns := natstest.StartServer(t)
+	_, js := natstest.Connect(t, ns.ClientURL())
 	startNode := func(id, data string, extra ...string) *node {
 		cfg, err := parseConfig(append([]string{"--data", data, "--http", "127.0.0.1:0", "--nats-url", ns.ClientURL(), "--node-id", id,
 			"--shards", "2", "--own-shards", "0-1", "--fetch-wait", "10ms"}, extra...), envFrom(nil), io.Discard)

@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/eventide/eventide/internal/natstest"
 )
 
 // TestIngestLiveTail: on a running process, an event published to NATS
@@ -87,15 +86,7 @@ func TestIngestLiveTail(t *testing.T) {
 		t.Errorf("second stream with --tail-max-clients 1: %d, want 503", second.StatusCode)
 	}
 
-	nc, err := nats.Connect("nats://" + natsAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, "nats://"+natsAddr)
 	body := fmt.Sprintf(`{"time":%q,"data":{"button":"buy"}}`, time.Now().UTC().Format(time.RFC3339Nano))
 	ack, err := js.Publish(t.Context(), "events.click", []byte(body))
 	if err != nil {

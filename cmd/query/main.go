@@ -28,11 +28,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 
+	"github.com/eventide/eventide/cmd/internal/cli"
 	"github.com/eventide/eventide/internal/natsconn"
 )
 
@@ -46,32 +44,14 @@ func main() {
 	os.Exit(exitCode(err))
 }
 
-func exitCode(err error) int {
-	var usage usageError
-	switch {
-	case err == nil, errors.Is(err, errHelp):
-		return 0
-	case errors.As(err, &usage):
-		return 2
-	default:
-		return 1
-	}
-}
+// exitCode: 0 after a clean shutdown or -h, 2 for an invalid
+// configuration, 1 on a failure.
+func exitCode(err error) int { return cli.ExitCode(err) }
 
 // shutdownOnSignal returns a context cancelled by the first SIGINT or
 // SIGTERM; a second one exits the process at once.
 func shutdownOnSignal(stderr io.Writer) (context.Context, func()) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		sig := <-sigs
-		cancel(fmt.Errorf("received %s", sig))
-		sig = <-sigs
-		fmt.Fprintf(stderr, "eventide query: received %s again: exiting now\n", sig)
-		os.Exit(1)
-	}()
-	return ctx, func() { signal.Stop(sigs) }
+	return cli.ShutdownOnSignal("eventide query", stderr, "")
 }
 
 // run runs the process until ctx is cancelled or a part fails, then
@@ -86,11 +66,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	if err != nil {
 		return err
 	}
-	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
-	logger := slog.New(slog.NewTextHandler(stderr, opts))
-	if cfg.LogFormat == "json" {
-		logger = slog.New(slog.NewJSONHandler(stderr, opts))
-	}
+	logger := cli.NewLogger(cfg.LogLevel, cfg.LogFormat, stderr)
 	logger.Info("eventide query starting", append([]any{"version", build.Version, "revision", build.Revision, "go", build.GoVersion},
 		cfg.logAttrs()...)...)
 	s, err := start(ctx, cfg, build, logger)

@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/eventide/eventide/internal/natsembed"
+	"github.com/eventide/eventide/internal/natstest"
 	"github.com/eventide/eventide/internal/queryrpc"
 )
 
@@ -18,17 +15,8 @@ import (
 // once it names every shard, keeps a moving shard on its old owner until
 // the release, and follows the release.
 func TestWatchOwners(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { natsembed.Stop(ns) })
-	nc, err := nats.Connect(ns.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	ns := natstest.StartServer(t)
+	nc, js := natstest.Connect(t, ns.ClientURL())
 	ctx := t.Context()
 	kv, err := queryrpc.OwnersBucket(ctx, js, "", 1)
 	if err != nil {

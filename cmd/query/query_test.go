@@ -20,12 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/cmd/internal/apitest"
-	"github.com/eventide/eventide/internal/natsembed"
+	"github.com/eventide/eventide/internal/natstest"
 )
 
 var (
@@ -195,11 +192,7 @@ type splitDeployment struct {
 
 func startSplit(t testing.TB, extraArgs ...string) *splitDeployment {
 	t.Helper()
-	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { natsembed.Stop(ns) })
+	ns := natstest.StartServer(t)
 	d := &splitDeployment{natsURL: ns.ClientURL(), nodes: map[string]*storageNode{}, log: &syncBuffer{}}
 	d.nodes["node-a"] = startNode(t, d.natsURL, "node-a", "0-1")
 	d.nodes["node-b"] = startNode(t, d.natsURL, "node-b", "2-3")
@@ -286,15 +279,7 @@ func TestPartialAnswers(t *testing.T) {
 		t.Skip("builds cmd/ingest and runs two storage nodes")
 	}
 	d := startSplit(t)
-	nc, err := nats.Connect(d.natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, d.natsURL)
 	// One event an hour over 12 hours of two types: the events and counts
 	// tables are sharded by event type (the shard JetStream's partition()
 	// files the type's subject under), so every hour of "hot" is in shard
@@ -422,11 +407,7 @@ func TestSingleNodeDefaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cmd/ingest and runs it")
 	}
-	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { natsembed.Stop(ns) })
+	ns := natstest.StartServer(t)
 	n := &storageNode{id: "local", http: freeAddr(t), log: &syncBuffer{}, exited: make(chan error, 1)}
 	n.cmd = exec.Command(buildIngest(t), "--data", t.TempDir(), "--nats-url", ns.ClientURL(), "--http", n.http)
 	n.cmd.Stdout, n.cmd.Stderr = io.Discard, n.log

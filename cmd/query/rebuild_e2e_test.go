@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventide/eventide/bucket"
+	"github.com/eventide/eventide/internal/natstest"
 )
 
 // TestStorageNodeKilledAndRebuilt SIGKILLs a storage node, publishes more
@@ -21,15 +21,7 @@ func TestStorageNodeKilledAndRebuilt(t *testing.T) {
 		t.Skip("builds cmd/ingest and runs two storage nodes")
 	}
 	d := startSplit(t)
-	nc, err := nats.Connect(d.natsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, d.natsURL)
 	if got := bucket.EventShard(bucket.DefaultEventSubjectPrefix, "view", testShards); got != 3 {
 		t.Fatalf("type view is in shard %d, the test expects node-b's shard 3", got)
 	}
@@ -45,15 +37,7 @@ func TestStorageNodeKilledAndRebuilt(t *testing.T) {
 			}
 			futures = append(futures, f)
 		}
-		for _, f := range futures {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				t.Fatal(err)
-			case <-time.After(30 * time.Second):
-				t.Fatal("no publish ack within 30s")
-			}
-		}
+		natstest.AwaitAcks(t, futures)
 	}
 	numbers := func() ([]int, bool) {
 		return queryNumbers(t, d.base, "view", now.Add(-2*time.Hour), now.Add(time.Minute))

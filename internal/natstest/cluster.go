@@ -1,18 +1,23 @@
-// Package natstest runs a 3-node NATS JetStream cluster inside a test
-// process, for the tests of the scale-out deployment (issue 14): R3
-// streams and KV buckets, and one server stopped and restarted while the
-// others keep the quorum. It is real nats-server code, not a mock: each
-// server has its own store directory (t.TempDir) and loopback ports for
-// clients and routes.
+// Package natstest runs real NATS servers inside a test process: one
+// embedded JetStream server (StartServer, with Connect for a connection
+// and its JetStream context), as most tests of cmd/ingest, cmd/query and
+// internal/queryrpc need, and a 3-node JetStream cluster for the tests of
+// the scale-out deployment (issue 14): R3 streams and KV buckets, and one
+// server stopped and restarted while the others keep the quorum. It is
+// real nats-server code, not a mock: each server has its own store
+// directory (t.TempDir) and loopback ports for clients and routes.
 //
 // Use:
+//
+//	ns := natstest.StartServer(t)
+//	nc, js := natstest.Connect(t, ns.ClientURL())
 //
 //	c := natstest.StartCluster(t)
 //	nc, _ := nats.Connect(c.URLs(), nats.MaxReconnects(-1))
 //	c.Stop(1) // the others keep a quorum
 //	c.Start(1)
 //
-// The servers are shut down by t.Cleanup.
+// The servers and connections are shut down by t.Cleanup.
 package natstest
 
 import (

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eventide/eventide/cmd/internal/cli"
 	"github.com/eventide/eventide/cmd/internal/httpapi"
 )
 
@@ -44,9 +45,9 @@ func (g *Guards) Register(fs *flag.FlagSet) {
 		"bearer `token` every HTTP request needs but /livez, /readyz and /openapi.yaml; empty: no authentication. Prefer --http-token-file: a flag shows in ps")
 	fs.StringVar(&g.tokenFile, "http-token-file", "",
 		"`file` holding the bearer token (surrounding whitespace dropped); excludes --http-token")
-	fs.Var(originsValue{&g.CORSOrigins}, "cors-origins",
+	fs.Var(&cli.List{List: &g.CORSOrigins, EmptyOK: true}, "cors-origins",
 		"comma-separated `origins` (scheme://host[:port]) whose browser pages may read the API; empty: no CORS headers")
-	fs.Var(timeoutValue{&g.MaxQueryTimeout}, "max-query-timeout",
+	fs.Var(cli.Duration{D: &g.MaxQueryTimeout, Min: time.Millisecond}, "max-query-timeout",
 		"longest a data request may run (`duration`): the cap of its timeout parameter and its timeout without one")
 }
 
@@ -82,54 +83,5 @@ func CheckOrigin(o string) error {
 		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || o != u.Scheme+"://"+u.Host {
 		return fmt.Errorf("--cors-origins: %q is not an origin such as https://dash.example.com or http://localhost:3000 (scheme, host and port only, no path or trailing slash; * is not supported)", o)
 	}
-	return nil
-}
-
-// originsValue is a comma-separated list; "" is the empty list.
-type originsValue struct{ list *[]string }
-
-func (v originsValue) String() string {
-	if v.list == nil {
-		return ""
-	}
-	return strings.Join(*v.list, ",")
-}
-
-func (v originsValue) Set(s string) error {
-	if strings.TrimSpace(s) == "" {
-		*v.list = nil
-		return nil
-	}
-	var items []string
-	for item := range strings.SplitSeq(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			return fmt.Errorf("empty item in %q", s)
-		}
-		items = append(items, item)
-	}
-	*v.list = items
-	return nil
-}
-
-// timeoutValue is a duration of at least a millisecond.
-type timeoutValue struct{ d *time.Duration }
-
-func (v timeoutValue) String() string {
-	if v.d == nil {
-		return "0s"
-	}
-	return v.d.String()
-}
-
-func (v timeoutValue) Set(s string) error {
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("not a duration such as 100ms, 5m or 24h")
-	}
-	if d < time.Millisecond {
-		return fmt.Errorf("%s is below the minimum %s", d, time.Millisecond)
-	}
-	*v.d = d
 	return nil
 }
