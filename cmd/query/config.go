@@ -144,6 +144,8 @@ func (c *config) check() error {
 		return fmt.Errorf("--node-timeout %s: want a positive duration", c.NodeTimeout)
 	case c.ShutdownTimeout <= 0:
 		return fmt.Errorf("--shutdown-timeout %s: want a positive duration", c.ShutdownTimeout)
+	case c.TimelineTTL <= 0:
+		return fmt.Errorf("--timeline-ttl %s: want a positive duration, the storage nodes' --timeline-ttl", c.TimelineTTL)
 	case c.Reader.WarnTombstones > c.Reader.FailTombstones:
 		return fmt.Errorf("--warn-tombstones %d is above --fail-tombstones %d: queries would fail before they warn", c.Reader.WarnTombstones, c.Reader.FailTombstones)
 	case !slices.Contains([]string{"text", "json"}, c.LogFormat):

@@ -40,6 +40,7 @@ func TestConfig(t *testing.T) {
 		{[]string{"--shards", "4", "--owners", "0-2=a"}, "without an owner"},
 		{[]string{"--shards", "4"}, ""}, // every shard on local
 		{[]string{"--node-timeout", "0s"}, "--node-timeout"},
+		{[]string{"--timeline-ttl", "-1h"}, "--timeline-ttl -1h0m0s: want a positive duration"},
 		{[]string{"--node-timeout", "soon"}, `invalid value "soon" for flag -node-timeout: not a duration such as 100ms, 5m or 24h`},
 		{[]string{"--shutdown-timeout", "x"}, `invalid value "x" for flag -shutdown-timeout: not a duration such as 100ms, 5m or 24h`},
 		{[]string{"--timelines=maybe"}, `invalid boolean value "maybe" for -timelines: want true or false`},
