@@ -5,12 +5,12 @@
 // the base URL; Run publishes its own data through JetStream, waits until
 // it is stored, and checks every data route's status codes, bodies,
 // paging and errors, validating each request and response against
-// api/openapi.yaml. Only tests import it.
+// api/openapi.yaml. CheckAgainstSpec (spec.go) is that validation, which
+// package httpapi's own tests use too. Only tests import it.
 package apitest
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,14 +18,9 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
-	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -445,50 +440,5 @@ func (s *suite) mustGet(t *testing.T, path string, status int, out any) {
 	t.Helper()
 	if got, body := s.get(path, out); got != status {
 		t.Fatalf("GET %s: %d %s, want %d", path, got, body, status)
-	}
-}
-
-var (
-	specOnce   sync.Once
-	specDoc    *openapi3.T
-	specRouter routers.Router
-	specErr    error
-)
-
-// CheckAgainstSpec validates one GET exchange against api/openapi.yaml:
-// a request the API accepted (2xx) must be valid by the spec, and the
-// response must be one the spec declares for its route and status.
-// Paths the spec does not hold are not checked.
-func CheckAgainstSpec(t testing.TB, req *http.Request, status int, header http.Header, body []byte) {
-	t.Helper()
-	specOnce.Do(func() {
-		loader := openapi3.NewLoader()
-		if specDoc, specErr = loader.LoadFromData(eventideapi.OpenAPIYAML()); specErr != nil {
-			return
-		}
-		if specErr = specDoc.Validate(loader.Context); specErr != nil {
-			return
-		}
-		specDoc.Servers = nil
-		specRouter, specErr = gorillamux.NewRouter(specDoc)
-	})
-	if specErr != nil {
-		t.Fatalf("cannot load api/openapi.yaml: %v", specErr)
-	}
-	route, pathParams, err := specRouter.FindRoute(req)
-	if err != nil {
-		return
-	}
-	opts := &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}
-	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: pathParams, Route: route, Options: opts}
-	if status/100 == 2 {
-		if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
-			t.Errorf("GET %s: answered %d but the spec refuses the request: %v", req.URL, status, err)
-		}
-	}
-	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: status, Header: header,
-		Body: io.NopCloser(bytes.NewReader(body)), Options: opts}
-	if err := openapi3filter.ValidateResponse(context.Background(), out); err != nil {
-		t.Errorf("GET %s: the response (%d %s) does not match the spec: %v", req.URL, status, body, err)
 	}
 }

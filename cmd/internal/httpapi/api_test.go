@@ -19,6 +19,7 @@ import (
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/catalog"
+	"github.com/eventide/eventide/cmd/internal/apitest"
 	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
@@ -180,7 +181,7 @@ func do(t *testing.T, f *fixture, method, target string, wantStatus int, wantTyp
 	if resp.StatusCode != wantStatus {
 		t.Fatalf("%s %s: status %d, want %d; body %s", method, target, resp.StatusCode, wantStatus, body)
 	}
-	checkAgainstSpec(t, req, resp.StatusCode, resp.Header, body)
+	apitest.CheckAgainstSpec(t, req, resp.StatusCode, resp.Header, body)
 	if ct := resp.Header.Get("Content-Type"); ct != wantType {
 		t.Fatalf("%s %s: Content-Type %q, want %q", method, target, ct, wantType)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventide/eventide/cmd/internal/apitest"
 	"github.com/eventide/eventide/reader"
 )
 
@@ -37,7 +38,7 @@ func send(t *testing.T, f *fixture, method, target string, header map[string]str
 		t.Fatal(err)
 	}
 	if checkSpec {
-		checkAgainstSpec(t, req, resp.StatusCode, resp.Header, body)
+		apitest.CheckAgainstSpec(t, req, resp.StatusCode, resp.Header, body)
 	}
 	return resp.StatusCode, resp.Header, body
 }

@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/eventide/eventide/cmd/internal/apitest"
 )
 
 func TestReadyz(t *testing.T) {
@@ -24,7 +26,7 @@ func TestReadyz(t *testing.T) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
 		h.serveReadyz(rec, req)
-		checkAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
+		apitest.CheckAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
 		var r report
 		if err := json.Unmarshal(rec.Body.Bytes(), &r); err != nil {
 			t.Fatalf("cannot decode %s: %v", rec.Body, err)
@@ -70,7 +72,7 @@ func TestStartingHandler(t *testing.T) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, tt.path, nil)
 		h.ServeHTTP(rec, req)
-		checkAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
+		apitest.CheckAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
 		if rec.Code != tt.status || !strings.Contains(rec.Body.String(), tt.body) {
 			t.Errorf("%s: %d %s, want %d with %s", tt.path, rec.Code, rec.Body, tt.status, tt.body)
 		}
@@ -95,14 +97,14 @@ func TestLivez(t *testing.T) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, "/livez", nil)
 		h.serveLivez(rec, req)
-		checkAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
+		apitest.CheckAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
 		return rec.Code, strings.TrimSpace(rec.Body.String())
 	}
 	readyz := func() int {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, "/readyz", nil)
 		h.serveReadyz(rec, req)
-		checkAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
+		apitest.CheckAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
 		return rec.Code
 	}
 	for _, s := range []struct {

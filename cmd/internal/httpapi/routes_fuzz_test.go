@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/eventide/eventide/cmd/internal/apitest"
 	"github.com/eventide/eventide/reader"
 )
 
@@ -95,7 +96,7 @@ func checkRouteAnswer(t *testing.T, h http.Handler, path, query string) {
 	if rec.Code >= 500 {
 		t.Fatalf("GET %s?%s: status %d: %s", path, query, rec.Code, rec.Body)
 	}
-	checkAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
+	apitest.CheckAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
 	if (path == "/metrics" || path == "/v1/events/stream") && rec.Code == 200 {
 		return // the Prometheus text format, an event stream
 	}

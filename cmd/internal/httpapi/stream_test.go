@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventide/eventide/cmd/internal/apitest"
 	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/reader"
 )
@@ -128,7 +129,7 @@ func (c *sseClient) checkSpec(t *testing.T) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	checkAgainstSpec(t, c.req, c.resp.StatusCode, c.resp.Header, c.raw.Bytes())
+	apitest.CheckAgainstSpec(t, c.req, c.resp.StatusCode, c.resp.Header, c.raw.Bytes())
 }
 
 type streamedEvent struct {
@@ -278,7 +279,7 @@ func TestTailSlowClient(t *testing.T) {
 	if received >= published {
 		t.Errorf("the slow client received %d of %d events; it should have missed some", received, published)
 	}
-	checkAgainstSpec(t, req, resp.StatusCode, resp.Header, body)
+	apitest.CheckAgainstSpec(t, req, resp.StatusCode, resp.Header, body)
 	if st := b.Stats(); st.Clients != 0 {
 		t.Errorf("after the stream ended: %+v, want no client", st)
 	}
