@@ -361,6 +361,32 @@ func TestModelCrashes(t *testing.T) {
 
 // runModel runs the model test; with crashes, on a crashable MemFS with
 // every Apply synced, and with crash-and-reopen among the operations.
+// opener returns a function that opens the store in dir with opts and
+// creates defs (idempotent on reopen); a failure names the seed.
+func opener(t *testing.T, seed uint64, dir string, opts Options, defs []TableDef) func() *DB {
+	return func() *DB {
+		db, err := Open(dir, opts)
+		if err != nil {
+			t.Fatalf("seed %d: open: %v", seed, err)
+		}
+		for _, d := range defs {
+			if err := db.CreateTable(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return db
+	}
+}
+
+// tableNames maps db's table ids to their names.
+func tableNames(db *DB) map[uint32]string {
+	names := map[uint32]string{}
+	for name, ts := range db.tables {
+		names[ts.id] = name
+	}
+	return names
+}
+
 func runModel(t *testing.T, seed uint64, ops int, crashes bool) {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	dir := t.TempDir()
@@ -382,24 +408,10 @@ func runModel(t *testing.T, seed uint64, ops int, crashes bool) {
 	opts.StallSSTablesPerTable = 1 << 20
 	opts.DisableAutoCompaction = rng.IntN(2) == 0
 	defs := modelTables()
-	open := func() *DB {
-		db, err := Open(dir, opts)
-		if err != nil {
-			t.Fatalf("seed %d: open: %v", seed, err)
-		}
-		for _, d := range defs {
-			if err := db.CreateTable(d); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return db
-	}
+	open := opener(t, seed, dir, opts, defs)
 	db := open()
 	defer func() { db.Close() }()
-	names := map[uint32]string{}
-	for name, ts := range db.tables {
-		names[ts.id] = name
-	}
+	names := tableNames(db)
 	m := newModel(defs)
 	const partitions, clusterings = 6, 40
 	columns := [][]byte{[]byte("a"), []byte("b"), []byte("c")}

@@ -110,24 +110,10 @@ func TestModelTombstoneGC(t *testing.T) {
 			TombstoneThreshold: 0.05, TombstoneCompactionIntervalSeconds: zero},
 	}
 	dir := t.TempDir()
-	open := func() *DB {
-		db, err := Open(dir, opts)
-		if err != nil {
-			t.Fatalf("seed %d: open: %v", seed, err)
-		}
-		for _, d := range defs {
-			if err := db.CreateTable(d); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return db
-	}
+	open := opener(t, seed, dir, opts, defs)
 	db := open()
 	defer func() { db.Close() }()
-	names := map[uint32]string{}
-	for name, ts := range db.tables {
-		names[ts.id] = name
-	}
+	names := tableNames(db)
 	m := newModel(defs)
 	tables := []string{"imm", "immtw", "tmo"}
 	const partitions, clusterings = 4, 60
