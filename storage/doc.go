@@ -54,9 +54,9 @@
 //
 // Layout of the engine, one file per subsystem: batch.go (mutations and
 // their WAL record), db.go (open, recovery, apply, memtable rotation,
-// stalls), flush.go, manifest.go, version.go (ref-counted snapshots), snapshot.go and ingest.go (exports and
-// ingests of SSTables),
-// read.go and merging_iter.go (slices), compaction.go and
+// stalls), flush.go, manifest.go, version.go (ref-counted snapshots),
+// snapshot.go and ingest.go (exports and ingests of SSTables), read.go
+// and merging_iter.go (slices), compaction.go and
 // compaction_picker.go (STCS, TWCS and tombstone compactions),
 // compaction_rewrite.go (S2-to-zstd rewrite of closed windows, when idle
 // or rate-limited), metrics.go, check.go, filenames.go; internal/base
