@@ -223,6 +223,7 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		n.tail = tail.New(cfg.Tail, 0)
 		publish = n.tailPublish(logger)
 		n.shards = newShardWriters(n.nc, n.db, wcfg, reg, logger.With("component", "writer"), n.fail)
+		n.shards.restoreDir = sc.RestoreShardsFrom
 		if err := reg.Register(newRebuildCollector(n.shards)); err != nil {
 			return n, fmt.Errorf("cannot register the shard rebuild metrics: %w", err)
 		}
@@ -357,7 +358,11 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		return n, err
 	}
 	if n.adminLn != nil {
-		n.adminSrv = newHTTPServer(adminHandler(), logger)
+		mux := adminHandler()
+		if n.cfg.Shard.SnapshotDir != "" {
+			mux.HandleFunc("/admin/shards/{shard}/snapshot", n.shardSnapshotHandler)
+		}
+		n.adminSrv = newHTTPServer(mux, logger)
 		n.serve("admin", n.adminSrv, n.adminLn)
 	}
 	logger.Info("eventide started", "http", n.httpLn.Addr().String(), "nats", n.natsURL())
@@ -567,8 +572,9 @@ func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	(*s.h.Load()).ServeHTTP(w, r)
 }
 
-// adminHandler serves pprof, and only on the admin listener.
-func adminHandler() http.Handler {
+// adminHandler serves pprof, and only on the admin listener; start adds
+// the shard snapshot route to it with --snapshot-dir.
+func adminHandler() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -75,21 +75,23 @@ func waitCaughtUp(b *testing.B, n *node, want ...int) {
 }
 
 // BenchmarkShardRebuild measures how fast a storage node with an empty
-// data directory rebuilds two shards from the stream (stream), and
-// restores them from a snapshot taken at 90% and replays the last 10%
-// (snapshot): events/s is the shards' events over the time from start
-// to caught up.
+// data directory rebuilds two shards from the stream (stream), restores
+// them from a copy of a node's storage directory taken at 90% and replays
+// the last 10% (snapshot), and imports per-shard snapshots taken at 90%
+// from a running node and replays the last 10% (shard-snapshot): events/s
+// is the shards' events over the time from start to caught up.
 func BenchmarkShardRebuild(b *testing.B) {
 	events := rebuildBenchEvents(b)
-	for _, mode := range []string{"stream", "snapshot"} {
+	for _, mode := range []string{"stream", "snapshot", "shard-snapshot"} {
 		b.Run(mode, func(b *testing.B) {
 			rb := newRebuildBench(b)
 			dataA := b.TempDir()
-			a := rb.start("node-a", dataA, "--own-shards", "0-1")
+			shardSnapshots := b.TempDir()
+			a := rb.start("node-a", dataA, "--own-shards", "0-1", "--admin", "127.0.0.1:0", "--snapshot-dir", shardSnapshots)
 			// cut: the events published before the snapshot; replayed:
 			// what the new node applies from the stream.
 			cut, replayed := events, 2*events
-			if mode == "snapshot" {
+			if mode != "stream" {
 				cut = events * 9 / 10
 				replayed = 2 * (events - cut)
 			}
@@ -97,6 +99,13 @@ func BenchmarkShardRebuild(b *testing.B) {
 			waitCaughtUp(b, a, 0, 1)
 			for a.shards.Stats().Ingested < uint64(2*cut) {
 				time.Sleep(time.Millisecond)
+			}
+			if mode == "shard-snapshot" {
+				for s := range 2 {
+					if _, err := a.snapshotShard(s); err != nil {
+						b.Fatal(err)
+					}
+				}
 			}
 			if err := a.shutdown(); err != nil {
 				b.Fatal(err)
@@ -109,8 +118,11 @@ func BenchmarkShardRebuild(b *testing.B) {
 			for i := range b.N {
 				id := "node-b" + strconv.Itoa(i)
 				extra := []string{"--own-shards", "0-1"}
-				if mode == "snapshot" {
+				switch mode {
+				case "snapshot":
 					extra = append(extra, "--restore-from", snapshot, "--restore-node", "node-a")
+				case "shard-snapshot":
+					extra = append(extra, "--restore-shards-from", shardSnapshots)
 				}
 				t0 := time.Now()
 				n := rb.start(id, b.TempDir(), extra...)
