@@ -43,6 +43,15 @@ type IngestSSTable struct {
 // ErrCorruption, naming the file, when a file fails its check; nothing is
 // installed then.
 func (db *DB) Ingest(files []IngestSSTable, b *Batch) (err error) {
+	db.mu.Lock()
+	closed, bgErr := db.closed, db.bgErr
+	db.mu.Unlock()
+	switch {
+	case closed:
+		return ErrClosed
+	case bgErr != nil:
+		return fmt.Errorf("cannot ingest: %w", bgErr)
+	}
 	var added []*sstHandle
 	defer func() {
 		if err != nil {

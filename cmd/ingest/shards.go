@@ -168,18 +168,26 @@ func (sw *shardWriters) paused(s int, f func() error) error {
 	sw.transition.Lock()
 	defer sw.transition.Unlock()
 	sw.mu.Lock()
-	_, running := sw.running[s]
+	r, running := sw.running[s]
 	sw.mu.Unlock()
-	if running {
-		sw.stopLocked(s)
+	if !running {
+		return f()
 	}
+	// Ready latches caughtUp only when asked: ask as it would.
+	caughtUp := r.caughtUp.Load() || shardBehind(s, r.w.Stats(), sw.fetchBatch()) == nil
+	sw.stopLocked(s)
 	err := f()
-	if running {
-		// Its context is the node's: the writer runs until stop.
-		if serr := sw.startLocked(context.Background(), s, false); serr != nil {
-			return errors.Join(err, serr)
-		}
+	// Its context is the node's: the writer runs until stop.
+	if serr := sw.startLocked(context.Background(), s, false); serr != nil {
+		return errors.Join(err, serr)
 	}
+	// A pause does not make a caught-up shard rebuild: /readyz stays as
+	// it was.
+	sw.mu.Lock()
+	if r := sw.running[s]; r != nil && caughtUp {
+		r.caughtUp.Store(true)
+	}
+	sw.mu.Unlock()
 	return err
 }
 

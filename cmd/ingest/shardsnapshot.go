@@ -224,21 +224,10 @@ func readShardSnapshot(dir string, s, shards int, stream, prefix string) (shardS
 	if err != nil {
 		return meta, sdir, fmt.Errorf("cannot read the snapshot of shard %d: %w", s, err)
 	}
-	if err := json.Unmarshal(buf, &meta); err != nil {
-		return meta, sdir, fmt.Errorf("cannot decode %s: %w", filepath.Join(sdir, shardSnapshotMetaFile), err)
-	}
-	switch {
-	case meta.Format != shardSnapshotFormat:
-		return meta, sdir, fmt.Errorf("snapshot %s: format %d, want %d", sdir, meta.Format, shardSnapshotFormat)
-	case meta.Shard != s || meta.Shards != shards:
-		return meta, sdir, fmt.Errorf("snapshot %s is of shard %d of %d, want shard %d of %d", sdir, meta.Shard, meta.Shards, s, shards)
-	case meta.Stream != stream || meta.EventSubjectPrefix != prefix:
-		return meta, sdir, fmt.Errorf("snapshot %s is of stream %s (subjects %s>), want %s (%s>)", sdir, meta.Stream, meta.EventSubjectPrefix, stream, prefix)
+	if meta, err = decodeShardSnapshot(buf, sdir, s, shards, stream, prefix); err != nil {
+		return meta, sdir, err
 	}
 	for _, f := range meta.Files {
-		if f.Name != filepath.Base(f.Name) || !slices.Contains(shardSnapshotTables, f.Table) {
-			return meta, sdir, fmt.Errorf("snapshot %s names a file %q of table %q it cannot hold", sdir, f.Name, f.Table)
-		}
 		sum, size, err := fileXXH64(filepath.Join(sdir, f.Name))
 		if err != nil {
 			return meta, sdir, fmt.Errorf("snapshot %s: %w", sdir, err)
@@ -249,6 +238,31 @@ func readShardSnapshot(dir string, s, shards int, stream, prefix string) (shardS
 		}
 	}
 	return meta, sdir, nil
+}
+
+// decodeShardSnapshot decodes the SNAPSHOT file of directory sdir and
+// checks it against the deployment: shard s of shards, stream, subject
+// prefix; and that it names only files of sdir, of the shard's tables.
+func decodeShardSnapshot(buf []byte, sdir string, s, shards int, stream, prefix string) (shardSnapshotMeta, error) {
+	var meta shardSnapshotMeta
+	if err := json.Unmarshal(buf, &meta); err != nil {
+		return meta, fmt.Errorf("cannot decode %s: %w", filepath.Join(sdir, shardSnapshotMetaFile), err)
+	}
+	switch {
+	case meta.Format != shardSnapshotFormat:
+		return meta, fmt.Errorf("snapshot %s: format %d, want %d", sdir, meta.Format, shardSnapshotFormat)
+	case meta.Shard != s || meta.Shards != shards:
+		return meta, fmt.Errorf("snapshot %s is of shard %d of %d, want shard %d of %d", sdir, meta.Shard, meta.Shards, s, shards)
+	case meta.Stream != stream || meta.EventSubjectPrefix != prefix:
+		return meta, fmt.Errorf("snapshot %s is of stream %s (subjects %s>), want %s (%s>)", sdir, meta.Stream, meta.EventSubjectPrefix, stream, prefix)
+	}
+	for _, f := range meta.Files {
+		if f.Name == "" || f.Name != filepath.Base(f.Name) || filepath.Dir(filepath.Join(sdir, f.Name)) != filepath.Clean(sdir) ||
+			f.Name == shardSnapshotMetaFile || !slices.Contains(shardSnapshotTables, f.Table) {
+			return meta, fmt.Errorf("snapshot %s names a file %q of table %q it cannot hold", sdir, f.Name, f.Table)
+		}
+	}
+	return meta, nil
 }
 
 // snapshotShard writes a snapshot of shard s of this node's store under

@@ -137,6 +137,10 @@ func TestShardSnapshotHandOver(t *testing.T) {
 	if meta.Shard != 1 || meta.Seq == 0 || len(meta.Files) == 0 {
 		t.Fatalf("snapshot description %+v", meta)
 	}
+	// The pause for the snapshot does not take the node out of service.
+	if err := a.shards.Ready(); err != nil {
+		t.Errorf("node-a is not ready right after a snapshot: %v", err)
+	}
 	tables := map[string]bool{}
 	for _, f := range meta.Files {
 		tables[f.Table] = true
@@ -268,4 +272,32 @@ func TestShardSnapshotCorrupt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzDecodeShardSnapshot: whatever a SNAPSHOT file holds, decoding it
+// never panics, and a description it accepts is of the shard and
+// deployment asked for and names only plain files of the snapshot
+// directory, of the shard's tables.
+func FuzzDecodeShardSnapshot(f *testing.F) {
+	f.Add([]byte(`{"format":1,"shard":1,"shards":2,"stream":"EVENTS","event_subject_prefix":"events.","checkpoint_seq":7,"files":[{"table":"events","name":"events-000001.sst","size":5,"xxh64":"a"}]}`))
+	f.Add([]byte(`{"format":1,"shard":1,"shards":2,"stream":"EVENTS","event_subject_prefix":"events.","files":[]}`))
+	f.Add([]byte(`{"format":1,"shard":1,"shards":2,"stream":"EVENTS","event_subject_prefix":"events.","files":[{"table":"events","name":"../x","size":0}]}`))
+	f.Add([]byte(`{"format":1,"shard":1,"shards":2,"stream":"EVENTS","event_subject_prefix":"events.","files":[{"table":"_checkpoints","name":"x.sst"}]}`))
+	f.Add([]byte(`{"format":1,"shard":1,"shards":2,"stream":"EVENTS","event_subject_prefix":"events.","files":[{"table":"events","name":"/"}]}`))
+	f.Add([]byte(`{"format":2}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, desc []byte) {
+		meta, err := decodeShardSnapshot(desc, "/snap/shard-1", 1, 2, "EVENTS", "events.")
+		if err != nil {
+			return
+		}
+		if meta.Shard != 1 || meta.Shards != 2 || meta.Stream != "EVENTS" || meta.EventSubjectPrefix != "events." || meta.Format != shardSnapshotFormat {
+			t.Fatalf("accepted a description of another deployment: %+v", meta)
+		}
+		for _, fl := range meta.Files {
+			if p := filepath.Join("/snap/shard-1", fl.Name); filepath.Dir(p) != "/snap/shard-1" || fl.Name == shardSnapshotMetaFile || !slices.Contains(shardSnapshotTables, fl.Table) {
+				t.Fatalf("accepted a file outside the snapshot or of another table: %+v", fl)
+			}
+		}
+	})
 }
