@@ -223,7 +223,11 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		n.tail = tail.New(cfg.Tail, 0)
 		publish = n.tailPublish(logger)
 		n.shards = newShardWriters(n.nc, n.db, wcfg, reg, logger.With("component", "writer"), n.fail)
-		n.shards.restoreDir = sc.RestoreShardsFrom
+		if n.shards.restoreDir = sc.RestoreShardsFrom; n.shards.restoreDir != "" {
+			if n.shards.imports, err = newSnapshotImports(reg); err != nil {
+				return n, err
+			}
+		}
 		if err := reg.Register(newRebuildCollector(n.shards)); err != nil {
 			return n, fmt.Errorf("cannot register the shard rebuild metrics: %w", err)
 		}

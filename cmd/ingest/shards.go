@@ -38,6 +38,8 @@ type shardWriters struct {
 	// snapshot of its shard to import before it starts
 	// (shardsnapshot.go).
 	restoreDir string
+	// imports counts the imports by result (nil: not counted).
+	imports *prometheus.CounterVec
 
 	// transition serialises starting, stopping and pausing shards, so a
 	// shard paused for a snapshot cannot be started again after ownership
@@ -109,7 +111,10 @@ func (sw *shardWriters) startLocked(ctx context.Context, s int, importSnapshot b
 		sw.mu.Lock()
 		sw.importing[s] = true
 		sw.mu.Unlock()
-		_, err := importShardSnapshot(sw.db, sw.restoreDir, s, cfg.Shards, cfg.Stream, eventSubjectPrefix(cfg), cfg.Consumer, sw.logger)
+		result, err := importShardSnapshot(sw.db, sw.restoreDir, s, cfg.Shards, cfg.Stream, eventSubjectPrefix(cfg), cfg.Consumer, sw.logger)
+		if sw.imports != nil {
+			sw.imports.WithLabelValues(result).Inc()
+		}
 		sw.mu.Lock()
 		delete(sw.importing, s)
 		sw.mu.Unlock()

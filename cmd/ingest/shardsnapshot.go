@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
@@ -315,27 +316,53 @@ func (n *node) snapshotShard(s int) (shardSnapshotMeta, error) {
 	return meta, nil
 }
 
+// Results of a shard's start with --restore-shards-from, the values of
+// eventide_shard_snapshot_imports_total's label result.
+const (
+	importImported = "imported" // the snapshot was ingested
+	importRefused  = "refused"  // the store holds a checkpoint of the shard
+	importMissing  = "missing"  // no snapshot of the shard in the directory
+	importFailed   = "failed"   // the snapshot failed a check, or the ingest failed
+)
+
+// newSnapshotImports registers eventide_shard_snapshot_imports_total on
+// reg, every result at 0 so that alerts see the series before the first
+// import.
+func newSnapshotImports(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "eventide_shard_snapshot_imports_total",
+		Help: "Shard starts that looked for a per-shard snapshot (--restore-shards-from), by result: imported, refused (the store holds a checkpoint of the shard), missing (no snapshot), failed (a check or the ingest failed; the shard replays from the stream).",
+	}, []string{"result"})
+	for _, r := range []string{importImported, importRefused, importMissing, importFailed} {
+		c.WithLabelValues(r)
+	}
+	if err := reg.Register(c); err != nil {
+		return nil, fmt.Errorf("cannot register the shard snapshot import metric: %w", err)
+	}
+	return c, nil
+}
+
 // importShardSnapshot imports the snapshot of shard s from dir into db
 // for the writer's consumer name, when db holds no checkpoint of it. It
 // logs what it did and why; an error means nothing was imported and the
 // shard replays from the stream.
-func importShardSnapshot(db *storage.DB, dir string, s, shards int, stream, prefix, name string, logger *slog.Logger) (bool, error) {
+func importShardSnapshot(db *storage.DB, dir string, s, shards int, stream, prefix, name string, logger *slog.Logger) (string, error) {
 	have, err := consumer.ReadCheckpoint(db, name)
 	if err != nil {
-		return false, err
+		return importFailed, err
 	}
 	if have.Seq != 0 || have.Epoch != 0 {
 		logger.Info("shard has a checkpoint in this store: its snapshot is not imported (counters would count twice); replaying from the stream after the checkpoint",
 			"shard", s, "consumer", name, "checkpoint", have.Seq)
-		return false, nil
+		return importRefused, nil
 	}
 	meta, sdir, err := readShardSnapshot(dir, s, shards, stream, prefix)
 	if errors.Is(err, errNoShardSnapshot) {
 		logger.Info("no snapshot of the shard to import; replaying it from the stream", "shard", s, "dir", dir)
-		return false, nil
+		return importMissing, nil
 	}
 	if err != nil {
-		return false, err
+		return importFailed, err
 	}
 	start := time.Now()
 	files := make([]storage.IngestSSTable, 0, len(meta.Files))
@@ -347,11 +374,11 @@ func importShardSnapshot(db *storage.DB, dir string, s, shards int, stream, pref
 	var b storage.Batch
 	consumer.PutCheckpoint(&b, name, consumer.Checkpoint{Epoch: meta.Epoch, Seq: meta.Seq})
 	if err := db.Ingest(files, &b); err != nil {
-		return false, fmt.Errorf("cannot import the snapshot %s: %w", sdir, err)
+		return importFailed, fmt.Errorf("cannot import the snapshot %s: %w", sdir, err)
 	}
 	logger.Info("shard imported from a snapshot; replaying the stream after its checkpoint", "shard", s, "snapshot", sdir,
 		"from_node", meta.Node, "checkpoint", meta.Seq, "files", len(files), "bytes", bytes, "took", time.Since(start).Round(time.Millisecond))
-	return true, nil
+	return importImported, nil
 }
 
 // shardSnapshotHandler serves POST /admin/shards/{shard}/snapshot.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/eventide/eventide/internal/natstest"
 	"github.com/eventide/eventide/internal/queryrpc"
@@ -87,6 +88,14 @@ func viewTotals(t *testing.T, n *node) (counts, typeIndex int64) {
 		}
 	}
 	return counts, typeIndex
+}
+
+// checkImports checks eventide_shard_snapshot_imports_total{result} of n.
+func checkImports(t *testing.T, n *node, result string, want float64) {
+	t.Helper()
+	if got := testutil.ToFloat64(n.shards.imports.WithLabelValues(result)); got != want {
+		t.Errorf("%s: eventide_shard_snapshot_imports_total{result=%q} = %v, want %v", n.cfg.Shard.NodeID, result, got, want)
+	}
 }
 
 func upTo(n int) []int {
@@ -166,6 +175,7 @@ func TestShardSnapshotHandOver(t *testing.T) {
 	if c, ti := viewTotals(t, b); c != before+after || ti != before+after {
 		t.Errorf("node-b counts %d views and its type index %d, want %d each", c, ti, before+after)
 	}
+	checkImports(t, b, importImported, 1)
 	if !strings.Contains(logB.String(), "shard imported from a snapshot") {
 		t.Errorf("node-b's log does not say it imported the snapshot:\n%s", logB.String())
 	}
@@ -202,6 +212,8 @@ func TestShardSnapshotRefusedWithCheckpoint(t *testing.T) {
 	if c, ti := viewTotals(t, b); c != first+second || ti != first+second {
 		t.Errorf("node-b counts %d views and its type index %d, want %d each", c, ti, first+second)
 	}
+	checkImports(t, b, importMissing, 1)
+	checkImports(t, b, importRefused, 1)
 	if log := logB.String(); !strings.Contains(log, "its snapshot is not imported") || strings.Contains(log, "shard imported from a snapshot") {
 		t.Errorf("node-b's log does not say it refused the snapshot:\n%s", log)
 	}
@@ -263,6 +275,7 @@ func TestShardSnapshotCorrupt(t *testing.T) {
 			if c, ti := viewTotals(t, b); c != total || ti != total {
 				t.Errorf("node-b counts %d views and its type index %d, want %d each", c, ti, total)
 			}
+			checkImports(t, b, importFailed, 1)
 			log := logB.String()
 			if !strings.Contains(log, "cannot import the snapshot of the shard") || !strings.Contains(log, meta.Files[victim].Name) {
 				t.Errorf("node-b's log does not report the corrupt file %s:\n%s", meta.Files[victim].Name, log)
