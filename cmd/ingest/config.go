@@ -89,6 +89,9 @@ type shardConfig struct {
 	// (shardsnapshot.go).
 	SnapshotDir       string
 	RestoreShardsFrom string
+	// SnapshotInterval, when above 0, has the node write a snapshot of
+	// every shard it runs that often.
+	SnapshotInterval time.Duration
 }
 
 // sharded says whether the node stores only some of the shards.
@@ -182,7 +185,9 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.StringVar(&sc.RestoreNode, "restore-node", "",
 		"node `id` the --restore-from snapshot was taken of (default: this node's --node-id)")
 	fs.StringVar(&sc.SnapshotDir, "snapshot-dir", "",
-		"`directory` where POST /admin/shards/{N}/snapshot (on --admin) writes a snapshot of shard N as shard-N/: its SSTables and the stream sequence they cover (needs --shards above 1 and --admin)")
+		"`directory` where POST /admin/shards/{N}/snapshot (on --admin), and --snapshot-interval, write a snapshot of shard N as shard-N/: its SSTables and the stream sequence they cover (needs --shards above 1, and --admin or --snapshot-interval)")
+	fs.Var(cli.Duration{D: &sc.SnapshotInterval, Min: 0}, "snapshot-interval",
+		"write a snapshot of every shard this node runs into --snapshot-dir this often (`duration`; each pauses the shard's writer for a flush); 0: only on request")
 	fs.StringVar(&sc.RestoreShardsFrom, "restore-shards-from", "",
 		"`directory` of shard snapshots (shard-N/, as --snapshot-dir writes them): a shard this node starts with no checkpoint of its own in its store is imported from its snapshot there, and only the stream after it is replayed (needs --shards above 1)")
 	fs.StringVar(&sc.OwnersKV, "owners-kv", "",
@@ -315,8 +320,11 @@ func (c *config) checkShards() error {
 	if sc.Shards < 2 && (sc.SnapshotDir != "" || sc.RestoreShardsFrom != "") {
 		return errors.New("--snapshot-dir and --restore-shards-from need --shards of 2 or more (a node of one shard snapshots its whole data directory)")
 	}
-	if sc.SnapshotDir != "" && c.AdminAddr == "" {
-		return errors.New("--snapshot-dir needs --admin: snapshots are taken with POST /admin/shards/{N}/snapshot on the admin listener")
+	if sc.SnapshotInterval > 0 && sc.SnapshotDir == "" {
+		return errors.New("--snapshot-interval needs --snapshot-dir: where the snapshots go")
+	}
+	if sc.SnapshotDir != "" && c.AdminAddr == "" && sc.SnapshotInterval == 0 {
+		return errors.New("--snapshot-dir needs --admin (snapshots on request: POST /admin/shards/{N}/snapshot on the admin listener) or --snapshot-interval")
 	}
 	sc.claim = sc.OwnersKV == "" || c.explicit["own-shards"]
 	if sc.NodeLease > 0 && sc.OwnersKV == "" {

@@ -52,8 +52,12 @@ type node struct {
 	writerCancel context.CancelFunc
 	writerDone   chan struct{} // closed when Writer.Run returned
 
-	shards    *shardWriters // with --shards above 1, instead of the one writer
-	ownership *ownership    // who owns which shard: static or the KV bucket
+	shards *shardWriters // with --shards above 1, instead of the one writer
+	// snapshotsCancel stops the periodic shard snapshots
+	// (--snapshot-interval); snapshotsDone is closed when they stopped.
+	snapshotsCancel context.CancelFunc
+	snapshotsDone   chan struct{}
+	ownership       *ownership // who owns which shard: static or the KV bucket
 
 	fanoutCancel context.CancelFunc
 	fanoutDone   chan struct{} // closed when fanout.Worker.Run returned
@@ -233,6 +237,9 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		}
 		if err := n.startOwnership(ctx); err != nil {
 			return n, err
+		}
+		if sc.SnapshotInterval > 0 {
+			n.startSnapshots(sc.SnapshotInterval)
 		}
 		w = n.shards
 	} else {
@@ -602,6 +609,10 @@ func (n *node) shutdown() error {
 	n.health.Drain()
 	log.Info("shutdown: /readyz now answers 503")
 
+	if n.snapshotsCancel != nil {
+		n.snapshotsCancel()
+		<-n.snapshotsDone
+	}
 	if n.ownership != nil {
 		n.ownership.stop()
 	}

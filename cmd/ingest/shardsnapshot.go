@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -266,6 +267,39 @@ func decodeShardSnapshot(buf []byte, sdir string, s, shards int, stream, prefix 
 	return meta, nil
 }
 
+// errNothingToSnapshot is returned by snapshotShard for a shard this
+// node's store has no checkpoint of: it has applied nothing of it.
+var errNothingToSnapshot = errors.New("this node's store has no checkpoint of it")
+
+// startSnapshots writes a snapshot of every shard the node runs every
+// interval, until shutdown stops it.
+func (n *node) startSnapshots(interval time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	n.snapshotsCancel, n.snapshotsDone = cancel, make(chan struct{})
+	go func() {
+		defer close(n.snapshotsDone)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			for _, s := range n.shards.owned() {
+				if ctx.Err() != nil {
+					return
+				}
+				if _, err := n.snapshotShard(s); errors.Is(err, errNothingToSnapshot) {
+					n.logger.Debug("no snapshot of a shard with nothing applied yet", "shard", s)
+				} else if err != nil {
+					n.logger.Warn("periodic shard snapshot failed", "shard", s, "err", err)
+				}
+			}
+		}
+	}()
+}
+
 // snapshotShard writes a snapshot of shard s of this node's store under
 // --snapshot-dir: with the shard's writer stopped while storage is
 // flushed, so the data and the checkpoint agree.
@@ -294,7 +328,7 @@ func (n *node) snapshotShard(s int) (shardSnapshotMeta, error) {
 	}
 	defer snap.Close()
 	if ck.Seq == 0 {
-		return shardSnapshotMeta{}, fmt.Errorf("cannot take a snapshot of shard %d: this node's store has no checkpoint of it (%s)", s, name)
+		return shardSnapshotMeta{}, fmt.Errorf("cannot take a snapshot of shard %d: %w (%s)", s, errNothingToSnapshot, name)
 	}
 	if err := os.MkdirAll(sc.SnapshotDir, 0o750); err != nil {
 		return shardSnapshotMeta{}, fmt.Errorf("cannot create --snapshot-dir: %w", err)
