@@ -100,7 +100,7 @@ func exportAll(t *testing.T, db *DB, dir string) []IngestSSTable {
 	defer snap.Close()
 	var files []IngestSSTable
 	for _, table := range []string{"ev", "cnt"} {
-		outs, err := snap.ExportTable(dir, table, 1, keepEven)
+		outs, err := snap.ExportTable(context.Background(), dir, table, 1, keepEven)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +145,7 @@ func TestExportIngest(t *testing.T) {
 	exportDir := t.TempDir()
 	var files []IngestSSTable
 	for _, table := range []string{"ev", "cnt"} {
-		outs, err := snap.ExportTable(exportDir, table, 1, keepEven)
+		outs, err := snap.ExportTable(context.Background(), exportDir, table, 1, keepEven)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -357,5 +357,27 @@ func TestIngestCrashAtomic(t *testing.T) {
 	}
 	if none == 0 || all == 0 {
 		t.Errorf("crash points: %d with nothing, %d with everything; want both kinds", none, all)
+	}
+}
+
+// TestExportCancelled: an export whose context is done stops, returns
+// the context's error and leaves nothing in its directory.
+func TestExportCancelled(t *testing.T) {
+	src := openExportStore(t, t.TempDir(), nil)
+	defer src.Close()
+	fillExportSource(t, src)
+	snap, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	dir := t.TempDir()
+	if _, err := snap.ExportTable(ctx, dir, "ev", 1, keepEven); !errors.Is(err, context.Canceled) {
+		t.Fatalf("export with a cancelled context: %v, want context.Canceled", err)
+	}
+	if names, _ := filepath.Glob(filepath.Join(dir, "*")); len(names) > 0 {
+		t.Errorf("a cancelled export left %v", names)
 	}
 }

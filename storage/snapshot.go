@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -85,8 +86,9 @@ type ExportedSSTable struct {
 // with a partition and a clustering key for each cell, and with a nil
 // clustering for the partition's deletions (partition and range
 // tombstones). The files are written under a temporary name and renamed;
-// dir itself is synced before ExportTable returns.
-func (s *Snapshot) ExportTable(dir, table string, first int, keep func(partition, clustering []byte) bool) ([]ExportedSSTable, error) {
+// dir itself is synced before ExportTable returns. When ctx is done the
+// export stops, removes what it wrote and returns ctx's error.
+func (s *Snapshot) ExportTable(ctx context.Context, dir, table string, first int, keep func(partition, clustering []byte) bool) ([]ExportedSSTable, error) {
 	db := s.db
 	if s.v == nil {
 		return nil, errors.New("BUG: export from a closed snapshot")
@@ -99,7 +101,7 @@ func (s *Snapshot) ExportTable(dir, table string, first int, keep func(partition
 	}
 	inputs := s.v.sstables[t.id]
 	sink := &exportSink{db: db, t: t, dir: dir, next: first, outputs: map[int64]*exportOutput{}}
-	err = mergeForExport(inputs, sink, keep)
+	err = mergeForExport(ctx, inputs, sink, keep)
 	outs, ferr := sink.finish(err == nil)
 	if err == nil {
 		err = ferr
@@ -116,7 +118,7 @@ func (s *Snapshot) ExportTable(dir, table string, first int, keep func(partition
 // mergeForExport writes the merge of inputs to sink partition by
 // partition, as a compaction that purges nothing, keeping only what keep
 // keeps.
-func mergeForExport(inputs []*sstHandle, sink *exportSink, keep func(partition, clustering []byte) bool) error {
+func mergeForExport(ctx context.Context, inputs []*sstHandle, sink *exportSink, keep func(partition, clustering []byte) bool) error {
 	scanners := make([]*sstable.Scanner, len(inputs))
 	live := make([]bool, len(inputs))
 	for i, h := range inputs {
@@ -135,6 +137,9 @@ func mergeForExport(inputs []*sstHandle, sink *exportSink, keep func(partition, 
 		}
 		if pk == nil {
 			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
 		}
 		pk = bytes.Clone(pk)
 		del := base.PartitionDeletions{Partition: base.LiveDeletion}

@@ -102,7 +102,7 @@ func BenchmarkShardRebuild(b *testing.B) {
 			}
 			if mode == "shard-snapshot" {
 				for s := range 2 {
-					if _, err := a.snapshotShard(s); err != nil {
+					if _, err := a.snapshotShard(b.Context(), s); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -168,7 +168,7 @@ func BenchmarkShardFailover(b *testing.B) {
 				time.Sleep(time.Millisecond)
 			}
 			if mode == "shard-snapshot" {
-				if _, err := a.snapshotShard(1); err != nil {
+				if _, err := a.snapshotShard(b.Context(), 1); err != nil {
 					b.Fatal(err)
 				}
 			}

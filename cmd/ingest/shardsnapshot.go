@@ -117,7 +117,7 @@ func shardKeep(table string, s, shards int, prefix string) func(partition, clust
 
 // writeShardSnapshot exports shard s of snap, whose data covers ck, as
 // dir/shard-<s>, replacing an older one.
-func writeShardSnapshot(snap *storage.Snapshot, meta shardSnapshotMeta, dir string) (shardSnapshotMeta, error) {
+func writeShardSnapshot(ctx context.Context, snap *storage.Snapshot, meta shardSnapshotMeta, dir string) (shardSnapshotMeta, error) {
 	s := meta.Shard
 	tmp, err := os.MkdirTemp(dir, shardSnapshotDirName(s)+".tmp-")
 	if err != nil {
@@ -131,7 +131,7 @@ func writeShardSnapshot(snap *storage.Snapshot, meta shardSnapshotMeta, dir stri
 	}()
 	next := 1
 	for _, table := range shardSnapshotTables {
-		outs, err := snap.ExportTable(tmp, table, next, shardKeep(table, s, meta.Shards, meta.EventSubjectPrefix))
+		outs, err := snap.ExportTable(ctx, tmp, table, next, shardKeep(table, s, meta.Shards, meta.EventSubjectPrefix))
 		if err != nil {
 			return meta, err
 		}
@@ -290,7 +290,9 @@ func (n *node) startSnapshots(interval time.Duration) {
 				if ctx.Err() != nil {
 					return
 				}
-				if _, err := n.snapshotShard(s); errors.Is(err, errNothingToSnapshot) {
+				if _, err := n.snapshotShard(ctx, s); ctx.Err() != nil {
+					return // shutdown: the unfinished snapshot is removed
+				} else if errors.Is(err, errNothingToSnapshot) {
 					n.logger.Debug("no snapshot of a shard with nothing applied yet", "shard", s)
 				} else if err != nil {
 					n.logger.Warn("periodic shard snapshot failed", "shard", s, "err", err)
@@ -303,7 +305,7 @@ func (n *node) startSnapshots(interval time.Duration) {
 // snapshotShard writes a snapshot of shard s of this node's store under
 // --snapshot-dir: with the shard's writer stopped while storage is
 // flushed, so the data and the checkpoint agree.
-func (n *node) snapshotShard(s int) (shardSnapshotMeta, error) {
+func (n *node) snapshotShard(ctx context.Context, s int) (shardSnapshotMeta, error) {
 	sc := n.cfg.Shard
 	sw := n.shards
 	if sw == nil || sc.SnapshotDir == "" {
@@ -337,7 +339,7 @@ func (n *node) snapshotShard(s int) (shardSnapshotMeta, error) {
 		EventSubjectPrefix: eventSubjectPrefix(sw.base), Node: sc.NodeID, Consumer: name, Epoch: ck.Epoch, Seq: ck.Seq,
 		Created: time.Now().UTC()}
 	start := time.Now()
-	meta, err = writeShardSnapshot(snap, meta, sc.SnapshotDir)
+	meta, err = writeShardSnapshot(ctx, snap, meta, sc.SnapshotDir)
 	if err != nil {
 		return meta, err
 	}
@@ -427,7 +429,7 @@ func (n *node) shardSnapshotHandler(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "shard must be a number", http.StatusBadRequest)
 		return
 	}
-	meta, err := n.snapshotShard(s)
+	meta, err := n.snapshotShard(r.Context(), s)
 	if err != nil {
 		n.logger.Error("shard snapshot failed", "shard", s, "err", err)
 		http.Error(w, err.Error(), http.StatusInternalServerError)
