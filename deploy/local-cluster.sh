@@ -92,6 +92,12 @@ start() {
 		local name=${s% *} shards=${s#* } extra=()
 		n=$((n + 1))
 		[ "$shards" != - ] && extra=(--node-id "$name" --shards 8 --own-shards "$shards" --owners-kv eventide-shard-owners)
+		# Per-shard snapshots in one directory both nodes share: POST
+		# /admin/shards/{N}/snapshot on a node's admin port writes one, and
+		# a node gaining a shard it never held imports it.
+		if [ "$shards" != - ] && "$dir/bin/ingest" -h 2>&1 | grep -- '--restore-shards-from' >/dev/null; then
+			extra+=(--admin "127.0.0.1:$((port + 60 + n))" --snapshot-dir "$dir/shard-snapshots" --restore-shards-from "$dir/shard-snapshots")
+		fi
 		# One storage node creates the streams; the next waits for it, so
 		# two do not race to create them.
 		run "$name" "$dir/bin/ingest" --data "$dir/$name" --http "127.0.0.1:$((port + 80 + n))" \
@@ -114,6 +120,7 @@ start() {
 Eventide is running (logs in $dir/logs; stop with: $0 stop).
   NATS      $url  (users in $dir/secrets.env; producers: producer / \$PRODUCER_NATS_PASSWORD)
   API       $api
+  snapshot  curl -X POST http://127.0.0.1:$((port + 61))/admin/shards/0/snapshot  (storage-1; storage-2 on $((port + 62)); into $dir/shard-snapshots)
   publish   nats --server nats://producer:\$PRODUCER_NATS_PASSWORD@127.0.0.1:$((port + 222)) pub --jetstream events.click '{"time":"$(date -u +%Y-%m-%dT%H:%M:%SZ)"}'
 EOF
 }

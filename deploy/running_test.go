@@ -94,7 +94,7 @@ func TestMetricsServed(t *testing.T) {
 	// of a sharded deployment only: a second cmd/ingest with --shards 2,
 	// owning both shards, on its own embedded NATS server.
 	shardGet := startIngest(t, nil, "--nats-listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		"--shards", "2", "--node-id", "metrics-shards", "--own-shards", "all")
+		"--shards", "2", "--node-id", "metrics-shards", "--own-shards", "all", "--restore-shards-from", t.TempDir())
 	var shardMetrics string
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		_, shardMetrics = shardGet("/metrics")

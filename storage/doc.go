@@ -18,6 +18,11 @@
 //	DB.Flush, DB.Compact, DB.CompactAll
 //	DB.Metrics() Metrics               String() prints the LSM as a table
 //	DB.Check()                         verifies every file
+//	DB.Snapshot() *Snapshot            a flushed, pinned view of the SSTables; its
+//	                                   ExportTable writes a table's cells that a filter
+//	                                   keeps to SSTables outside the store (snapshot.go)
+//	DB.Ingest(files, *Batch)           installs external SSTables and a batch in one
+//	                                   manifest edit, after checking every block (ingest.go)
 //	DB.Recovery() RecoveryInfo         what Open replayed and cut from the WAL
 //	DB.Health() Health                 write health: nil, transient (a full disk;
 //	                                   retried) or permanent (restart)
@@ -50,7 +55,8 @@
 // Layout of the engine, one file per subsystem: batch.go (mutations and
 // their WAL record), db.go (open, recovery, apply, memtable rotation,
 // stalls), flush.go, manifest.go, version.go (ref-counted snapshots),
-// read.go and merging_iter.go (slices), compaction.go and
+// snapshot.go and ingest.go (exports and ingests of SSTables), read.go
+// and merging_iter.go (slices), compaction.go and
 // compaction_picker.go (STCS, TWCS and tombstone compactions),
 // compaction_rewrite.go (S2-to-zstd rewrite of closed windows, when idle
 // or rate-limited), metrics.go, check.go, filenames.go; internal/base

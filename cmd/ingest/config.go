@@ -83,6 +83,15 @@ type shardConfig struct {
 	// RestoreNode the node id whose consumers' checkpoints it holds.
 	RestoreFrom string
 	RestoreNode string
+	// SnapshotDir is where POST /admin/shards/{N}/snapshot writes shard
+	// snapshots; RestoreShardsFrom where a shard's writer looks for one
+	// to import when this node's store has no checkpoint of the shard
+	// (shardsnapshot.go).
+	SnapshotDir       string
+	RestoreShardsFrom string
+	// SnapshotInterval, when above 0, has the node write a snapshot of
+	// every shard it runs that often.
+	SnapshotInterval time.Duration
 }
 
 // sharded says whether the node stores only some of the shards.
@@ -175,6 +184,12 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"`directory` holding a snapshot of a storage node's storage directory: with no store in --data yet, the node starts from a copy of it and replays only the stream after its checkpoints (needs --shards above 1)")
 	fs.StringVar(&sc.RestoreNode, "restore-node", "",
 		"node `id` the --restore-from snapshot was taken of (default: this node's --node-id)")
+	fs.StringVar(&sc.SnapshotDir, "snapshot-dir", "",
+		"`directory` where POST /admin/shards/{N}/snapshot (on --admin), and --snapshot-interval, write a snapshot of shard N as shard-N/: its SSTables and the stream sequence they cover (needs --shards above 1, and --admin or --snapshot-interval)")
+	fs.Var(cli.Duration{D: &sc.SnapshotInterval, Min: 0}, "snapshot-interval",
+		"write a snapshot of every shard this node runs into --snapshot-dir this often (`duration`; each pauses the shard's writer for a flush); 0: only on request")
+	fs.StringVar(&sc.RestoreShardsFrom, "restore-shards-from", "",
+		"`directory` of shard snapshots (shard-N/, as --snapshot-dir writes them): a shard this node starts with no checkpoint of its own in its store is imported from its snapshot there, and only the stream after it is replayed (needs --shards above 1)")
 	fs.StringVar(&sc.OwnersKV, "owners-kv", "",
 		"NATS KV `bucket` of shard owners (e.g. "+queryrpc.DefaultOwnersBucket+"): the node stores the shards the bucket gives it and follows moves; empty: --own-shards, static")
 	fs.Var(cli.Duration{D: &sc.NodeLease, Min: 0}, "node-lease",
@@ -301,6 +316,15 @@ func (c *config) checkShards() error {
 		}
 	} else if sc.RestoreNode != "" {
 		return errors.New("--restore-node needs --restore-from")
+	}
+	if sc.Shards < 2 && (sc.SnapshotDir != "" || sc.RestoreShardsFrom != "") {
+		return errors.New("--snapshot-dir and --restore-shards-from need --shards of 2 or more (a node of one shard snapshots its whole data directory)")
+	}
+	if sc.SnapshotInterval > 0 && sc.SnapshotDir == "" {
+		return errors.New("--snapshot-interval needs --snapshot-dir: where the snapshots go")
+	}
+	if sc.SnapshotDir != "" && c.AdminAddr == "" && sc.SnapshotInterval == 0 {
+		return errors.New("--snapshot-dir needs --admin (snapshots on request: POST /admin/shards/{N}/snapshot on the admin listener) or --snapshot-interval")
 	}
 	sc.claim = sc.OwnersKV == "" || c.explicit["own-shards"]
 	if sc.NodeLease > 0 && sc.OwnersKV == "" {

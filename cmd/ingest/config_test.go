@@ -92,6 +92,10 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--fanout-consumer", "eventide-writer"}, nil, `--fanout-consumer and --consumer are both "eventide-writer"`},
 		{nil, map[string]string{"EVENTIDE_FANOUT_THRESHOLD": "-1"}, `invalid value "-1" for EVENTIDE_FANOUT_THRESHOLD: -1 is outside 0..1073741824`},
 		{[]string{"--timeline-ttl", "10ms"}, nil, "10ms is below the minimum 1s"},
+		{[]string{"--restore-shards-from", "/snapshots"}, nil, "--snapshot-dir and --restore-shards-from need --shards of 2 or more"},
+		{[]string{"--shards", "2", "--snapshot-dir", "/snapshots"}, nil, "--snapshot-dir needs --admin"},
+		{[]string{"--shards", "2", "--snapshot-interval", "1h"}, nil, "--snapshot-interval needs --snapshot-dir"},
+		{[]string{"--shards", "2", "--snapshot-dir", "/s", "--snapshot-interval", "-1s"}, nil, "below the minimum"},
 		{[]string{"serve"}, nil, `unexpected argument "serve"`},
 		{[]string{"--no-such-flag"}, nil, "flag provided but not defined: -no-such-flag"},
 	}

@@ -52,8 +52,12 @@ type node struct {
 	writerCancel context.CancelFunc
 	writerDone   chan struct{} // closed when Writer.Run returned
 
-	shards    *shardWriters // with --shards above 1, instead of the one writer
-	ownership *ownership    // who owns which shard: static or the KV bucket
+	shards *shardWriters // with --shards above 1, instead of the one writer
+	// snapshotsCancel stops the periodic shard snapshots
+	// (--snapshot-interval); snapshotsDone is closed when they stopped.
+	snapshotsCancel context.CancelFunc
+	snapshotsDone   chan struct{}
+	ownership       *ownership // who owns which shard: static or the KV bucket
 
 	fanoutCancel context.CancelFunc
 	fanoutDone   chan struct{} // closed when fanout.Worker.Run returned
@@ -223,11 +227,19 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		n.tail = tail.New(cfg.Tail, 0)
 		publish = n.tailPublish(logger)
 		n.shards = newShardWriters(n.nc, n.db, wcfg, reg, logger.With("component", "writer"), n.fail)
+		if n.shards.restoreDir = sc.RestoreShardsFrom; n.shards.restoreDir != "" {
+			if n.shards.imports, err = newSnapshotImports(reg); err != nil {
+				return n, err
+			}
+		}
 		if err := reg.Register(newRebuildCollector(n.shards)); err != nil {
 			return n, fmt.Errorf("cannot register the shard rebuild metrics: %w", err)
 		}
 		if err := n.startOwnership(ctx); err != nil {
 			return n, err
+		}
+		if sc.SnapshotInterval > 0 {
+			n.startSnapshots(sc.SnapshotInterval)
 		}
 		w = n.shards
 	} else {
@@ -357,7 +369,11 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		return n, err
 	}
 	if n.adminLn != nil {
-		n.adminSrv = newHTTPServer(adminHandler(), logger)
+		mux := adminHandler()
+		if n.cfg.Shard.SnapshotDir != "" {
+			mux.HandleFunc("/admin/shards/{shard}/snapshot", n.shardSnapshotHandler)
+		}
+		n.adminSrv = newHTTPServer(mux, logger)
 		n.serve("admin", n.adminSrv, n.adminLn)
 	}
 	logger.Info("eventide started", "http", n.httpLn.Addr().String(), "nats", n.natsURL())
@@ -567,8 +583,9 @@ func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	(*s.h.Load()).ServeHTTP(w, r)
 }
 
-// adminHandler serves pprof, and only on the admin listener.
-func adminHandler() http.Handler {
+// adminHandler serves pprof, and only on the admin listener; start adds
+// the shard snapshot route to it with --snapshot-dir.
+func adminHandler() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -592,6 +609,10 @@ func (n *node) shutdown() error {
 	n.health.Drain()
 	log.Info("shutdown: /readyz now answers 503")
 
+	if n.snapshotsCancel != nil {
+		n.snapshotsCancel()
+		<-n.snapshotsDone
+	}
 	if n.ownership != nil {
 		n.ownership.stop()
 	}

@@ -49,6 +49,9 @@ func (sw *shardWriters) Ready() error {
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
 	var errs []error
+	for _, s := range slices.Sorted(maps.Keys(sw.importing)) {
+		errs = append(errs, fmt.Errorf("shard %d: importing a snapshot", s))
+	}
 	for _, s := range slices.Sorted(maps.Keys(sw.running)) {
 		r := sw.running[s]
 		if r.caughtUp.Load() {

@@ -120,12 +120,22 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// publishWindow is how many publishes publishNumbered leaves unacked.
+const publishWindow = 2000
+
 // publishNumbered publishes events first..last-1 of "click" (shard 0)
 // and "view" (shard 1) and waits for their acks.
 func publishNumbered(t testing.TB, js jetstream.JetStream, first, last int) {
 	t.Helper()
 	var futures []jetstream.PubAckFuture
 	for i := first; i < last; i++ {
+		if len(futures) >= publishWindow {
+			// Past the client's limit of outstanding async publishes
+			// (4,000) PublishAsync stalls, and on a loaded machine
+			// fails: wait for the window's acks first.
+			natstest.AwaitAcks(t, futures)
+			futures = futures[:0]
+		}
 		for _, typ := range []string{"click", "view"} {
 			f, err := js.PublishAsync("events."+typ, fmt.Appendf(nil, `{"time":%q,"data":{"n":%d}}`, time.Now().UTC().Format(time.RFC3339Nano), i))
 			if err != nil {

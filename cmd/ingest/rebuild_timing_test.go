@@ -75,21 +75,23 @@ func waitCaughtUp(b *testing.B, n *node, want ...int) {
 }
 
 // BenchmarkShardRebuild measures how fast a storage node with an empty
-// data directory rebuilds two shards from the stream (stream), and
-// restores them from a snapshot taken at 90% and replays the last 10%
-// (snapshot): events/s is the shards' events over the time from start
-// to caught up.
+// data directory rebuilds two shards from the stream (stream), restores
+// them from a copy of a node's storage directory taken at 90% and replays
+// the last 10% (snapshot), and imports per-shard snapshots taken at 90%
+// from a running node and replays the last 10% (shard-snapshot): events/s
+// is the shards' events over the time from start to caught up.
 func BenchmarkShardRebuild(b *testing.B) {
 	events := rebuildBenchEvents(b)
-	for _, mode := range []string{"stream", "snapshot"} {
+	for _, mode := range []string{"stream", "snapshot", "shard-snapshot"} {
 		b.Run(mode, func(b *testing.B) {
 			rb := newRebuildBench(b)
 			dataA := b.TempDir()
-			a := rb.start("node-a", dataA, "--own-shards", "0-1")
+			shardSnapshots := b.TempDir()
+			a := rb.start("node-a", dataA, "--own-shards", "0-1", "--admin", "127.0.0.1:0", "--snapshot-dir", shardSnapshots)
 			// cut: the events published before the snapshot; replayed:
 			// what the new node applies from the stream.
 			cut, replayed := events, 2*events
-			if mode == "snapshot" {
+			if mode != "stream" {
 				cut = events * 9 / 10
 				replayed = 2 * (events - cut)
 			}
@@ -97,6 +99,13 @@ func BenchmarkShardRebuild(b *testing.B) {
 			waitCaughtUp(b, a, 0, 1)
 			for a.shards.Stats().Ingested < uint64(2*cut) {
 				time.Sleep(time.Millisecond)
+			}
+			if mode == "shard-snapshot" {
+				for s := range 2 {
+					if _, err := a.snapshotShard(b.Context(), s); err != nil {
+						b.Fatal(err)
+					}
+				}
 			}
 			if err := a.shutdown(); err != nil {
 				b.Fatal(err)
@@ -109,8 +118,11 @@ func BenchmarkShardRebuild(b *testing.B) {
 			for i := range b.N {
 				id := "node-b" + strconv.Itoa(i)
 				extra := []string{"--own-shards", "0-1"}
-				if mode == "snapshot" {
+				switch mode {
+				case "snapshot":
 					extra = append(extra, "--restore-from", snapshot, "--restore-node", "node-a")
+				case "shard-snapshot":
+					extra = append(extra, "--restore-shards-from", shardSnapshots)
 				}
 				t0 := time.Now()
 				n := rb.start(id, b.TempDir(), extra...)
@@ -132,48 +144,73 @@ func BenchmarkShardRebuild(b *testing.B) {
 }
 
 // BenchmarkShardFailover measures, with the owners bucket, the time from
-// the change that gives a dead node's shard to another node (an
-// operator's or a supervisor's ForceOwner: nothing in Eventide detects a
-// death by itself) to that shard serving again on the new owner, which
-// rebuilds it from the stream.
+// the change that gives a dead node's shard to another, running node (an
+// operator's or a supervisor's ForceOwner, or a lease expiry) to that
+// shard serving again on the new owner, which rebuilds it from the stream
+// (stream) or imports a per-shard snapshot taken at 90% and replays the
+// last 10% (shard-snapshot).
 func BenchmarkShardFailover(b *testing.B) {
 	events := rebuildBenchEvents(b)
-	rb := newRebuildBench(b)
-	kvArgs := []string{"--owners-kv", queryrpc.DefaultOwnersBucket}
-	a := rb.start("node-a", b.TempDir(), append(kvArgs, "--own-shards", "1")...)
-	publishNumbered(b, rb.js, 0, events)
-	waitCaughtUp(b, a, 1)
-	if err := a.shutdown(); err != nil { // node-a dies
-		b.Fatal(err)
+	for _, mode := range []string{"stream", "shard-snapshot"} {
+		b.Run(mode, func(b *testing.B) {
+			rb := newRebuildBench(b)
+			kvArgs := []string{"--owners-kv", queryrpc.DefaultOwnersBucket}
+			snapshots := b.TempDir()
+			a := rb.start("node-a", b.TempDir(), append(kvArgs, "--own-shards", "1", "--admin", "127.0.0.1:0", "--snapshot-dir", snapshots)...)
+			cut, replayed := events, events
+			if mode == "shard-snapshot" {
+				cut = events * 9 / 10
+				replayed = events - cut
+			}
+			publishNumbered(b, rb.js, 0, cut)
+			waitCaughtUp(b, a, 1)
+			for a.shards.Stats().Ingested < uint64(cut) {
+				time.Sleep(time.Millisecond)
+			}
+			if mode == "shard-snapshot" {
+				if _, err := a.snapshotShard(b.Context(), 1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			publishNumbered(b, rb.js, cut, events)
+			// The writer that the snapshot paused counts from its restart.
+			for a.shards.Stats().Ingested < uint64(replayed) {
+				time.Sleep(time.Millisecond)
+			}
+			if err := a.shutdown(); err != nil { // node-a dies
+				b.Fatal(err)
+			}
+			kv, err := rb.js.KeyValue(b.Context(), queryrpc.DefaultOwnersBucket)
+			if err != nil {
+				b.Fatal(err)
+			}
+			owner := "node-a"
+			b.ResetTimer()
+			var total time.Duration
+			for i := range b.N {
+				b.StopTimer()
+				id := "node-b" + strconv.Itoa(i)
+				n := rb.start(id, b.TempDir(), append(kvArgs, "--restore-shards-from", snapshots)...)
+				b.StartTimer()
+				t0 := time.Now()
+				if err := queryrpc.ForceOwner(b.Context(), kv, 1, queryrpc.OwnerValue{Owner: owner}, id); err != nil {
+					b.Fatal(err)
+				}
+				waitCaughtUp(b, n, 1)
+				for n.shards.Stats().Ingested < uint64(replayed) {
+					time.Sleep(time.Millisecond)
+				}
+				total += time.Since(t0)
+				b.StopTimer()
+				if err := n.shutdown(); err != nil {
+					b.Fatal(err)
+				}
+				owner = id
+				b.StartTimer()
+			}
+			b.ReportMetric(total.Seconds()/float64(b.N), "s/failover")
+			b.ReportMetric(float64(events)*float64(b.N)/total.Seconds(), "events/s")
+			b.ReportMetric(float64(replayed), "replayed-events")
+		})
 	}
-	kv, err := rb.js.KeyValue(b.Context(), queryrpc.DefaultOwnersBucket)
-	if err != nil {
-		b.Fatal(err)
-	}
-	owner := "node-a"
-	b.ResetTimer()
-	var total time.Duration
-	for i := range b.N {
-		b.StopTimer()
-		id := "node-b" + strconv.Itoa(i)
-		n := rb.start(id, b.TempDir(), kvArgs...)
-		b.StartTimer()
-		t0 := time.Now()
-		if err := queryrpc.ForceOwner(b.Context(), kv, 1, queryrpc.OwnerValue{Owner: owner}, id); err != nil {
-			b.Fatal(err)
-		}
-		waitCaughtUp(b, n, 1)
-		for n.shards.Stats().Ingested < uint64(events) {
-			time.Sleep(time.Millisecond)
-		}
-		total += time.Since(t0)
-		b.StopTimer()
-		if err := n.shutdown(); err != nil {
-			b.Fatal(err)
-		}
-		owner = id
-		b.StartTimer()
-	}
-	b.ReportMetric(total.Seconds()/float64(b.N), "s/failover")
-	b.ReportMetric(float64(events)*float64(b.N)/total.Seconds(), "events/s")
 }

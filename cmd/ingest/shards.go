@@ -34,8 +34,22 @@ type shardWriters struct {
 	// onFail is called when a shard's writer stops on its own.
 	onFail func(error)
 
+	// restoreDir, when set, is where a shard's writer looks for a
+	// snapshot of its shard to import before it starts
+	// (shardsnapshot.go).
+	restoreDir string
+	// imports counts the imports by result (nil: not counted).
+	imports *prometheus.CounterVec
+
+	// transition serialises starting, stopping and pausing shards, so a
+	// shard paused for a snapshot cannot be started again after ownership
+	// stopped it meanwhile.
+	transition sync.Mutex
+
 	mu      sync.Mutex
 	running map[int]*shardWriter
+	// importing holds the shards whose snapshot is being imported.
+	importing map[int]bool
 	// observe, for tests, is told after a shard's writer started
 	// (running) or stopped.
 	observe func(shard int, running bool)
@@ -66,7 +80,7 @@ type shardWriter struct {
 }
 
 func newShardWriters(nc *nats.Conn, db *storage.DB, base writer.Config, reg prometheus.Registerer, logger *slog.Logger, onFail func(error)) *shardWriters {
-	return &shardWriters{nc: nc, db: db, base: base, reg: reg, logger: logger, onFail: onFail, running: map[int]*shardWriter{}}
+	return &shardWriters{nc: nc, db: db, base: base, reg: reg, logger: logger, onFail: onFail, running: map[int]*shardWriter{}, importing: map[int]bool{}}
 }
 
 // shardConsumer names the durable consumer (and so the checkpoint) of
@@ -75,16 +89,41 @@ func shardConsumer(base string, s int) string { return base + "-s" + strconv.Ito
 
 // start starts the writer of shard s, if it is not running. It replays
 // the shard from the stream from the shard's checkpoint in this node's
-// store (from the stream's first message in an empty store).
+// store (from the stream's first message in an empty store), after
+// importing a snapshot of the shard when there is one to import.
 func (sw *shardWriters) start(ctx context.Context, s int) error {
+	sw.transition.Lock()
+	defer sw.transition.Unlock()
+	return sw.startLocked(ctx, s, true)
+}
+
+func (sw *shardWriters) startLocked(ctx context.Context, s int, importSnapshot bool) error {
 	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	if _, ok := sw.running[s]; ok {
+	_, ok := sw.running[s]
+	sw.mu.Unlock()
+	if ok {
 		return nil
 	}
 	cfg := sw.base
 	cfg.Shard = s
 	cfg.Consumer = shardConsumer(sw.base.Consumer, s)
+	if sw.restoreDir != "" && importSnapshot {
+		sw.mu.Lock()
+		sw.importing[s] = true
+		sw.mu.Unlock()
+		result, err := importShardSnapshot(sw.db, sw.restoreDir, s, cfg.Shards, cfg.Stream, eventSubjectPrefix(cfg), cfg.Consumer, sw.logger)
+		if sw.imports != nil {
+			sw.imports.WithLabelValues(result).Inc()
+		}
+		sw.mu.Lock()
+		delete(sw.importing, s)
+		sw.mu.Unlock()
+		if err != nil {
+			sw.logger.Error("cannot import the snapshot of the shard; replaying it from the stream instead", "shard", s, "err", err)
+		}
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
 	cfg.NoDeadLetters = false // each shard's writer dead-letters its own rejects
 	shards, prefix := cfg.Shards, eventSubjectPrefix(cfg)
 	// Every mutation of the shard's writer is of its shard; the filter
@@ -123,6 +162,41 @@ func (sw *shardWriters) start(ctx context.Context, s int) error {
 // acked its in-flight batch: after stop returns, this node applies
 // nothing more of s.
 func (sw *shardWriters) stop(s int) {
+	sw.transition.Lock()
+	defer sw.transition.Unlock()
+	sw.stopLocked(s)
+}
+
+// paused runs f with the writer of shard s stopped, if it runs, and
+// starts it again after: f sees the shard's data and checkpoint still.
+func (sw *shardWriters) paused(s int, f func() error) error {
+	sw.transition.Lock()
+	defer sw.transition.Unlock()
+	sw.mu.Lock()
+	r, running := sw.running[s]
+	sw.mu.Unlock()
+	if !running {
+		return f()
+	}
+	// Ready latches caughtUp only when asked: ask as it would.
+	caughtUp := r.caughtUp.Load() || shardBehind(s, r.w.Stats(), sw.fetchBatch()) == nil
+	sw.stopLocked(s)
+	err := f()
+	// Its context is the node's: the writer runs until stop.
+	if serr := sw.startLocked(context.Background(), s, false); serr != nil {
+		return errors.Join(err, serr)
+	}
+	// A pause does not make a caught-up shard rebuild: /readyz stays as
+	// it was.
+	sw.mu.Lock()
+	if r := sw.running[s]; r != nil && caughtUp {
+		r.caughtUp.Store(true)
+	}
+	sw.mu.Unlock()
+	return err
+}
+
+func (sw *shardWriters) stopLocked(s int) {
 	sw.mu.Lock()
 	r, ok := sw.running[s]
 	delete(sw.running, s)
