@@ -325,3 +325,45 @@ func TestServerStopLeavesNoGoroutines(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestServeAnswersOnReturn: a node's endpoints answer a request made on
+// another connection as soon as Serve returns. Serve used to return with
+// its subscriptions still in its connection's buffer, and a query
+// service asking at once got "no responders" (a flaky test showed it).
+func TestServeAnswersOnReturn(t *testing.T) {
+	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { natsembed.Stop(ns) })
+	db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	asker, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(asker.Close)
+	for i := range 20 {
+		nc, err := nats.Connect(ns.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		node := fmt.Sprintf("node-%d", i)
+		srv, err := Serve(nc, ServerConfig{Node: node, Store: db, Shards: 1, Owned: []int{0},
+			Writer:  func() ConsumerPosition { return ConsumerPosition{} },
+			Ready:   func() error { return nil },
+			Metrics: db.Metrics})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = asker.Request(DefaultSubjectPrefix+"."+node+".health", nil, 5*time.Second)
+		srv.Stop()
+		nc.Close()
+		if err != nil {
+			t.Fatalf("health of %s right after Serve returned: %v", node, err)
+		}
+	}
+}

@@ -2,24 +2,43 @@ package queryrpc
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"testing"
 	"time"
 
+	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 )
 
 // TestTypeHoursScattered: each node's type index holds the types it
-// stores; a slice through the client sees every node's types, a type on
-// both with its counts added, in clustering order, cut at the limit, and
-// a silent node's shards are missed under TrackMisses.
+// stores; a slice through the client sees every node's types in
+// clustering order, cut at the limit, each type's count from the node
+// that owns its shard: the stale copies a node keeps of a shard that
+// moved away are not added, even when they fill its first Limit rows
+// and the owner no longer has the type at all. A silent node's shards
+// are missed under TrackMisses.
 func TestTypeHoursScattered(t *testing.T) {
 	c := startCluster(t)
 	at := time.Date(2026, 11, 24, 1, 10, 0, 0, time.UTC)
+	// pick returns the first name prefix<n> whose shard node owns.
+	pick := func(prefix, node string) string {
+		for i := 0; ; i++ {
+			typ := fmt.Sprintf("%s%d", prefix, i)
+			if c.owners[bucket.EventShard(bucket.DefaultEventSubjectPrefix, typ, len(c.owners))] == node {
+				return typ
+			}
+		}
+	}
+	alpha, gamma, zulu := pick("alpha", "node-a"), pick("gamma", "node-a"), pick("zulu", "node-a")
+	beta, delta := pick("beta", "node-b"), pick("delta", "node-b")
 	for node, counts := range map[string]map[string]int64{
-		"node-a": {"alpha": 3, "gamma": 5},
-		"node-b": {"beta": 7, "gamma": 11},
+		"node-a": {alpha: 3, gamma: 5},
+		// gamma's and zulu's shard was node-b's before it moved to
+		// node-a, which rebuilt gamma and no longer has zulu's hour.
+		"node-b": {beta: 7, delta: 11, gamma: 50, zulu: 99},
 	} {
 		var b storage.Batch
 		for typ, n := range counts {
@@ -59,19 +78,22 @@ func TestTypeHoursScattered(t *testing.T) {
 		}
 		return got
 	}
-	if got := read(t.Context(), 0, false); len(got) != 3 || got["alpha"] != 3 || got["beta"] != 7 || got["gamma"] != 16 {
-		t.Errorf("merged type index %v, want alpha 3, beta 7, gamma 16", got)
+	want := map[string]int64{alpha: 3, beta: 7, delta: 11, gamma: 5}
+	if got := read(t.Context(), 0, false); !maps.Equal(got, want) {
+		t.Errorf("merged type index %v, want %v", got, want)
 	}
-	if got := read(t.Context(), 2, false); len(got) != 2 || got["alpha"] != 3 || got["beta"] != 7 {
-		t.Errorf("limit 2: %v, want alpha and beta", got)
+	if got, want := read(t.Context(), 2, false), map[string]int64{alpha: 3, beta: 7}; !maps.Equal(got, want) {
+		t.Errorf("limit 2: %v, want %v", got, want)
 	}
-	if got := read(t.Context(), 1, true); len(got) != 1 || got["gamma"] != 16 {
-		t.Errorf("reverse, limit 1: %v, want gamma 16", got)
+	// node-b's first two rows in reverse are its stale zulu and gamma:
+	// its own delta comes after them.
+	if got, want := read(t.Context(), 2, true), map[string]int64{gamma: 5, delta: 11}; !maps.Equal(got, want) {
+		t.Errorf("reverse, limit 2: %v, want %v", got, want)
 	}
 	c.servers["node-b"].Stop()
 	ctx, missed := TrackMisses(t.Context())
-	if got := read(ctx, 0, false); len(got) != 2 || got["gamma"] != 5 {
-		t.Errorf("with node-b silent: %v, want node-a's alpha and gamma", got)
+	if got, want := read(ctx, 0, false), map[string]int64{alpha: 3, gamma: 5}; !maps.Equal(got, want) {
+		t.Errorf("with node-b silent: %v, want node-a's %v", got, want)
 	}
 	if m := missed(); len(m) != 2 || m[0] != 2 || m[1] != 3 {
 		t.Errorf("missed shards %v, want node-b's 2 and 3", m)

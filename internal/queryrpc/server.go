@@ -143,6 +143,14 @@ func Serve(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("cannot add endpoint %s of node %s: %w", ep.name, cfg.Node, err)
 		}
 	}
+	// The subscriptions are in the connection's buffer: a round trip to
+	// the server makes them known there, so the node answers requests
+	// from other connections once Serve returns.
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		svc.Stop()
+		cancel()
+		return nil, fmt.Errorf("cannot register the endpoints of node %s with the NATS server: %w", cfg.Node, err)
+	}
 	return s, nil
 }
 
