@@ -47,7 +47,9 @@ type cacheKey struct{ fileNum, offset uint64 }
 
 type cacheEntry struct {
 	key        cacheKey
-	blk        *loadedBlock
+	blk        *loadedBlock // a data block, or
+	page       *indexPage   // an index page (version 4)
+	size       int64
 	prev, next *cacheEntry // LRU list, most recent after the sentinel
 }
 
@@ -96,6 +98,9 @@ func (c *Cache) get(fileNum, offset uint64) *loadedBlock {
 	s := c.shard(k)
 	s.mu.Lock()
 	e := s.entries[k]
+	if e != nil && e.blk == nil {
+		e = nil // an index page at this offset: cannot be, but never hand it out as a block
+	}
 	if e != nil {
 		s.unlink(e)
 		s.pushFront(e)
@@ -128,17 +133,63 @@ func (c *Cache) add(fileNum, offset uint64, b *loadedBlock) {
 		return
 	}
 	b.ref()
-	e := &cacheEntry{key: k, blk: b}
-	s.entries[k] = e
+	s.insert(&cacheEntry{key: k, blk: b, size: b.size})
+}
+
+// insert adds e (whose key is not cached) and evicts the least recently
+// used entries beyond the capacity. The caller holds s.mu.
+func (s *cacheShard) insert(e *cacheEntry) {
+	s.entries[e.key] = e
 	s.pushFront(e)
-	s.size += b.size
+	s.size += e.size
 	for s.size > s.capacity {
 		old := s.lru.prev
 		s.unlink(old)
 		delete(s.entries, old.key)
-		s.size -= old.blk.size
-		old.blk.release()
+		s.size -= old.size
+		if old.blk != nil {
+			old.blk.release()
+		}
 	}
+}
+
+// getPage returns the cached index page at (fileNum, offset), or nil.
+// Pages are not counted: nothing recycles them, so an evicted page stays
+// valid for whoever still refers to it.
+func (c *Cache) getPage(fileNum, offset uint64) *indexPage {
+	if c == nil {
+		return nil
+	}
+	k := cacheKey{fileNum, offset}
+	s := c.shard(k)
+	s.mu.Lock()
+	e := s.entries[k]
+	if e != nil && e.page != nil {
+		s.unlink(e)
+		s.pushFront(e)
+	}
+	s.mu.Unlock()
+	if e == nil || e.page == nil {
+		c.misses.Add(1)
+		return nil
+	}
+	c.hits.Add(1)
+	return e.page
+}
+
+// addPage caches an index page.
+func (c *Cache) addPage(fileNum, offset uint64, pg *indexPage) {
+	if c == nil {
+		return
+	}
+	k := cacheKey{fileNum, offset}
+	s := c.shard(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pg.size > s.capacity || s.entries[k] != nil {
+		return
+	}
+	s.insert(&cacheEntry{key: k, page: pg, size: pg.size})
 }
 
 func (s *cacheShard) unlink(e *cacheEntry) {
