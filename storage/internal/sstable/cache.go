@@ -5,9 +5,10 @@ import (
 	"sync/atomic"
 )
 
-// Cache is an LRU cache of decoded data blocks shared by the readers of a
-// store, bounded by the bytes the blocks hold (decompressed bytes, key
-// arena and cell structs). It also holds the zstd decoder the readers
+// Cache is an LRU cache of decoded data blocks and index pages shared by
+// the readers of a store, bounded by the bytes they hold (decompressed
+// bytes, key arena and cell structs, offset tables); index pages are
+// evicted after data blocks (see cacheShard). It also holds the zstd decoder the readers
 // share. It is safe for concurrent use; a nil *Cache caches nothing.
 //
 // Blocks are keyed by (file number, block offset): a file number must
@@ -56,9 +57,16 @@ type cacheEntry struct {
 type cacheShard struct {
 	mu       sync.Mutex
 	capacity int64
-	size     int64
+	size     int64 // data blocks and index pages
 	entries  map[cacheKey]*cacheEntry
-	lru      cacheEntry // sentinel
+	lru      cacheEntry // sentinel of the data blocks' list
+	// Index pages have a list of their own and are evicted only once the
+	// data blocks are gone or the pages hold more than half the
+	// capacity (RocksDB's high-priority pool for index blocks): a page
+	// serves every partition in it, and a page miss costs a read and a
+	// full validation before the data block is even looked up.
+	plru      cacheEntry // sentinel of the index pages' list
+	pageBytes int64
 }
 
 // NewCache returns a cache holding up to capacityBytes of decoded blocks.
@@ -75,6 +83,7 @@ func NewCache(capacityBytes int64) *Cache {
 		s.capacity = capacityBytes / int64(n)
 		s.entries = map[cacheKey]*cacheEntry{}
 		s.lru.next, s.lru.prev = &s.lru, &s.lru
+		s.plru.next, s.plru.prev = &s.plru, &s.plru
 	}
 	return c
 }
@@ -137,16 +146,27 @@ func (c *Cache) add(fileNum, offset uint64, b *loadedBlock) {
 }
 
 // insert adds e (whose key is not cached) and evicts the least recently
-// used entries beyond the capacity. The caller holds s.mu.
+// used entries beyond the capacity: data blocks first, index pages once
+// there are no blocks left or they take more than half. The caller holds
+// s.mu.
 func (s *cacheShard) insert(e *cacheEntry) {
 	s.entries[e.key] = e
 	s.pushFront(e)
 	s.size += e.size
+	if e.page != nil {
+		s.pageBytes += e.size
+	}
 	for s.size > s.capacity {
 		old := s.lru.prev
+		if old == &s.lru || s.pageBytes > s.capacity/2 {
+			old = s.plru.prev
+		}
 		s.unlink(old)
 		delete(s.entries, old.key)
 		s.size -= old.size
+		if old.page != nil {
+			s.pageBytes -= old.size
+		}
 		if old.blk != nil {
 			old.blk.release()
 		}
@@ -198,10 +218,14 @@ func (s *cacheShard) unlink(e *cacheEntry) {
 }
 
 func (s *cacheShard) pushFront(e *cacheEntry) {
-	e.prev = &s.lru
-	e.next = s.lru.next
-	s.lru.next.prev = e
-	s.lru.next = e
+	head := &s.lru
+	if e.page != nil {
+		head = &s.plru
+	}
+	e.prev = head
+	e.next = head.next
+	head.next.prev = e
+	head.next = e
 }
 
 // Metrics returns the cache's counters. A nil cache reports zeros.

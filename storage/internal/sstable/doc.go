@@ -38,15 +38,16 @@
 // quarter of the Cache's capacity shared by the readers of that Cache.
 //
 // Reading: a version 4 file's partition and block index entries are cut
-// into index pages of about 16 KiB (whole partitions and their blocks'
+// into index pages of about 4 KiB (whole partitions and their blocks'
 // entries, each page written after its data blocks); Open keeps only the
 // page index (each page's first key and place: about 40 bytes per page,
-// i.e. per ~200 small partitions) and the bloom filter (10 bits per
+// i.e. per ~50 small partitions) and the bloom filter (10 bits per
 // partition) resident. FindPartition binary-searches the page index, reads
 // the page through the Cache (checksummed and fully validated when it is
 // read, like a data block) and looks the key up in it; a PartitionInfo
-// keeps its page, so an iterator never looks it up again. Pages are never
-// recycled: an evicted page stays valid for whoever still holds a
+// keeps its page, so an iterator never looks it up again. The Cache evicts
+// data blocks before index pages while pages take at most half of it.
+// Pages are never recycled: an evicted page stays valid for whoever still holds a
 // PartitionInfo of it. Files of versions 1 to 3 keep their whole
 // (decompressed) partition and block indexes resident, as one page. Within
 // a page, entries are compact byte slices plus offset tables, decoded on

@@ -23,7 +23,7 @@ import (
 
 // indexPageSize is the decompressed size at which the writer ends an index
 // page (after the partition that reaches it).
-const indexPageSize = 16 << 10
+const indexPageSize = 4 << 10
 
 // indexPage is one decoded, validated index page: a run of consecutive
 // partitions and the block index entries of their data blocks. Partition
@@ -35,8 +35,9 @@ type indexPage struct {
 	blocks blockIndex // fileOffs are file offsets
 	// base tells the pages of a file apart in the reader's rangeCache:
 	// the page's file offset (0 for the resident index of versions 1-3).
-	base int
-	size int64 // bytes charged to the cache
+	base    int
+	fileNum uint64 // of the reader that read it
+	size    int64  // bytes charged to the cache
 }
 
 // pageRef is one entry of the page index as kept in memory.
@@ -307,6 +308,7 @@ func (r *Reader) page(j int, src blockSource) (*indexPage, error) {
 	if err != nil {
 		return nil, r.wrapAt(off, fmt.Sprintf("index page %d", j), err)
 	}
+	pg.fileNum = r.fileNum
 	if src == viaCache {
 		r.cache.addPage(r.fileNum, off, pg)
 	}

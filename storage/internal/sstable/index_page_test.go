@@ -115,3 +115,43 @@ func TestIndexPageCorruption(t *testing.T) {
 		r.Close()
 	}
 }
+
+// TestCacheKeepsIndexPages checks that data blocks are evicted before
+// index pages, until the pages take more than half the capacity.
+func TestCacheKeepsIndexPages(t *testing.T) {
+	c := NewCache(100 << 10) // one shard
+	page := func() *indexPage { return &indexPage{size: 10 << 10} }
+	blk := func() *loadedBlock {
+		b := &loadedBlock{block: &block{size: 10 << 10}}
+		b.refs.Store(1)
+		return b
+	}
+	for i := range 3 {
+		c.addPage(1, uint64(i), page())
+	}
+	for i := range 50 {
+		b := blk()
+		c.add(1, 1000+uint64(i), b)
+		b.release()
+	}
+	for i := range 3 {
+		if c.getPage(1, uint64(i)) == nil {
+			t.Fatalf("index page %d evicted by data blocks", i)
+		}
+	}
+	if b := c.get(1, 1049); b == nil {
+		t.Fatal("the newest data block is not cached")
+	} else {
+		b.release()
+	}
+	// Pages beyond half the capacity are evicted, oldest first.
+	for i := 3; i < 20; i++ {
+		c.addPage(1, uint64(i), page())
+	}
+	if c.getPage(1, 0) != nil || c.getPage(1, 19) == nil {
+		t.Fatal("pages past half the capacity: want the oldest evicted, the newest kept")
+	}
+	if m := c.Metrics(); m.Bytes > m.Capacity {
+		t.Fatalf("cache holds %d bytes, capacity %d", m.Bytes, m.Capacity)
+	}
+}

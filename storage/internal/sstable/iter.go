@@ -66,17 +66,13 @@ func (r *Reader) NewPartitionIter(p PartitionInfo, o IterOptions) *PartitionIter
 }
 
 // owns reports whether p, as returned by FindPartition or a Scanner, can
-// be one of r's partitions: its page belongs to r and its blocks to the
-// page.
+// be one of r's partitions: its page was read by r (file numbers are
+// unique while a cache lives) and its blocks are the page's.
 func (r *Reader) owns(p PartitionInfo) bool {
 	if p.pg == nil || p.firstBlock < 0 || p.numBlocks < 0 || p.firstBlock+p.numBlocks > p.pg.blocks.len() {
 		return false
 	}
-	if len(r.top.pages) == 1 && r.top.pages[0].resident != nil {
-		return p.pg == r.top.pages[0].resident
-	}
-	j := r.top.search(p.pg.parts.firstKey)
-	return j >= 0 && r.top.pages[j].resident == nil && uint64(p.pg.base) == r.top.pages[j].offset()
+	return p.pg.fileNum == r.fileNum
 }
 
 // AnyBlock reports whether pred holds for a block of partition p (as

@@ -162,7 +162,7 @@ func (r *Reader) loadResidentIndex(ft footer) error {
 	if err != nil {
 		return r.wrapAt(ft.partitionIndex.offset, "partition index", err)
 	}
-	pg := &indexPage{parts: parts, blocks: blocks}
+	pg := &indexPage{parts: parts, blocks: blocks, fileNum: r.fileNum}
 	if err := r.crossCheck(pg); err != nil {
 		return r.wrapAt(ft.partitionIndex.offset, "partition index", err)
 	}

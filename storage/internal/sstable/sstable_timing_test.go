@@ -232,26 +232,55 @@ func BenchmarkScanner(b *testing.B) {
 	}
 }
 
-// BenchmarkPartitionLookup is the bloom check and index search.
+// BenchmarkPartitionLookup is the bloom check and index search in a file
+// of 100,000 one-row partitions, with a cache large enough for the whole
+// index (version 4 reads index pages through it) and without one.
+// BenchmarkPointRead also reads the partition's row, as a timeline read
+// of one user does.
 func BenchmarkPartitionLookup(b *testing.B) {
+	benchPointReads(b, false)
+}
+
+func BenchmarkPointRead(b *testing.B) {
+	benchPointReads(b, true)
+}
+
+func benchPointReads(b *testing.B, readRow bool) {
 	rng := rand.New(rand.NewPCG(5, 0))
 	parts := make([]testPartition, 100000)
 	for i := range parts {
 		parts[i] = testPartition{key: fmt.Appendf(nil, "user-%09d", i*7), del: liveDel(),
 			cells: []base.Cell{{Clustering: timeUUIDKey(uint64(i), 0), Column: []byte("data"), Kind: base.KindLive, Timestamp: 1, LocalDeletionTime: base.NoDeletionTime, Value: randomValue(rng, 10)}}}
 	}
-	r := openBench(b, parts, CompressionZstd, nil)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		k := parts[(i*7919)%len(parts)].key
-		if !r.MayContain(k) {
-			b.Fatal("bloom false negative")
+	for _, cached := range []bool{true, false} {
+		name := "nocache"
+		var cache *Cache
+		if cached {
+			name, cache = "cached", NewCache(256<<20)
 		}
-		if _, ok := r.Partition(k); !ok {
-			b.Fatal("partition missing")
-		}
-		i++
+		b.Run(name, func(b *testing.B) {
+			r := openBench(b, parts, CompressionZstd, cache)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				k := parts[(i*7919)%len(parts)].key
+				if !r.MayContain(k) {
+					b.Fatal("bloom false negative")
+				}
+				info, ok := r.Partition(k)
+				if !ok {
+					b.Fatal("partition missing")
+				}
+				if readRow {
+					it := r.NewPartitionIter(info, IterOptions{})
+					if !it.Next() || it.Err() != nil {
+						b.Fatalf("read nothing: %v", it.Err())
+					}
+					it.Close()
+				}
+				i++
+			}
+		})
 	}
 }
 

@@ -37,7 +37,7 @@ package sstable
 // the whole file, in one meta block each.
 //
 // Index page (version 4), decompressed; the writer ends one after the
-// partition that brings it to indexPageSize (16 KiB), so a page holds at
+// partition that brings it to indexPageSize (4 KiB), so a page holds at
 // least one partition and all of its blocks' entries:
 //
 //	+-----------------------------------------------------------------+
