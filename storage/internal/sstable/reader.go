@@ -302,7 +302,20 @@ func (r *Reader) loadBlock(pg *indexPage, i int, src blockSource) (*loadedBlock,
 		r.frames.Put(bufp)
 		return nil, err
 	}
-	lb := r.recycled.get()
+	// Only blocks read through the cache are released by their readers
+	// (iterators); the Scanner's and Check's never are, so they neither
+	// take pooled buffers (which would never come back) nor get buffers
+	// rounded up for reuse: a one-row partition's block is a few dozen
+	// bytes, and compacting a million of them allocated and cleared
+	// 36 KiB for each.
+	pooled := src == viaCache
+	var lb *loadedBlock
+	if pooled {
+		lb = r.recycled.get()
+	} else {
+		lb = &loadedBlock{}
+		lb.refs.Store(1)
+	}
 	var cells []packedCell
 	var vals []byte
 	if old := lb.block; old != nil {
@@ -315,11 +328,22 @@ func (r *Reader) loadBlock(pg *indexPage, i int, src blockSource) (*loadedBlock,
 	// recycled one fits the next block, whose size differs by a few
 	// bytes or cells.
 	dst := lb.raw
-	if uint64(cap(dst)) < h.rawLen {
+	switch {
+	case uint64(cap(dst)) >= h.rawLen:
+	case pooled:
 		dst = r.recycled.rawBuffer(int(h.rawLen))
+	default:
+		dst = r.recycled.rawBufferIfAny(int(h.rawLen))
+		if dst == nil {
+			dst = make([]byte, 0, h.rawLen)
+		}
 	}
 	if cap(cells) < h.meta.Cells {
-		cells = make([]packedCell, 0, roundUp(h.meta.Cells, recycleCellsStep))
+		if pooled {
+			cells = make([]packedCell, 0, roundUp(h.meta.Cells, recycleCellsStep))
+		} else {
+			cells = make([]packedCell, 0, h.meta.Cells)
+		}
 	}
 	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen, dst)
 	// A block stored uncompressed aliases its frame, which then belongs

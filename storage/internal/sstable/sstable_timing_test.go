@@ -245,13 +245,54 @@ func BenchmarkPointRead(b *testing.B) {
 	benchPointReads(b, true)
 }
 
-func benchPointReads(b *testing.B, readRow bool) {
+// oneRowPartitions is n timeline-like partitions of one row each.
+func oneRowPartitions(n int) []testPartition {
 	rng := rand.New(rand.NewPCG(5, 0))
-	parts := make([]testPartition, 100000)
+	parts := make([]testPartition, n)
 	for i := range parts {
 		parts[i] = testPartition{key: fmt.Appendf(nil, "user-%09d", i*7), del: liveDel(),
 			cells: []base.Cell{{Clustering: timeUUIDKey(uint64(i), 0), Column: []byte("data"), Kind: base.KindLive, Timestamp: 1, LocalDeletionTime: base.NoDeletionTime, Value: randomValue(rng, 10)}}}
 	}
+	return parts
+}
+
+// BenchmarkWriteOneRowPartitions is a flush or compaction output of the
+// fan-out: 100,000 one-row partitions, per partition.
+func BenchmarkWriteOneRowPartitions(b *testing.B) {
+	parts := oneRowPartitions(100000)
+	for _, comp := range []Compression{CompressionS2, CompressionZstd} {
+		b.Run(comp.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				writeTable(b, parts, WriterOptions{Compression: comp})
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(parts)), "ns/partition")
+		})
+	}
+}
+
+// BenchmarkScanOneRowPartitions is a compaction's read of such a file.
+func BenchmarkScanOneRowPartitions(b *testing.B) {
+	parts := oneRowPartitions(100000)
+	r := openBench(b, parts, CompressionS2, NewCache(32<<20))
+	b.ReportAllocs()
+	for b.Loop() {
+		s := r.NewScanner()
+		n := 0
+		for s.NextPartition() {
+			for s.NextCell() {
+				n++
+			}
+		}
+		if n != len(parts) || s.Err() != nil {
+			b.Fatalf("scanned %d cells: %v", n, s.Err())
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(parts)), "ns/partition")
+}
+
+func benchPointReads(b *testing.B, readRow bool) {
+	parts := oneRowPartitions(100000)
 	for _, cached := range []bool{true, false} {
 		name := "nocache"
 		var cache *Cache

@@ -303,13 +303,20 @@ type Writer struct {
 	done bool
 
 	inPartition bool
-	cur         PartitionInfo // the partition being written (Key owned)
+	cur         PartitionInfo // the partition being written (Key in keyBufs)
 	haveCell    bool
 	lastCK      []byte // the current partition's last cell (owned)
 	lastCol     []byte
 	prevKey     []byte // the previous partition's key, for ordering
-	havePrev    bool
-	partitions  int
+	// keyBufs hold the current and the previous partition's keys
+	// (alternately), ckBufs the current one's min and max clustering:
+	// reused, as a flush of one-row partitions allocated them for each.
+	keyBufs    [2][]byte
+	keyBuf     int
+	ckBufs     [2][]byte
+	sinceYield int // raw block bytes written since the last yield
+	havePrev   bool
+	partitions int
 
 	blk      blockBuilder
 	rawBuf   []byte
@@ -396,7 +403,7 @@ func (w *Writer) StartPartition(key []byte, del base.PartitionDeletions) error {
 		}
 	}
 	w.cur = PartitionInfo{
-		Key:                  append([]byte{}, key...),
+		Key:                  w.nextKeyBuf(key),
 		Deletions:            base.PartitionDeletions{Partition: del.Partition},
 		MinTimestamp:         math.MaxInt64,
 		MaxTimestamp:         math.MinInt64,
@@ -467,7 +474,8 @@ func (w *Writer) Add(c *base.Cell) error {
 	w.blk.add(c, sameRow)
 
 	if !w.haveCell {
-		w.cur.MinClustering = append([]byte{}, c.Clustering...)
+		w.ckBufs[0] = append(w.ckBufs[0][:0], c.Clustering...)
+		w.cur.MinClustering = w.ckBufs[0]
 	}
 	if !sameRow {
 		w.lastCK = append(w.lastCK[:0], c.Clustering...)
@@ -520,11 +528,17 @@ func (w *Writer) flushBlock() error {
 	w.props.DataBlocks++
 	w.blk.reset()
 	// SSTables are written by background work (flushes, compactions) that
-	// can keep every P busy for seconds. Yielding after each block (a few
-	// hundred µs of CPU) lets latency-sensitive goroutines, such as a NATS
-	// delivery or a writer's commit, run between blocks instead of waiting
-	// for the scheduler's 10 ms preemption.
-	runtime.Gosched()
+	// can keep every P busy for seconds. Yielding after each block's worth
+	// of data (a few hundred µs of CPU) lets latency-sensitive goroutines,
+	// such as a NATS delivery or a writer's commit, run between blocks
+	// instead of waiting for the scheduler's 10 ms preemption. Not after
+	// every block: a million one-row partitions are a million tiny
+	// blocks, and yielding after each was 12% of writing them.
+	w.sinceYield += len(w.rawBuf)
+	if w.sinceYield >= defaultBlockSize {
+		w.sinceYield = 0
+		runtime.Gosched()
+	}
 	return nil
 }
 
@@ -550,12 +564,13 @@ func (w *Writer) finishPartition() error {
 		p.MinTimestamp, p.MaxTimestamp = 0, 0
 	}
 	if p.Cells > 0 {
-		p.MaxClustering = append([]byte{}, w.lastCK...)
+		w.ckBufs[1] = append(w.ckBufs[1][:0], w.lastCK...)
+		p.MaxClustering = w.ckBufs[1]
 		if w.props.MinClustering == nil || bytes.Compare(p.MinClustering, w.props.MinClustering) < 0 {
-			w.props.MinClustering = p.MinClustering
+			w.props.MinClustering = append(nonNil(w.props.MinClustering)[:0], p.MinClustering...)
 		}
 		if w.props.MaxClustering == nil || bytes.Compare(p.MaxClustering, w.props.MaxClustering) > 0 {
-			w.props.MaxClustering = p.MaxClustering
+			w.props.MaxClustering = append(nonNil(w.props.MaxClustering)[:0], p.MaxClustering...)
 		}
 	}
 	if p.Cells > 0 || !p.Deletions.IsEmpty() {
@@ -567,7 +582,7 @@ func (w *Writer) finishPartition() error {
 	if w.pageParts%restartInterval != 0 {
 		prev = w.prevKey
 	} else if w.pageParts == 0 {
-		w.pageFirst = p.Key
+		w.pageFirst = append(w.pageFirst[:0], p.Key...)
 	}
 	w.partIndex = appendPartitionEntry(w.partIndex, prev, p)
 	w.hashes = append(w.hashes, bloomHash(p.Key))
@@ -580,6 +595,14 @@ func (w *Writer) finishPartition() error {
 		return w.flushPage()
 	}
 	return nil
+}
+
+// nextKeyBuf copies key into the key buffer not holding the previous
+// partition's key.
+func (w *Writer) nextKeyBuf(key []byte) []byte {
+	w.keyBuf ^= 1
+	w.keyBufs[w.keyBuf] = append(w.keyBufs[w.keyBuf][:0], key...)
+	return w.keyBufs[w.keyBuf]
 }
 
 // flushPage writes the index page being filled after its data blocks and
@@ -598,7 +621,7 @@ func (w *Writer) flushPage() error {
 		return err
 	}
 	w.pageIndex = appendPageIndexEntry(w.pageIndex, w.prevFirst, w.pageFirst, &ref)
-	w.prevFirst = w.pageFirst
+	w.prevFirst, w.pageFirst = w.pageFirst, w.prevFirst
 	w.pages++
 	w.partIndex, w.blockIndex = w.partIndex[:0], w.blockIndex[:0]
 	w.pageParts, w.pageBlocks, w.pageData = 0, 0, w.off
