@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/eventide/eventide/storage/internal/base"
@@ -153,5 +154,37 @@ func TestCacheKeepsIndexPages(t *testing.T) {
 	}
 	if m := c.Metrics(); m.Bytes > m.Capacity {
 		t.Fatalf("cache holds %d bytes, capacity %d", m.Bytes, m.Capacity)
+	}
+}
+
+// TestScannerSmallBlocksAllocateLittle checks that compaction's scan of
+// one-row partitions allocates about what their blocks hold: its blocks
+// are never released, and giving each a pooled, rounded-up buffer cost
+// ~2 KiB per partition (36 KiB buffers once the pool ran dry).
+func TestScannerSmallBlocksAllocateLittle(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocations")
+	}
+	parts := oneRowPartitions(20000)
+	f, _ := writeTable(t, parts, WriterOptions{Compression: CompressionS2})
+	r := openTable(t, f, NewCache(32<<20))
+	defer r.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s := r.NewScanner()
+	n := 0
+	for s.NextPartition() {
+		for s.NextCell() {
+			n++
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if s.Err() != nil || n != len(parts) {
+		t.Fatalf("scanned %d cells: %v", n, s.Err())
+	}
+	perPartition := float64(after.TotalAlloc-before.TotalAlloc) / float64(n)
+	t.Logf("%.0f bytes allocated per one-row partition scanned", perPartition)
+	if perPartition > 1024 {
+		t.Fatalf("scanning allocates %.0f bytes per one-row partition, want at most 1024", perPartition)
 	}
 }
