@@ -264,6 +264,7 @@ type Scanner struct {
 	ci   int
 	cell base.Cell
 	err  error
+	ra   readahead
 }
 
 // NewScanner returns a scanner positioned before the first partition.
@@ -322,7 +323,7 @@ func (s *Scanner) NextCell() bool {
 			s.blk = nil
 			return false
 		}
-		b, err := s.r.loadBlock(s.pg, s.bi, cacheIfPresent)
+		b, err := s.r.loadBlockAhead(s.pg, s.bi, cacheIfPresent, &s.ra)
 		if err != nil {
 			s.err = err
 			s.has = false

@@ -282,6 +282,40 @@ const (
 // entry, with a reference the caller must release once it no longer uses
 // the block's cells.
 func (r *Reader) loadBlock(pg *indexPage, i int, src blockSource) (*loadedBlock, error) {
+	return r.loadBlockAhead(pg, i, src, nil)
+}
+
+// readahead serves a sequential reader (the Scanner) block frames out of
+// large reads: compacting a file of one-row partitions was one pread per
+// ~50-byte block. Each fill is a new buffer, never reused, so a block that
+// aliases its frame (stored uncompressed) stays valid.
+type readahead struct {
+	buf []byte
+	off uint64 // file offset of buf[0]
+}
+
+// readaheadSize is how much a Scanner reads at a time.
+const readaheadSize = 256 << 10
+
+// frame returns the n bytes at off, reading ahead if they are not in buf.
+func (ra *readahead) frame(r *Reader, off uint64, n int) ([]byte, error) {
+	if off >= ra.off && off+uint64(n) <= ra.off+uint64(len(ra.buf)) {
+		return ra.buf[off-ra.off : off-ra.off+uint64(n) : off-ra.off+uint64(n)], nil
+	}
+	size := uint64(max(n, readaheadSize))
+	if end := uint64(r.props.FileBytes); off < end && off+size > end {
+		size = max(end-off, uint64(n))
+	}
+	buf := make([]byte, size)
+	if err := r.readAt(buf, off); err != nil {
+		return nil, err
+	}
+	ra.buf, ra.off = buf, off
+	return buf[:n:n], nil
+}
+
+// loadBlockAhead is loadBlock reading through ra, if not nil.
+func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *readahead) (*loadedBlock, error) {
 	off := pg.blocks.fileOffs[i]
 	if src != fromDisk {
 		if b := r.cache.get(r.fileNum, off); b != nil {
@@ -290,17 +324,26 @@ func (r *Reader) loadBlock(pg *indexPage, i int, src blockSource) (*loadedBlock,
 	}
 	h := pg.blocks.handle(i)
 	n := int(h.frameLen())
-	bufp, _ := r.frames.Get().(*[]byte)
-	if bufp == nil {
-		bufp = new([]byte)
-	}
-	if cap(*bufp) < n {
-		*bufp = make([]byte, n)
-	}
-	frame := (*bufp)[:n]
-	if err := r.readAt(frame, off); err != nil {
-		r.frames.Put(bufp)
-		return nil, err
+	var bufp *[]byte
+	var frame []byte
+	if ra != nil {
+		var err error
+		if frame, err = ra.frame(r, off, n); err != nil {
+			return nil, err
+		}
+	} else {
+		bufp, _ = r.frames.Get().(*[]byte)
+		if bufp == nil {
+			bufp = new([]byte)
+		}
+		if cap(*bufp) < n {
+			*bufp = make([]byte, n)
+		}
+		frame = (*bufp)[:n]
+		if err := r.readAt(frame, off); err != nil {
+			r.frames.Put(bufp)
+			return nil, err
+		}
 	}
 	// Only blocks read through the cache are released by their readers
 	// (iterators); the Scanner's and Check's never are, so they neither
@@ -349,7 +392,7 @@ func (r *Reader) loadBlock(pg *indexPage, i int, src blockSource) (*loadedBlock,
 	// A block stored uncompressed aliases its frame, which then belongs
 	// to the block.
 	aliasesFrame := err == nil && len(raw) > 0 && &raw[0] == &frame[0]
-	if !aliasesFrame {
+	if !aliasesFrame && bufp != nil {
 		r.frames.Put(bufp)
 	}
 	if err != nil {
