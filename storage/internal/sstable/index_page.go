@@ -199,10 +199,6 @@ func decodeIndexPage(raw []byte, ref *pageRef, first, next, lastKey []byte) (*in
 	if c.err != nil {
 		return nil, c.err
 	}
-	pi, err := decodePartitionIndex(partsRaw)
-	if err != nil {
-		return nil, err
-	}
 	bi, err := decodeBlockIndex(c.b, ref.dataLen)
 	if err != nil {
 		return nil, err
@@ -210,6 +206,14 @@ func decodeIndexPage(raw []byte, ref *pageRef, first, next, lastKey []byte) (*in
 	for i := range bi.fileOffs {
 		bi.fileOffs[i] += ref.dataOff
 	}
+	// Each partition is checked against its blocks as the index is
+	// walked (one walk, where a page miss used to take two).
+	pg := &indexPage{blocks: bi, base: int(ref.offset())}
+	pi, err := decodePartitionIndexCheck(partsRaw, &pg.blocks)
+	if err != nil {
+		return nil, err
+	}
+	pg.parts = pi
 	if pi.count != ref.partitions || pi.numBlocks != ref.blocks || bi.len() != ref.blocks {
 		return nil, base.CorruptionErrorf("cannot check index page: got %d partitions referencing %d blocks and %d block entries, page index says %d partitions and %d blocks",
 			pi.count, pi.numBlocks, bi.len(), ref.partitions, ref.blocks)
@@ -222,10 +226,6 @@ func decodeIndexPage(raw []byte, ref *pageRef, first, next, lastKey []byte) (*in
 	}
 	if next == nil && !bytes.Equal(pi.lastKey, lastKey) {
 		return nil, base.CorruptionErrorf("cannot check index page: last key %x, page index says %x", pi.lastKey, lastKey)
-	}
-	pg := &indexPage{parts: pi, blocks: bi, base: int(ref.offset())}
-	if _, err := pg.crossCheck(); err != nil {
-		return nil, err
 	}
 	pg.size = int64(cap(raw)) + int64(len(bi.entryOffs))*12 + int64(len(pi.restarts))*8 + 2*int64(len(pi.firstKey)) + indexPageOverhead
 	return pg, nil
@@ -252,29 +252,41 @@ func (pg *indexPage) crossCheck() (int64, error) {
 		if !ok {
 			return cells, nil
 		}
-		info := &e.info
-		var sum int64
-		for i := info.firstBlock; i < info.firstBlock+info.numBlocks; i++ {
-			h := pg.blocks.handle(i)
-			sum += int64(h.meta.Cells)
-			if i == info.firstBlock && !bytes.Equal(h.meta.MinClustering, info.MinClustering) {
-				return 0, base.CorruptionErrorf("cannot check partition %d: min clustering %x, its first block says %x", w.n-1, info.MinClustering, h.meta.MinClustering)
-			}
-			if i == info.firstBlock+info.numBlocks-1 && !bytes.Equal(h.meta.MaxClustering, info.MaxClustering) {
-				return 0, base.CorruptionErrorf("cannot check partition %d: max clustering %x, its last block says %x", w.n-1, info.MaxClustering, h.meta.MaxClustering)
-			}
-			if i > info.firstBlock {
-				prev := pg.blocks.handle(i - 1)
-				if bytes.Compare(prev.meta.MaxClustering, h.meta.MinClustering) > 0 {
-					return 0, base.CorruptionErrorf("cannot check block %d: min clustering %x sorts before the previous block's max %x", i, h.meta.MinClustering, prev.meta.MaxClustering)
-				}
-			}
-		}
-		if sum != info.Cells {
-			return 0, base.CorruptionErrorf("cannot check partition %d: %d cells, its blocks hold %d", w.n-1, info.Cells, sum)
+		sum, err := checkEntry(&pg.blocks, w.n-1, &e.info)
+		if err != nil {
+			return 0, err
 		}
 		cells += sum
 	}
+}
+
+// checkEntry checks partition n (info, with its first block set) against
+// its blocks: they exist, are in clustering order, and match its bounds
+// and cell count. It returns the partition's cells.
+func checkEntry(blocks *blockIndex, n int, info *PartitionInfo) (int64, error) {
+	if info.firstBlock+info.numBlocks > blocks.len() {
+		return 0, base.CorruptionErrorf("cannot check partition %d: blocks [%d, %d) beyond the %d of the block index", n, info.firstBlock, info.firstBlock+info.numBlocks, blocks.len())
+	}
+	var sum int64
+	var prev blockHandle
+	for i := info.firstBlock; i < info.firstBlock+info.numBlocks; i++ {
+		h := blocks.handle(i)
+		sum += int64(h.meta.Cells)
+		if i == info.firstBlock && !bytes.Equal(h.meta.MinClustering, info.MinClustering) {
+			return 0, base.CorruptionErrorf("cannot check partition %d: min clustering %x, its first block says %x", n, info.MinClustering, h.meta.MinClustering)
+		}
+		if i == info.firstBlock+info.numBlocks-1 && !bytes.Equal(h.meta.MaxClustering, info.MaxClustering) {
+			return 0, base.CorruptionErrorf("cannot check partition %d: max clustering %x, its last block says %x", n, info.MaxClustering, h.meta.MaxClustering)
+		}
+		if i > info.firstBlock && bytes.Compare(prev.meta.MaxClustering, h.meta.MinClustering) > 0 {
+			return 0, base.CorruptionErrorf("cannot check block %d: min clustering %x sorts before the previous block's max %x", i, h.meta.MinClustering, prev.meta.MaxClustering)
+		}
+		prev = h
+	}
+	if sum != info.Cells {
+		return 0, base.CorruptionErrorf("cannot check partition %d: %d cells, its blocks hold %d", n, info.Cells, sum)
+	}
+	return sum, nil
 }
 
 // page returns index page j, from the cache or the file (filling the cache

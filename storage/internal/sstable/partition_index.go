@@ -302,18 +302,30 @@ type restartPoint struct {
 // ascending, a full key at each restart, prefixes no longer than the
 // previous key.
 func decodePartitionIndex(raw []byte) (partitionIndex, error) {
+	return decodePartitionIndexCheck(raw, nil)
+}
+
+// decodePartitionIndexCheck is decodePartitionIndex that also checks each
+// entry against its blocks in blocks, if not nil (see checkEntry), so an
+// index page is validated in one walk.
+func decodePartitionIndexCheck(raw []byte, blocks *blockIndex) (partitionIndex, error) {
 	if uint64(len(raw)) > math.MaxUint32 {
 		return partitionIndex{}, base.CorruptionErrorf("cannot decode partition index: got %d bytes, want at most %d", len(raw), uint64(math.MaxUint32))
 	}
 	pi := partitionIndex{raw: raw}
 	w := pi.walker()
 	for {
-		_, ok, err := w.next()
+		e, ok, err := w.next()
 		if err != nil {
 			return partitionIndex{}, err
 		}
 		if !ok {
 			break
+		}
+		if blocks != nil {
+			if _, err := checkEntry(blocks, w.n-1, &e.info); err != nil {
+				return partitionIndex{}, err
+			}
 		}
 		if (w.n-1)%restartInterval == 0 {
 			pi.restarts = append(pi.restarts, restartPoint{off: uint32(w.entryOff), firstBlock: uint32(w.firstBlock)})
