@@ -297,6 +297,15 @@ func (r *Reader) page(j int, src blockSource) (*indexPage, error) {
 		return ref.resident, nil
 	}
 	off := ref.offset()
+	// Without a cache, pages read for lookups stay with the reader (as
+	// whole indexes did before version 4), so a store without a block
+	// cache does not read and validate a page for every lookup.
+	keep := r.cache == nil && src == viaCache && r.ownPages != nil
+	if keep {
+		if pg := r.ownPages[j].Load(); pg != nil {
+			return pg, nil
+		}
+	}
 	if src != fromDisk {
 		if pg := r.cache.getPage(r.fileNum, off); pg != nil {
 			return pg, nil
@@ -321,6 +330,9 @@ func (r *Reader) page(j int, src blockSource) (*indexPage, error) {
 		return nil, r.wrapAt(off, fmt.Sprintf("index page %d", j), err)
 	}
 	pg.fileNum = r.fileNum
+	if keep {
+		r.ownPages[j].CompareAndSwap(nil, pg)
+	}
 	if src == viaCache {
 		r.cache.addPage(r.fileNum, off, pg)
 	}

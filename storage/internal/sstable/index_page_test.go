@@ -188,3 +188,23 @@ func TestScannerSmallBlocksAllocateLittle(t *testing.T) {
 		t.Fatalf("scanning allocates %.0f bytes per one-row partition, want at most 1024", perPartition)
 	}
 }
+
+// TestReaderWithoutCacheKeepsPages checks that a reader without a cache
+// keeps the pages its lookups read, instead of reading and validating a
+// page again for every lookup.
+func TestReaderWithoutCacheKeepsPages(t *testing.T) {
+	rng := rand.New(rand.NewPCG(43, 0))
+	parts := manyPartitions(rng, 2000)
+	f, _ := writeTable(t, parts, WriterOptions{Compression: CompressionZstd})
+	r := openTable(t, f, nil)
+	defer r.Close()
+	key := parts[1000].key
+	first, ok := r.Partition(key)
+	if !ok {
+		t.Fatal("partition missing")
+	}
+	again, _ := r.Partition(key)
+	if first.pg != again.pg {
+		t.Fatal("a reader without a cache read the same index page twice")
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/eventide/eventide/storage/internal/base"
 	"github.com/eventide/eventide/storage/vfs"
@@ -28,6 +29,8 @@ type Reader struct {
 	props Properties
 	top   topIndex
 	bloom bloomFilter
+	// ownPages keeps the index pages a reader without a cache has read.
+	ownPages []atomic.Pointer[indexPage]
 	// ranges keeps decoded partition entries that hold many range
 	// tombstones (see partitionIndex.find).
 	ranges rangeCache
@@ -139,6 +142,9 @@ func (r *Reader) loadPageIndex(ft footer) error {
 	if int64(r.top.partitions) != r.props.Partitions || int64(r.top.blocks) != r.props.DataBlocks {
 		return r.corruptf(ft.blockIndex.offset, "page index: got %d partitions in %d blocks, properties say %d in %d",
 			r.top.partitions, r.top.blocks, r.props.Partitions, r.props.DataBlocks)
+	}
+	if r.cache == nil {
+		r.ownPages = make([]atomic.Pointer[indexPage], len(r.top.pages))
 	}
 	return nil
 }
