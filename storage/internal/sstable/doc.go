@@ -48,7 +48,8 @@
 // keeps its page, so an iterator never looks it up again. The Cache evicts
 // data blocks before index pages while pages take at most half of it.
 // Pages are never recycled: an evicted page stays valid for whoever still holds a
-// PartitionInfo of it. Files of versions 1 to 3 keep their whole
+// PartitionInfo of it. A Reader opened without a Cache keeps the pages it
+// has read (as it kept whole indexes before). Files of versions 1 to 3 keep their whole
 // (decompressed) partition and block indexes resident, as one page. Within
 // a page, entries are compact byte slices plus offset tables, decoded on
 // demand. A data
