@@ -77,7 +77,7 @@ func (r *Reader) owns(p PartitionInfo) bool {
 
 // AnyBlock reports whether pred holds for a block of partition p (as
 // returned by Partition) whose clustering range intersects [minCK, maxCK];
-// a nil bound is open. It reads only the in-memory block index, so a read
+// a nil bound is open. It reads only the block index of p's page (in memory), so a read
 // can ask what another file holds before deciding to skip a block.
 func (r *Reader) AnyBlock(p PartitionInfo, minCK, maxCK []byte, pred func(BlockMeta) bool) bool {
 	lo, hi := p.firstBlock, p.firstBlock+p.numBlocks

@@ -13,9 +13,9 @@ import (
 	"github.com/eventide/eventide/storage/internal/base"
 )
 
-// PartitionInfo describes one partition of an SSTable, from the in-memory
-// partition index. Its slices alias the reader's index (except Key, which
-// is the caller's) and must not be modified.
+// PartitionInfo describes one partition of an SSTable, from its partition
+// index entry. Its slices alias the index page it was found in (which it
+// keeps alive; Key is the caller's) and must not be modified.
 type PartitionInfo struct {
 	Key       []byte
 	Deletions base.PartitionDeletions
