@@ -52,7 +52,7 @@ type PartitionIter struct {
 }
 
 // NewPartitionIter returns an iterator over partition p of this reader
-// (as returned by Partition or a Scanner).
+// (as returned by FindPartition or a Scanner).
 func (r *Reader) NewPartitionIter(p PartitionInfo, o IterOptions) *PartitionIter {
 	it := &PartitionIter{r: r, pg: p.pg, o: o, lo: p.firstBlock, hi: p.firstBlock + p.numBlocks}
 	it.held = it.heldBuf[:0]
@@ -76,7 +76,7 @@ func (r *Reader) owns(p PartitionInfo) bool {
 }
 
 // AnyBlock reports whether pred holds for a block of partition p (as
-// returned by Partition) whose clustering range intersects [minCK, maxCK];
+// returned by FindPartition) whose clustering range intersects [minCK, maxCK];
 // a nil bound is open. It reads only the block index of p's page (in memory), so a read
 // can ask what another file holds before deciding to skip a block.
 func (r *Reader) AnyBlock(p PartitionInfo, minCK, maxCK []byte, pred func(BlockMeta) bool) bool {
