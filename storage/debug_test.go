@@ -26,8 +26,8 @@ func dumpPartition(db *DB, table string, pk []byte) string {
 		}
 	}
 	for _, h := range v.sstables[t.id] {
-		info, ok := h.reader.Partition(pk)
-		fmt.Fprintf(&b, "sstable %d ts [%d,%d] maxLDT %d: has=%v deletions %+v\n", h.fileNum, h.props.MinTimestamp, h.props.MaxTimestamp, h.props.MaxLocalDeletionTime, ok, info.Deletions)
+		info, ok, err := h.reader.FindPartition(pk)
+		fmt.Fprintf(&b, "sstable %d ts [%d,%d] maxLDT %d: has=%v (err %v) deletions %+v\n", h.fileNum, h.props.MinTimestamp, h.props.MaxTimestamp, h.props.MaxLocalDeletionTime, ok, err, info.Deletions)
 		if !ok {
 			continue
 		}

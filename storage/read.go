@@ -214,7 +214,12 @@ func (it *RowIterator) open(tableID uint32) {
 			it.stats.SSTablesSkippedByBloom++
 			continue
 		}
-		info, ok := h.reader.Partition(q.Partition)
+		info, ok, err := h.reader.FindPartition(q.Partition)
+		if err != nil && it.err == nil {
+			// Next reports it; the sources are still set up so that
+			// finish and Close work as usual.
+			it.err = fmt.Errorf("cannot read partition %q of table %q: %w", q.Partition, q.Table, err)
+		}
 		if !ok {
 			it.stats.SSTablesSkipped++
 			continue

@@ -5,9 +5,10 @@ import (
 	"sync/atomic"
 )
 
-// Cache is an LRU cache of decoded data blocks shared by the readers of a
-// store, bounded by the bytes the blocks hold (decompressed bytes, key
-// arena and cell structs). It also holds the zstd decoder the readers
+// Cache is an LRU cache of decoded data blocks and index pages shared by
+// the readers of a store, bounded by the bytes they hold (decompressed
+// bytes, key arena and cell structs, offset tables); index pages are
+// evicted after data blocks (see cacheShard). It also holds the zstd decoder the readers
 // share. It is safe for concurrent use; a nil *Cache caches nothing.
 //
 // Blocks are keyed by (file number, block offset): a file number must
@@ -47,16 +48,25 @@ type cacheKey struct{ fileNum, offset uint64 }
 
 type cacheEntry struct {
 	key        cacheKey
-	blk        *loadedBlock
+	blk        *loadedBlock // a data block, or
+	page       *indexPage   // an index page (version 4)
+	size       int64
 	prev, next *cacheEntry // LRU list, most recent after the sentinel
 }
 
 type cacheShard struct {
 	mu       sync.Mutex
 	capacity int64
-	size     int64
+	size     int64 // data blocks and index pages
 	entries  map[cacheKey]*cacheEntry
-	lru      cacheEntry // sentinel
+	lru      cacheEntry // sentinel of the data blocks' list
+	// Index pages have a list of their own and are evicted only once the
+	// data blocks are gone or the pages hold more than half the
+	// capacity (RocksDB's high-priority pool for index blocks): a page
+	// serves every partition in it, and a page miss costs a read and a
+	// full validation before the data block is even looked up.
+	plru      cacheEntry // sentinel of the index pages' list
+	pageBytes int64
 }
 
 // NewCache returns a cache holding up to capacityBytes of decoded blocks.
@@ -73,6 +83,7 @@ func NewCache(capacityBytes int64) *Cache {
 		s.capacity = capacityBytes / int64(n)
 		s.entries = map[cacheKey]*cacheEntry{}
 		s.lru.next, s.lru.prev = &s.lru, &s.lru
+		s.plru.next, s.plru.prev = &s.plru, &s.plru
 	}
 	return c
 }
@@ -96,6 +107,9 @@ func (c *Cache) get(fileNum, offset uint64) *loadedBlock {
 	s := c.shard(k)
 	s.mu.Lock()
 	e := s.entries[k]
+	if e != nil && e.blk == nil {
+		e = nil // an index page at this offset: cannot be, but never hand it out as a block
+	}
 	if e != nil {
 		s.unlink(e)
 		s.pushFront(e)
@@ -128,17 +142,74 @@ func (c *Cache) add(fileNum, offset uint64, b *loadedBlock) {
 		return
 	}
 	b.ref()
-	e := &cacheEntry{key: k, blk: b}
-	s.entries[k] = e
+	s.insert(&cacheEntry{key: k, blk: b, size: b.size})
+}
+
+// insert adds e (whose key is not cached) and evicts the least recently
+// used entries beyond the capacity: data blocks first, index pages once
+// there are no blocks left or they take more than half. The caller holds
+// s.mu.
+func (s *cacheShard) insert(e *cacheEntry) {
+	s.entries[e.key] = e
 	s.pushFront(e)
-	s.size += b.size
+	s.size += e.size
+	if e.page != nil {
+		s.pageBytes += e.size
+	}
 	for s.size > s.capacity {
 		old := s.lru.prev
+		if old == &s.lru || s.pageBytes > s.capacity/2 {
+			old = s.plru.prev
+		}
 		s.unlink(old)
 		delete(s.entries, old.key)
-		s.size -= old.blk.size
-		old.blk.release()
+		s.size -= old.size
+		if old.page != nil {
+			s.pageBytes -= old.size
+		}
+		if old.blk != nil {
+			old.blk.release()
+		}
 	}
+}
+
+// getPage returns the cached index page at (fileNum, offset), or nil.
+// Pages are not counted: nothing recycles them, so an evicted page stays
+// valid for whoever still refers to it.
+func (c *Cache) getPage(fileNum, offset uint64) *indexPage {
+	if c == nil {
+		return nil
+	}
+	k := cacheKey{fileNum, offset}
+	s := c.shard(k)
+	s.mu.Lock()
+	e := s.entries[k]
+	if e != nil && e.page != nil {
+		s.unlink(e)
+		s.pushFront(e)
+	}
+	s.mu.Unlock()
+	if e == nil || e.page == nil {
+		c.misses.Add(1)
+		return nil
+	}
+	c.hits.Add(1)
+	return e.page
+}
+
+// addPage caches an index page.
+func (c *Cache) addPage(fileNum, offset uint64, pg *indexPage) {
+	if c == nil {
+		return
+	}
+	k := cacheKey{fileNum, offset}
+	s := c.shard(k)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pg.size > s.capacity || s.entries[k] != nil {
+		return
+	}
+	s.insert(&cacheEntry{key: k, page: pg, size: pg.size})
 }
 
 func (s *cacheShard) unlink(e *cacheEntry) {
@@ -147,10 +218,14 @@ func (s *cacheShard) unlink(e *cacheEntry) {
 }
 
 func (s *cacheShard) pushFront(e *cacheEntry) {
-	e.prev = &s.lru
-	e.next = s.lru.next
-	s.lru.next.prev = e
-	s.lru.next = e
+	head := &s.lru
+	if e.page != nil {
+		head = &s.plru
+	}
+	e.prev = head
+	e.next = head.next
+	head.next.prev = e
+	head.next = e
 }
 
 // Metrics returns the cache's counters. A nil cache reports zeros.

@@ -186,9 +186,18 @@ func TestCorruptionBehindChecksum(t *testing.T) {
 	r := openTable(t, f, nil)
 	type frame struct{ off, n uint64 }
 	var frames []frame
-	for i := 0; i < r.blocks.len(); i++ {
-		h := r.blocks.handle(i)
-		frames = append(frames, frame{r.blocks.fileOffs[i], h.storedLen})
+	for j := range r.top.pages {
+		pg, err := r.page(j, fromDisk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < pg.blocks.len(); i++ {
+			h := pg.blocks.handle(i)
+			frames = append(frames, frame{pg.blocks.fileOffs[i], h.storedLen})
+		}
+		if ref := r.top.pages[j]; ref.resident == nil {
+			frames = append(frames, frame{ref.offset(), ref.storedLen})
+		}
 	}
 	ft, _, err := decodeFooter(f.data[len(f.data)-footerLen:], uint64(len(f.data)))
 	if err != nil {

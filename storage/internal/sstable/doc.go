@@ -7,9 +7,10 @@
 // Surface:
 //
 //	NewWriter(f, WriterOptions)         StartPartition, Add, EstimatedSize, Finish
-//	Open(f, path, fileNum, *Cache)      *Reader: Properties, MayContain, Partition,
+//	Open(f, path, fileNum, *Cache)      *Reader: Properties, MayContain, FindPartition,
 //	                                    NewPartitionIter, NewScanner, Check, Close
-//	NewCache(bytes)                     shared LRU of decoded blocks (nil = no cache)
+//	NewCache(bytes)                     shared LRU of decoded blocks and index pages
+//	                                    (nil = no cache)
 //
 // Invariants:
 //   - Partitions are strictly ascending by key (bytes.Compare); the cells of
@@ -18,26 +19,40 @@
 //     decoded block).
 //   - A data block holds cells of exactly one partition; a partition's
 //     blocks are contiguous in the file and in the block index.
-//   - Everything Open loads (footer, properties, both indexes, bloom filter)
-//     and every block is checksummed; a decompressed length must equal the
+//   - Everything Open loads (footer, properties, page index or, before
+//     version 4, both whole indexes, bloom filter) and every index page and
+//     data block is checksummed; a decompressed length must equal the
 //     recorded one. Any malformed byte surfaces as an error wrapping
 //     base.ErrCorruption that names the file and the offset, never as a
 //     panic or as silently wrong data.
 //   - A Reader is immutable after Open and safe for concurrent use;
 //     iterators and scanners are not (one goroutine each).
 //   - The format version is recorded in the footer; a version number is
-//     never reused for a different layout. The writer writes version 3;
-//     the reader reads versions 1 to 3.
+//     never reused for a different layout. The writer writes version 4;
+//     the reader reads versions 1 to 4.
 //
 // Range tombstones: the writer stores each partition's as fragments
-// (base.FragmentRanges), and Partition hands them out so, fragmenting the
+// (base.FragmentRanges), and FindPartition hands them out so, fragmenting the
 // lists of files written before; a partition with many (rows deleted one
 // by one) is decoded once and kept by its Reader, within a budget of a
 // quarter of the Cache's capacity shared by the readers of that Cache.
 //
-// Reading: Open keeps the (decompressed) partition and block indexes in
-// memory as compact byte slices plus offset tables, and decodes entries on
-// demand, so memory stays proportional to the on-disk index size. A data
+// Reading: a version 4 file's partition and block index entries are cut
+// into index pages of about 4 KiB (whole partitions and their blocks'
+// entries, each page written after its data blocks); Open keeps only the
+// page index (each page's first key and place: about 40 bytes per page,
+// i.e. per ~50 small partitions) and the bloom filter (10 bits per
+// partition) resident. FindPartition binary-searches the page index, reads
+// the page through the Cache (checksummed and fully validated when it is
+// read, like a data block) and looks the key up in it; a PartitionInfo
+// keeps its page, so an iterator never looks it up again. The Cache evicts
+// data blocks before index pages while pages take at most half of it.
+// Pages are never recycled: an evicted page stays valid for whoever still holds a
+// PartitionInfo of it. A Reader opened without a Cache keeps the pages it
+// has read (as it kept whole indexes before). Files of versions 1 to 3 keep their whole
+// (decompressed) partition and block indexes resident, as one page. Within
+// a page, entries are compact byte slices plus offset tables, decoded on
+// demand. A data
 // block is decoded once into packed cells (offsets, no pointers, so the
 // garbage collector does not scan cached blocks) over its expanded keys
 // and its bytes (or, for shaped values, a buffer the values are rebuilt

@@ -8,7 +8,8 @@ import (
 )
 
 // metaHandle locates a meta block (block index, partition index, bloom
-// filter, properties) from the footer.
+// filter, properties; in version 4 page index, bloom filter, properties)
+// from the footer.
 type metaHandle struct {
 	offset    uint64 // of the payload in the file
 	storedLen uint64 // payload bytes, not counting the trailer
@@ -66,16 +67,25 @@ func decodeFooter(src []byte, fileSize uint64) (footer, []byte, error) {
 	if c.err != nil {
 		return footer{}, nil, c.err
 	}
-	if f.version < formatVersion1 || f.version > formatVersion3 {
-		return footer{}, nil, base.CorruptionErrorf("cannot decode footer: got format version %d, want %d to %d", f.version, formatVersion1, formatVersion3)
+	if f.version < formatVersion1 || f.version > formatVersion4 {
+		return footer{}, nil, base.CorruptionErrorf("cannot decode footer: got format version %d, want %d to %d", f.version, formatVersion1, formatVersion4)
 	}
 	if fileSize < footerLen {
 		return footer{}, nil, base.CorruptionErrorf("cannot decode footer: file of %d bytes is shorter than a footer", fileSize)
 	}
 	// Meta blocks are contiguous, in this order, and end at the footer:
-	// any damaged offset or length breaks the chain.
+	// any damaged offset or length breaks the chain. Version 4 has no
+	// partition index meta block (the first handle is the page index):
+	// its handle is zero.
+	chain := []*metaHandle{&f.blockIndex, &f.partitionIndex, &f.bloom, &f.properties}
+	if f.version >= formatVersion4 {
+		if f.partitionIndex != (metaHandle{}) {
+			return footer{}, nil, base.CorruptionErrorf("cannot decode footer: got a partition index handle %+v in a version %d file, want zeros", f.partitionIndex, f.version)
+		}
+		chain = []*metaHandle{&f.blockIndex, &f.bloom, &f.properties}
+	}
 	next := f.blockIndex.offset
-	for _, h := range f.handles() {
+	for _, h := range chain {
 		if h.offset != next || h.offset > fileSize || h.storedLen > fileSize || h.rawLen > maxBlockRawLen || h.end() > fileSize-footerLen {
 			return footer{}, nil, base.CorruptionErrorf("cannot decode footer: meta block at %d of %d bytes (raw %d) does not fit before the footer at %d (want it at %d)",
 				h.offset, h.storedLen, h.rawLen, fileSize-footerLen, next)

@@ -2,6 +2,7 @@ package sstable
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -38,6 +39,39 @@ type fuzzSeedSet struct {
 	props       [][]byte
 	files       [][]byte
 	bloomProbes [][]byte
+	pageIndex   [][]byte // decompressed page index
+	regionEnds  []uint64 // its data section's end
+	pages       [][]byte // decompressed index pages
+	pageRefs    []pageRef
+	pageKeys    [][3][]byte // first, next and last key of each page
+}
+
+// addPages adds r's page index and pages (decompressed) as seeds.
+func (s *fuzzSeedSet) addPages(tb testing.TB, f *memFile, r *Reader) {
+	ft, _, err := decodeFooter(f.data[len(f.data)-footerLen:], uint64(len(f.data)))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	raw, err := r.readMeta(ft.blockIndex, "page index")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.pageIndex = append(s.pageIndex, bytes.Clone(raw))
+	s.regionEnds = append(s.regionEnds, ft.blockIndex.offset)
+	for j, ref := range r.top.pages {
+		frame := f.data[ref.offset() : ref.offset()+ref.storedLen+blockTrailerLen]
+		raw, err := r.dec.decodeBlockFrame(frame, ref.rawLen, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var next []byte
+		if j+1 < len(r.top.pages) {
+			next = bytes.Clone(r.top.key(j + 1))
+		}
+		s.pages = append(s.pages, bytes.Clone(raw))
+		s.pageRefs = append(s.pageRefs, ref)
+		s.pageKeys = append(s.pageKeys, [3][]byte{bytes.Clone(r.top.key(j)), next, bytes.Clone(r.top.lastKey)})
+	}
 }
 
 func fuzzSeeds(tb testing.TB) fuzzSeedSet {
@@ -49,9 +83,14 @@ func fuzzSeeds(tb testing.TB) fuzzSeedSet {
 		f, _ := writeTable(tb, parts, WriterOptions{Compression: comp, BlockSize: 200})
 		r := openTable(tb, f, nil)
 		s.addBlocks(tb, f, r, 4)
-		s.blockIndex = append(s.blockIndex, bytes.Clone(r.blocks.raw))
-		s.dataLens = append(s.dataLens, uint64(r.props.DataBytes))
-		s.partIndex = append(s.partIndex, bytes.Clone(r.partitions.raw))
+		pg, err := r.page(0, fromDisk)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s.blockIndex = append(s.blockIndex, bytes.Clone(pg.blocks.raw))
+		s.dataLens = append(s.dataLens, r.top.pages[0].dataLen)
+		s.partIndex = append(s.partIndex, bytes.Clone(pg.parts.raw))
+		s.addPages(tb, f, r)
 		s.bloom = append(s.bloom, append([]byte{byte(r.bloom.k)}, r.bloom.bits...))
 		s.footers = append(s.footers, bytes.Clone(f.data[len(f.data)-footerLen:]))
 		s.fileSizes = append(s.fileSizes, uint64(len(f.data)))
@@ -73,9 +112,13 @@ func fuzzSeeds(tb testing.TB) fuzzSeedSet {
 // addBlocks adds the first n data blocks of r (reading f) as seeds, framed
 // and decompressed.
 func (s *fuzzSeedSet) addBlocks(tb testing.TB, f *memFile, r *Reader, n int) {
-	for i := 0; i < r.blocks.len() && i < n; i++ {
-		h := r.blocks.handle(i)
-		frame := f.data[r.blocks.fileOffs[i] : r.blocks.fileOffs[i]+h.frameLen()]
+	pg, err := r.page(0, fromDisk)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for i := 0; i < pg.blocks.len() && i < n; i++ {
+		h := pg.blocks.handle(i)
+		frame := f.data[pg.blocks.fileOffs[i] : pg.blocks.fileOffs[i]+h.frameLen()]
 		raw, err := r.dec.decodeBlockFrame(frame, h.rawLen, nil)
 		if err != nil {
 			tb.Fatal(err)
@@ -198,7 +241,7 @@ func FuzzDecodePartitionIndex(f *testing.F) {
 				break
 			}
 			info := w.info(&e)
-			got, found := pi.find(info.Key, nil)
+			got, found := pi.find(info.Key, nil, 0)
 			if !found || !bytes.Equal(got.Key, info.Key) || got.firstBlock != info.firstBlock {
 				t.Fatalf("find(%x) = %v, %v", info.Key, got, found)
 			}
@@ -375,4 +418,89 @@ func writeSeedCorpus(dir string, corpus map[string][][]any) error {
 // slices alike (an empty key decodes as non-nil).
 func reflectEqual(a, b any) bool {
 	return reflect.DeepEqual(a, b) || fmt.Sprintf("%+v", a) == fmt.Sprintf("%+v", b)
+}
+
+func FuzzDecodePageIndex(f *testing.F) {
+	s := fuzzSeeds(f)
+	for i, b := range s.pageIndex {
+		f.Add(b, s.regionEnds[i])
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, regionEnd uint64) {
+		top, err := decodePageIndex(raw, regionEnd)
+		requireCorruption(t, err)
+		if err != nil {
+			return
+		}
+		// Pages tile the region, keys ascend, and every page is found by
+		// its first key; the index re-encodes to the same decoded values.
+		var off uint64
+		again := binary.AppendUvarint(nil, uint64(len(top.pages)))
+		for i := range top.pages {
+			ref := &top.pages[i]
+			if ref.dataOff != off {
+				t.Fatalf("page %d data at %d, want %d", i, ref.dataOff, off)
+			}
+			off = ref.offset() + ref.storedLen + blockTrailerLen
+			if got := top.search(top.key(i)); got != i {
+				t.Fatalf("search(first key of page %d) = %d", i, got)
+			}
+			var prev []byte
+			if i > 0 {
+				prev = top.key(i - 1)
+			}
+			again = appendPageIndexEntry(again, prev, top.key(i), ref)
+		}
+		if len(top.pages) > 0 {
+			again = appendBytes(again, top.lastKey)
+		}
+		if off != regionEnd {
+			t.Fatalf("pages end at %d, region at %d", off, regionEnd)
+		}
+		top2, err := decodePageIndex(again, regionEnd)
+		if err != nil || !reflectEqual(top, top2) {
+			t.Fatalf("page index does not round-trip: %v", err)
+		}
+	})
+}
+
+func FuzzDecodeIndexPage(f *testing.F) {
+	s := fuzzSeeds(f)
+	for i, b := range s.pages {
+		ref := s.pageRefs[i]
+		k := s.pageKeys[i]
+		f.Add(b, uint64(ref.partitions), uint64(ref.blocks), ref.dataLen, k[0], k[1], k[2])
+	}
+	f.Fuzz(func(t *testing.T, raw []byte, parts, blocks, dataLen uint64, first, next, last []byte) {
+		if len(next) == 0 {
+			next = nil
+		}
+		ref := pageRef{partitions: int(parts % (1 << 20)), blocks: int(blocks % (1 << 20)), dataLen: dataLen, dataOff: 100}
+		pg, err := decodeIndexPage(raw, &ref, first, next, last)
+		requireCorruption(t, err)
+		if err != nil {
+			return
+		}
+		// Every partition is found by key in the page, with its blocks
+		// inside the page's.
+		w := pg.parts.walker()
+		for {
+			e, ok, err := w.next()
+			if err != nil {
+				t.Fatalf("validated page does not walk: %v", err)
+			}
+			if !ok {
+				break
+			}
+			info := w.info(&e)
+			got, found := pg.parts.find(info.Key, nil, pg.base)
+			if !found || got.firstBlock != info.firstBlock || got.firstBlock+got.numBlocks > pg.blocks.len() {
+				t.Fatalf("find(%x) = %+v, %v", info.Key, got, found)
+			}
+			for b := got.firstBlock; b < got.firstBlock+got.numBlocks; b++ {
+				if off := pg.blocks.fileOffs[b]; off < ref.dataOff || off >= ref.dataOff+ref.dataLen {
+					t.Fatalf("block %d at %d outside the page's data [%d, %d)", b, off, ref.dataOff, ref.dataOff+ref.dataLen)
+				}
+			}
+		}
+	})
 }

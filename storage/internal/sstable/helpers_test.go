@@ -384,3 +384,12 @@ func (b *block) allCells() []base.Cell {
 	}
 	return out
 }
+
+// Partition is FindPartition for tests, which fail on its error.
+func (r *Reader) Partition(key []byte) (PartitionInfo, bool) {
+	info, ok, err := r.FindPartition(key)
+	if err != nil {
+		panic(fmt.Sprintf("FindPartition(%x): %v", key, err))
+	}
+	return info, ok
+}

@@ -32,6 +32,7 @@ type IterOptions struct {
 //	if err := it.Err(); err != nil { ... }
 type PartitionIter struct {
 	r      *Reader
+	pg     *indexPage
 	o      IterOptions
 	lo, hi int // the partition's block range
 	bi     int // next block to consider, or the current one while blk != nil
@@ -51,36 +52,48 @@ type PartitionIter struct {
 }
 
 // NewPartitionIter returns an iterator over partition p of this reader
-// (as returned by Partition or a Scanner).
+// (as returned by FindPartition or a Scanner).
 func (r *Reader) NewPartitionIter(p PartitionInfo, o IterOptions) *PartitionIter {
-	it := &PartitionIter{r: r, o: o, lo: p.firstBlock, hi: p.firstBlock + p.numBlocks}
+	it := &PartitionIter{r: r, pg: p.pg, o: o, lo: p.firstBlock, hi: p.firstBlock + p.numBlocks}
 	it.held = it.heldBuf[:0]
-	if it.lo < 0 || it.lo > it.hi || it.hi > r.blocks.len() {
-		it.err = fmt.Errorf("cannot iterate partition %x of sstable %s: block range [%d, %d) outside [0, %d) (PartitionInfo from another file?)",
-			p.Key, r.path, it.lo, it.hi, r.blocks.len())
+	if p.numBlocks == 0 && p.firstBlock == 0 {
+		it.done = true // no cells (a zero PartitionInfo included)
+	} else if !r.owns(p) {
+		it.err = fmt.Errorf("cannot iterate partition %x of sstable %s: not one of its partitions (PartitionInfo from another file?)", p.Key, r.path)
 		it.done = true
 	}
 	return it
 }
 
+// owns reports whether p, as returned by FindPartition or a Scanner, can
+// be one of r's partitions: its page was read by r (file numbers are
+// unique while a cache lives) and its blocks are the page's.
+func (r *Reader) owns(p PartitionInfo) bool {
+	if p.pg == nil || p.firstBlock < 0 || p.numBlocks < 0 || p.firstBlock+p.numBlocks > p.pg.blocks.len() {
+		return false
+	}
+	return p.pg.fileNum == r.fileNum
+}
+
 // AnyBlock reports whether pred holds for a block of partition p (as
-// returned by Partition) whose clustering range intersects [minCK, maxCK];
-// a nil bound is open. It reads only the in-memory block index, so a read
+// returned by FindPartition) whose clustering range intersects [minCK, maxCK];
+// a nil bound is open. It reads only the block index of p's page (in memory), so a read
 // can ask what another file holds before deciding to skip a block.
 func (r *Reader) AnyBlock(p PartitionInfo, minCK, maxCK []byte, pred func(BlockMeta) bool) bool {
 	lo, hi := p.firstBlock, p.firstBlock+p.numBlocks
-	if lo < 0 || lo > hi || hi > r.blocks.len() {
-		return true // not this file's partition: claim the worst
+	if p.pg == nil || lo < 0 || lo > hi || hi > p.pg.blocks.len() {
+		return true // not a partition of a file: claim the worst
 	}
+	blocks := &p.pg.blocks
 	i := lo
 	if minCK != nil {
 		i = lo + sort.Search(hi-lo, func(j int) bool {
-			h := r.blocks.handle(lo + j)
+			h := blocks.handle(lo + j)
 			return bytes.Compare(h.meta.MaxClustering, minCK) >= 0
 		})
 	}
 	for ; i < hi; i++ {
-		h := r.blocks.handle(i)
+		h := blocks.handle(i)
 		if maxCK != nil && bytes.Compare(h.meta.MinClustering, maxCK) > 0 {
 			return false
 		}
@@ -93,19 +106,19 @@ func (r *Reader) AnyBlock(p PartitionInfo, minCK, maxCK []byte, pred func(BlockM
 
 // seek positions bi at the first block to consider.
 func (it *PartitionIter) seek() {
-	r := it.r
+	blocks := &it.pg.blocks
 	n := it.hi - it.lo
 	if !it.o.Reverse {
 		// The first block whose last key is at or after Start.
 		it.bi = it.lo + sort.Search(n, func(i int) bool {
-			h := r.blocks.handle(it.lo + i)
+			h := blocks.handle(it.lo + i)
 			return base.AfterStart(h.meta.MaxClustering, it.o.Start)
 		})
 		return
 	}
 	// The last block whose first key is at or before End.
 	it.bi = it.lo + sort.Search(n, func(i int) bool {
-		h := r.blocks.handle(it.lo + i)
+		h := blocks.handle(it.lo + i)
 		return !base.BeforeEnd(h.meta.MinClustering, it.o.End)
 	}) - 1
 }
@@ -156,7 +169,7 @@ func (it *PartitionIter) Next() bool {
 // remains or on error.
 func (it *PartitionIter) loadNext() bool {
 	for it.bi >= it.lo && it.bi < it.hi {
-		h := it.r.blocks.handle(it.bi)
+		h := it.pg.blocks.handle(it.bi)
 		if it.o.Reverse && !base.AfterStart(h.meta.MaxClustering, it.o.Start) ||
 			!it.o.Reverse && !base.BeforeEnd(h.meta.MinClustering, it.o.End) {
 			return false
@@ -166,7 +179,7 @@ func (it *PartitionIter) loadNext() bool {
 			it.step()
 			continue
 		}
-		b, err := it.r.loadBlock(it.bi, viaCache)
+		b, err := it.r.loadBlock(it.pg, it.bi, viaCache)
 		if err != nil {
 			it.err = err
 			return false
@@ -238,6 +251,8 @@ func (it *PartitionIter) Close() {
 //	if err := s.Err(); err != nil { ... }
 type Scanner struct {
 	r      *Reader
+	page   int        // index of the next page to walk
+	pg     *indexPage // the page being walked
 	w      partitionWalker
 	info   PartitionInfo
 	has    bool
@@ -249,11 +264,12 @@ type Scanner struct {
 	ci   int
 	cell base.Cell
 	err  error
+	ra   readahead
 }
 
 // NewScanner returns a scanner positioned before the first partition.
 func (r *Reader) NewScanner() *Scanner {
-	return &Scanner{r: r, w: r.partitions.walker()}
+	return &Scanner{r: r}
 }
 
 // NextPartition moves to the next partition, skipping the rest of the
@@ -264,14 +280,24 @@ func (s *Scanner) NextPartition() bool {
 		return false
 	}
 	e, ok, err := s.w.next()
-	if err != nil {
-		s.err = s.r.wrapAt(0, "partition index", err)
-		return false
+	for err == nil && !ok {
+		if s.page >= len(s.r.top.pages) {
+			return false
+		}
+		if s.pg, err = s.r.page(s.page, cacheIfPresent); err != nil {
+			s.err = err
+			return false
+		}
+		s.page++
+		s.w = s.pg.parts.walker()
+		e, ok, err = s.w.next()
 	}
-	if !ok {
+	if err != nil {
+		s.err = s.r.wrapAt(uint64(s.pg.base), "partition index", err)
 		return false
 	}
 	s.info = s.w.info(&e)
+	s.info.pg = s.pg
 	s.bi, s.hi = s.info.firstBlock, s.info.firstBlock+s.info.numBlocks
 	s.has = true
 	return true
@@ -297,7 +323,7 @@ func (s *Scanner) NextCell() bool {
 			s.blk = nil
 			return false
 		}
-		b, err := s.r.loadBlock(s.bi, cacheIfPresent)
+		b, err := s.r.loadBlockAhead(s.pg, s.bi, cacheIfPresent, &s.ra)
 		if err != nil {
 			s.err = err
 			s.has = false

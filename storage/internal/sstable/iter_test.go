@@ -200,7 +200,7 @@ func TestLatestReadsOneBlock(t *testing.T) {
 			}
 			it.Close()
 		}
-		head, next := r.blocks.handle(info.firstBlock), r.blocks.handle(info.firstBlock+1)
+		head, next := info.pg.blocks.handle(info.firstBlock), info.pg.blocks.handle(info.firstBlock+1)
 		if head.meta.Cells < 50 || 3*head.meta.Cells > 2*next.meta.Cells {
 			t.Errorf("%v: head block of %d cells, next %d: want at least 50 and about half", comp, head.meta.Cells, next.meta.Cells)
 		}

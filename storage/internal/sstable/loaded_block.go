@@ -65,6 +65,20 @@ func (p *blockPool) rawBuffer(n int) []byte {
 	return make([]byte, 0, max(roundUp(n, recycleRawStep), recycleRawMin))
 }
 
+// rawBufferIfAny returns an empty pooled buffer for at least n bytes, or
+// nil if the pool has none at hand (it allocates nothing).
+func (p *blockPool) rawBufferIfAny(n int) []byte {
+	if p != nil {
+		if b, ok := p.raws.Get().(*[]byte); ok {
+			if cap(*b) >= n {
+				return (*b)[:0]
+			}
+			p.raws.Put(b)
+		}
+	}
+	return nil
+}
+
 // putRaw takes back a buffer from rawBuffer that nothing refers to.
 func (p *blockPool) putRaw(b []byte) {
 	if p == nil || cap(b) == 0 {

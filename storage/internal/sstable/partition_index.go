@@ -13,9 +13,9 @@ import (
 	"github.com/eventide/eventide/storage/internal/base"
 )
 
-// PartitionInfo describes one partition of an SSTable, from the in-memory
-// partition index. Its slices alias the reader's index (except Key, which
-// is the caller's) and must not be modified.
+// PartitionInfo describes one partition of an SSTable, from its partition
+// index entry. Its slices alias the index page it was found in (which it
+// keeps alive; Key is the caller's) and must not be modified.
 type PartitionInfo struct {
 	Key       []byte
 	Deletions base.PartitionDeletions
@@ -32,7 +32,11 @@ type PartitionInfo struct {
 	// Cells is the number of cells.
 	Cells int64
 
-	firstBlock, numBlocks int // the partition's range in the block index
+	// pg is the index page the partition is in (the whole index of a
+	// version 1-3 file); firstBlock and numBlocks its range in the page's
+	// block index.
+	pg                    *indexPage
+	firstBlock, numBlocks int
 }
 
 // Partition entry flag bits.
@@ -298,18 +302,30 @@ type restartPoint struct {
 // ascending, a full key at each restart, prefixes no longer than the
 // previous key.
 func decodePartitionIndex(raw []byte) (partitionIndex, error) {
+	return decodePartitionIndexCheck(raw, nil)
+}
+
+// decodePartitionIndexCheck is decodePartitionIndex that also checks each
+// entry against its blocks in blocks, if not nil (see checkEntry), so an
+// index page is validated in one walk.
+func decodePartitionIndexCheck(raw []byte, blocks *blockIndex) (partitionIndex, error) {
 	if uint64(len(raw)) > math.MaxUint32 {
 		return partitionIndex{}, base.CorruptionErrorf("cannot decode partition index: got %d bytes, want at most %d", len(raw), uint64(math.MaxUint32))
 	}
 	pi := partitionIndex{raw: raw}
 	w := pi.walker()
 	for {
-		_, ok, err := w.next()
+		e, ok, err := w.next()
 		if err != nil {
 			return partitionIndex{}, err
 		}
 		if !ok {
 			break
+		}
+		if blocks != nil {
+			if _, err := checkEntry(blocks, w.n-1, &e.info); err != nil {
+				return partitionIndex{}, err
+			}
 		}
 		if (w.n-1)%restartInterval == 0 {
 			pi.restarts = append(pi.restarts, restartPoint{off: uint32(w.entryOff), firstBlock: uint32(w.firstBlock)})
@@ -402,7 +418,9 @@ func (pi *partitionIndex) restartKey(i int) []byte {
 // partition whose rows were deleted one by one holds a range tombstone per
 // row, and decoding them all again for every read was most of the cost of
 // reading it, where cell tombstones sit in cached blocks.
-func (pi *partitionIndex) find(key []byte, rc *rangeCache) (PartitionInfo, bool) {
+//
+// pageBase is added to entry offsets to key rc: the page's offset in the file.
+func (pi *partitionIndex) find(key []byte, rc *rangeCache, pageBase int) (PartitionInfo, bool) {
 	i := sort.Search(len(pi.restarts), func(i int) bool { return bytes.Compare(pi.restartKey(i), key) > 0 }) - 1
 	if i < 0 {
 		return PartitionInfo{}, false
@@ -419,7 +437,7 @@ func (pi *partitionIndex) find(key []byte, rc *rangeCache) (PartitionInfo, bool)
 		cur = append(cur[:shared], suffix...)
 		switch c := bytes.Compare(cur, key); {
 		case c == 0:
-			off := len(pi.raw) - len(src)
+			off := pageBase + len(pi.raw) - len(src)
 			if info, ok := rc.get(off); ok {
 				info.Key = bytes.Clone(key)
 				info.firstBlock = firstBlock
@@ -433,7 +451,7 @@ func (pi *partitionIndex) find(key []byte, rc *rangeCache) (PartitionInfo, bool)
 			info := e.info
 			info.Deletions.Ranges = base.FragmentRanges(ranges)
 			if len(ranges) >= minCachedRanges {
-				rc.add(off, info)
+				rc.add(off, detached(info))
 			}
 			info.Key = bytes.Clone(key)
 			info.firstBlock = firstBlock
@@ -445,6 +463,19 @@ func (pi *partitionIndex) find(key []byte, rc *rangeCache) (PartitionInfo, bool)
 		src = tail
 	}
 	return PartitionInfo{}, false
+}
+
+// detached is info with its own copies of the bytes it aliases, so that a
+// cached entry does not keep a whole index page alive.
+func detached(info PartitionInfo) PartitionInfo {
+	info.MinClustering = bytes.Clone(info.MinClustering)
+	info.MaxClustering = bytes.Clone(info.MaxClustering)
+	ranges := make([]base.RangeTombstone, len(info.Deletions.Ranges))
+	for i, rt := range info.Deletions.Ranges {
+		ranges[i] = rt.Clone()
+	}
+	info.Deletions.Ranges = ranges
+	return info
 }
 
 // entryBlocks is the block count of a validated entry, which leads the
@@ -459,8 +490,8 @@ func entryBlocks(rest []byte) int {
 const minCachedRanges = 32
 
 // rangeTombstoneCost is what one cached range tombstone is counted as
-// against the budget: the struct (the keys alias the in-memory index).
-const rangeTombstoneCost = 80
+// against the budget: the struct and typical keys (copied, see detached).
+const rangeTombstoneCost = 112
 
 // rangeCache keeps the decoded entries (PartitionInfo without Key, with
 // fragmented ranges) of one reader's partitions that hold many range

@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/eventide/eventide/storage/internal/base"
 	"github.com/eventide/eventide/storage/vfs"
 )
 
 // Reader reads one SSTable. Open loads and verifies the footer, the
-// properties, both indexes and the bloom filter; data blocks are read on
-// demand, through the Cache if there is one. A Reader is safe for
+// properties, the bloom filter and the index: in version 4 files only the
+// page index, whose index pages are read on demand, through the Cache if
+// there is one, as data blocks are; in older files the whole partition and
+// block indexes, which stay resident. A Reader is safe for
 // concurrent use; its iterators are not.
 type Reader struct {
 	f       vfs.File
@@ -23,10 +26,11 @@ type Reader struct {
 	dec     *decompressor
 	ownDec  bool
 
-	props      Properties
-	blocks     blockIndex
-	partitions partitionIndex
-	bloom      bloomFilter
+	props Properties
+	top   topIndex
+	bloom bloomFilter
+	// ownPages keeps the index pages a reader without a cache has read.
+	ownPages []atomic.Pointer[indexPage]
 	// ranges keeps decoded partition entries that hold many range
 	// tombstones (see partitionIndex.find).
 	ranges rangeCache
@@ -101,25 +105,9 @@ func (r *Reader) load(size uint64) error {
 		return r.wrapAt(ft.properties.offset, "properties", err)
 	}
 	props.FormatVersion = ft.version
-	props.DataBytes = int64(ft.blockIndex.offset)
 	props.FileBytes = int64(size)
-	props.IndexBytes = props.FileBytes - props.DataBytes
 	r.props = props
 
-	biRaw, err := r.readMeta(ft.blockIndex, "block index")
-	if err != nil {
-		return err
-	}
-	if r.blocks, err = decodeBlockIndex(biRaw, ft.blockIndex.offset); err != nil {
-		return r.wrapAt(ft.blockIndex.offset, "block index", err)
-	}
-	piRaw, err := r.readMeta(ft.partitionIndex, "partition index")
-	if err != nil {
-		return err
-	}
-	if r.partitions, err = decodePartitionIndex(piRaw); err != nil {
-		return r.wrapAt(ft.partitionIndex.offset, "partition index", err)
-	}
 	bloomRaw, err := r.readMeta(ft.bloom, "bloom filter")
 	if err != nil {
 		return err
@@ -127,57 +115,85 @@ func (r *Reader) load(size uint64) error {
 	if r.bloom, _, err = decodeBloomFilter(bloomRaw); err != nil {
 		return r.wrapAt(ft.bloom.offset, "bloom filter", err)
 	}
-	if err := r.crossCheck(); err != nil {
-		return r.wrapAt(ft.partitionIndex.offset, "partition index", err)
+	if ft.version >= formatVersion4 {
+		err = r.loadPageIndex(ft)
+	} else {
+		err = r.loadResidentIndex(ft)
+	}
+	if err != nil {
+		return err
+	}
+	r.props.DataBytes = int64(r.top.dataBytes)
+	r.props.IndexBytes = r.props.FileBytes - r.props.DataBytes
+	return nil
+}
+
+// loadPageIndex loads the page index of a version 4 file and checks it
+// against the properties; the pages themselves are checked as they are
+// read.
+func (r *Reader) loadPageIndex(ft footer) error {
+	raw, err := r.readMeta(ft.blockIndex, "page index")
+	if err != nil {
+		return err
+	}
+	if r.top, err = decodePageIndex(raw, ft.blockIndex.offset); err != nil {
+		return r.wrapAt(ft.blockIndex.offset, "page index", err)
+	}
+	if int64(r.top.partitions) != r.props.Partitions || int64(r.top.blocks) != r.props.DataBlocks {
+		return r.corruptf(ft.blockIndex.offset, "page index: got %d partitions in %d blocks, properties say %d in %d",
+			r.top.partitions, r.top.blocks, r.props.Partitions, r.props.DataBlocks)
+	}
+	if r.cache == nil {
+		r.ownPages = make([]atomic.Pointer[indexPage], len(r.top.pages))
 	}
 	return nil
 }
 
-// crossCheck verifies that the indexes and the properties agree: every
-// block belongs to exactly one partition, a partition's blocks are in
-// clustering order and match its bounds and cell count, and the totals
-// match the properties.
-func (r *Reader) crossCheck() error {
+// loadResidentIndex loads and checks the whole partition and block indexes
+// of a version 1-3 file, kept as its only, resident, page.
+func (r *Reader) loadResidentIndex(ft footer) error {
+	biRaw, err := r.readMeta(ft.blockIndex, "block index")
+	if err != nil {
+		return err
+	}
+	blocks, err := decodeBlockIndex(biRaw, ft.blockIndex.offset)
+	if err != nil {
+		return r.wrapAt(ft.blockIndex.offset, "block index", err)
+	}
+	piRaw, err := r.readMeta(ft.partitionIndex, "partition index")
+	if err != nil {
+		return err
+	}
+	parts, err := decodePartitionIndex(piRaw)
+	if err != nil {
+		return r.wrapAt(ft.partitionIndex.offset, "partition index", err)
+	}
+	pg := &indexPage{parts: parts, blocks: blocks, fileNum: r.fileNum}
+	if err := r.crossCheck(pg); err != nil {
+		return r.wrapAt(ft.partitionIndex.offset, "partition index", err)
+	}
+	r.top = topIndex{lastKey: parts.lastKey, partitions: parts.count, blocks: blocks.len(), dataBytes: ft.blockIndex.offset}
+	if parts.count > 0 {
+		r.top.keys = parts.firstKey
+		r.top.pages = []pageRef{{keyEnd: uint32(len(parts.firstKey)), partitions: parts.count, blocks: blocks.len(), dataLen: ft.blockIndex.offset, resident: pg}}
+	}
+	return nil
+}
+
+// crossCheck verifies that the resident index and the properties agree:
+// the page's own checks, and the totals.
+func (r *Reader) crossCheck(pg *indexPage) error {
 	p := &r.props
-	if int64(r.partitions.count) != p.Partitions {
-		return base.CorruptionErrorf("cannot check partition index: got %d partitions, properties say %d", r.partitions.count, p.Partitions)
+	if int64(pg.parts.count) != p.Partitions {
+		return base.CorruptionErrorf("cannot check partition index: got %d partitions, properties say %d", pg.parts.count, p.Partitions)
 	}
-	if r.partitions.numBlocks != r.blocks.len() || int64(r.blocks.len()) != p.DataBlocks {
+	if pg.parts.numBlocks != pg.blocks.len() || int64(pg.blocks.len()) != p.DataBlocks {
 		return base.CorruptionErrorf("cannot check indexes: partitions reference %d blocks, block index has %d, properties say %d",
-			r.partitions.numBlocks, r.blocks.len(), p.DataBlocks)
+			pg.parts.numBlocks, pg.blocks.len(), p.DataBlocks)
 	}
-	var cells int64
-	w := r.partitions.walker()
-	for {
-		e, ok, err := w.next()
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
-		info := &e.info
-		var sum int64
-		for i := info.firstBlock; i < info.firstBlock+info.numBlocks; i++ {
-			h := r.blocks.handle(i)
-			sum += int64(h.meta.Cells)
-			if i == info.firstBlock && !bytes.Equal(h.meta.MinClustering, info.MinClustering) {
-				return base.CorruptionErrorf("cannot check partition %d: min clustering %x, its first block says %x", w.n-1, info.MinClustering, h.meta.MinClustering)
-			}
-			if i == info.firstBlock+info.numBlocks-1 && !bytes.Equal(h.meta.MaxClustering, info.MaxClustering) {
-				return base.CorruptionErrorf("cannot check partition %d: max clustering %x, its last block says %x", w.n-1, info.MaxClustering, h.meta.MaxClustering)
-			}
-			if i > info.firstBlock {
-				prev := r.blocks.handle(i - 1)
-				if bytes.Compare(prev.meta.MaxClustering, h.meta.MinClustering) > 0 {
-					return base.CorruptionErrorf("cannot check block %d: min clustering %x sorts before the previous block's max %x", i, h.meta.MinClustering, prev.meta.MaxClustering)
-				}
-			}
-		}
-		if sum != info.Cells {
-			return base.CorruptionErrorf("cannot check partition %d: %d cells, its blocks hold %d", w.n-1, info.Cells, sum)
-		}
-		cells += sum
+	cells, err := pg.crossCheck()
+	if err != nil {
+		return err
 	}
 	if cells != p.Cells {
 		return base.CorruptionErrorf("cannot check indexes: blocks hold %d cells, properties say %d", cells, p.Cells)
@@ -222,11 +238,25 @@ func (r *Reader) MayContain(partitionKey []byte) bool {
 
 // KeyRange returns the smallest and largest partition keys of the file
 // (nil, nil if it has no partitions).
-func (r *Reader) KeyRange() (first, last []byte) { return r.partitions.firstKey, r.partitions.lastKey }
+func (r *Reader) KeyRange() (first, last []byte) { return r.top.firstKey(), r.top.lastKey }
 
-// Partition looks a partition up in the in-memory index.
-func (r *Reader) Partition(key []byte) (PartitionInfo, bool) {
-	return r.partitions.find(key, &r.ranges)
+// FindPartition looks a partition up: in the resident page index, then in
+// the one index page that may hold it (read through the cache). The error
+// is an I/O error or corruption of that page.
+func (r *Reader) FindPartition(key []byte) (PartitionInfo, bool, error) {
+	j := r.top.search(key)
+	if j < 0 {
+		return PartitionInfo{}, false, nil
+	}
+	pg, err := r.page(j, viaCache)
+	if err != nil {
+		return PartitionInfo{}, false, err
+	}
+	info, ok := pg.parts.find(key, &r.ranges, pg.base)
+	if ok {
+		info.pg = pg
+	}
+	return info, ok, nil
 }
 
 // Close closes the file. Iterators must not be used afterwards.
@@ -257,28 +287,84 @@ const (
 // loadBlock returns data block i decoded, checking it against its index
 // entry, with a reference the caller must release once it no longer uses
 // the block's cells.
-func (r *Reader) loadBlock(i int, src blockSource) (*loadedBlock, error) {
-	off := r.blocks.fileOffs[i]
+func (r *Reader) loadBlock(pg *indexPage, i int, src blockSource) (*loadedBlock, error) {
+	return r.loadBlockAhead(pg, i, src, nil)
+}
+
+// readahead serves a sequential reader (the Scanner) block frames out of
+// large reads: compacting a file of one-row partitions was one pread per
+// ~50-byte block. Each fill is a new buffer, never reused, so a block that
+// aliases its frame (stored uncompressed) stays valid.
+type readahead struct {
+	buf []byte
+	off uint64 // file offset of buf[0]
+}
+
+// readaheadSize is how much a Scanner reads at a time.
+const readaheadSize = 256 << 10
+
+// frame returns the n bytes at off, reading ahead if they are not in buf.
+func (ra *readahead) frame(r *Reader, off uint64, n int) ([]byte, error) {
+	if off >= ra.off && off+uint64(n) <= ra.off+uint64(len(ra.buf)) {
+		return ra.buf[off-ra.off : off-ra.off+uint64(n) : off-ra.off+uint64(n)], nil
+	}
+	size := uint64(max(n, readaheadSize))
+	if end := uint64(r.props.FileBytes); off < end && off+size > end {
+		size = max(end-off, uint64(n))
+	}
+	buf := make([]byte, size)
+	if err := r.readAt(buf, off); err != nil {
+		return nil, err
+	}
+	ra.buf, ra.off = buf, off
+	return buf[:n:n], nil
+}
+
+// loadBlockAhead is loadBlock reading through ra, if not nil.
+func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *readahead) (*loadedBlock, error) {
+	off := pg.blocks.fileOffs[i]
 	if src != fromDisk {
 		if b := r.cache.get(r.fileNum, off); b != nil {
 			return b, nil
 		}
 	}
-	h := r.blocks.handle(i)
+	h := pg.blocks.handle(i)
 	n := int(h.frameLen())
-	bufp, _ := r.frames.Get().(*[]byte)
-	if bufp == nil {
-		bufp = new([]byte)
+	var bufp *[]byte
+	var frame []byte
+	if ra != nil {
+		var err error
+		if frame, err = ra.frame(r, off, n); err != nil {
+			return nil, err
+		}
+	} else {
+		bufp, _ = r.frames.Get().(*[]byte)
+		if bufp == nil {
+			bufp = new([]byte)
+		}
+		if cap(*bufp) < n {
+			*bufp = make([]byte, n)
+		}
+		frame = (*bufp)[:n]
+		if err := r.readAt(frame, off); err != nil {
+			r.frames.Put(bufp)
+			return nil, err
+		}
 	}
-	if cap(*bufp) < n {
-		*bufp = make([]byte, n)
+	// Only blocks read through the cache are released by their readers
+	// (iterators); the Scanner's and Check's never are, so they neither
+	// take pooled buffers (which would never come back) nor get buffers
+	// rounded up for reuse: a one-row partition's block is a few dozen
+	// bytes, and compacting a million of them allocated and cleared
+	// 36 KiB for each.
+	pooled := src == viaCache
+	var lb *loadedBlock
+	if pooled {
+		lb = r.recycled.get()
+	} else {
+		lb = &loadedBlock{}
+		lb.refs.Store(1)
 	}
-	frame := (*bufp)[:n]
-	if err := r.readAt(frame, off); err != nil {
-		r.frames.Put(bufp)
-		return nil, err
-	}
-	lb := r.recycled.get()
 	var cells []packedCell
 	var vals []byte
 	if old := lb.block; old != nil {
@@ -291,17 +377,28 @@ func (r *Reader) loadBlock(i int, src blockSource) (*loadedBlock, error) {
 	// recycled one fits the next block, whose size differs by a few
 	// bytes or cells.
 	dst := lb.raw
-	if uint64(cap(dst)) < h.rawLen {
+	switch {
+	case uint64(cap(dst)) >= h.rawLen:
+	case pooled:
 		dst = r.recycled.rawBuffer(int(h.rawLen))
+	default:
+		dst = r.recycled.rawBufferIfAny(int(h.rawLen))
+		if dst == nil {
+			dst = make([]byte, 0, h.rawLen)
+		}
 	}
 	if cap(cells) < h.meta.Cells {
-		cells = make([]packedCell, 0, roundUp(h.meta.Cells, recycleCellsStep))
+		if pooled {
+			cells = make([]packedCell, 0, roundUp(h.meta.Cells, recycleCellsStep))
+		} else {
+			cells = make([]packedCell, 0, h.meta.Cells)
+		}
 	}
 	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen, dst)
 	// A block stored uncompressed aliases its frame, which then belongs
 	// to the block.
 	aliasesFrame := err == nil && len(raw) > 0 && &raw[0] == &frame[0]
-	if !aliasesFrame {
+	if !aliasesFrame && bufp != nil {
 		r.frames.Put(bufp)
 	}
 	if err != nil {
@@ -354,32 +451,54 @@ func checkBlockMeta(got, want *BlockMeta) error {
 	return nil
 }
 
-// Check reads every data block from the file (not the cache), verifies its
-// checksum, decodes it fully, and checks that cells are in order within
-// and across the blocks of each partition and match the indexes. It
-// returns the first problem found.
+// Check reads every index page and data block from the file (not the
+// cache), verifies its checksum, decodes it fully, and checks that cells
+// are in order within and across the blocks of each partition and match
+// the indexes and the properties. It returns the first problem found.
 func (r *Reader) Check() error {
-	w := r.partitions.walker()
+	var cells int64
+	for j := range r.top.pages {
+		pg, err := r.page(j, fromDisk)
+		if err != nil {
+			return err
+		}
+		n, err := r.checkPage(pg)
+		if err != nil {
+			return err
+		}
+		cells += n
+	}
+	if cells != r.props.Cells {
+		return r.corruptf(0, "blocks hold %d cells, properties say %d", cells, r.props.Cells)
+	}
+	return nil
+}
+
+// checkPage checks the data blocks of one index page, returning its cells.
+func (r *Reader) checkPage(pg *indexPage) (int64, error) {
+	var cells int64
+	w := pg.parts.walker()
 	for {
 		e, ok, err := w.next()
 		if err != nil {
-			return r.wrapAt(0, "partition index", err)
+			return 0, r.wrapAt(uint64(pg.base), "partition index", err)
 		}
 		if !ok {
-			return nil
+			return cells, nil
 		}
+		cells += e.info.Cells
 		var last base.Cell
 		haveLast := false
 		var minTS, maxTS int64
 		for i := e.info.firstBlock; i < e.info.firstBlock+e.info.numBlocks; i++ {
-			b, err := r.loadBlock(i, fromDisk)
+			b, err := r.loadBlock(pg, i, fromDisk)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			var first base.Cell
 			b.cell(0, &first)
 			if haveLast && base.CompareCellKeys(last.Clustering, last.Column, first.Clustering, first.Column) >= 0 {
-				return r.corruptf(r.blocks.fileOffs[i], "data block %d of partition %x: first cell %x/%q does not sort after the previous block's last %x/%q",
+				return 0, r.corruptf(pg.blocks.fileOffs[i], "data block %d of partition %x: first cell %x/%q does not sort after the previous block's last %x/%q",
 					i, w.key, first.Clustering, first.Column, last.Clustering, last.Column)
 			}
 			b.cell(b.len()-1, &last)
@@ -390,7 +509,7 @@ func (r *Reader) Check() error {
 			minTS, maxTS = min(minTS, b.meta.MinTimestamp), max(maxTS, b.meta.MaxTimestamp)
 		}
 		if e.info.Cells > 0 && (minTS < e.info.MinTimestamp || maxTS > e.info.MaxTimestamp) {
-			return r.corruptf(r.blocks.fileOffs[e.info.firstBlock], "partition %x: cells span timestamps %d..%d, index says %d..%d",
+			return 0, r.corruptf(pg.blocks.fileOffs[e.info.firstBlock], "partition %x: cells span timestamps %d..%d, index says %d..%d",
 				w.key, minTS, maxTS, e.info.MinTimestamp, e.info.MaxTimestamp)
 		}
 	}

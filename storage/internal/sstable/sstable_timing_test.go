@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/eventide/eventide/storage/internal/base"
 	"github.com/klauspost/compress/zstd"
@@ -232,26 +234,111 @@ func BenchmarkScanner(b *testing.B) {
 	}
 }
 
-// BenchmarkPartitionLookup is the bloom check and index search.
+// BenchmarkPartitionLookup is the bloom check and index search in a file
+// of 100,000 one-row partitions, with a cache large enough for the whole
+// index (version 4 reads index pages through it) and without one.
+// BenchmarkPointRead also reads the partition's row, as a timeline read
+// of one user does.
 func BenchmarkPartitionLookup(b *testing.B) {
+	benchPointReads(b, false)
+}
+
+func BenchmarkPointRead(b *testing.B) {
+	benchPointReads(b, true)
+}
+
+// oneRowPartitions is n timeline-like partitions of one row each.
+func oneRowPartitions(n int) []testPartition {
 	rng := rand.New(rand.NewPCG(5, 0))
-	parts := make([]testPartition, 100000)
+	parts := make([]testPartition, n)
 	for i := range parts {
 		parts[i] = testPartition{key: fmt.Appendf(nil, "user-%09d", i*7), del: liveDel(),
 			cells: []base.Cell{{Clustering: timeUUIDKey(uint64(i), 0), Column: []byte("data"), Kind: base.KindLive, Timestamp: 1, LocalDeletionTime: base.NoDeletionTime, Value: randomValue(rng, 10)}}}
 	}
-	r := openBench(b, parts, CompressionZstd, nil)
+	return parts
+}
+
+// processCPU is the process's user and system CPU time so far: on a
+// shared machine, CPU per operation moves much less with the neighbours'
+// load than wall-clock time does (it includes the GC's).
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkWriteOneRowPartitions is a flush or compaction output of the
+// fan-out: 100,000 one-row partitions, per partition.
+func BenchmarkWriteOneRowPartitions(b *testing.B) {
+	parts := oneRowPartitions(100000)
+	for _, comp := range []Compression{CompressionS2, CompressionZstd} {
+		b.Run(comp.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			cpu := processCPU(b)
+			for b.Loop() {
+				writeTable(b, parts, WriterOptions{Compression: comp})
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(parts)), "ns/partition")
+			b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N*len(parts)), "cpu-ns/partition")
+		})
+	}
+}
+
+// BenchmarkScanOneRowPartitions is a compaction's read of such a file.
+func BenchmarkScanOneRowPartitions(b *testing.B) {
+	parts := oneRowPartitions(100000)
+	r := openBench(b, parts, CompressionS2, NewCache(32<<20))
 	b.ReportAllocs()
-	i := 0
+	cpu := processCPU(b)
 	for b.Loop() {
-		k := parts[(i*7919)%len(parts)].key
-		if !r.MayContain(k) {
-			b.Fatal("bloom false negative")
+		s := r.NewScanner()
+		n := 0
+		for s.NextPartition() {
+			for s.NextCell() {
+				n++
+			}
 		}
-		if _, ok := r.Partition(k); !ok {
-			b.Fatal("partition missing")
+		if n != len(parts) || s.Err() != nil {
+			b.Fatalf("scanned %d cells: %v", n, s.Err())
 		}
-		i++
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(parts)), "ns/partition")
+	b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N*len(parts)), "cpu-ns/partition")
+}
+
+func benchPointReads(b *testing.B, readRow bool) {
+	parts := oneRowPartitions(100000)
+	for _, cached := range []bool{true, false} {
+		name := "nocache"
+		var cache *Cache
+		if cached {
+			name, cache = "cached", NewCache(256<<20)
+		}
+		b.Run(name, func(b *testing.B) {
+			r := openBench(b, parts, CompressionZstd, cache)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				k := parts[(i*7919)%len(parts)].key
+				if !r.MayContain(k) {
+					b.Fatal("bloom false negative")
+				}
+				info, ok := r.Partition(k)
+				if !ok {
+					b.Fatal("partition missing")
+				}
+				if readRow {
+					it := r.NewPartitionIter(info, IterOptions{})
+					if !it.Next() || it.Err() != nil {
+						b.Fatalf("read nothing: %v", it.Err())
+					}
+					it.Close()
+				}
+				i++
+			}
+		})
 	}
 }
 

@@ -1,8 +1,9 @@
 package sstable
 
-// SSTable byte format, version 3 (formatVersion3; version 2 lacks the
-// tombstone statistics at the end of the properties, version 1 also the
-// block encodings byte; both are still read)
+// SSTable byte format, version 4 (formatVersion4; version 3 keeps the
+// partition and block indexes as two whole meta blocks, version 2 also
+// lacks the tombstone statistics at the end of the properties, version 1
+// also the block encodings byte; all are still read)
 //
 // Primitives: u8/u32/u64 are little-endian fixed width; uvarint, varint
 // (zigzag), bytes (uvarint length + bytes) and ldt (local deletion time:
@@ -11,13 +12,17 @@ package sstable
 // File:
 //
 //	+-------------------------+ 0
-//	| data block 0            |  cells of one partition (a partition's blocks
-//	| data block 1            |  are contiguous; a block never holds two
-//	| ...                     |  partitions)
-//	+-------------------------+ footer.blockIndex.offset (= DataBytes)
-//	| block index             |  meta block, the file's compression
-//	+-------------------------+
-//	| partition index         |  meta block, the file's compression
+//	| data block              |  cells of one partition (a partition's blocks
+//	| ...                     |  are contiguous; a block never holds two
+//	| data block              |  partitions)
+//	| index page 0            |  the entries of the partitions whose blocks
+//	+-------------------------+  precede it (since the previous page) and of
+//	| data block              |  their blocks; the file's compression
+//	| ...                     |
+//	| index page 1            |
+//	| ...                     |
+//	+-------------------------+ footer.blockIndex.offset
+//	| page index              |  meta block, the file's compression
 //	+-------------------------+
 //	| bloom filter            |  meta block, always uncompressed
 //	+-------------------------+
@@ -25,6 +30,34 @@ package sstable
 //	+-------------------------+ fileSize - 112
 //	| footer (112 bytes)      |
 //	+-------------------------+ fileSize
+//
+// Versions 1 to 3: the data blocks fill [0, footer.blockIndex.offset), and
+// the meta blocks are block index, partition index, bloom filter,
+// properties: the block and partition indexes are the entries below, of
+// the whole file, in one meta block each.
+//
+// Index page (version 4), decompressed; the writer ends one after the
+// partition that brings it to indexPageSize (4 KiB), so a page holds at
+// least one partition and all of its blocks' entries:
+//
+//	+-----------------------------------------------------------------+
+//	| partitionEntriesLen uvarint                                     |
+//	| partition index entries (restarts count from the page's first)  |
+//	| block index entries, of the page's partitions' blocks           |
+//	+-----------------------------------------------------------------+
+//
+// Page index (version 4), decompressed:
+//
+//	+-----------------------------------------------------------------+
+//	| pages uvarint, then per page, in file order:                    |
+//	|   shared uvarint | firstKeySuffix bytes (vs previous page's)    |
+//	|   partitions uvarint (>= 1) | blocks uvarint                    |
+//	|   dataLen uvarint: framed bytes of its data blocks, which       |
+//	|     start where the previous page's frame ends (0 for page 0)   |
+//	|   storedLen uvarint | rawLen uvarint: the page's frame, at the  |
+//	|     end of its data blocks                                      |
+//	| lastKey bytes: the file's last partition key (absent if no page)|
+//	+-----------------------------------------------------------------+
 //
 // Every block, data or meta, is framed the same way, so its checksum is
 // verified before a byte of it is decompressed or decoded:
@@ -155,7 +188,9 @@ package sstable
 //
 //	+--------+--------------------------------------------------------+
 //	|   0    | block index:     offset u64, storedLen u64, rawLen u64 |
+//	|        |   (version 4: the page index)                          |
 //	|  24    | partition index: offset u64, storedLen u64, rawLen u64 |
+//	|        |   (version 4: all zero)                                |
 //	|  48    | bloom filter:    offset u64, storedLen u64, rawLen u64 |
 //	|  72    | properties:      offset u64, storedLen u64, rawLen u64 |
 //	|  96    | format version u32                                     |
@@ -163,12 +198,13 @@ package sstable
 //	| 104    | magic "\x89EVTSST\n"                                   |
 //	+--------+--------------------------------------------------------+
 //
-// The four meta blocks are contiguous in this order and end where the
-// footer starts; the reader rejects any other arrangement.
+// The four (version 4: three) meta blocks are contiguous in this order and
+// end where the footer starts; the reader rejects any other arrangement.
 
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"runtime"
@@ -194,6 +230,12 @@ const (
 	// cells' times, from which the compaction picker estimates the
 	// tombstones a compaction could purge (issue 15).
 	formatVersion3 uint32 = 3
+	// formatVersion4 pages the index (index_page.go): the partition and
+	// block index entries are cut into index pages read through the
+	// cache, under a small resident page index, so an open file no
+	// longer pins memory per partition (issue 11's million-timeline
+	// fan-out, issue 15's RSS).
+	formatVersion4 uint32 = 4
 )
 
 const (
@@ -261,21 +303,41 @@ type Writer struct {
 	done bool
 
 	inPartition bool
-	cur         PartitionInfo // the partition being written (Key owned)
+	cur         PartitionInfo // the partition being written (Key in keyBufs)
 	haveCell    bool
 	lastCK      []byte // the current partition's last cell (owned)
 	lastCol     []byte
 	prevKey     []byte // the previous partition's key, for ordering
-	havePrev    bool
-	partitions  int
+	// keyBufs hold the current and the previous partition's keys
+	// (alternately), ckBufs the current one's min and max clustering:
+	// reused, as a flush of one-row partitions allocated them for each.
+	keyBufs    [2][]byte
+	keyBuf     int
+	ckBufs     [2][]byte
+	sinceYield int // raw block bytes written since the last yield
+	havePrev   bool
+	partitions int
 
-	blk        blockBuilder
-	rawBuf     []byte
-	frameBuf   []byte
+	blk      blockBuilder
+	rawBuf   []byte
+	frameBuf []byte
+	// The index page being filled: its partitions' entries and their
+	// blocks' entries, its first key, where its data blocks start.
 	blockIndex []byte
 	partIndex  []byte
-	hashes     []uint64
-	props      Properties
+	pageFirst  []byte
+	pageParts  int
+	pageBlocks int
+	pageData   uint64
+	pageBuf    []byte
+	// pageIndex holds the entries of the pages written; prevFirst is the
+	// last one's first key.
+	pageIndex []byte
+	prevFirst []byte
+	pages     int
+	dataBytes uint64 // framed bytes of the data blocks
+	hashes    []uint64
+	props     Properties
 }
 
 // writeBuffers pools the Writers' 256 KiB write buffers across SSTables.
@@ -341,12 +403,12 @@ func (w *Writer) StartPartition(key []byte, del base.PartitionDeletions) error {
 		}
 	}
 	w.cur = PartitionInfo{
-		Key:                  append([]byte{}, key...),
+		Key:                  w.nextKeyBuf(key),
 		Deletions:            base.PartitionDeletions{Partition: del.Partition},
 		MinTimestamp:         math.MaxInt64,
 		MaxTimestamp:         math.MinInt64,
 		MaxLocalDeletionTime: math.MinInt64,
-		firstBlock:           int(w.props.DataBlocks),
+		firstBlock:           w.pageBlocks,
 	}
 	// Stored as fragments (sorted, disjoint), so a read moves one cursor
 	// through them instead of checking every range for every cell.
@@ -412,7 +474,8 @@ func (w *Writer) Add(c *base.Cell) error {
 	w.blk.add(c, sameRow)
 
 	if !w.haveCell {
-		w.cur.MinClustering = append([]byte{}, c.Clustering...)
+		w.ckBufs[0] = append(w.ckBufs[0][:0], c.Clustering...)
+		w.cur.MinClustering = w.ckBufs[0]
 	}
 	if !sameRow {
 		w.lastCK = append(w.lastCK[:0], c.Clustering...)
@@ -443,7 +506,7 @@ func (w *Writer) Add(c *base.Cell) error {
 // EstimatedSize is the file size so far plus what is buffered, counting
 // the open block uncompressed.
 func (w *Writer) EstimatedSize() int64 {
-	return int64(w.off) + int64(w.blk.size()) + int64(len(w.blockIndex)+len(w.partIndex)+len(w.hashes))
+	return int64(w.off) + int64(w.blk.size()) + int64(len(w.blockIndex)+len(w.partIndex)+len(w.pageIndex)+len(w.hashes))
 }
 
 // flushBlock compresses, frames and writes the open block and records it
@@ -459,15 +522,23 @@ func (w *Writer) flushBlock() error {
 	}
 	h := blockHandle{storedLen: uint64(stored), rawLen: uint64(len(w.rawBuf)), meta: meta}
 	w.blockIndex = appendBlockIndexEntry(w.blockIndex, &h)
+	w.dataBytes += uint64(len(w.frameBuf))
+	w.pageBlocks++
 	w.cur.numBlocks++
 	w.props.DataBlocks++
 	w.blk.reset()
 	// SSTables are written by background work (flushes, compactions) that
-	// can keep every P busy for seconds. Yielding after each block (a few
-	// hundred µs of CPU) lets latency-sensitive goroutines, such as a NATS
-	// delivery or a writer's commit, run between blocks instead of waiting
-	// for the scheduler's 10 ms preemption.
-	runtime.Gosched()
+	// can keep every P busy for seconds. Yielding after each block's worth
+	// of data (a few hundred µs of CPU) lets latency-sensitive goroutines,
+	// such as a NATS delivery or a writer's commit, run between blocks
+	// instead of waiting for the scheduler's 10 ms preemption. Not after
+	// every block: a million one-row partitions are a million tiny
+	// blocks, and yielding after each was 12% of writing them.
+	w.sinceYield += len(w.rawBuf)
+	if w.sinceYield >= defaultBlockSize {
+		w.sinceYield = 0
+		runtime.Gosched()
+	}
 	return nil
 }
 
@@ -493,12 +564,13 @@ func (w *Writer) finishPartition() error {
 		p.MinTimestamp, p.MaxTimestamp = 0, 0
 	}
 	if p.Cells > 0 {
-		p.MaxClustering = append([]byte{}, w.lastCK...)
+		w.ckBufs[1] = append(w.ckBufs[1][:0], w.lastCK...)
+		p.MaxClustering = w.ckBufs[1]
 		if w.props.MinClustering == nil || bytes.Compare(p.MinClustering, w.props.MinClustering) < 0 {
-			w.props.MinClustering = p.MinClustering
+			w.props.MinClustering = append(nonNil(w.props.MinClustering)[:0], p.MinClustering...)
 		}
 		if w.props.MaxClustering == nil || bytes.Compare(p.MaxClustering, w.props.MaxClustering) > 0 {
-			w.props.MaxClustering = p.MaxClustering
+			w.props.MaxClustering = append(nonNil(w.props.MaxClustering)[:0], p.MaxClustering...)
 		}
 	}
 	if p.Cells > 0 || !p.Deletions.IsEmpty() {
@@ -507,15 +579,52 @@ func (w *Writer) finishPartition() error {
 	}
 	w.props.MaxLocalDeletionTime = max(w.props.MaxLocalDeletionTime, p.MaxLocalDeletionTime)
 	var prev []byte
-	if w.partitions%restartInterval != 0 {
+	if w.pageParts%restartInterval != 0 {
 		prev = w.prevKey
+	} else if w.pageParts == 0 {
+		w.pageFirst = append(w.pageFirst[:0], p.Key...)
 	}
 	w.partIndex = appendPartitionEntry(w.partIndex, prev, p)
 	w.hashes = append(w.hashes, bloomHash(p.Key))
 	w.prevKey, w.havePrev = p.Key, true
 	w.partitions++
+	w.pageParts++
 	w.props.Partitions++
 	w.inPartition = false
+	if len(w.partIndex)+len(w.blockIndex) >= indexPageSize {
+		return w.flushPage()
+	}
+	return nil
+}
+
+// nextKeyBuf copies key into the key buffer not holding the previous
+// partition's key.
+func (w *Writer) nextKeyBuf(key []byte) []byte {
+	w.keyBuf ^= 1
+	w.keyBufs[w.keyBuf] = append(w.keyBufs[w.keyBuf][:0], key...)
+	return w.keyBufs[w.keyBuf]
+}
+
+// flushPage writes the index page being filled after its data blocks and
+// adds its entry to the page index.
+func (w *Writer) flushPage() error {
+	w.pageBuf = appendIndexPage(w.pageBuf[:0], w.partIndex, w.blockIndex)
+	var stored int
+	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], w.pageBuf, w.opts.Compression, nil)
+	if len(w.pageBuf) > maxBlockRawLen {
+		w.err = fmt.Errorf("cannot write sstable index page: got %d bytes, want at most %d", len(w.pageBuf), maxBlockRawLen)
+		return w.err
+	}
+	ref := pageRef{partitions: w.pageParts, blocks: w.pageBlocks, dataLen: w.off - w.pageData,
+		storedLen: uint64(stored), rawLen: uint64(len(w.pageBuf))}
+	if err := w.write(w.frameBuf); err != nil {
+		return err
+	}
+	w.pageIndex = appendPageIndexEntry(w.pageIndex, w.prevFirst, w.pageFirst, &ref)
+	w.prevFirst, w.pageFirst = w.pageFirst, w.prevFirst
+	w.pages++
+	w.partIndex, w.blockIndex = w.partIndex[:0], w.blockIndex[:0]
+	w.pageParts, w.pageBlocks, w.pageData = 0, 0, w.off
 	return nil
 }
 
@@ -538,14 +647,20 @@ func (w *Writer) Finish() (Properties, error) {
 	if props.MinTimestamp > props.MaxTimestamp {
 		props.MinTimestamp, props.MaxTimestamp = 0, 0
 	}
-	dataLen := w.off
-	var f footer
-	f.version = formatVersion3
-	var err error
-	if f.blockIndex, err = w.writeMeta(w.blockIndex, w.opts.Compression); err != nil {
-		return Properties{}, err
+	if w.pageParts > 0 {
+		if err := w.flushPage(); err != nil {
+			return Properties{}, err
+		}
 	}
-	if f.partitionIndex, err = w.writeMeta(w.partIndex, w.opts.Compression); err != nil {
+	pageIndex := binary.AppendUvarint(nil, uint64(w.pages))
+	pageIndex = append(pageIndex, w.pageIndex...)
+	if w.pages > 0 {
+		pageIndex = appendBytes(pageIndex, w.prevKey)
+	}
+	var f footer
+	f.version = formatVersion4
+	var err error
+	if f.blockIndex, err = w.writeMeta(pageIndex, w.opts.Compression); err != nil {
 		return Properties{}, err
 	}
 	// Bloom filter bits are random: compressing them only costs time.
@@ -567,8 +682,8 @@ func (w *Writer) Finish() (Properties, error) {
 	w.bw.Reset(nil)
 	writeBuffers.Put(w.bw)
 	w.bw = nil
-	props.FormatVersion = formatVersion3
-	props.DataBytes = int64(dataLen)
+	props.FormatVersion = formatVersion4
+	props.DataBytes = int64(w.dataBytes)
 	props.FileBytes = int64(w.off)
 	props.IndexBytes = props.FileBytes - props.DataBytes
 	return props, nil
