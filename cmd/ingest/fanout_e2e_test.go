@@ -135,20 +135,32 @@ func TestFanoutEndToEnd(t *testing.T) {
 		t.Errorf("timeline freshness %+v, want shard 0 past sequence 0 with a time", fresh.Freshness)
 	}
 
-	// The ids are the stored events' (sent without ids: derived by the writer).
-	var events struct {
-		Events []struct{ ID, Author string }
-	}
-	getJSON(t, client, base+"/v1/events?type=post&from="+start.Format(time.RFC3339)+"&limit=100", 200, &events)
-	stored := map[string]bool{}
-	for _, e := range events.Events {
-		stored[e.ID] = true
-	}
+	// The ids are the stored events' (sent without ids: derived by the
+	// writer). The writer and the fan-out are two consumers: the events
+	// may be stored after the timelines show them, so this polls.
 	_, ids := readTimeline(t, client, base, "gmason", 20)
-	for _, id := range ids {
-		if !stored[id] {
-			t.Errorf("timeline post %s is not a stored event id (stored: %v)", id, stored)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		var events struct {
+			Events []struct{ ID, Author string }
 		}
+		getJSON(t, client, base+"/v1/events?type=post&from="+start.Format(time.RFC3339)+"&limit=100", 200, &events)
+		stored := map[string]bool{}
+		for _, e := range events.Events {
+			stored[e.ID] = true
+		}
+		var missing []string
+		for _, id := range ids {
+			if !stored[id] {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timeline posts %v are not stored event ids (stored: %v)", missing, stored)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the process under test
 	}
 
 	// A delete of gwashington's first post leaves both timelines at once.
