@@ -139,7 +139,7 @@ func (eb *eventBatch) Stored() {
 		}
 	}
 	for typ, n := range perType {
-		w.m.ingested.WithLabelValues(w.m.typeLabel(typ)).Add(float64(n))
+		w.m.ingestedOf(typ).Add(float64(n))
 	}
 	for _, r := range eb.reasons {
 		w.m.rejected.WithLabelValues(r).Inc()
