@@ -184,28 +184,33 @@ func (c *Consumer) apply(ctx context.Context, b *storage.Batch) error {
 
 // keepAlive tells JetStream every third of AckWait that the deliveries are
 // still being worked on, so a long storage stall or outage does not turn
-// into redeliveries. The returned func stops it and waits for it to finish.
+// into redeliveries. The returned func stops it and waits for a round in
+// progress to finish. It is a timer, not a goroutine: it runs for every
+// batch, twice, and almost never fires.
 func (c *Consumer) keepAlive(ds []Delivery) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(c.cfg.AckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				for _, d := range ds {
-					_ = d.Msg.InProgress() // best effort: a redelivery is skipped anyway
-				}
-			}
+	every := c.cfg.AckWait / 3
+	var (
+		mu      sync.Mutex // held by a round, and by stop
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
 		}
-	}()
+		for _, d := range ds {
+			_ = d.Msg.InProgress() // best effort: a redelivery is skipped anyway
+		}
+		t.Reset(every)
+	})
+	mu.Unlock()
 	return func() {
-		close(done)
-		wg.Wait()
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
 	}
 }
