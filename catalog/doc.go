@@ -6,7 +6,8 @@
 //     _schemas table, so schemas are durable, recovered and backed up with
 //     the data directory;
 //   - the built-in tables (BuiltinTableDefs, EnsureBuiltinTables): the row
-//     writers and decoders of events (PutEvent, DecodeEvent), per-minute
+//     writers and decoders of events (PutEvent, EventRowBuilder for many
+//     events with few allocations, DecodeEvent), per-minute
 //     counts (AddCount, DecodeCount) and consumer checkpoints
 //     (PutCheckpoint, ReadCheckpoint);
 //   - the history of the event type settings (RecordEventTypes,

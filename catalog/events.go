@@ -3,6 +3,7 @@ package catalog
 import (
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
@@ -12,39 +13,113 @@ import (
 
 // PutEvent adds the cells of e to b: they expire after ttlSeconds (0: never),
 // written at timestampMicros. The partition is
-// bucket.PartitionKeyFor(e.ID, e.Type, subPartitions).
+// bucket.PartitionKeyFor(e.ID, e.Type, subPartitions). A writer adding many
+// events uses an EventRowBuilder, which writes the same cells with fewer
+// allocations.
 func PutEvent(b *storage.Batch, e *schema.Event, subPartitions int, ttlSeconds int32, timestampMicros int64) error {
+	r := EventRowBuilder{oneShot: true}
+	return r.Put(b, e, subPartitions, ttlSeconds, timestampMicros)
+}
+
+// The column names of the events table, as the storage batch takes them;
+// never written to.
+var (
+	columnData   = []byte(schema.ColumnData)
+	columnUser   = []byte(schema.ColumnUser)
+	columnAuthor = []byte(schema.ColumnAuthor)
+)
+
+// eventRowChunk is the size of the chunks EventRowBuilder appends keys and
+// values to: a few hundred events of ~200 bytes.
+const eventRowChunk = 64 << 10
+
+// maxCachedPartitions bounds EventRowBuilder's partition keys (event types
+// times hours times sub-partitions seen); past it they are forgotten.
+const maxCachedPartitions = 4096
+
+// EventRowBuilder adds events' cells to storage batches as PutEvent does,
+// with few allocations: keys and values are appended to chunks of memory
+// shared by many events (a new chunk when one is full; nothing is ever
+// written twice, so every slice a batch holds stays as it was), and the
+// partition key of each hour and type is made once. A batch holds slices
+// of those chunks until it is dropped, which keeps them alive; storage
+// copies what it keeps. The zero value is ready; it is not safe for
+// concurrent use.
+type EventRowBuilder struct {
+	// free is the unused end of the current chunk: empty, with its
+	// capacity the room left.
+	free       []byte
+	partitions map[bucket.PartitionKey][]byte
+	// oneShot: a builder for one event (PutEvent) allocates what the
+	// event needs, and caches no partition key.
+	oneShot bool
+}
+
+// Put adds the cells of e to b, as PutEvent.
+func (r *EventRowBuilder) Put(b *storage.Batch, e *schema.Event, subPartitions int, ttlSeconds int32, timestampMicros int64) error {
 	pk, err := bucket.PartitionKeyFor(e.ID, e.Type, subPartitions)
 	if err != nil {
 		return fmt.Errorf("cannot store event %s: %w", e.ID, err)
 	}
-	partition := []byte(pk.String())
-	ck, err := schema.AppendEventKey(make([]byte, 0, 16), e.ID)
+	if e.User != "" && !utf8.ValidString(e.User) {
+		return fmt.Errorf("cannot store event %s column %s: %w: text value %.48q is not valid UTF-8", e.ID, schema.ColumnUser, schema.ErrInvalidValue, e.User)
+	}
+	if e.Author != "" && !utf8.ValidString(e.Author) {
+		return fmt.Errorf("cannot store event %s column %s: %w: text value %.48q is not valid UTF-8", e.ID, schema.ColumnAuthor, schema.ErrInvalidValue, e.Author)
+	}
+	// Every key and value of the row, in one piece of a chunk: the
+	// clustering key (16 bytes), then each value, its type byte first
+	// (schema.AppendValue's encoding of blobs and text).
+	// An events key is 16 bytes; were it longer, an append would only move
+	// buf to a new array.
+	need := 16 + 1 + len(e.Data) + 1 + len(e.User) + 1 + len(e.Author)
+	if cap(r.free) < need {
+		size := need
+		if !r.oneShot {
+			size = max(eventRowChunk, need)
+		}
+		r.free = make([]byte, 0, size)
+	}
+	buf, err := schema.AppendEventKey(r.free, e.ID)
 	if err != nil {
 		return fmt.Errorf("cannot store event %s: %w", e.ID, err)
 	}
-	put := func(column string, t bucket.ColumnType, v any) error {
-		value, err := schema.AppendValue(nil, t, v)
-		if err != nil {
-			return fmt.Errorf("cannot store event %s column %s: %w", e.ID, column, err)
-		}
-		b.PutTTL(schema.EventsTable, partition, ck, []byte(column), value, timestampMicros, ttlSeconds)
-		return nil
-	}
-	if err := put(schema.ColumnData, bucket.TypeBlob, e.Data); err != nil {
-		return err
-	}
+	ck := buf[:len(buf):len(buf)]
+	partition := r.partition(pk)
+	at := len(buf)
+	buf = append(append(buf, byte(bucket.TypeBlob)), e.Data...)
+	b.PutTTL(schema.EventsTable, partition, ck, columnData, buf[at:len(buf):len(buf)], timestampMicros, ttlSeconds)
 	if e.User != "" {
-		if err := put(schema.ColumnUser, bucket.TypeText, e.User); err != nil {
-			return err
-		}
+		at = len(buf)
+		buf = append(append(buf, byte(bucket.TypeText)), e.User...)
+		b.PutTTL(schema.EventsTable, partition, ck, columnUser, buf[at:len(buf):len(buf)], timestampMicros, ttlSeconds)
 	}
 	if e.Author != "" {
-		if err := put(schema.ColumnAuthor, bucket.TypeText, e.Author); err != nil {
-			return err
-		}
+		at = len(buf)
+		buf = append(append(buf, byte(bucket.TypeText)), e.Author...)
+		b.PutTTL(schema.EventsTable, partition, ck, columnAuthor, buf[at:len(buf):len(buf)], timestampMicros, ttlSeconds)
 	}
+	// What follows buf was never handed out. (Had an append outgrown the
+	// chunk, buf would be in a new array, and its rest just as unused.)
+	r.free = buf[len(buf):len(buf)]
 	return nil
+}
+
+// partition returns the storage form of pk, made once per key. Equal keys
+// (==) have the same storage form.
+func (r *EventRowBuilder) partition(pk bucket.PartitionKey) []byte {
+	if r.oneShot {
+		return []byte(pk.String())
+	}
+	if p, ok := r.partitions[pk]; ok {
+		return p
+	}
+	if r.partitions == nil || len(r.partitions) >= maxCachedPartitions {
+		r.partitions = make(map[bucket.PartitionKey][]byte)
+	}
+	p := []byte(pk.String())
+	r.partitions[pk] = p
+	return p
 }
 
 // DecodeEvent decodes a row of schema.EventsTable read from partition.

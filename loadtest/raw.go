@@ -14,6 +14,7 @@ import (
 	"github.com/eventide/eventide/loadtest/internal/hist"
 	"github.com/eventide/eventide/loadtest/internal/report"
 	"github.com/eventide/eventide/loadtest/internal/target"
+	"github.com/eventide/eventide/writer/consumer"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -22,8 +23,10 @@ import (
 func rawStreamName(run string) string { return "LT_RAW_" + strings.ToUpper(run) }
 
 // createRawStream creates the raw phase's own file stream for run, on
-// subject ltraw.<run>.event, with a durable consumer that acks
-// explicitly; remove deletes the stream (and so the consumer).
+// subject ltraw.<run>.event, with a durable consumer configured as
+// Eventide's writer configures its own (writer/consumer): cumulative acks
+// (AckAll) and at most two fetches unacknowledged; remove deletes the
+// stream (and so the consumer).
 func createRawStream(ctx context.Context, js jetstream.JetStream, run string) (subject string, cons jetstream.Consumer, remove func(), err error) {
 	name := rawStreamName(run)
 	subject = "ltraw." + run + ".event"
@@ -39,7 +42,8 @@ func createRawStream(ctx context.Context, js jetstream.JetStream, run string) (s
 		_ = js.DeleteStream(dctx, name)
 	}
 	cons, err = s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 100000,
+		Durable: "raw", AckPolicy: jetstream.AckAllPolicy, AckWait: consumer.DefaultAckWait,
+		MaxAckPending: 2 * consumer.DefaultFetchBatch,
 	})
 	if err != nil {
 		remove()
@@ -55,7 +59,7 @@ func createRawStream(ctx context.Context, js jetstream.JetStream, run string) (s
 // consumed rate. The stream is deleted afterwards.
 //
 // It is what Eventide's ingest cannot beat on the same server: the writer
-// does the same consume and ack, plus validation and storage.
+// does the same consume and ack (rawConsume), plus validation and storage.
 func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration, payload int) (*report.RawResult, error) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
@@ -68,15 +72,11 @@ func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration,
 	defer remove()
 	var consumed atomic.Int64
 	var lastConsumed atomic.Int64 // unix nanos
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		_ = m.Ack()
-		consumed.Add(1)
+	stopConsuming := rawConsume(ctx, cons, func(jetstream.Msg) {}, func(n int) {
+		consumed.Add(int64(n))
 		lastConsumed.Store(time.Now().UnixNano())
-	}, jetstream.PullMaxMessages(1000))
-	if err != nil {
-		return nil, fmt.Errorf("cannot consume the raw stream: %w", err)
-	}
-	defer cc.Stop()
+	})
+	defer stopConsuming()
 
 	body := []byte(fmt.Sprintf(`{"time":%d,"data":{"pad":"%s"}}`, time.Now().UnixMilli(), strings.Repeat("x", max(payload-48, 1))))
 	start := time.Now()
@@ -128,8 +128,8 @@ const headerIntended = "Eventide-Loadtest-Intended"
 
 // rawStep runs the raw JetStream pipeline open loop at rate for
 // --duration, on a stream of its own deleted afterwards: publishes
-// waiting for their ack, as the event workload's, and a pull consumer
-// acking each message. It returns a report whose "publish" latency is
+// waiting for their ack, as the event workload's, and a consumer that
+// fetches and acks as Eventide's writer does (rawConsume). It returns a report whose "publish" latency is
 // intended start to publish ack and "queryable" intended start to
 // consumed, with the schedule in Events, so the run's objectives apply
 // to it as to Eventide.
@@ -144,20 +144,15 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 	selfStart, selfErr := target.ReadProc(os.Getpid())
 	start := time.Now()
 	lat := hist.NewSet(cfg.Workers+1, start)
-	consumer := cfg.Workers // the consumer's histogram slot
+	consumerSlot := cfg.Workers // the consumer's histogram slot
 	var consumed atomic.Int64
-	cc, err := cons.Consume(func(m jetstream.Msg) {
-		// Handlers run one at a time, so the consumer's slot is its own.
+	stopConsuming := rawConsume(ctx, cons, func(m jetstream.Msg) {
+		// One goroutine consumes, so the consumer's slot is its own.
 		if ns, err := strconv.ParseInt(m.Headers().Get(headerIntended), 10, 64); err == nil {
-			lat.Record(consumer, "queryable", time.Since(time.Unix(0, ns)))
+			lat.Record(consumerSlot, "queryable", time.Since(time.Unix(0, ns)))
 		}
-		_ = m.Ack()
-		consumed.Add(1)
-	}, jetstream.PullMaxMessages(1000))
-	if err != nil {
-		return nil, fmt.Errorf("cannot consume the raw stream: %w", err)
-	}
-	defer cc.Stop()
+	}, func(n int) { consumed.Add(int64(n)) })
+	defer stopConsuming()
 
 	body := []byte(fmt.Sprintf(`{"time":%d,"data":{"pad":"%s"}}`, time.Now().UnixMilli(), strings.Repeat("x", max(cfg.Events.PayloadMedian-48, 1))))
 	lastErr := make([]error, cfg.Workers)
@@ -234,4 +229,76 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 		return nil, fmt.Errorf("raw step at %.0f/s: consumed %d of %d acked messages within %s", rate, n, acked.Load(), cfg.DrainTimeout)
 	}
 	return r, nil
+}
+
+// rawConsume consumes cons on a goroutine of its own, the way Eventide's
+// writer consumes its stream (writer/consumer), without storing anything:
+// a pull for whatever is ready (up to consumer.DefaultFetchBatch messages
+// and consumer.DefaultFetchBytes bytes, expiring after a millisecond);
+// when nothing is ready, a pull of one message waiting up to
+// consumer.DefaultFetchWait, then what else is ready; then one ack for the
+// batch, of its last message (the consumer acks cumulatively, AckAll).
+// handle sees each message in order, acked(n) follows each batch's ack.
+// The ratio of Eventide's sustained rate to this pipeline's is then what
+// storage costs, not a difference in how the two fetch and ack. The
+// writer's loop also checks delivery sequences and overlaps the next
+// fetch with the storing of a batch; with nothing to store, this one has
+// nothing to overlap. stop ends the goroutine and waits for it.
+func rawConsume(ctx context.Context, cons jetstream.Consumer, handle func(jetstream.Msg), acked func(n int)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var msgs []jetstream.Msg
+		for ctx.Err() == nil {
+			var err error
+			if msgs, err = rawFetch(ctx, cons, msgs[:0]); len(msgs) == 0 {
+				if err != nil {
+					consumer.Backoff(ctx, 0) // not a hot loop while the server refuses pulls
+				}
+				continue
+			}
+			for _, m := range msgs {
+				handle(m)
+			}
+			_ = msgs[len(msgs)-1].Ack() // a lost ack is covered by the next one
+			acked(len(msgs))
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// rawFetch is one fetch of rawConsume, appended to msgs. The error is
+// that of a pull that failed, not of one that found nothing.
+func rawFetch(ctx context.Context, cons jetstream.Consumer, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
+	ready := func(msgs []jetstream.Msg, n, maxBytes int) ([]jetstream.Msg, error) {
+		batch, err := cons.Fetch(n, jetstream.FetchMaxBytes(maxBytes), jetstream.FetchMaxWait(time.Millisecond))
+		if err != nil {
+			return msgs, err
+		}
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		return msgs, nil
+	}
+	msgs, err := ready(msgs, consumer.DefaultFetchBatch, consumer.DefaultFetchBytes)
+	if len(msgs) > 0 || err != nil {
+		return msgs, err
+	}
+	fctx, cancel := context.WithTimeout(ctx, consumer.DefaultFetchWait)
+	defer cancel()
+	first, err := cons.Fetch(1, jetstream.FetchContext(fctx))
+	if err != nil {
+		return msgs, err
+	}
+	for m := range first.Messages() {
+		msgs = append(msgs, m)
+	}
+	if len(msgs) == 0 {
+		return msgs, nil
+	}
+	return ready(msgs, consumer.DefaultFetchBatch-1, consumer.DefaultFetchBytes-len(msgs[0].Data()))
 }

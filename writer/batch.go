@@ -87,7 +87,7 @@ func (eb *eventBatch) Write(ctx context.Context, b *storage.Batch) error {
 	eb.stored = 0
 	for i := range eb.events {
 		ev := &eb.events[i]
-		if err := catalog.PutEvent(b, &ev.event, ev.subPartitions, ev.remainingTTLSeconds, writeMicros); err != nil {
+		if err := w.rows.Put(b, &ev.event, ev.subPartitions, ev.remainingTTLSeconds, writeMicros); err != nil {
 			return fmt.Errorf("BUG: writer: a validated event does not store: %w", err)
 		}
 		if stores == nil || stores(schema.EventsTable, eventPartition(ev)) {
@@ -139,7 +139,7 @@ func (eb *eventBatch) Stored() {
 		}
 	}
 	for typ, n := range perType {
-		w.m.ingested.WithLabelValues(w.m.typeLabel(typ)).Add(float64(n))
+		w.m.ingestedOf(typ).Add(float64(n))
 	}
 	for _, r := range eb.reasons {
 		w.m.rejected.WithLabelValues(r).Inc()

@@ -22,14 +22,19 @@ const metricsPrefix = "eventide_writer"
 
 // metrics are the writer's Prometheus metrics: its own, and those of its
 // consumer loop. The batch's Stored updates ingested, rejected and the
-// type labels; commits run one at a time.
+// type counters; commits run one at a time.
 type metrics struct {
 	ingested    *prometheus.CounterVec
 	rejected    *prometheus.CounterVec
 	dlqFailures prometheus.Counter
 	consumer    *consumer.Metrics
 
-	typeLabels map[string]bool
+	// typeCounters are ingested's counters by event type, looked up once
+	// per type (a label lookup hashes and locks: once per type per batch
+	// was 1% of the server's CPU at 10,000 events/s); at most
+	// maxTypeLabels, then otherTypes.
+	typeCounters map[string]prometheus.Counter
+	otherTypes   prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -46,8 +51,8 @@ func newMetrics() *metrics {
 			Name: metricsPrefix + "_dlq_publish_failures_total",
 			Help: "Dead letters the dead-letter stream did not ack (error, no stream, timeout); each is retried and its original stays unacked.",
 		}),
-		consumer:   consumer.NewMetrics(metricsPrefix),
-		typeLabels: map[string]bool{},
+		consumer:     consumer.NewMetrics(metricsPrefix),
+		typeCounters: map[string]prometheus.Counter{},
 	}
 	for _, r := range allReasons {
 		m.rejected.WithLabelValues(r)
@@ -78,13 +83,19 @@ func (m *metrics) register(r prometheus.Registerer) error {
 	return nil
 }
 
-func (m *metrics) typeLabel(eventType string) string {
-	if m.typeLabels[eventType] {
-		return eventType
+// ingestedOf returns the counter of events of eventType ingested: its own
+// for the first maxTypeLabels types seen, then the one of otherTypeLabel.
+func (m *metrics) ingestedOf(eventType string) prometheus.Counter {
+	if c, ok := m.typeCounters[eventType]; ok {
+		return c
 	}
-	if len(m.typeLabels) >= maxTypeLabels {
-		return otherTypeLabel
+	if len(m.typeCounters) >= maxTypeLabels {
+		if m.otherTypes == nil {
+			m.otherTypes = m.ingested.WithLabelValues(otherTypeLabel)
+		}
+		return m.otherTypes
 	}
-	m.typeLabels[eventType] = true
-	return eventType
+	c := m.ingested.WithLabelValues(eventType)
+	m.typeCounters[eventType] = c
+	return c
 }

@@ -48,6 +48,9 @@ type Writer struct {
 	// storedBuf is Config.OnStored's argument, reused (Stored runs on one
 	// goroutine).
 	storedBuf []StoredEvent
+	// rows builds the events' rows; only batches' Write uses it, and one
+	// runs at a time.
+	rows catalog.EventRowBuilder
 }
 
 // Stats are running totals since New.

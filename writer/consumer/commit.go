@@ -87,11 +87,21 @@ func (c *Consumer) commit(ctx context.Context, pb *preparedBatch) error {
 		}
 	}
 
-	for _, d := range pb.ds {
-		// Fire and forget: a lost ack means a redelivery, which the
-		// checkpoint turns into a skip.
-		if err := d.Msg.Ack(); err != nil {
-			c.warn.Warn("consumer: cannot ack; the message will be redelivered and skipped", "seq", d.Seq, "err", err)
+	// Fire and forget: a lost ack means a redelivery, which the
+	// checkpoint turns into a skip (under AckAll, the next batch's ack
+	// covers it too).
+	if c.ackAll {
+		// One ack for the batch: AckAll acks every delivery at or below
+		// its stream sequence, and every one of those is stored (doc.go).
+		last := highestDelivery(pb.ds)
+		if err := last.Msg.Ack(); err != nil {
+			c.warn.Warn("consumer: cannot ack; the batch's messages will be redelivered and skipped", "seq", last.Seq, "err", err)
+		}
+	} else {
+		for _, d := range pb.ds {
+			if err := d.Msg.Ack(); err != nil {
+				c.warn.Warn("consumer: cannot ack; the message will be redelivered and skipped", "seq", d.Seq, "err", err)
+			}
 		}
 	}
 
@@ -114,6 +124,20 @@ func (c *Consumer) commit(ctx context.Context, pb *preparedBatch) error {
 		pb.batch.Stored()
 	}
 	return nil
+}
+
+// highestDelivery returns the delivery of ds (never empty) with the highest
+// stream sequence: the last one, unless a redelivery of an earlier message
+// (at or below the checkpoint) came last. Acking it with AckAll covers the
+// whole batch.
+func highestDelivery(ds []Delivery) Delivery {
+	h := ds[0]
+	for _, d := range ds[1:] {
+		if d.Seq > h.Seq {
+			h = d
+		}
+	}
+	return h
 }
 
 // store has the Handler write the batch, then applies it with the
@@ -160,28 +184,33 @@ func (c *Consumer) apply(ctx context.Context, b *storage.Batch) error {
 
 // keepAlive tells JetStream every third of AckWait that the deliveries are
 // still being worked on, so a long storage stall or outage does not turn
-// into redeliveries. The returned func stops it and waits for it to finish.
+// into redeliveries. The returned func stops it and waits for a round in
+// progress to finish. It is a timer, not a goroutine: it runs for every
+// batch, twice, and almost never fires.
 func (c *Consumer) keepAlive(ds []Delivery) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(c.cfg.AckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				for _, d := range ds {
-					_ = d.Msg.InProgress() // best effort: a redelivery is skipped anyway
-				}
-			}
+	every := c.cfg.AckWait / 3
+	var (
+		mu      sync.Mutex // held by a round, and by stop
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock()
+	t = time.AfterFunc(every, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
 		}
-	}()
+		for _, d := range ds {
+			_ = d.Msg.InProgress() // best effort: a redelivery is skipped anyway
+		}
+		t.Reset(every)
+	})
+	mu.Unlock()
 	return func() {
-		close(done)
-		wg.Wait()
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
 	}
 }

@@ -134,6 +134,10 @@ type Consumer struct {
 	warn    *RateLimitedLogger
 	m       *Metrics
 	resetOK bool // the server can reset a consumer to a sequence (2.14 and later)
+	// ackAll: the durable consumer acks cumulatively (AckAll) and a
+	// stored batch is acked with one ack, of its highest delivery; else
+	// every delivery is acked (AckExplicit). See ackPolicy.
+	ackAll bool
 
 	// State of the Run goroutine.
 	ckpt Checkpoint
@@ -223,6 +227,7 @@ func New(ctx context.Context, nc *nats.Conn, db *storage.DB, cfg Config, h Handl
 		return nil, fmt.Errorf("consumer: %s retention needs NATS server 2.14 or later (consumer reset); the server is %s",
 			info.Config.Retention, nc.ConnectedServerVersion())
 	}
+	c.ackAll = info.Config.Retention == jetstream.LimitsPolicy
 	if err := catalog.EnsureBuiltinTables(db); err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}

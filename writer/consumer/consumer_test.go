@@ -142,3 +142,15 @@ func startJetStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	}
 	return nc, js
 }
+
+// BenchmarkKeepAlive is what every stored batch pays twice for its
+// InProgress keep-alive when nothing stalls: start and stop.
+func BenchmarkKeepAlive(b *testing.B) {
+	c := &Consumer{cfg: Config{AckWait: DefaultAckWait}}
+	ds := make([]Delivery, 100)
+	b.ReportAllocs()
+	for range b.N {
+		stop := c.keepAlive(ds)
+		stop()
+	}
+}

@@ -50,6 +50,44 @@
 //   - A stream that restarted its sequences (deleted and recreated) is
 //     refused (ErrCheckpointAhead) rather than read as already stored;
 //     Config.ResetCheckpoint starts a new checkpoint epoch.
+//   - One ack per stored batch. On a limits stream the durable consumer
+//     acks cumulatively (JetStream's AckAll: an ack of stream sequence S
+//     acks every delivery at or below S), and a stored batch is acked
+//     with one ack, of its delivery with the highest stream sequence. It
+//     is as safe as acking each message, for these reasons.
+//     Ordering: deliveries are checked to follow each other without a
+//     gap (consumer sequences), and the stream delivers in stream order,
+//     so every delivery at or below S reached this process in this
+//     batch or an earlier one; batches are stored one at a time, in fetch
+//     order, so all of them are stored (or skipped as already stored)
+//     when the ack is sent. A delivery not received, or received after a
+//     gap, is never covered: the gap makes the loop reposition before
+//     the next batch.
+//     Dead letters: the Handler's Write runs before the storage apply
+//     and the ack; a message sent to the dead-letter stream is one of the
+//     batch's deliveries and is acked with it.
+//     Redeliveries: after a reposition the consumer restarts at the
+//     message after the checkpoint with nothing pending, so an ack can
+//     cover only deliveries made since. A redelivery of a message at or
+//     below the checkpoint (AckWait expired, a lost ack) is skipped, and
+//     it may come after higher sequences of the same batch, hence the
+//     highest sequence rather than the last delivery.
+//     MaxAckPending (two fetches) counts unacked deliveries as before: the
+//     batch's ack releases all of them at once.
+//     InProgress: a held batch still sends InProgress for every delivery,
+//     since each delivery's AckWait timer is its own.
+//     A lost ack costs redeliveries that the checkpoint skips, or is
+//     covered by the next batch's ack.
+//     The fan-out worker (package fanout), which reuses this loop, acks the
+//     same way for the same reasons: it never acks on its own.
+//     Work-queue streams need explicit acks (the server requires them) and
+//     an existing consumer of an interest stream cannot be recreated
+//     without losing its unacked messages, so both keep AckExplicit and
+//     ack every delivery. A durable created by an earlier version with
+//     AckExplicit on a limits stream is deleted and recreated (the server
+//     refuses to change an ack policy on update); the stream keeps the
+//     messages and the start-up reposition puts the new consumer after
+//     the checkpoint.
 //   - Two stages: Run's goroutine fetches batch N+1 and has the Handler
 //     prepare it while another goroutine stores and acks batch N. Batches
 //     are stored one at a time, in fetch order.

@@ -16,7 +16,7 @@ func (c *Consumer) consumerConfig() jetstream.ConsumerConfig {
 		Durable:        c.cfg.Durable,
 		Description:    c.cfg.Description,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckPolicy:      c.ackPolicy(),
 		AckWait:        c.cfg.AckWait,
 		MaxDeliver:     -1,
 		MaxAckPending:  2 * c.cfg.FetchBatch,
@@ -24,12 +24,67 @@ func (c *Consumer) consumerConfig() jetstream.ConsumerConfig {
 	}
 }
 
+// ackPolicy is the durable consumer's ack policy: AckAll (one ack per
+// stored batch, for its last delivery) where the stream allows it, and
+// AckExplicit (every delivery acked) on work-queue streams, whose
+// consumers the server requires to ack explicitly, and on interest
+// streams, whose existing consumers cannot be recreated safely (see
+// upgradeAckPolicy). doc.go says why acking only a batch's last delivery
+// is exactly-once safe.
+func (c *Consumer) ackPolicy() jetstream.AckPolicy {
+	if c.ackAll {
+		return jetstream.AckAllPolicy
+	}
+	return jetstream.AckExplicitPolicy
+}
+
 func (c *Consumer) ensureConsumer(ctx context.Context) error {
+	if c.ackAll {
+		if err := c.upgradeAckPolicy(ctx); err != nil {
+			return err
+		}
+	}
 	cons, err := c.js.CreateOrUpdateConsumer(ctx, c.cfg.Stream, c.consumerConfig())
 	if err != nil {
 		return fmt.Errorf("cannot create or update consumer %s on stream %s: %w", c.cfg.Durable, c.cfg.Stream, err)
 	}
 	c.cons = cons
+	return nil
+}
+
+// upgradeAckPolicy deletes the durable consumer if it exists with another
+// ack policy than AckAll (one created by an earlier version, which acked
+// every message explicitly): the server refuses to change a consumer's ack
+// policy on update. Nothing is lost by it on a limits stream: the stream
+// keeps every message, the checkpoint says what is stored, and the
+// consumer created in its place is repositioned after the checkpoint
+// before anything is fetched (Run starts with a reposition). The old
+// consumer's ack floor is checked against the checkpoint first, as before
+// any reposition, since the new consumer will not have it. Only limits
+// streams get here: deleting the only consumer of an interest stream would
+// delete the messages it had not acked yet.
+func (c *Consumer) upgradeAckPolicy(ctx context.Context) error {
+	old, err := c.js.Consumer(ctx, c.cfg.Stream, c.cfg.Durable)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("cannot read consumer %s on stream %s: %w", c.cfg.Durable, c.cfg.Stream, err)
+	}
+	info := old.CachedInfo()
+	if info.Config.AckPolicy == jetstream.AckAllPolicy {
+		return nil
+	}
+	if err := c.checkAckFloor(ctx, info); err != nil {
+		return err
+	}
+	c.log.Info("consumer: recreating the durable consumer to ack once per stored batch (ack policy all); "+
+		"it is repositioned after the checkpoint, so nothing is skipped or stored twice",
+		"consumer", c.cfg.Durable, "stream", c.cfg.Stream, "old_ack_policy", info.Config.AckPolicy.String(),
+		"checkpoint", c.ckpt.Seq)
+	if err := c.js.DeleteConsumer(ctx, c.cfg.Stream, c.cfg.Durable); err != nil && !isNotFound(err) {
+		return fmt.Errorf("cannot delete consumer %s to change its ack policy: %w", c.cfg.Durable, err)
+	}
 	return nil
 }
 
