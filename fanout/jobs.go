@@ -241,11 +241,10 @@ func (f *Fanout) prepareChunk(ctx context.Context, ref ChunkRef) (*preparedChunk
 	key := catalog.PostKey(j.postID)
 	if pc.post {
 		if c, ok := f.newPostCopy(j.postID, j.author, j.data); ok { // else expired: no copy would be live
-			for _, name := range names {
-				partition := []byte(name)
+			for _, partition := range names {
 				c.put(b, partition, j.Job)
 				pc.rows++
-				if f.trimDue(name, j.postID) {
+				if f.trimDue(partition, j.postID) {
 					if err := f.trim(ctx, b, partition, key, j.Job); err != nil {
 						return nil, err
 					}
@@ -253,15 +252,15 @@ func (f *Fanout) prepareChunk(ctx context.Context, ref ChunkRef) (*preparedChunk
 			}
 		}
 	} else {
-		for _, name := range names {
-			b.DeleteRow(catalog.TimelineTable, []byte(name), key, j.Job)
+		for _, partition := range names {
+			b.DeleteRow(catalog.TimelineTable, partition, key, j.Job)
 		}
 		pc.rows = len(names)
 	}
 	jobKey := catalog.JobKey(ref.Job, ref.Shard)
 	if more {
 		step := min(j.chunks+1, subSteps-2)
-		b.Put(catalog.FanoutJobsTable, catalog.JobsPartition(), jobKey, []byte(catalog.ColCursor), catalog.TextValue(names[len(names)-1]), ref.Job+step)
+		b.Put(catalog.FanoutJobsTable, catalog.JobsPartition(), jobKey, []byte(catalog.ColCursor), catalog.TextValue(string(names[len(names)-1])), ref.Job+step)
 		b.Put(catalog.FanoutJobsTable, catalog.JobsPartition(), jobKey, []byte(catalog.ColChunks), catalog.BigintValue(j.chunks+1), ref.Job+step)
 	} else {
 		b.DeleteRow(catalog.FanoutJobsTable, catalog.JobsPartition(), jobKey, ref.Job+subSteps-1)
@@ -306,10 +305,16 @@ func (f *Fanout) applyChunk(ctx context.Context, pc *preparedChunk) (done bool, 
 }
 
 // nextFollowers streams the job author's followers after the cursor and
-// returns the next chunk of those in the job's part, and whether another
-// one of them follows. A post skips followers whose edge is newer than
-// the post: their follow already decided what they get.
-func (f *Fanout) nextFollowers(ctx context.Context, j *job) (names []string, more bool, err error) {
+// returns the next chunk of those in the job's part (their names, which
+// are their timelines' partition keys), and whether another one of them
+// follows. A post skips followers whose edge is newer than the post: their
+// follow already decided what they get.
+//
+// The names are decoded into one buffer per chunk, not a string
+// and a partition key per follower: those were most of the fan-out's own
+// allocations. A new buffer per chunk, never reused, because a batch's
+// keys may be kept by the storage engine after Apply.
+func (f *Fanout) nextFollowers(ctx context.Context, j *job) (names [][]byte, more bool, err error) {
 	q := storage.SliceQuery{Table: catalog.FollowersTable, Partition: []byte(j.author)}
 	if j.hasCursor {
 		q.Start = storage.Bound{Key: catalog.NameKey(j.cursor)}
@@ -319,18 +324,26 @@ func (f *Fanout) nextFollowers(ctx context.Context, j *job) (names []string, mor
 		return nil, false, fmt.Errorf("cannot read followers of %s: %w", j.author, err)
 	}
 	defer it.Close()
+	// ends[i] is where name i ends in buf; the slices are cut once buf
+	// stops growing.
+	buf := make([]byte, 0, f.opts.ChunkSize*16)
+	ends := make([]int, 0, f.opts.ChunkSize)
 	for it.Next() {
 		r := it.Row()
-		name, err := catalog.DecodeNameKey(r.Clustering)
+		start := len(buf)
+		buf, err = catalog.AppendNameFromKey(buf, r.Clustering)
 		if err != nil {
 			return nil, false, fmt.Errorf("cannot read followers of %s: %w", j.author, err)
 		}
-		if j.shards > 1 && Shard(name, int(j.shards)) != j.Shard {
+		name := buf[start:]
+		if j.shards > 1 && int32(bucket.Shard(name, int(j.shards))) != j.Shard {
+			buf = buf[:start]
 			continue
 		}
 		if j.kind == catalog.JobKindPost {
 			c, ok := catalog.CellOf(r, catalog.ColSince)
 			if !ok {
+				buf = buf[:start]
 				continue
 			}
 			since, err := catalog.DecodeBigint(c.Value)
@@ -338,30 +351,40 @@ func (f *Fanout) nextFollowers(ctx context.Context, j *job) (names []string, mor
 				return nil, false, fmt.Errorf("cannot read followers of %s: %w", j.author, err)
 			}
 			if since > j.Job {
+				buf = buf[:start]
 				continue
 			}
 		}
-		if len(names) == f.opts.ChunkSize {
-			return names, true, nil
+		if len(ends) == f.opts.ChunkSize {
+			more = true
+			buf = buf[:start]
+			break
 		}
-		names = append(names, name)
+		ends = append(ends, len(buf))
 	}
 	if err := it.Err(); err != nil {
 		return nil, false, fmt.Errorf("cannot read followers of %s: %w", j.author, err)
 	}
-	return names, false, nil
+	names = make([][]byte, len(ends))
+	start := 0
+	for i, end := range ends {
+		names[i] = buf[start:end:end]
+		start = end
+	}
+	return names, more, nil
 }
 
 // trimDue picks about one in TrimEvery (user, post) pairs, the same ones
 // on every run, so a redone chunk trims the same timelines.
-func (f *Fanout) trimDue(user string, id uuid.UUID) bool {
+func (f *Fanout) trimDue(user []byte, id uuid.UUID) bool {
 	if f.opts.TrimEvery <= 1 {
 		return true
 	}
-	d := xxhash.New()
-	d.WriteString(user)
-	d.Write(id[:])
-	return d.Sum64()%uint64(f.opts.TrimEvery) == 0
+	// The hash of user followed by id, as a streaming digest of the two
+	// gives: the same pairs as ever, without allocating one.
+	var buf [128]byte
+	k := append(append(buf[:0], user...), id[:]...)
+	return xxhash.Sum64(k)%uint64(f.opts.TrimEvery) == 0
 }
 
 // trim adds to b one range tombstone that cuts the user's timeline back
