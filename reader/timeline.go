@@ -13,9 +13,19 @@ package reader
 //
 // So a read is right at once, whatever the fan-out's lag. The filter costs
 // one point read of following per distinct author and one point read of
-// _fanout_deleted per distinct author that has deleted anything (the
-// bloom filter answers the others without a block read), each at most once
-// per page.
+// _fanout_deleted per pushed copy examined (the bloom filter answers most
+// without a block read), each at most once per page. A pulled userline row
+// needs no deletion check: post_delete deletes the userline row in the
+// batch that writes the _fanout_deleted marker (same partition key, so the
+// same shard), so a live userline row is never a deleted post.
+//
+// What a page reads: the first page of every source is read at once (at
+// most prefetchParallel slices in flight, which matters most when the
+// store is remote and each slice a round trip); the pushed timeline's
+// first page is limit+1 rows, a pulled userline's a share of that
+// (pulledFirstPage), doubling when a source runs dry, so merging many
+// pulled authors reads about what the page shows rather than limit+1 rows
+// from each. Rows are copied out of the slices into one buffer per page.
 //
 // The page token (kind 3) holds the key of the last post returned; every
 // source resumes strictly after it, so one token covers all of them.
@@ -26,6 +36,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -150,30 +161,108 @@ type postSource struct {
 
 func (s *postSource) head(ctx context.Context, db Store) (*storage.Row, error) {
 	for len(s.buf) == 0 && !s.done {
-		it, err := db.Slice(ctx, storage.SliceQuery{Table: s.table, Partition: s.partition, Start: s.next, End: s.end, Limit: s.page, MaxTombstones: s.maxTomb})
-		if err != nil {
-			return nil, fmt.Errorf("cannot read %s of %s: %w", s.table, s.partition, err)
+		if err := s.fill(ctx, db); err != nil {
+			return nil, err
 		}
-		n := 0
-		for it.Next() {
-			s.buf = append(s.buf, catalog.CopyRow(it.Row()))
-			n++
-		}
-		if err := it.Close(); err != nil {
-			return nil, fmt.Errorf("cannot read %s of %s: %w", s.table, s.partition, err)
-		}
-		if n < s.page {
-			s.done = true
-		}
-		if n > 0 {
-			s.next = storage.Bound{Key: s.buf[n-1].Clustering}
-		}
-		s.page = min(s.page*2, 1000)
 	}
 	if len(s.buf) == 0 {
 		return nil, nil
 	}
 	return &s.buf[0], nil
+}
+
+// fill reads the source's next page into buf (which must be empty).
+func (s *postSource) fill(ctx context.Context, db Store) error {
+	it, err := db.Slice(ctx, storage.SliceQuery{Table: s.table, Partition: s.partition, Start: s.next, End: s.end, Limit: s.page, MaxTombstones: s.maxTomb})
+	if err != nil {
+		return fmt.Errorf("cannot read %s of %s: %w", s.table, s.partition, err)
+	}
+	s.buf = s.buf[:0]
+	var cells []storage.Cell
+	var arena []byte
+	for it.Next() {
+		r := it.Row()
+		s.buf = append(s.buf, *r)
+		cells = append(cells, r.Cells...)
+		arena = append(arena, r.Clustering...)
+		for _, c := range r.Cells {
+			arena = append(arena, c.Column...)
+			arena = append(arena, c.Value...)
+		}
+	}
+	if err := it.Close(); err != nil {
+		s.buf = s.buf[:0]
+		return fmt.Errorf("cannot read %s of %s: %w", s.table, s.partition, err)
+	}
+	// The rows point into the iterator's buffers, valid only until its
+	// next row: repoint them into cells and arena, which no longer grow.
+	off, ci := 0, 0
+	take := func(n int) []byte {
+		b := arena[off : off+n : off+n]
+		off += n
+		return b
+	}
+	for i := range s.buf {
+		r := &s.buf[i]
+		r.Clustering = take(len(r.Clustering))
+		rc := cells[ci : ci+len(r.Cells) : ci+len(r.Cells)]
+		ci += len(r.Cells)
+		for j := range rc {
+			rc[j].Column = take(len(rc[j].Column))
+			rc[j].Value = take(len(rc[j].Value))
+		}
+		r.Cells = rc
+	}
+	n := len(s.buf)
+	if n < s.page {
+		s.done = true
+	}
+	if n > 0 {
+		s.next = storage.Bound{Key: s.buf[n-1].Clustering}
+	}
+	s.page = min(s.page*2, 1000)
+	return nil
+}
+
+// prefetchParallel bounds the first-page slices of one timeline read in
+// flight at once.
+const prefetchParallel = 8
+
+// prefetch reads the first page of every source, up to prefetchParallel
+// at once.
+func prefetch(ctx context.Context, db Store, sources []*postSource) error {
+	if len(sources) == 1 {
+		return sources[0].fill(ctx, db)
+	}
+	errs := make([]error, len(sources))
+	sem := make(chan struct{}, prefetchParallel)
+	var wg sync.WaitGroup
+	for i, s := range sources {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.fill(ctx, db)
+			<-sem
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pulledFirstPage is the first page size of each of pulled userlines
+// merged into a page of limit posts: twice an even share of limit+1 among
+// the sources (at least 2), so that posts spread over the authors cost one
+// slice each, and an author with more than that share refills at double
+// the size.
+func pulledFirstPage(limit, pulled int) int {
+	share := (limit + 1 + pulled) / (pulled + 1) // ceil((limit+1)/(pulled+1))
+	return min(limit+1, max(2, 2*share))
 }
 
 // Timeline returns one page of q.User's timeline.
@@ -210,10 +299,14 @@ func (t *Timelines) Timeline(ctx context.Context, q TimelineQuery) (TimelinePage
 	if err != nil {
 		return TimelinePage{}, err
 	}
+	pulledPage := pulledFirstPage(limit, len(large))
 	for _, a := range large {
-		sources = append(sources, &postSource{table: catalog.UserlineTable, partition: []byte(a), author: a, next: start, end: end, page: limit + 1, maxTomb: t.opts.FailTombstones})
+		sources = append(sources, &postSource{table: catalog.UserlineTable, partition: []byte(a), author: a, next: start, end: end, page: pulledPage, maxTomb: t.opts.FailTombstones})
 	}
 	t.pullMerges.Observe(float64(len(large)))
+	if err := prefetch(ctx, t.db, sources); err != nil {
+		return TimelinePage{}, err
+	}
 	page := TimelinePage{Pulled: len(large)}
 	var lastKey []byte
 	scanned := 0
@@ -382,6 +475,9 @@ func (f *readFilter) accept(ctx context.Context, s *postSource, r *storage.Row) 
 			f.t.filtered.Inc()
 			return TimelinePost{}, false, nil
 		}
+	}
+	if s.author != "" {
+		return p, true, nil // a live userline row: not deleted (see the file comment)
 	}
 	del, err := f.deleted(ctx, p.Author, r.Clustering)
 	if err != nil {

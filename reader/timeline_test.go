@@ -3,6 +3,7 @@ package reader
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -82,5 +83,110 @@ func TestTimelineBoundsAndTokens(t *testing.T) {
 	}
 	if _, err := tl.Following(ctx, "a", 1, f.NextPage); !errors.Is(err, ErrInvalidQuery) {
 		t.Errorf("a followers token accepted by following: %v", err)
+	}
+}
+
+// TestTimelinePulledPages merges ten pulled authors whose posts are
+// spread unevenly (one author holds the newest 45, the others a few
+// each) with a pushed timeline, and pages through it with several limits:
+// every page is the next slice of the brute-force order, whatever the
+// first page size each source starts with and however often one refills.
+func TestTimelinePulledPages(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	clock := &fixedClock{now: now}
+	db := openStore(t, clock)
+	if err := catalog.EnsureFanoutTables(db); err != nil {
+		t.Fatal(err)
+	}
+	tl, err := NewTimelines(db, TimelineOptions{TimelineTTL: 24 * time.Hour, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type post struct {
+		id     [16]byte
+		author string
+	}
+	var want []post
+	ctx := context.Background()
+	var b storage.Batch
+	at := now.Add(-time.Minute)
+	add := func(author string, pulled bool) {
+		at = at.Add(-time.Second)
+		id, err := bucket.NewTimeUUID(at, [8]byte{1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, post{id, author})
+		key := catalog.PostKey(id)
+		if pulled {
+			b.Put(catalog.UserlineTable, []byte(author), key, []byte(catalog.ColData), catalog.BlobValue([]byte("{}")), 5)
+			return
+		}
+		b.Put(catalog.TimelineTable, []byte("u"), key, []byte(catalog.ColAuthor), catalog.TextValue(author), 10)
+		b.Put(catalog.TimelineTable, []byte("u"), key, []byte(catalog.ColData), catalog.BlobValue([]byte("{}")), 10)
+	}
+	for i := 0; i < 10; i++ {
+		a := fmt.Sprintf("big%d", i)
+		b.Put(catalog.FanoutLargeTable, catalog.LargePartition(), catalog.NameKey(a), []byte(catalog.ColSince), catalog.BigintValue(1), 1)
+		b.Put(catalog.FollowingTable, []byte("u"), catalog.NameKey(a), []byte(catalog.ColSince), catalog.BigintValue(1), 1)
+	}
+	b.Put(catalog.FollowingTable, []byte("u"), catalog.NameKey("small"), []byte(catalog.ColSince), catalog.BigintValue(1), 1)
+	for n := 0; n < 45; n++ {
+		add("big0", true)
+		if n%9 == 0 {
+			add("small", false)
+		}
+	}
+	for n := 0; n < 3; n++ {
+		for i := 1; i < 10; i++ {
+			add(fmt.Sprintf("big%d", i), true)
+		}
+		add("small", false)
+	}
+	for n := 0; n < 4; n++ {
+		add("big7", true)
+	}
+	if err := db.Apply(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []int{1, 3, 20, 50, 200} {
+		var got []post
+		token := ""
+		for pages := 0; ; pages++ {
+			if pages > len(want)+1 {
+				t.Fatalf("limit %d: more pages than posts", limit)
+			}
+			p, err := tl.Timeline(ctx, TimelineQuery{User: "u", Limit: limit, PageToken: token})
+			if err != nil {
+				t.Fatalf("limit %d page %d: %v", limit, pages, err)
+			}
+			if p.Pulled != 10 || len(p.Posts) > limit {
+				t.Fatalf("limit %d page %d: %d posts, %d pulled", limit, pages, len(p.Posts), p.Pulled)
+			}
+			for _, q := range p.Posts {
+				got = append(got, post{q.ID, q.Author})
+			}
+			if token = p.NextPage; token == "" {
+				break
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("limit %d: %d posts, want %d", limit, len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("limit %d: post %d is %x by %s, want %x by %s", limit, i, got[i].id, got[i].author, want[i].id, want[i].author)
+			}
+		}
+	}
+}
+
+func TestPulledFirstPage(t *testing.T) {
+	for _, c := range []struct{ limit, pulled, want int }{
+		{20, 10, 4}, {20, 1, 21}, {20, 0, 21}, {1, 10, 2}, {1000, 10, 182}, {20, 100, 2},
+	} {
+		if got := pulledFirstPage(c.limit, c.pulled); got != c.want {
+			t.Errorf("pulledFirstPage(%d, %d) = %d, want %d", c.limit, c.pulled, got, c.want)
+		}
 	}
 }
