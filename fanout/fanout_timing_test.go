@@ -22,9 +22,11 @@ import (
 )
 
 var (
-	benchNoTrim = flag.Bool("bench.notrim", false, "BenchmarkFanout: never check timelines for trimming")
-	benchShards = flag.Int("bench.shards", 2, "BenchmarkFanout: shards (a shard's chunks run one after the other)")
-	benchChunk  = flag.Int("bench.chunk", DefaultOptions().ChunkSize, "BenchmarkFanout: Options.ChunkSize")
+	benchNoTrim      = flag.Bool("bench.notrim", false, "BenchmarkFanout: never check timelines for trimming")
+	benchShards      = flag.Int("bench.shards", 2, "BenchmarkFanout: shards (a shard's chunks run one after the other)")
+	benchChunk       = flag.Int("bench.chunk", DefaultOptions().ChunkSize, "BenchmarkFanout: Options.ChunkSize")
+	benchWorkers     = flag.Int("bench.workers", 2, "BenchmarkFanout: Options.Workers")
+	benchStallDetail = flag.Bool("bench.stalldetail", false, "BenchmarkFanout: also report what the engine did per post (flushes, compactions, WAL syncs, stalls) and the sampled time its frozen memtables were at the stall limit")
 )
 
 // BenchmarkFanout measures one post by an author with that many pushed
@@ -45,7 +47,7 @@ func BenchmarkFanout(b *testing.B) {
 			o := DefaultOptions()
 			o.LargeThreshold = 1 << 40
 			o.Shards = *benchShards
-			o.Workers = 2
+			o.Workers = *benchWorkers
 			o.ChunkSize = *benchChunk
 			if *benchNoTrim {
 				o.TrimEvery = 1 << 30
@@ -61,7 +63,10 @@ func BenchmarkFanout(b *testing.B) {
 			}()
 			var times []time.Duration
 			written := rowsWritten(e.f)
-			stallsBefore := e.db.Metrics().WriteStallTime
+			before := e.db.Metrics()
+			maxFrozen := storage.DefaultOptions().MaxImmutableMemtables
+			var frozenFull time.Duration // sampled: writers stall on "memtable"
+			maxSSTables := 0
 			b.ResetTimer()
 			start := time.Now()
 			cpuBefore := processCPU(b)
@@ -69,19 +74,47 @@ func BenchmarkFanout(b *testing.B) {
 				t0 := time.Now()
 				e.apply(e.post("star", fmt.Sprintf("p%d", i), "hello"))
 				written += float64(followers)
-				for rowsWritten(e.f) < written {
+				sampled := time.Now()
+				for n := 0; rowsWritten(e.f) < written; n++ {
 					time.Sleep(100 * time.Microsecond)
+					if *benchStallDetail && n%10 == 0 {
+						m, now := e.db.Metrics(), time.Now()
+						if m.FrozenMemtables >= maxFrozen {
+							frozenFull += now.Sub(sampled)
+						}
+						sampled = now
+						for _, t := range m.Tables {
+							maxSSTables = max(maxSSTables, t.SSTables)
+						}
+					}
 				}
 				times = append(times, time.Since(t0))
+				if *benchStallDetail {
+					m := e.db.Metrics()
+					b.Logf("post %d: %.1f ms, cpu so far %.0f ns/row; since start: %d flushes, %d compactions, %d stalls (%.1f ms), %d wal syncs",
+						i, float64(times[i].Microseconds())/1000, float64((processCPU(b)-cpuBefore).Nanoseconds())/float64(followers*(i+1)),
+						m.Flushes-before.Flushes, m.Compactions-before.Compactions, m.WriteStalls-before.WriteStalls,
+						float64((m.WriteStallTime-before.WriteStallTime).Microseconds())/1000, m.WALSyncs-before.WALSyncs)
+				}
 			}
 			elapsed := time.Since(start)
 			cpu := processCPU(b) - cpuBefore
 			b.StopTimer()
+			after := e.db.Metrics()
+			if *benchStallDetail {
+				per := func(n int64) float64 { return float64(n) / float64(b.N) }
+				b.ReportMetric(frozenFull.Seconds()/float64(b.N), "memtable-full-s/post")
+				b.ReportMetric(float64(maxSSTables), "max-sstables")
+				b.ReportMetric(per(after.Flushes-before.Flushes), "flushes/post")
+				b.ReportMetric(per(after.Compactions-before.Compactions), "compactions/post")
+				b.ReportMetric(per(after.WALSyncs-before.WALSyncs), "wal-syncs/post")
+				b.ReportMetric(per(after.WriteStalls-before.WriteStalls), "stalls/post")
+			}
 			slices.Sort(times)
 			b.ReportMetric(float64(followers*b.N)/elapsed.Seconds(), "rows/s")
 			b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/post")
 			b.ReportMetric(float64(times[(len(times)*99)/100].Microseconds())/1000, "p99-ms")
-			b.ReportMetric((e.db.Metrics().WriteStallTime-stallsBefore).Seconds()/float64(b.N), "stall-s/post")
+			b.ReportMetric((after.WriteStallTime-before.WriteStallTime).Seconds()/float64(b.N), "stall-s/post")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(followers*b.N), "cpu-ns/row")
 		})
 	}
