@@ -12,7 +12,9 @@ package reader
 //     follow period that the unfollow's cleanup missed).
 //
 // So a read is right at once, whatever the fan-out's lag. The filter costs
-// one point read of following per distinct author and one point read of
+// one slice of the user's following list (up to followScanMin rows, or 4
+// per large author; past that, one point read of following per distinct
+// author) and one point read of
 // _fanout_deleted per pushed copy examined (the bloom filter answers most
 // without a block read), each at most once per page. A pulled userline row
 // needs no deletion check: post_delete deletes the userline row in the
@@ -377,6 +379,9 @@ func (t *Timelines) followedLargeAuthors(ctx context.Context, f *readFilter) ([]
 	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("cannot list large authors: %w", err)
 	}
+	if err := f.readFollowing(ctx, max(followScanMin, 4*len(all))); err != nil {
+		return nil, err
+	}
 	var out []string
 	for _, a := range all {
 		fs, err := f.follow(ctx, a)
@@ -401,11 +406,55 @@ type readFilter struct {
 	t       *Timelines
 	user    string
 	follows map[string]followState
-	deletes map[string]bool // author + "\x00" + post key
+	// allFollows: follows holds every author the user follows, so an
+	// author not in it is not followed (readFollowing read the whole list).
+	allFollows bool
+	deletes    map[string]bool // author + "\x00" + post key
+}
+
+// followScanMin is the fewest rows of a user's following list a timeline
+// read takes in one slice before it falls back to a point read per
+// author.
+const followScanMin = 64
+
+// readFollowing reads up to limit rows of the user's following list in
+// one slice: when the list ends within them (most users), every follow
+// check of the page (one per large author, one per author of a pushed
+// copy) is answered from it instead of by a point read each.
+func (f *readFilter) readFollowing(ctx context.Context, limit int) error {
+	it, err := f.t.db.Slice(ctx, storage.SliceQuery{Table: catalog.FollowingTable, Partition: []byte(f.user), Limit: limit + 1, MaxTombstones: f.t.opts.FailTombstones})
+	if err != nil {
+		return fmt.Errorf("cannot read following of %s: %w", f.user, err)
+	}
+	read := map[string]followState{}
+	for it.Next() {
+		r := it.Row()
+		author, err := catalog.DecodeNameKey(r.Clustering)
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("cannot read following of %s: %w", f.user, err)
+		}
+		var fs followState
+		if c, ok := catalog.CellOf(r, catalog.ColSince); ok {
+			if fs.since, err = catalog.DecodeBigint(c.Value); err != nil {
+				it.Close()
+				return fmt.Errorf("cannot read follow %s -> %s: %w", f.user, author, err)
+			}
+			fs.live = true
+		}
+		read[author] = fs
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("cannot read following of %s: %w", f.user, err)
+	}
+	if len(read) <= limit {
+		f.follows, f.allFollows = read, true
+	}
+	return nil
 }
 
 func (f *readFilter) follow(ctx context.Context, author string) (followState, error) {
-	if fs, ok := f.follows[author]; ok {
+	if fs, ok := f.follows[author]; ok || f.allFollows {
 		return fs, nil
 	}
 	row, ok, err := catalog.ReadRow(ctx, f.t.db, catalog.FollowingTable, []byte(f.user), catalog.NameKey(author))

@@ -107,6 +107,7 @@ func TestTimelinePulledPages(t *testing.T) {
 		author string
 	}
 	var want []post
+	users := []string{"u", "w"}
 	ctx := context.Background()
 	var b storage.Batch
 	at := now.Add(-time.Minute)
@@ -122,15 +123,39 @@ func TestTimelinePulledPages(t *testing.T) {
 			b.Put(catalog.UserlineTable, []byte(author), key, []byte(catalog.ColData), catalog.BlobValue([]byte("{}")), 5)
 			return
 		}
-		b.Put(catalog.TimelineTable, []byte("u"), key, []byte(catalog.ColAuthor), catalog.TextValue(author), 10)
-		b.Put(catalog.TimelineTable, []byte("u"), key, []byte(catalog.ColData), catalog.BlobValue([]byte("{}")), 10)
+		for _, user := range users {
+			b.Put(catalog.TimelineTable, []byte(user), key, []byte(catalog.ColAuthor), catalog.TextValue(author), 10)
+			b.Put(catalog.TimelineTable, []byte(user), key, []byte(catalog.ColData), catalog.BlobValue([]byte("{}")), 10)
+		}
+	}
+	follow := func(user, author string) {
+		b.Put(catalog.FollowingTable, []byte(user), catalog.NameKey(author), []byte(catalog.ColSince), catalog.BigintValue(1), 1)
 	}
 	for i := 0; i < 10; i++ {
 		a := fmt.Sprintf("big%d", i)
-		b.Put(catalog.FanoutLargeTable, catalog.LargePartition(), catalog.NameKey(a), []byte(catalog.ColSince), catalog.BigintValue(1), 1)
-		b.Put(catalog.FollowingTable, []byte("u"), catalog.NameKey(a), []byte(catalog.ColSince), catalog.BigintValue(1), 1)
+		b.Put(catalog.FanoutLargeTable, catalog.LargePartition(), catalog.NameKey(a), nil, nil, 1)
+		for _, user := range users {
+			follow(user, a)
+		}
 	}
-	b.Put(catalog.FollowingTable, []byte("u"), catalog.NameKey("small"), []byte(catalog.ColSince), catalog.BigintValue(1), 1)
+	for _, user := range users {
+		follow(user, "small")
+	}
+	// w follows more authors than one slice of its following list takes
+	// (followScanMin): its follow checks fall back to point reads.
+	for i := 0; i < followScanMin+10; i++ {
+		follow("w", fmt.Sprintf("other%03d", i))
+	}
+	// A copy by an author u does not follow (from an earlier follow period
+	// whose cleanup has not run) is hidden.
+	stale, err := bucket.NewTimeUUID(now.Add(-time.Second), [8]byte{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range users {
+		b.Put(catalog.TimelineTable, []byte(user), catalog.PostKey(stale), []byte(catalog.ColAuthor), catalog.TextValue("gone"), 10)
+		b.Put(catalog.TimelineTable, []byte(user), catalog.PostKey(stale), []byte(catalog.ColData), catalog.BlobValue([]byte("{}")), 10)
+	}
 	for n := 0; n < 45; n++ {
 		add("big0", true)
 		if n%9 == 0 {
@@ -149,19 +174,23 @@ func TestTimelinePulledPages(t *testing.T) {
 	if err := db.Apply(ctx, &b); err != nil {
 		t.Fatal(err)
 	}
-	for _, limit := range []int{1, 3, 20, 50, 200} {
+	for _, c := range []struct {
+		user  string
+		limit int
+	}{{"u", 1}, {"u", 3}, {"u", 20}, {"u", 50}, {"u", 200}, {"w", 3}, {"w", 20}} {
+		user, limit := c.user, c.limit
 		var got []post
 		token := ""
 		for pages := 0; ; pages++ {
 			if pages > len(want)+1 {
-				t.Fatalf("limit %d: more pages than posts", limit)
+				t.Fatalf("%s limit %d: more pages than posts", user, limit)
 			}
-			p, err := tl.Timeline(ctx, TimelineQuery{User: "u", Limit: limit, PageToken: token})
+			p, err := tl.Timeline(ctx, TimelineQuery{User: user, Limit: limit, PageToken: token})
 			if err != nil {
-				t.Fatalf("limit %d page %d: %v", limit, pages, err)
+				t.Fatalf("%s limit %d page %d: %v", user, limit, pages, err)
 			}
 			if p.Pulled != 10 || len(p.Posts) > limit {
-				t.Fatalf("limit %d page %d: %d posts, %d pulled", limit, pages, len(p.Posts), p.Pulled)
+				t.Fatalf("%s limit %d page %d: %d posts, %d pulled", user, limit, pages, len(p.Posts), p.Pulled)
 			}
 			for _, q := range p.Posts {
 				got = append(got, post{q.ID, q.Author})
@@ -171,11 +200,11 @@ func TestTimelinePulledPages(t *testing.T) {
 			}
 		}
 		if len(got) != len(want) {
-			t.Fatalf("limit %d: %d posts, want %d", limit, len(got), len(want))
+			t.Fatalf("%s limit %d: %d posts, want %d", user, limit, len(got), len(want))
 		}
 		for i := range want {
 			if got[i] != want[i] {
-				t.Fatalf("limit %d: post %d is %x by %s, want %x by %s", limit, i, got[i].id, got[i].author, want[i].id, want[i].author)
+				t.Fatalf("%s limit %d: post %d is %x by %s, want %x by %s", user, limit, i, got[i].id, got[i].author, want[i].id, want[i].author)
 			}
 		}
 	}
