@@ -26,6 +26,7 @@ var (
 	benchShards      = flag.Int("bench.shards", 2, "BenchmarkFanout: shards (a shard's chunks run one after the other)")
 	benchChunk       = flag.Int("bench.chunk", DefaultOptions().ChunkSize, "BenchmarkFanout: Options.ChunkSize")
 	benchWorkers     = flag.Int("bench.workers", 2, "BenchmarkFanout: Options.Workers")
+	benchWALPeriodic = flag.Bool("bench.walperiodic", false, "BenchmarkFanout: WAL in periodic mode (no fsync per batch): what chunk batches that did not wait for their sync would gain")
 	benchStallDetail = flag.Bool("bench.stalldetail", false, "BenchmarkFanout: also report what the engine did per post (flushes, compactions, WAL syncs, stalls) and the sampled time its frozen memtables were at the stall limit")
 )
 
@@ -52,7 +53,11 @@ func BenchmarkFanout(b *testing.B) {
 			if *benchNoTrim {
 				o.TrimEvery = 1 << 30
 			}
-			e := newEnv(b, o)
+			e := newEnvStorage(b, o, func(so *storage.Options) {
+				if *benchWALPeriodic {
+					so.WALSyncMode = storage.WALPeriodic
+				}
+			})
 			e.followMany("star", followers)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
