@@ -26,6 +26,9 @@ var (
 	benchShards      = flag.Int("bench.shards", 2, "BenchmarkFanout: shards (a shard's chunks run one after the other)")
 	benchChunk       = flag.Int("bench.chunk", DefaultOptions().ChunkSize, "BenchmarkFanout: Options.ChunkSize")
 	benchWorkers     = flag.Int("bench.workers", 2, "BenchmarkFanout: Options.Workers")
+	benchTrimEvery   = flag.Int("bench.trimevery", 0, "BenchmarkFanout: Options.TrimEvery (0: the default)")
+	benchFollowers   = flag.Int("bench.followers", 0, "BenchmarkFanout: this one follower count instead of 10,000 and 100,000")
+	benchPrefill     = flag.Int("bench.prefill", 0, "BenchmarkFanout: posts of another author that fill every follower's timeline before the timed posts (TimelineCap is 800: from 800 on every trim check reads a full timeline)")
 	benchWALPeriodic = flag.Bool("bench.walperiodic", false, "BenchmarkFanout: WAL in periodic mode (no fsync per batch): what chunk batches that did not wait for their sync would gain")
 	benchStallDetail = flag.Bool("bench.stalldetail", false, "BenchmarkFanout: also report what the engine did per post (flushes, compactions, WAL syncs, stalls) and the sampled time its frozen memtables were at the stall limit")
 )
@@ -43,13 +46,20 @@ var (
 //
 //	go test ./fanout -run XXX -bench BenchmarkFanout -benchtime 10x
 func BenchmarkFanout(b *testing.B) {
-	for _, followers := range []int{10_000, 100_000} {
+	counts := []int{10_000, 100_000}
+	if *benchFollowers > 0 {
+		counts = []int{*benchFollowers}
+	}
+	for _, followers := range counts {
 		b.Run(fmt.Sprintf("followers=%d", followers), func(b *testing.B) {
 			o := DefaultOptions()
 			o.LargeThreshold = 1 << 40
 			o.Shards = *benchShards
 			o.Workers = *benchWorkers
 			o.ChunkSize = *benchChunk
+			if *benchTrimEvery > 0 {
+				o.TrimEvery = *benchTrimEvery
+			}
 			if *benchNoTrim {
 				o.TrimEvery = 1 << 30
 			}
@@ -66,6 +76,23 @@ func BenchmarkFanout(b *testing.B) {
 				cancel()
 				<-done
 			}()
+			if *benchPrefill > 0 {
+				// Every follower also follows "filler", whose posts fill
+				// their timelines before the timed posts.
+				e.followMany("filler", followers)
+				want := rowsWritten(e.f) + float64(followers**benchPrefill)
+				var msgs []Message
+				for i := 0; i < *benchPrefill; i++ {
+					msgs = append(msgs, e.post("filler", fmt.Sprintf("fill%d", i), "hello"))
+					if len(msgs) == 50 || i == *benchPrefill-1 {
+						e.apply(msgs...)
+						msgs = msgs[:0]
+					}
+				}
+				for rowsWritten(e.f) < want {
+					time.Sleep(time.Millisecond)
+				}
+			}
 			var times []time.Duration
 			written := rowsWritten(e.f)
 			before := e.db.Metrics()
