@@ -189,6 +189,38 @@ func (l ClusteringLayout) DecodeTimeUUIDKey(src []byte) (uuid.UUID, error) {
 	return u, nil
 }
 
+// AppendTextKey decodes a key of a layout of one text column and appends
+// the text's bytes to dst, accepting and rejecting exactly what Decode
+// does, without boxing the value or allocating a string: the fast path of
+// tables keyed by a name, whose callers decode one key per row (the
+// fan-out streams a follower list this way). On error dst is returned
+// unchanged. It fails with ErrInvalidLayout when l is not one text column.
+func (l ClusteringLayout) AppendTextKey(dst, src []byte) ([]byte, error) {
+	if len(l) != 1 || l[0].Type != TypeText {
+		return dst, fmt.Errorf("%w: a text key needs a layout of one text column, have %v", ErrInvalidLayout, l)
+	}
+	if err := l[0].check(); err != nil {
+		return dst, err
+	}
+	var mask byte
+	if l[0].Order == Desc {
+		mask = 0xff
+	}
+	r := keyReader{src: src}
+	start := len(dst)
+	out, err := r.appendUnescaped(dst, mask)
+	if err == nil && !utf8.Valid(out[start:]) {
+		err = fmt.Errorf("%w: text value is not valid UTF-8", ErrCorruptKey)
+	}
+	if err != nil {
+		return dst[:start], fmt.Errorf("cannot decode clustering column 0 %s (%s %s) at offset 0: %w", quote(l[0].Name), l[0].Type, l[0].Order, err)
+	}
+	if r.off != len(src) {
+		return dst[:start], fmt.Errorf("cannot decode clustering key: %w: %d bytes after the last column at offset %d", ErrCorruptKey, len(src)-r.off, r.off)
+	}
+	return out, nil
+}
+
 func (l ClusteringLayout) checkTimeUUIDKey() error {
 	if len(l) != 1 || l[0].Type != TypeTimeUUID {
 		return fmt.Errorf("%w: a timeuuid key needs a layout of one timeuuid column, have %v", ErrInvalidLayout, l)
@@ -484,7 +516,11 @@ func (r *keyReader) truncated(need int) error {
 // readEscaped reads a terminated, escaped byte string (text, ascii, blob). The
 // result is a new non-nil slice.
 func (r *keyReader) readEscaped(mask byte) ([]byte, error) {
-	out := []byte{}
+	return r.appendUnescaped([]byte{}, mask)
+}
+
+// appendUnescaped reads one escaped value and appends its bytes to out.
+func (r *keyReader) appendUnescaped(out []byte, mask byte) ([]byte, error) {
 	for {
 		i := bytes.IndexByte(r.src[r.off:], escapeByte^mask)
 		if i < 0 || r.off+i+1 >= len(r.src) {

@@ -501,6 +501,51 @@ func FuzzTimeUUIDKey(f *testing.F) {
 	})
 }
 
+// FuzzTextKey checks the text fast path against the general one:
+// AppendTextKey accepts and rejects what Decode does and appends the same
+// text, in both orders, leaving dst as it was on error.
+func FuzzTextKey(f *testing.F) {
+	asc := ClusteringLayout{{Name: "name", Type: TypeText}}
+	for _, s := range []string{"", "alice", "a\x00b", "\x00\x00", "été"} {
+		k, _ := asc.Encode(nil, s)
+		f.Add(k)
+	}
+	f.Add([]byte("a\x00\x01b"))
+	f.Add([]byte("a\x00\x02"))
+	f.Add([]byte{0xff, 0x00, 0x01})
+	f.Add([]byte{0x9e, 0xff, 0xfe})
+	f.Fuzz(func(t *testing.T, key []byte) {
+		for _, order := range []Order{Asc, Desc} {
+			l := ClusteringLayout{{Name: "name", Type: TypeText, Order: order}}
+			fast, err := l.AppendTextKey([]byte("x"), key)
+			values, generalErr := l.Decode(key)
+			if (err == nil) != (generalErr == nil) {
+				t.Fatalf("%s key %x: AppendTextKey error %v, Decode error %v", order, key, err, generalErr)
+			}
+			if err != nil {
+				if !errors.Is(err, ErrCorruptKey) {
+					t.Fatalf("%s key %x: error %v does not wrap ErrCorruptKey", order, key, err)
+				}
+				if string(fast) != "x" {
+					t.Fatalf("%s key %x: failed AppendTextKey returned %q, want dst unchanged", order, key, fast)
+				}
+				continue
+			}
+			if string(fast) != "x"+values[0].(string) {
+				t.Fatalf("%s key %x: AppendTextKey %q, Decode %q", order, key, fast[1:], values[0])
+			}
+		}
+	})
+}
+
+func TestTextKeyErrors(t *testing.T) {
+	for _, l := range []ClusteringLayout{nil, {{Name: "id", Type: TypeTimeUUID}}, {{Name: "a", Type: TypeASCII}}, {{Name: "t", Type: TypeText}, {Name: "u", Type: TypeText}}} {
+		if _, err := l.AppendTextKey(nil, []byte("a\x00\x01")); !errors.Is(err, ErrInvalidLayout) {
+			t.Errorf("layout %v: AppendTextKey error %v, want ErrInvalidLayout", l, err)
+		}
+	}
+}
+
 func TestTimeUUIDKeyErrors(t *testing.T) {
 	desc := ClusteringLayout{{Name: "id", Type: TypeTimeUUID, Order: Desc}}
 	if _, err := desc.AppendTimeUUIDKey(nil, uuid.MustParse("123e4567-e89b-42d3-a456-426614174000")); !errors.Is(err, ErrInvalidClusteringValue) {

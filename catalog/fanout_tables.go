@@ -177,6 +177,17 @@ func DecodeNameKey(key []byte) (string, error) {
 	return v[0].(string), nil
 }
 
+// AppendNameFromKey decodes a clustering key of followers or following
+// and appends the name's bytes to dst: DecodeNameKey without a string per
+// key, for callers that stream many (the fan-out's follower lists).
+func AppendNameFromKey(dst, key []byte) ([]byte, error) {
+	out, err := NameClustering.AppendTextKey(dst, key)
+	if err != nil {
+		return dst, fmt.Errorf("cannot decode name key: %w", err)
+	}
+	return out, nil
+}
+
 // PostKey returns the clustering key of a post in userline, timeline or
 // _fanout_deleted. id must be a version 1 UUID (checked by the caller).
 func PostKey(id uuid.UUID) []byte {

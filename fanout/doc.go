@@ -69,8 +69,9 @@
 //   - A chunk skips followers whose edge is newer than the post (their
 //     follow backfilled it, or chose not to): only the stream order
 //     decides who gets a post.
-//   - The fan-out's own memory is bounded by Options.Workers chunks of
-//     Options.ChunkSize followers (their batches reused), whatever an
+//   - The fan-out's own memory is bounded by 2 x Options.Workers chunks
+//     of Options.ChunkSize followers (one being applied and one read
+//     ahead per worker; their batches reused), whatever an
 //     author's follower count: the follower list is streamed from the
 //     store, never loaded. The storage engine's memory for the rows
 //     written is the engine's (BENCHMARKS.md measures both).

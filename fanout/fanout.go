@@ -72,6 +72,10 @@ type Fanout struct {
 	finishMu sync.Mutex
 	// batches holds up to Workers chunk batches for reuse (releaseChunk).
 	batches chan *storage.Batch
+	// ahead holds, per job part, its next chunk read while the previous
+	// one's batch waited for its WAL sync (WorkChunk, jobs.go).
+	aheadMu sync.Mutex
+	ahead   map[ChunkRef]*preparedChunk
 
 	logMu   sync.Mutex
 	lastLog map[string]time.Time
@@ -86,7 +90,8 @@ func Open(db *storage.DB, opts Options) (*Fanout, error) {
 		return nil, err
 	}
 	f := &Fanout{db: db, opts: opts, m: newMetrics(), postTypes: map[string]bool{},
-		wake: make(chan struct{}, 1), lastLog: map[string]time.Time{}, batches: make(chan *storage.Batch, opts.Workers)}
+		wake: make(chan struct{}, 1), lastLog: map[string]time.Time{}, batches: make(chan *storage.Batch, opts.Workers),
+		ahead: map[ChunkRef]*preparedChunk{}}
 	for _, t := range opts.PostTypes {
 		f.postTypes[t] = true
 	}

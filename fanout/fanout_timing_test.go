@@ -22,9 +22,15 @@ import (
 )
 
 var (
-	benchNoTrim = flag.Bool("bench.notrim", false, "BenchmarkFanout: never check timelines for trimming")
-	benchShards = flag.Int("bench.shards", 2, "BenchmarkFanout: shards (a shard's chunks run one after the other)")
-	benchChunk  = flag.Int("bench.chunk", DefaultOptions().ChunkSize, "BenchmarkFanout: Options.ChunkSize")
+	benchNoTrim      = flag.Bool("bench.notrim", false, "BenchmarkFanout: never check timelines for trimming")
+	benchShards      = flag.Int("bench.shards", 2, "BenchmarkFanout: shards (a shard's chunks run one after the other)")
+	benchChunk       = flag.Int("bench.chunk", DefaultOptions().ChunkSize, "BenchmarkFanout: Options.ChunkSize")
+	benchWorkers     = flag.Int("bench.workers", 2, "BenchmarkFanout: Options.Workers")
+	benchTrimEvery   = flag.Int("bench.trimevery", 0, "BenchmarkFanout: Options.TrimEvery (0: the default)")
+	benchFollowers   = flag.Int("bench.followers", 0, "BenchmarkFanout: this one follower count instead of 10,000 and 100,000")
+	benchPrefill     = flag.Int("bench.prefill", 0, "BenchmarkFanout: posts of another author that fill every follower's timeline before the timed posts (TimelineCap is 800: from 800 on every trim check reads a full timeline)")
+	benchWALPeriodic = flag.Bool("bench.walperiodic", false, "BenchmarkFanout: WAL in periodic mode (no fsync per batch): what chunk batches that did not wait for their sync would gain")
+	benchStallDetail = flag.Bool("bench.stalldetail", false, "BenchmarkFanout: also report what the engine did per post (flushes, compactions, WAL syncs, stalls) and the sampled time its frozen memtables were at the stall limit")
 )
 
 // BenchmarkFanout measures one post by an author with that many pushed
@@ -40,17 +46,28 @@ var (
 //
 //	go test ./fanout -run XXX -bench BenchmarkFanout -benchtime 10x
 func BenchmarkFanout(b *testing.B) {
-	for _, followers := range []int{10_000, 100_000} {
+	counts := []int{10_000, 100_000}
+	if *benchFollowers > 0 {
+		counts = []int{*benchFollowers}
+	}
+	for _, followers := range counts {
 		b.Run(fmt.Sprintf("followers=%d", followers), func(b *testing.B) {
 			o := DefaultOptions()
 			o.LargeThreshold = 1 << 40
 			o.Shards = *benchShards
-			o.Workers = 2
+			o.Workers = *benchWorkers
 			o.ChunkSize = *benchChunk
+			if *benchTrimEvery > 0 {
+				o.TrimEvery = *benchTrimEvery
+			}
 			if *benchNoTrim {
 				o.TrimEvery = 1 << 30
 			}
-			e := newEnv(b, o)
+			e := newEnvStorage(b, o, func(so *storage.Options) {
+				if *benchWALPeriodic {
+					so.WALSyncMode = storage.WALPeriodic
+				}
+			})
 			e.followMany("star", followers)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
@@ -59,9 +76,29 @@ func BenchmarkFanout(b *testing.B) {
 				cancel()
 				<-done
 			}()
+			if *benchPrefill > 0 {
+				// Every follower also follows "filler", whose posts fill
+				// their timelines before the timed posts.
+				e.followMany("filler", followers)
+				want := rowsWritten(e.f) + float64(followers**benchPrefill)
+				var msgs []Message
+				for i := 0; i < *benchPrefill; i++ {
+					msgs = append(msgs, e.post("filler", fmt.Sprintf("fill%d", i), "hello"))
+					if len(msgs) == 50 || i == *benchPrefill-1 {
+						e.apply(msgs...)
+						msgs = msgs[:0]
+					}
+				}
+				for rowsWritten(e.f) < want {
+					time.Sleep(time.Millisecond)
+				}
+			}
 			var times []time.Duration
 			written := rowsWritten(e.f)
-			stallsBefore := e.db.Metrics().WriteStallTime
+			before := e.db.Metrics()
+			maxFrozen := storage.DefaultOptions().MaxImmutableMemtables
+			var frozenFull time.Duration // sampled: writers stall on "memtable"
+			maxSSTables := 0
 			b.ResetTimer()
 			start := time.Now()
 			cpuBefore := processCPU(b)
@@ -69,19 +106,47 @@ func BenchmarkFanout(b *testing.B) {
 				t0 := time.Now()
 				e.apply(e.post("star", fmt.Sprintf("p%d", i), "hello"))
 				written += float64(followers)
-				for rowsWritten(e.f) < written {
+				sampled := time.Now()
+				for n := 0; rowsWritten(e.f) < written; n++ {
 					time.Sleep(100 * time.Microsecond)
+					if *benchStallDetail && n%10 == 0 {
+						m, now := e.db.Metrics(), time.Now()
+						if m.FrozenMemtables >= maxFrozen {
+							frozenFull += now.Sub(sampled)
+						}
+						sampled = now
+						for _, t := range m.Tables {
+							maxSSTables = max(maxSSTables, t.SSTables)
+						}
+					}
 				}
 				times = append(times, time.Since(t0))
+				if *benchStallDetail {
+					m := e.db.Metrics()
+					b.Logf("post %d: %.1f ms, cpu so far %.0f ns/row; since start: %d flushes, %d compactions, %d stalls (%.1f ms), %d wal syncs",
+						i, float64(times[i].Microseconds())/1000, float64((processCPU(b)-cpuBefore).Nanoseconds())/float64(followers*(i+1)),
+						m.Flushes-before.Flushes, m.Compactions-before.Compactions, m.WriteStalls-before.WriteStalls,
+						float64((m.WriteStallTime-before.WriteStallTime).Microseconds())/1000, m.WALSyncs-before.WALSyncs)
+				}
 			}
 			elapsed := time.Since(start)
 			cpu := processCPU(b) - cpuBefore
 			b.StopTimer()
+			after := e.db.Metrics()
+			if *benchStallDetail {
+				per := func(n int64) float64 { return float64(n) / float64(b.N) }
+				b.ReportMetric(frozenFull.Seconds()/float64(b.N), "memtable-full-s/post")
+				b.ReportMetric(float64(maxSSTables), "max-sstables")
+				b.ReportMetric(per(after.Flushes-before.Flushes), "flushes/post")
+				b.ReportMetric(per(after.Compactions-before.Compactions), "compactions/post")
+				b.ReportMetric(per(after.WALSyncs-before.WALSyncs), "wal-syncs/post")
+				b.ReportMetric(per(after.WriteStalls-before.WriteStalls), "stalls/post")
+			}
 			slices.Sort(times)
 			b.ReportMetric(float64(followers*b.N)/elapsed.Seconds(), "rows/s")
 			b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/post")
 			b.ReportMetric(float64(times[(len(times)*99)/100].Microseconds())/1000, "p99-ms")
-			b.ReportMetric((e.db.Metrics().WriteStallTime-stallsBefore).Seconds()/float64(b.N), "stall-s/post")
+			b.ReportMetric((after.WriteStallTime-before.WriteStallTime).Seconds()/float64(b.N), "stall-s/post")
 			b.ReportMetric(float64(cpu.Nanoseconds())/float64(followers*b.N), "cpu-ns/row")
 		})
 	}

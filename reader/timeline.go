@@ -12,10 +12,22 @@ package reader
 //     follow period that the unfollow's cleanup missed).
 //
 // So a read is right at once, whatever the fan-out's lag. The filter costs
-// one point read of following per distinct author and one point read of
-// _fanout_deleted per distinct author that has deleted anything (the
-// bloom filter answers the others without a block read), each at most once
-// per page.
+// one slice of the user's following list (up to followScanMin rows, or 4
+// per large author; past that, one point read of following per distinct
+// author) and one point read of
+// _fanout_deleted per pushed copy examined (the bloom filter answers most
+// without a block read), each at most once per page. A pulled userline row
+// needs no deletion check: post_delete deletes the userline row in the
+// batch that writes the _fanout_deleted marker (same partition key, so the
+// same shard), so a live userline row is never a deleted post.
+//
+// What a page reads: the first page of every source is read at once (at
+// most prefetchParallel slices in flight, which matters most when the
+// store is remote and each slice a round trip); the pushed timeline's
+// first page is limit+1 rows, a pulled userline's a share of that
+// (pulledFirstPage), doubling when a source runs dry, so merging many
+// pulled authors reads about what the page shows rather than limit+1 rows
+// from each. Rows are copied out of the slices into one buffer per page.
 //
 // The page token (kind 3) holds the key of the last post returned; every
 // source resumes strictly after it, so one token covers all of them.
@@ -26,6 +38,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -150,30 +163,108 @@ type postSource struct {
 
 func (s *postSource) head(ctx context.Context, db Store) (*storage.Row, error) {
 	for len(s.buf) == 0 && !s.done {
-		it, err := db.Slice(ctx, storage.SliceQuery{Table: s.table, Partition: s.partition, Start: s.next, End: s.end, Limit: s.page, MaxTombstones: s.maxTomb})
-		if err != nil {
-			return nil, fmt.Errorf("cannot read %s of %s: %w", s.table, s.partition, err)
+		if err := s.fill(ctx, db); err != nil {
+			return nil, err
 		}
-		n := 0
-		for it.Next() {
-			s.buf = append(s.buf, catalog.CopyRow(it.Row()))
-			n++
-		}
-		if err := it.Close(); err != nil {
-			return nil, fmt.Errorf("cannot read %s of %s: %w", s.table, s.partition, err)
-		}
-		if n < s.page {
-			s.done = true
-		}
-		if n > 0 {
-			s.next = storage.Bound{Key: s.buf[n-1].Clustering}
-		}
-		s.page = min(s.page*2, 1000)
 	}
 	if len(s.buf) == 0 {
 		return nil, nil
 	}
 	return &s.buf[0], nil
+}
+
+// fill reads the source's next page into buf (which must be empty).
+func (s *postSource) fill(ctx context.Context, db Store) error {
+	it, err := db.Slice(ctx, storage.SliceQuery{Table: s.table, Partition: s.partition, Start: s.next, End: s.end, Limit: s.page, MaxTombstones: s.maxTomb})
+	if err != nil {
+		return fmt.Errorf("cannot read %s of %s: %w", s.table, s.partition, err)
+	}
+	s.buf = s.buf[:0]
+	var cells []storage.Cell
+	var arena []byte
+	for it.Next() {
+		r := it.Row()
+		s.buf = append(s.buf, *r)
+		cells = append(cells, r.Cells...)
+		arena = append(arena, r.Clustering...)
+		for _, c := range r.Cells {
+			arena = append(arena, c.Column...)
+			arena = append(arena, c.Value...)
+		}
+	}
+	if err := it.Close(); err != nil {
+		s.buf = s.buf[:0]
+		return fmt.Errorf("cannot read %s of %s: %w", s.table, s.partition, err)
+	}
+	// The rows point into the iterator's buffers, valid only until its
+	// next row: repoint them into cells and arena, which no longer grow.
+	off, ci := 0, 0
+	take := func(n int) []byte {
+		b := arena[off : off+n : off+n]
+		off += n
+		return b
+	}
+	for i := range s.buf {
+		r := &s.buf[i]
+		r.Clustering = take(len(r.Clustering))
+		rc := cells[ci : ci+len(r.Cells) : ci+len(r.Cells)]
+		ci += len(r.Cells)
+		for j := range rc {
+			rc[j].Column = take(len(rc[j].Column))
+			rc[j].Value = take(len(rc[j].Value))
+		}
+		r.Cells = rc
+	}
+	n := len(s.buf)
+	if n < s.page {
+		s.done = true
+	}
+	if n > 0 {
+		s.next = storage.Bound{Key: s.buf[n-1].Clustering}
+	}
+	s.page = min(s.page*2, 1000)
+	return nil
+}
+
+// prefetchParallel bounds the first-page slices of one timeline read in
+// flight at once.
+const prefetchParallel = 8
+
+// prefetch reads the first page of every source, up to prefetchParallel
+// at once.
+func prefetch(ctx context.Context, db Store, sources []*postSource) error {
+	if len(sources) == 1 {
+		return sources[0].fill(ctx, db)
+	}
+	errs := make([]error, len(sources))
+	sem := make(chan struct{}, prefetchParallel)
+	var wg sync.WaitGroup
+	for i, s := range sources {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.fill(ctx, db)
+			<-sem
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pulledFirstPage is the first page size of each of pulled userlines
+// merged into a page of limit posts: twice an even share of limit+1 among
+// the sources (at least 2), so that posts spread over the authors cost one
+// slice each, and an author with more than that share refills at double
+// the size.
+func pulledFirstPage(limit, pulled int) int {
+	share := (limit + 1 + pulled) / (pulled + 1) // ceil((limit+1)/(pulled+1))
+	return min(limit+1, max(2, 2*share))
 }
 
 // Timeline returns one page of q.User's timeline.
@@ -210,10 +301,14 @@ func (t *Timelines) Timeline(ctx context.Context, q TimelineQuery) (TimelinePage
 	if err != nil {
 		return TimelinePage{}, err
 	}
+	pulledPage := pulledFirstPage(limit, len(large))
 	for _, a := range large {
-		sources = append(sources, &postSource{table: catalog.UserlineTable, partition: []byte(a), author: a, next: start, end: end, page: limit + 1, maxTomb: t.opts.FailTombstones})
+		sources = append(sources, &postSource{table: catalog.UserlineTable, partition: []byte(a), author: a, next: start, end: end, page: pulledPage, maxTomb: t.opts.FailTombstones})
 	}
 	t.pullMerges.Observe(float64(len(large)))
+	if err := prefetch(ctx, t.db, sources); err != nil {
+		return TimelinePage{}, err
+	}
 	page := TimelinePage{Pulled: len(large)}
 	var lastKey []byte
 	scanned := 0
@@ -284,6 +379,9 @@ func (t *Timelines) followedLargeAuthors(ctx context.Context, f *readFilter) ([]
 	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("cannot list large authors: %w", err)
 	}
+	if err := f.readFollowing(ctx, max(followScanMin, 4*len(all))); err != nil {
+		return nil, err
+	}
 	var out []string
 	for _, a := range all {
 		fs, err := f.follow(ctx, a)
@@ -308,11 +406,55 @@ type readFilter struct {
 	t       *Timelines
 	user    string
 	follows map[string]followState
-	deletes map[string]bool // author + "\x00" + post key
+	// allFollows: follows holds every author the user follows, so an
+	// author not in it is not followed (readFollowing read the whole list).
+	allFollows bool
+	deletes    map[string]bool // author + "\x00" + post key
+}
+
+// followScanMin is the fewest rows of a user's following list a timeline
+// read takes in one slice before it falls back to a point read per
+// author.
+const followScanMin = 64
+
+// readFollowing reads up to limit rows of the user's following list in
+// one slice: when the list ends within them (most users), every follow
+// check of the page (one per large author, one per author of a pushed
+// copy) is answered from it instead of by a point read each.
+func (f *readFilter) readFollowing(ctx context.Context, limit int) error {
+	it, err := f.t.db.Slice(ctx, storage.SliceQuery{Table: catalog.FollowingTable, Partition: []byte(f.user), Limit: limit + 1, MaxTombstones: f.t.opts.FailTombstones})
+	if err != nil {
+		return fmt.Errorf("cannot read following of %s: %w", f.user, err)
+	}
+	read := map[string]followState{}
+	for it.Next() {
+		r := it.Row()
+		author, err := catalog.DecodeNameKey(r.Clustering)
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("cannot read following of %s: %w", f.user, err)
+		}
+		var fs followState
+		if c, ok := catalog.CellOf(r, catalog.ColSince); ok {
+			if fs.since, err = catalog.DecodeBigint(c.Value); err != nil {
+				it.Close()
+				return fmt.Errorf("cannot read follow %s -> %s: %w", f.user, author, err)
+			}
+			fs.live = true
+		}
+		read[author] = fs
+	}
+	if err := it.Close(); err != nil {
+		return fmt.Errorf("cannot read following of %s: %w", f.user, err)
+	}
+	if len(read) <= limit {
+		f.follows, f.allFollows = read, true
+	}
+	return nil
 }
 
 func (f *readFilter) follow(ctx context.Context, author string) (followState, error) {
-	if fs, ok := f.follows[author]; ok {
+	if fs, ok := f.follows[author]; ok || f.allFollows {
 		return fs, nil
 	}
 	row, ok, err := catalog.ReadRow(ctx, f.t.db, catalog.FollowingTable, []byte(f.user), catalog.NameKey(author))
@@ -382,6 +524,9 @@ func (f *readFilter) accept(ctx context.Context, s *postSource, r *storage.Row) 
 			f.t.filtered.Inc()
 			return TimelinePost{}, false, nil
 		}
+	}
+	if s.author != "" {
+		return p, true, nil // a live userline row: not deleted (see the file comment)
 	}
 	del, err := f.deleted(ctx, p.Author, r.Clustering)
 	if err != nil {

@@ -3,6 +3,7 @@ package reader
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -82,5 +83,139 @@ func TestTimelineBoundsAndTokens(t *testing.T) {
 	}
 	if _, err := tl.Following(ctx, "a", 1, f.NextPage); !errors.Is(err, ErrInvalidQuery) {
 		t.Errorf("a followers token accepted by following: %v", err)
+	}
+}
+
+// TestTimelinePulledPages merges ten pulled authors whose posts are
+// spread unevenly (one author holds the newest 45, the others a few
+// each) with a pushed timeline, and pages through it with several limits:
+// every page is the next slice of the brute-force order, whatever the
+// first page size each source starts with and however often one refills.
+func TestTimelinePulledPages(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	clock := &fixedClock{now: now}
+	db := openStore(t, clock)
+	if err := catalog.EnsureFanoutTables(db); err != nil {
+		t.Fatal(err)
+	}
+	tl, err := NewTimelines(db, TimelineOptions{TimelineTTL: 24 * time.Hour, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type post struct {
+		id     [16]byte
+		author string
+	}
+	var want []post
+	users := []string{"u", "w"}
+	ctx := context.Background()
+	var b storage.Batch
+	at := now.Add(-time.Minute)
+	add := func(author string, pulled bool) {
+		at = at.Add(-time.Second)
+		id, err := bucket.NewTimeUUID(at, [8]byte{1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, post{id, author})
+		key := catalog.PostKey(id)
+		if pulled {
+			b.Put(catalog.UserlineTable, []byte(author), key, []byte(catalog.ColData), catalog.BlobValue([]byte("{}")), 5)
+			return
+		}
+		for _, user := range users {
+			b.Put(catalog.TimelineTable, []byte(user), key, []byte(catalog.ColAuthor), catalog.TextValue(author), 10)
+			b.Put(catalog.TimelineTable, []byte(user), key, []byte(catalog.ColData), catalog.BlobValue([]byte("{}")), 10)
+		}
+	}
+	follow := func(user, author string) {
+		b.Put(catalog.FollowingTable, []byte(user), catalog.NameKey(author), []byte(catalog.ColSince), catalog.BigintValue(1), 1)
+	}
+	for i := 0; i < 10; i++ {
+		a := fmt.Sprintf("big%d", i)
+		b.Put(catalog.FanoutLargeTable, catalog.LargePartition(), catalog.NameKey(a), nil, nil, 1)
+		for _, user := range users {
+			follow(user, a)
+		}
+	}
+	for _, user := range users {
+		follow(user, "small")
+	}
+	// w follows more authors than one slice of its following list takes
+	// (followScanMin): its follow checks fall back to point reads.
+	for i := 0; i < followScanMin+10; i++ {
+		follow("w", fmt.Sprintf("other%03d", i))
+	}
+	// A copy by an author u does not follow (from an earlier follow period
+	// whose cleanup has not run) is hidden.
+	stale, err := bucket.NewTimeUUID(now.Add(-time.Second), [8]byte{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, user := range users {
+		b.Put(catalog.TimelineTable, []byte(user), catalog.PostKey(stale), []byte(catalog.ColAuthor), catalog.TextValue("gone"), 10)
+		b.Put(catalog.TimelineTable, []byte(user), catalog.PostKey(stale), []byte(catalog.ColData), catalog.BlobValue([]byte("{}")), 10)
+	}
+	for n := 0; n < 45; n++ {
+		add("big0", true)
+		if n%9 == 0 {
+			add("small", false)
+		}
+	}
+	for n := 0; n < 3; n++ {
+		for i := 1; i < 10; i++ {
+			add(fmt.Sprintf("big%d", i), true)
+		}
+		add("small", false)
+	}
+	for n := 0; n < 4; n++ {
+		add("big7", true)
+	}
+	if err := db.Apply(ctx, &b); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		user  string
+		limit int
+	}{{"u", 1}, {"u", 3}, {"u", 20}, {"u", 50}, {"u", 200}, {"w", 3}, {"w", 20}} {
+		user, limit := c.user, c.limit
+		var got []post
+		token := ""
+		for pages := 0; ; pages++ {
+			if pages > len(want)+1 {
+				t.Fatalf("%s limit %d: more pages than posts", user, limit)
+			}
+			p, err := tl.Timeline(ctx, TimelineQuery{User: user, Limit: limit, PageToken: token})
+			if err != nil {
+				t.Fatalf("%s limit %d page %d: %v", user, limit, pages, err)
+			}
+			if p.Pulled != 10 || len(p.Posts) > limit {
+				t.Fatalf("%s limit %d page %d: %d posts, %d pulled", user, limit, pages, len(p.Posts), p.Pulled)
+			}
+			for _, q := range p.Posts {
+				got = append(got, post{q.ID, q.Author})
+			}
+			if token = p.NextPage; token == "" {
+				break
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s limit %d: %d posts, want %d", user, limit, len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%s limit %d: post %d is %x by %s, want %x by %s", user, limit, i, got[i].id, got[i].author, want[i].id, want[i].author)
+			}
+		}
+	}
+}
+
+func TestPulledFirstPage(t *testing.T) {
+	for _, c := range []struct{ limit, pulled, want int }{
+		{20, 10, 4}, {20, 1, 21}, {20, 0, 21}, {1, 10, 2}, {1000, 10, 182}, {20, 100, 2},
+	} {
+		if got := pulledFirstPage(c.limit, c.pulled); got != c.want {
+			t.Errorf("pulledFirstPage(%d, %d) = %d, want %d", c.limit, c.pulled, got, c.want)
+		}
 	}
 }

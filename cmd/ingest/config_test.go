@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventide/eventide/fanout"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -29,8 +30,13 @@ func TestConfigDefaults(t *testing.T) {
 	if c.DataDir != "./data" || c.HTTPAddr != "127.0.0.1:8080" || c.NATSListen != "127.0.0.1:4222" || c.NATSURL != "" ||
 		c.AdminAddr != "" || c.WALSync != storage.WALSync || c.LogLevel != slog.LevelInfo || c.LogFormat != "text" ||
 		c.Writer.Stream != "EVENTS" || strings.Join(c.Writer.Subjects, ",") != "events.>" || c.Writer.Retention != "limits" ||
-		c.Reader.FailTombstones != 100000 || c.Types == nil || c.Writer.Types != c.Types || c.Reader.Types != c.Types {
+		c.Reader.FailTombstones != 100000 || c.Types == nil || c.Writer.Types != c.Types || c.Reader.Types != c.Types ||
+		c.Fanout.Options.Workers != fanout.DefaultOptions().Workers {
 		t.Fatalf("defaults: %+v", c)
+	}
+	c, err = parseConfig(nil, envFrom(map[string]string{"EVENTIDE_FANOUT_WORKERS": "4"}), io.Discard)
+	if err != nil || c.Fanout.Options.Workers != 4 {
+		t.Fatalf("EVENTIDE_FANOUT_WORKERS=4: workers %d, %v", c.Fanout.Options.Workers, err)
 	}
 }
 
@@ -91,6 +97,7 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--post-types", "post,Status"}, nil, `--post-types: invalid event type "Status"`},
 		{[]string{"--fanout-consumer", "eventide-writer"}, nil, `--fanout-consumer and --consumer are both "eventide-writer"`},
 		{nil, map[string]string{"EVENTIDE_FANOUT_THRESHOLD": "-1"}, `invalid value "-1" for EVENTIDE_FANOUT_THRESHOLD: -1 is outside 0..1073741824`},
+		{[]string{"--fanout-workers", "0"}, nil, `invalid value "0" for flag -fanout-workers: 0 is outside 1..64`},
 		{[]string{"--timeline-ttl", "10ms"}, nil, "10ms is below the minimum 1s"},
 		{[]string{"--restore-shards-from", "/snapshots"}, nil, "--snapshot-dir and --restore-shards-from need --shards of 2 or more"},
 		{[]string{"--shards", "2", "--snapshot-dir", "/snapshots"}, nil, "--snapshot-dir needs --admin"},
