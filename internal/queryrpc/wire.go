@@ -235,10 +235,17 @@ func (d *decoder) int(field string) int {
 
 // bytes reads a length-prefixed field; the result aliases the message.
 func (d *decoder) bytes(field string) []byte {
-	n := d.uvarint(field + " length")
 	if d.err != nil {
 		return nil
 	}
+	// Not d.uvarint(field + " length"): that concatenation cost an
+	// allocation per field of every message.
+	n, w := binary.Uvarint(d.b)
+	if w <= 0 {
+		d.fail("cannot read %s length: bad or truncated uvarint", field)
+		return nil
+	}
+	d.b = d.b[w:]
 	if n > uint64(len(d.b)) {
 		d.fail("%s length %d exceeds the %d bytes left", field, n, len(d.b))
 		return nil
@@ -324,6 +331,10 @@ func appendReplyHeader(dst []byte, more bool, s storage.ReadStats) []byte {
 	return dst
 }
 
+// statsFieldNames name the stats fields in decoding errors.
+var statsFieldNames = [statsFields]string{"stats field 0", "stats field 1", "stats field 2", "stats field 3", "stats field 4",
+	"stats field 5", "stats field 6", "stats field 7", "stats field 8", "stats field 9", "stats field 10"}
+
 // statsValues lists the fields of s in wire order; the last is reserved.
 func statsValues(s *storage.ReadStats) [statsFields]*int {
 	var reserved int
@@ -373,7 +384,7 @@ func decodeSliceReply(src []byte) (*sliceReply, error) {
 	}
 	r.More = flags&replyMore != 0
 	for i, v := range statsValues(&r.Stats) {
-		*v = d.int(fmt.Sprintf("stats field %d", i))
+		*v = d.int(statsFieldNames[i])
 	}
 	n := d.int("row count")
 	// Each row takes at least two bytes: never allocate for more rows
@@ -384,15 +395,24 @@ func decodeSliceReply(src []byte) (*sliceReply, error) {
 	if d.err == nil {
 		r.Rows = make([]storage.Row, 0, n)
 	}
+	// The rows' cells share one slab, sized by the cell count of the row
+	// that starts it (rows of one table are alike) and by what the bytes
+	// left can hold (a cell takes at least 6); each row's cells are a
+	// full slice of it, so an append to one can never reach a neighbour's.
+	var slab []storage.Cell
 	for i := 0; i < n && d.err == nil; i++ {
 		row := storage.Row{Clustering: nonNil(d.bytes("clustering key"))}
 		cells := d.int("cell count")
 		if d.err == nil && (cells == 0 || cells > len(d.b)/6) {
 			d.fail("row %d: cell count %d is zero or exceeds what %d bytes can hold", i, cells, len(d.b))
 		}
-		if d.err == nil {
-			row.Cells = make([]storage.Cell, 0, cells)
+		if d.err != nil {
+			break
 		}
+		if cap(slab)-len(slab) < cells {
+			slab = make([]storage.Cell, 0, max(min(cells*(n-i), len(d.b)/6), cells))
+		}
+		start := len(slab)
 		for j := 0; j < cells && d.err == nil; j++ {
 			c := storage.Cell{Column: d.bytes("column"), Value: d.bytes("value")}
 			c.WriteTimeMicros = d.varint("write time")
@@ -410,8 +430,9 @@ func decodeSliceReply(src []byte) (*sliceReply, error) {
 				c.Counter = true
 				c.CounterValue = d.varint("counter value")
 			}
-			row.Cells = append(row.Cells, c)
+			slab = append(slab, c)
 		}
+		row.Cells = slab[start:len(slab):len(slab)]
 		r.Rows = append(r.Rows, row)
 	}
 	if err := d.end(); err != nil {

@@ -206,3 +206,18 @@ func FuzzDecodeStatsReply(f *testing.F) {
 		}
 	})
 }
+
+// TestSliceReplyRowsDoNotShareCapacity: the decoded rows' cells share one
+// slab, so an append to one row's cells (the scattered merge appends)
+// must not overwrite the next row's.
+func TestSliceReplyRowsDoNotShareCapacity(t *testing.T) {
+	got, err := decodeSliceReply(appendSliceReply(nil, latestReply()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := latestReply()
+	_ = append(got.Rows[0].Cells, storage.Cell{Column: []byte("extra")})
+	if !reflect.DeepEqual(got.Rows[1], want.Rows[1]) {
+		t.Fatalf("row 1 changed by an append to row 0: %+v", got.Rows[1])
+	}
+}
