@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,6 +140,39 @@ func BenchmarkEventsResponse(b *testing.B) {
 		for b.Loop() {
 			buf = a.appendEventsResponse(buf[:0], events, "", "", fresh)
 			b.SetBytes(int64(len(buf)))
+		}
+	})
+}
+
+// FuzzValidJSON holds validJSON to json.Valid.
+func FuzzValidJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"seq":1,"pad":"xx"}`, ` { "a" : [1, -2.5e+3, true, false, null, {}, [], "\u00e9\n"] } `, `[]`, `{}`, `""`, `0`, `-0.1E-2`,
+		`01`, `1.`, `.5`, `-`, `1e`, `tru`, `nul`, `{"a"}`, `{"a":}`, `{,}`, `[1,]`, `[,1]`, `{"a":1,}`, `"\x"`, `"\u12g4"`, "\"\x01\"",
+		"\"\xff\xfe\"", `[[[[]]]]`, `[1 2]`, `{"a":1 "b":2}`, `1 1`, ``, ` `, `"abc`, `{"a":"b"`, `[`, `}`, strings.Repeat("[", 10001) + strings.Repeat("]", 10001),
+		strings.Repeat("[", 10000) + strings.Repeat("]", 10000), strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000),
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := validJSON(b), json.Valid(b); got != want {
+			t.Fatalf("validJSON(%q) = %v, json.Valid %v", b, got, want)
+		}
+	})
+}
+
+func BenchmarkValidJSON(b *testing.B) {
+	data := []byte(`{"seq":24989,"pad":"llllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllllll","n":[1,2.5,-3e2],"ok":true,"u":null}`)
+	b.Run("json.Valid", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			json.Valid(data)
+		}
+	})
+	b.Run("validJSON", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			validJSON(data)
 		}
 	})
 }
