@@ -85,9 +85,9 @@ type Server struct {
 }
 
 // Serve registers the storage service of cfg.Node on nc: the endpoints
-// slice, freshness, health and stats. The slice endpoint runs each request in
-// its own goroutine (at most MaxConcurrent at once; more wait in NATS's
-// subscription buffer).
+// slice, walk, freshness, health and stats. The slice and walk endpoints
+// run each request in its own goroutine (at most MaxConcurrent at once,
+// both together; more wait in NATS's subscription buffer).
 func Serve(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 	if err := checkToken("node", cfg.Node); err != nil {
 		return nil, err
@@ -136,6 +136,7 @@ func Serve(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 		h    micro.HandlerFunc
 	}{
 		{"slice", s.handleSlice},
+		{"walk", s.handleWalk},
 		{"freshness", s.handleFreshness},
 		{"health", s.handleHealth},
 		{"stats", s.handleStats},
@@ -180,19 +181,9 @@ func (s *Server) serveSlice(req micro.Request) {
 		req.Error("400", headerSafe(err.Error()), nil)
 		return
 	}
-	deadline := time.Now().Add(s.cfg.MaxSliceTime)
-	if !r.Deadline.IsZero() && r.Deadline.Before(deadline) {
-		deadline = r.Deadline
-	}
-	ctx, cancel := context.WithDeadline(s.ctx, deadline)
+	ctx, cancel := s.requestContext(r.Deadline)
 	defer cancel()
-	budget := r.ByteBudget
-	if budget <= 0 || budget > DefaultByteBudget {
-		budget = DefaultByteBudget
-	}
-	if max := int(s.nc.MaxPayload()) - 4096; budget > max {
-		budget = max
-	}
+	budget := s.byteBudget(r.ByteBudget)
 	buf := s.buffers.get()
 	defer s.buffers.put(buf)
 	body, err := s.runSlice(ctx, r.Query, budget, buf)
@@ -208,6 +199,28 @@ func (s *Server) serveSlice(req micro.Request) {
 		s.cfg.Logger.Warn("storage service: cannot send a slice reply", "bytes", len(body), "err", err)
 	}
 }
+
+// requestContext is the context of a request with deadline (zero: none),
+// capped by MaxSliceTime and ended by Stop.
+func (s *Server) requestContext(deadline time.Time) (context.Context, context.CancelFunc) {
+	d := time.Now().Add(s.cfg.MaxSliceTime)
+	if !deadline.IsZero() && deadline.Before(d) {
+		d = deadline
+	}
+	return context.WithDeadline(s.ctx, d)
+}
+
+// byteBudget is the byte budget of a reply's rows when the request asks
+// for budget: at most DefaultByteBudget, and room for the rest of the
+// message within NATS's max payload.
+func (s *Server) byteBudget(budget int) int {
+	if budget <= 0 || budget > DefaultByteBudget {
+		budget = DefaultByteBudget
+	}
+	return min(budget, int(s.nc.MaxPayload())-4096)
+}
+
+func appendUvarint(dst []byte, n int) []byte { return binary.AppendUvarint(dst, uint64(n)) }
 
 // runSlice runs q and encodes its reply into buf: the rows up to budget
 // bytes (always at least one), with replyMore when rows may follow. The
