@@ -35,6 +35,8 @@ type server struct {
 	stopOwnersWatch func()
 	// positions caches the nodes' consumer positions for freshness.
 	positions *nodePositions
+	// debug serves --pprof; nil without it.
+	debug *debugServer
 	// tail is the live tail, fed by relay with the events the storage
 	// nodes store.
 	tail   *tail.Broadcaster
@@ -76,6 +78,11 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		}
 	}()
 
+	if cfg.PprofAddr != "" {
+		if s.debug, err = startDebugServer(cfg.PprofAddr, logger.With("component", "pprof")); err != nil {
+			return s, err
+		}
+	}
 	s.setStep("connecting to NATS", "url", natsconn.Redact(cfg.NATSURL))
 	s.nc, err = natsconn.Connect(ctx, cfg.NATS, nats.Name("eventide-query"), nats.MaxReconnects(-1),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
@@ -299,6 +306,9 @@ func (s *server) shutdown() error {
 	}
 	if s.nc != nil {
 		s.nc.Close()
+	}
+	if s.debug != nil {
+		s.debug.close()
 	}
 	s.logger.Info("shutdown complete")
 	return errors.Join(errs...)
