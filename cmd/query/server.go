@@ -135,7 +135,8 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		case <-time.After(typesRetry):
 		}
 	}
-	// Each slice is a round trip: a count query's hours go in parallel.
+	// Each slice is a round trip: where the nodes cannot run a count
+	// query's walk (an older release), its hours go in parallel.
 	ropts.ParallelHours = reader.RemoteParallelHours
 	ropts.Logger = logger.With("component", "reader")
 	ropts.Registerer = reg

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -96,7 +97,7 @@ func newWalkFixture(t *testing.T) *walkFixture {
 	if err := nodeConn.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if f.local, err = reader.New(db, reader.Options{Types: f.types, Now: func() time.Time { return f.now }}); err != nil {
+	if f.local, err = reader.New(db, reader.Options{Types: f.types, Now: func() time.Time { return f.now }, Logger: slog.New(slog.DiscardHandler)}); err != nil {
 		t.Fatal(err)
 	}
 	return f
@@ -111,7 +112,7 @@ func (f *walkFixture) remote(t *testing.T, byteBudget int, failTombstones int) (
 		t.Fatal(err)
 	}
 	r, err := reader.New(client, reader.Options{Types: f.types, Now: func() time.Time { return f.now },
-		ParallelHours: reader.RemoteParallelHours, FailTombstones: failTombstones})
+		ParallelHours: reader.RemoteParallelHours, FailTombstones: failTombstones, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func testEventWalkTombstoneHour(t *testing.T, f *walkFixture, budget int) {
 	// 60 tombstones run out in the second hour walked, so a walk cut by
 	// the byte budget has resumed in a later group by then.
 	remote, _ := f.remote(t, budget, 60)
-	local, err := reader.New(f.db, reader.Options{Types: f.types, Now: func() time.Time { return f.now }, FailTombstones: 60})
+	local, err := reader.New(f.db, reader.Options{Types: f.types, Now: func() time.Time { return f.now }, FailTombstones: 60, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
