@@ -56,9 +56,11 @@
 //
 // Invariants:
 //   - A remote slice returns exactly the rows the owner's store returns
-//     for the same query, in the same order, whatever the byte budget.
-//   - A node runs each slice under min(request deadline, MaxSliceTime) and
-//     at most MaxConcurrent slices at once.
+//     for the same query, in the same order, whatever the byte budget; a
+//     remote walk exactly the rows, and groups, reader.RunWalk gives over
+//     the owner's store.
+//   - A node runs each slice or walk under min(request deadline,
+//     MaxSliceTime) and at most MaxConcurrent of them at once.
 //   - Errors keep their meaning across the wire: too many tombstones
 //     arrives as storage.ErrTooManyTombstones.
 package queryrpc
