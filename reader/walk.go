@@ -12,7 +12,8 @@ import (
 // the groups in order, the partitions of each group merged in clustering
 // order (partitionScan), all with the same bounds, stopping after Limit
 // rows in total. An event query is one: each hour bucket a group of its
-// sub-partitions, newest hour first.
+// sub-partitions, newest hour first; a count query too: each hour's
+// counts partition a group, oldest first, no limit.
 //
 // The groups must follow the walk's order with key ranges that do not
 // overlap: every key of group i comes before (in the walk's order) every
@@ -33,9 +34,9 @@ type Walk struct {
 	MaxTombstones int
 }
 
-// GroupWalker is a Store that runs a whole Walk where the data is: a
-// client of a remote storage node asks the node once for the walk rather
-// than once per partition (queryrpc.Client). WalkGroups calls emit with
+// GroupWalker is implemented by a Store that runs a whole Walk where the
+// data is: a client of a remote storage node asks the node once for the
+// walk rather than once per partition (queryrpc.Client). WalkGroups calls emit with
 // each row in walk order, and the index of its group, until emit returns
 // false, the limit is met or the groups end; the row is valid only during
 // the call. The returned trace is what the walk read. Errors follow
