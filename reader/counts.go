@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -137,31 +138,60 @@ func (r *Reader) CountsTrace(ctx context.Context, q CountQuery) (points []CountP
 			return nil, nil, fmt.Errorf("%w: %w", ErrInvalidQuery, err)
 		}
 	}
-	qs := &queryState{ctx: ctx}
-	err = r.sliceHours(qs, partitions, func(hqs *queryState, partition []byte) error {
-		var decodeErr error
-		scan := partitionScan{r: r, query: hqs, table: schema.CountsTable, partitions: [][]byte{partition},
-			start: storage.Bound{Key: lower, Inclusive: true}, end: storage.Bound{Key: upper, Inclusive: false}}
-		err := scan.run(func(_ []byte, row *storage.Row) bool {
-			minute, count, err := catalog.DecodeCount(row)
-			if err != nil {
-				decodeErr = err
-				return false
-			}
-			i := (minute.Unix() - plan.fromUnix) / plan.stepSeconds
-			if minute.Unix() >= plan.fromUnix && i < int64(len(points)) {
-				// Hours run in parallel; a step may span several.
-				atomic.AddInt64(&points[i].Count, count)
-			}
-			return true
-		})
-		if err == nil {
-			err = decodeErr
+	lo, hi := storage.Bound{Key: lower, Inclusive: true}, storage.Bound{Key: upper, Inclusive: false}
+	// addCount adds a row's count to its point; a row it cannot decode
+	// goes to *decodeErr (one per goroutine of sliceHours) and stops.
+	addCount := func(row *storage.Row, decodeErr *error) bool {
+		minute, count, err := catalog.DecodeCount(row)
+		if err != nil {
+			*decodeErr = err
+			return false
 		}
-		return err
-	})
-	if err != nil {
-		return nil, nil, err
+		i := (minute.Unix() - plan.fromUnix) / plan.stepSeconds
+		if minute.Unix() >= plan.fromUnix && i < int64(len(points)) {
+			// Hours may run in parallel; a step may span several.
+			atomic.AddInt64(&points[i].Count, count)
+		}
+		return true
+	}
+	qs := &queryState{ctx: ctx}
+	// Through a store that runs walks where the data is (cmd/query), all
+	// the hours in one request to the node holding the type.
+	walked := false
+	if gw, ok := r.db.(GroupWalker); ok && len(partitions) > 1 {
+		groups := make([][][]byte, len(partitions))
+		for i, p := range partitions {
+			groups[i] = [][]byte{p}
+		}
+		w := &Walk{Table: schema.CountsTable, Groups: groups, Start: lo, End: hi,
+			MaxTombstones: r.opts.FailTombstones}
+		var decodeErr error
+		tr, err := gw.WalkGroups(ctx, w, func(_ int, row *storage.Row) bool { return addCount(row, &decodeErr) })
+		if !errors.Is(err, ErrWalkUnsupported) {
+			qs.trace.Merge(&tr)
+			qs.partition = partitions[len(partitions)-1]
+			if err == nil {
+				err = decodeErr
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			walked = true
+		}
+	}
+	if !walked {
+		err = r.sliceHours(qs, partitions, func(hqs *queryState, partition []byte) error {
+			scan := partitionScan{r: r, query: hqs, table: schema.CountsTable, partitions: [][]byte{partition}, start: lo, end: hi}
+			var decodeErr error
+			err := scan.run(func(_ []byte, row *storage.Row) bool { return addCount(row, &decodeErr) })
+			if err == nil {
+				err = decodeErr
+			}
+			return err
+		})
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	r.finishQuery(qs, "counts", q.Type)
 	return points, &qs.trace, nil

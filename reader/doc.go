@@ -27,9 +27,13 @@
 //     duplicates and no gaps, even when rows are written between pages
 //     (rows are keyed by clustering key, and a token resumes strictly after
 //     the last key returned).
-//   - A Reader reads through Store (*storage.DB, or later a client of a
-//     remote shard); every query takes a context, and its deadline or
-//     cancellation stops the reads under way.
+//   - A Reader reads through Store (*storage.DB, or a client of remote
+//     storage nodes); every query takes a context, and its deadline or
+//     cancellation stops the reads under way. An event query's walk over
+//     its hour buckets is one Walk (walk.go): a Store that is also a
+//     GroupWalker (the remote client) runs it where the data is, in one
+//     request; otherwise, and locally, RunWalk slices partition by
+//     partition. Both give the same rows.
 //   - Tombstones scanned are counted across every partition of a query: past
 //     Options.WarnTombstones the query logs a warning and a metric counts it;
 //     past Options.FailTombstones it fails with ErrTooManyTombstones naming

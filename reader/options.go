@@ -57,7 +57,9 @@ type Options struct {
 	// sliced at once; 0 or 1: one after the other, right for a local
 	// store (a slice is a memory or page cache read, and goroutines on a
 	// busy machine cost more than they save). A remote store (cmd/query,
-	// where each slice is a NATS round trip) sets RemoteParallelHours.
+	// where each slice is a NATS round trip) sets RemoteParallelHours,
+	// used when it cannot run the count query as one walk
+	// (GroupWalker).
 	ParallelHours int
 	// MaxPageBytes bounds the event data of one page: once a page holds
 	// this many bytes of data it ends early, with a page token (a short

@@ -46,8 +46,11 @@ type config struct {
 	LogLevel        slog.Level
 	LogFormat       string
 	ShutdownTimeout time.Duration
-	HTTP            httpflags.Guards
-	Reader          reader.Options // the fields the flags set
+	// PprofAddr, when set, serves net/http/pprof on its own listener
+	// (debug.go).
+	PprofAddr string
+	HTTP      httpflags.Guards
+	Reader    reader.Options // the fields the flags set
 	// Tail bounds the live tail this process relays from the storage
 	// nodes (/v1/events/stream).
 	Tail tail.Options
@@ -112,6 +115,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log `format`: text or json")
 	c.ShutdownTimeout = 10 * time.Second
 	fs.Var(cli.Duration{D: &c.ShutdownTimeout, Min: math.MinInt64}, "shutdown-timeout", "longest wait (`duration`) for in-flight HTTP requests at shutdown")
+	fs.StringVar(&c.PprofAddr, "pprof", "", "`host:port` serving Go's profiles (/debug/pprof/) on a listener of their own, without the token; empty: off")
 
 	fs.Usage = func() { printUsage(fs) }
 	if err := fs.Parse(args); err != nil {

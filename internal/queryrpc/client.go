@@ -100,7 +100,7 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	c := &Client{nc: nc, cfg: cfg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eventide_query_node_requests_total",
-			Help: "Requests to storage nodes, by node, endpoint (slice, freshness, health) and result (ok; unavailable: no answer within the node timeout, so its shards were missing; error).",
+			Help: "Requests to storage nodes, by node, endpoint (slice, walk, freshness, health, stats) and result (ok; unavailable: no answer within the node timeout, so its shards were missing; error).",
 		}, []string{"node", "endpoint", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "eventide_query_node_request_duration_seconds",
@@ -211,7 +211,9 @@ var errUnavailable = errors.New("node unavailable")
 
 // request sends one request to node and returns the reply, or an error:
 // wrapping errUnavailable when the node did not answer within the node
-// timeout (while ctx was still alive), ctx's error when ctx ended.
+// timeout (while ctx was still alive), ctx's error when ctx ended. When
+// the node answered with an error, the reply comes with it (its headers
+// may say more).
 func (c *Client) request(ctx context.Context, node, endpoint string, build func(deadline time.Time) []byte) (msg *nats.Msg, err error) {
 	start := time.Now()
 	defer func() {
@@ -235,7 +237,7 @@ func (c *Client) request(ctx context.Context, node, endpoint string, build func(
 			return nil, fmt.Errorf("cannot ask node %s (%s): %w", node, subject, ctx.Err())
 		}
 		if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
-			return nil, fmt.Errorf("node %s did not answer on %s within %s: %w: %v", node, subject, c.cfg.NodeTimeout, errUnavailable, err)
+			return nil, fmt.Errorf("node %s did not answer on %s within %s: %w: %w", node, subject, c.cfg.NodeTimeout, errUnavailable, err)
 		}
 		return nil, fmt.Errorf("cannot ask node %s (%s): %w", node, subject, err)
 	}
@@ -243,18 +245,18 @@ func (c *Client) request(ctx context.Context, node, endpoint string, build func(
 		desc := msg.Header.Get(micro.ErrorHeader)
 		switch code {
 		case "422":
-			return nil, fmt.Errorf("node %s: %w (%s)", node, storage.ErrTooManyTombstones, desc)
+			return msg, fmt.Errorf("node %s: %w (%s)", node, storage.ErrTooManyTombstones, desc)
 		case "503":
-			return nil, fmt.Errorf("node %s is stopping: %w: %s", node, errUnavailable, desc)
+			return msg, fmt.Errorf("node %s is stopping: %w: %s", node, errUnavailable, desc)
 		case "504":
 			if ctx.Err() != nil {
-				return nil, fmt.Errorf("node %s: %s: %w", node, desc, ctx.Err())
+				return msg, fmt.Errorf("node %s: %s: %w", node, desc, ctx.Err())
 			}
-			return nil, fmt.Errorf("node %s ran out of time: %w: %s", node, errUnavailable, desc)
+			return msg, fmt.Errorf("node %s ran out of time: %w: %s", node, errUnavailable, desc)
 		case "400":
-			return nil, fmt.Errorf("node %s: %w: %s", node, ErrNodeRefused, desc)
+			return msg, fmt.Errorf("node %s: %w: %s", node, ErrNodeRefused, desc)
 		}
-		return nil, fmt.Errorf("node %s failed the request (code %s): %s", node, code, desc)
+		return msg, fmt.Errorf("node %s failed the request (code %s): %s", node, code, desc)
 	}
 	return msg, nil
 }

@@ -53,10 +53,14 @@ func (s *concurrencyStore) Slice(ctx context.Context, q storage.SliceQuery) (sto
 	return s.db.Slice(ctx, q)
 }
 
+// sliceOnly hides the client's walks: the reader sees a plain Store, as
+// with storage nodes of a release without the walk endpoint.
+type sliceOnly struct{ reader.Store }
+
 // TestCountsSliceHoursInParallel: a count query over 24 hours through a
-// remote store slices its hour partitions concurrently (not 25 round trips
-// one after the other) and answers exactly what the same reader answers
-// over the local store.
+// remote store that cannot walk slices its hour partitions concurrently
+// (not 25 round trips one after the other) and answers exactly what the
+// same reader answers over the local store.
 func TestCountsSliceHoursInParallel(t *testing.T) {
 	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
@@ -104,7 +108,7 @@ func TestCountsSliceHoursInParallel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	remote, err := reader.New(client, reader.Options{ParallelHours: reader.RemoteParallelHours})
+	remote, err := reader.New(sliceOnly{client}, reader.Options{ParallelHours: reader.RemoteParallelHours})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,5 +138,47 @@ func TestCountsSliceHoursInParallel(t *testing.T) {
 	}
 	if store.maxSeen > reader.RemoteParallelHours {
 		t.Errorf("%d hour slices ran at once, more than the %d asked", store.maxSeen, reader.RemoteParallelHours)
+	}
+}
+
+// TestCountsOneWalk: through the client (a reader.GroupWalker) a count
+// query over 24 hours is one walk request to the node for its 25 hour
+// partitions, and answers what the local reader answers.
+func TestCountsOneWalk(t *testing.T) {
+	f := newWalkFixture(t)
+	from := f.now.Add(-24 * time.Hour)
+	var b storage.Batch
+	for m := range 24 * 60 {
+		if m%7 == 0 {
+			continue
+		}
+		if err := catalog.AddCount(&b, "click", from.Add(time.Duration(m)*time.Minute), int64(1+m%5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.db.Apply(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	remote, walks := f.remote(t, 0, 0)
+	for _, step := range []time.Duration{time.Minute, 7 * time.Minute, time.Hour} {
+		q := reader.CountQuery{Type: "click", From: from, To: f.now, Step: step}
+		before := walks()
+		got, gotTrace, err := remote.CountsTrace(t.Context(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wantTrace, err := f.local.CountsTrace(t.Context(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("step %s: remote counts differ from local (%d points vs %d)", step, len(got), len(want))
+		}
+		if gotTrace.Partitions != 25 || gotTrace.Rows != wantTrace.Rows || gotTrace.Partitions != wantTrace.Partitions {
+			t.Errorf("step %s: traces: remote %+v, local %+v; want 25 partitions and the same rows", step, gotTrace, wantTrace)
+		}
+		if n := walks() - before; n != 1 {
+			t.Errorf("step %s: %v walk requests; want 1", step, n)
+		}
 	}
 }

@@ -3,7 +3,7 @@
 // and the stateless query service (cmd/query) reads them through Client,
 // a reader.Store, so the same reader and HTTP handler run in both modes.
 //
-// A node registers the service "eventide-storage" (Serve) with four
+// A node registers the service "eventide-storage" (Serve) with five
 // endpoints on subjects of its own, <prefix>.<node>.<endpoint>, prefix
 // "eventide.storage" by default:
 //
@@ -13,6 +13,11 @@
 //     with a "more" flag when the budget cut them (the client asks again
 //     from after the last row, with the limit and tombstone budget
 //     reduced by what it has);
+//   - walk: a whole event query's walk (reader.Walk: groups of
+//     partitions, one per hour bucket, walked in order until the limit of
+//     the whole walk), run on the node in one request (walk.go); the rows
+//     come back with their group, cut by the byte budget and resumed as
+//     a slice's;
 //   - freshness: the positions of the node's writer and fan-out
 //     consumers, and the shards it owns;
 //   - health: whether the node is ready, and why not;
@@ -51,9 +56,11 @@
 //
 // Invariants:
 //   - A remote slice returns exactly the rows the owner's store returns
-//     for the same query, in the same order, whatever the byte budget.
-//   - A node runs each slice under min(request deadline, MaxSliceTime) and
-//     at most MaxConcurrent slices at once.
+//     for the same query, in the same order, whatever the byte budget; a
+//     remote walk exactly the rows, and groups, reader.RunWalk gives over
+//     the owner's store.
+//   - A node runs each slice or walk under min(request deadline,
+//     MaxSliceTime) and at most MaxConcurrent of them at once.
 //   - Errors keep their meaning across the wire: too many tombstones
 //     arrives as storage.ErrTooManyTombstones.
 package queryrpc

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -76,15 +77,17 @@ type Server struct {
 	svc micro.Service
 	nc  *nats.Conn
 	sem chan struct{}
+	// buffers recycle the encoding buffers of slice replies.
+	buffers replyBuffers
 	// stop cancels the slices under way at Stop.
 	stop context.CancelFunc
 	ctx  context.Context
 }
 
 // Serve registers the storage service of cfg.Node on nc: the endpoints
-// slice, freshness, health and stats. The slice endpoint runs each request in
-// its own goroutine (at most MaxConcurrent at once; more wait in NATS's
-// subscription buffer).
+// slice, walk, freshness, health and stats. The slice and walk endpoints
+// run each request in its own goroutine (at most MaxConcurrent at once,
+// both together; more wait in NATS's subscription buffer).
 func Serve(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 	if err := checkToken("node", cfg.Node); err != nil {
 		return nil, err
@@ -133,6 +136,7 @@ func Serve(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 		h    micro.HandlerFunc
 	}{
 		{"slice", s.handleSlice},
+		{"walk", s.handleWalk},
 		{"freshness", s.handleFreshness},
 		{"health", s.handleHealth},
 		{"stats", s.handleStats},
@@ -185,20 +189,12 @@ func (s *Server) serveSlice(req micro.Request) {
 		req.Error("400", headerSafe(err.Error()), nil)
 		return
 	}
-	deadline := time.Now().Add(s.cfg.MaxSliceTime)
-	if !r.Deadline.IsZero() && r.Deadline.Before(deadline) {
-		deadline = r.Deadline
-	}
-	ctx, cancel := context.WithDeadline(s.ctx, deadline)
+	ctx, cancel := s.requestContext(r.Deadline)
 	defer cancel()
-	budget := r.ByteBudget
-	if budget <= 0 || budget > DefaultByteBudget {
-		budget = DefaultByteBudget
-	}
-	if max := int(s.nc.MaxPayload()) - 4096; budget > max {
-		budget = max
-	}
-	body, err := s.runSlice(ctx, r.Query, budget)
+	budget := s.byteBudget(r.ByteBudget)
+	buf := s.buffers.get()
+	defer s.buffers.put(buf)
+	body, err := s.runSlice(ctx, r.Query, budget, buf)
 	if err != nil {
 		code := errorCode(ctx, err)
 		if code == "500" {
@@ -212,14 +208,38 @@ func (s *Server) serveSlice(req micro.Request) {
 	}
 }
 
-// runSlice runs q and encodes its reply: the rows up to budget bytes
-// (always at least one), with replyMore when rows may follow.
-func (s *Server) runSlice(ctx context.Context, q storage.SliceQuery, budget int) ([]byte, error) {
+// requestContext is the context of a request with deadline (zero: none),
+// capped by MaxSliceTime and ended by Stop.
+func (s *Server) requestContext(deadline time.Time) (context.Context, context.CancelFunc) {
+	d := time.Now().Add(s.cfg.MaxSliceTime)
+	if !deadline.IsZero() && deadline.Before(d) {
+		d = deadline
+	}
+	return context.WithDeadline(s.ctx, d)
+}
+
+// byteBudget is the byte budget of a reply's rows when the request asks
+// for budget: at most DefaultByteBudget, and room for the rest of the
+// message within NATS's max payload.
+func (s *Server) byteBudget(budget int) int {
+	if budget <= 0 || budget > DefaultByteBudget {
+		budget = DefaultByteBudget
+	}
+	return min(budget, int(s.nc.MaxPayload())-4096)
+}
+
+func appendUvarint(dst []byte, n int) []byte { return binary.AppendUvarint(dst, uint64(n)) }
+
+// runSlice runs q and encodes its reply into buf: the rows up to budget
+// bytes (always at least one), with replyMore when rows may follow. The
+// reply is valid until buf is reused.
+func (s *Server) runSlice(ctx context.Context, q storage.SliceQuery, budget int, buf *replyBuffer) ([]byte, error) {
 	it, err := s.cfg.Store.Slice(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	var rows []byte
+	rows := buf.rows[:0]
+	defer func() { buf.rows = rows }()
 	n, more := 0, false
 	for it.Next() {
 		if n > 0 && len(rows) >= budget {
@@ -236,9 +256,35 @@ func (s *Server) runSlice(ctx context.Context, q storage.SliceQuery, budget int)
 		return nil, fmt.Errorf("a row of partition %q of table %q is %d bytes encoded, more than a NATS message holds (max payload %d)",
 			q.Partition, q.Table, len(rows), s.nc.MaxPayload())
 	}
-	out := appendReplyHeader(make([]byte, 0, len(rows)+64), more, it.Stats())
+	out := appendReplyHeader(buf.out[:0], more, it.Stats())
 	out = binary.AppendUvarint(out, uint64(n))
-	return append(out, rows...), nil
+	buf.out = append(out, rows...)
+	return buf.out, nil
+}
+
+// replyBuffer is where one slice reply is encoded: the rows, then the
+// whole reply. NATS copies a reply as it sends it, so the buffers serve
+// the next slice once Respond returns.
+type replyBuffer struct{ rows, out []byte }
+
+// replyBuffers recycles replyBuffers.
+type replyBuffers struct{ pool sync.Pool }
+
+// maxPooledReply is the largest buffer kept: a reply holding one huge
+// row must not stay in memory for good.
+const maxPooledReply = 1 << 20
+
+func (p *replyBuffers) get() *replyBuffer {
+	if b, _ := p.pool.Get().(*replyBuffer); b != nil {
+		return b
+	}
+	return &replyBuffer{}
+}
+
+func (p *replyBuffers) put(b *replyBuffer) {
+	if cap(b.rows) <= maxPooledReply && cap(b.out) <= maxPooledReply {
+		p.pool.Put(b)
+	}
 }
 
 // headerSafe makes an error message one header line: micro sends it in

@@ -7,6 +7,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -52,6 +53,37 @@ import (
 //	        u8      cell flags: cellCounter
 //	        varint  counter value   (only with cellCounter)
 //
+// Walk request (query service -> node, subject <prefix>.<node>.walk): a
+// reader.Walk, the groups of partitions of a whole event query (one group
+// per hour bucket, its sub-partitions) run on the node in one request
+// instead of one slice request per partition:
+//
+//	u8      version = walkRequestV1
+//	varint  deadline, as in a slice request
+//	uvarint byte budget of the reply's rows; 0: the node's default
+//	bytes   table name
+//	u8      flags, start key, end key: as in a slice request
+//	uvarint limit, rows of the whole walk; 0: no limit
+//	uvarint max tombstones of the whole walk; 0: no limit
+//	uvarint group count (at least 1)
+//	group count x group:
+//	    uvarint partition count (at least 1)
+//	    partition count x bytes partition key
+//
+// Walk reply (node -> query service), when the node could run the walk:
+//
+//	u8      version = walkReplyV1
+//	u8      flags: replyMore (the byte budget ended the reply: ask again
+//	        from the last row's group, after its key)
+//	11 x uvarint  the walk's storage.ReadStats summed, as in a slice reply
+//	uvarint partitions sliced
+//	uvarint row count
+//	row count x (uvarint group index, row as in a slice reply)
+//
+// A walk that fails answers with the error headers of a slice; a 422 (too
+// many tombstones) adds the header Eventide-Walk-Group: the index of the
+// group where the walk gave up.
+//
 // A node that cannot run the slice answers with the micro service error
 // headers (Nats-Service-Error-Code, Nats-Service-Error) and an empty body:
 // code 400 for a query the node refuses (unknown table, bad bounds), 422
@@ -83,6 +115,8 @@ import (
 const (
 	sliceRequestV1   = 1
 	sliceReplyV1     = 1
+	walkRequestV1    = 1
+	walkReplyV1      = 1
 	freshnessReplyV1 = 1
 	healthReplyV1    = 1
 )
@@ -143,31 +177,37 @@ func appendSliceRequest(dst []byte, r *sliceRequest) []byte {
 	dst = binary.AppendUvarint(dst, uint64(max(r.ByteBudget, 0)))
 	dst = appendBytes(dst, []byte(q.Table))
 	dst = appendBytes(dst, q.Partition)
+	dst = appendBounds(dst, q.Reverse, q.Start, q.End)
+	dst = binary.AppendUvarint(dst, uint64(max(q.Limit, 0)))
+	dst = binary.AppendUvarint(dst, uint64(max(q.MaxTombstones, 0)))
+	return dst
+}
+
+// appendBounds appends the flags byte and the keys of a slice's bounds.
+func appendBounds(dst []byte, reverse bool, start, end storage.Bound) []byte {
 	var flags byte
-	if q.Reverse {
+	if reverse {
 		flags |= flagReverse
 	}
-	if q.Start.Key != nil {
+	if start.Key != nil {
 		flags |= flagStart
-		if q.Start.Inclusive {
+		if start.Inclusive {
 			flags |= flagStartInclusive
 		}
 	}
-	if q.End.Key != nil {
+	if end.Key != nil {
 		flags |= flagEnd
-		if q.End.Inclusive {
+		if end.Inclusive {
 			flags |= flagEndInclusive
 		}
 	}
 	dst = append(dst, flags)
-	if q.Start.Key != nil {
-		dst = appendBytes(dst, q.Start.Key)
+	if start.Key != nil {
+		dst = appendBytes(dst, start.Key)
 	}
-	if q.End.Key != nil {
-		dst = appendBytes(dst, q.End.Key)
+	if end.Key != nil {
+		dst = appendBytes(dst, end.Key)
 	}
-	dst = binary.AppendUvarint(dst, uint64(max(q.Limit, 0)))
-	dst = binary.AppendUvarint(dst, uint64(max(q.MaxTombstones, 0)))
 	return dst
 }
 
@@ -235,10 +275,17 @@ func (d *decoder) int(field string) int {
 
 // bytes reads a length-prefixed field; the result aliases the message.
 func (d *decoder) bytes(field string) []byte {
-	n := d.uvarint(field + " length")
 	if d.err != nil {
 		return nil
 	}
+	// Not d.uvarint(field + " length"): that concatenation cost an
+	// allocation per field of every message.
+	n, w := binary.Uvarint(d.b)
+	if w <= 0 {
+		d.fail("cannot read %s length: bad or truncated uvarint", field)
+		return nil
+	}
+	d.b = d.b[w:]
 	if n > uint64(len(d.b)) {
 		d.fail("%s length %d exceeds the %d bytes left", field, n, len(d.b))
 		return nil
@@ -272,6 +319,17 @@ func decodeSliceRequest(src []byte) (*sliceRequest, error) {
 	r.ByteBudget = d.int("byte budget")
 	r.Query.Table = string(d.bytes("table"))
 	r.Query.Partition = d.bytes("partition")
+	r.Query.Reverse, r.Query.Start, r.Query.End = d.bounds()
+	r.Query.Limit = d.int("limit")
+	r.Query.MaxTombstones = d.int("max tombstones")
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// bounds reads what appendBounds wrote.
+func (d *decoder) bounds() (reverse bool, start, end storage.Bound) {
 	flags := d.byte("flags")
 	if d.err == nil && flags&^sliceFlagsKnown != 0 {
 		d.fail("unknown flags %#x", flags)
@@ -279,19 +337,17 @@ func decodeSliceRequest(src []byte) (*sliceRequest, error) {
 	if d.err == nil && (flags&flagStart == 0 && flags&flagStartInclusive != 0 || flags&flagEnd == 0 && flags&flagEndInclusive != 0) {
 		d.fail("flags %#x: an inclusive bound without its key", flags)
 	}
-	r.Query.Reverse = flags&flagReverse != 0
+	if d.err != nil {
+		return false, start, end
+	}
+	reverse = flags&flagReverse != 0
 	if flags&flagStart != 0 {
-		r.Query.Start = storage.Bound{Key: nonNil(d.bytes("start key")), Inclusive: flags&flagStartInclusive != 0}
+		start = storage.Bound{Key: nonNil(d.bytes("start key")), Inclusive: flags&flagStartInclusive != 0}
 	}
 	if flags&flagEnd != 0 {
-		r.Query.End = storage.Bound{Key: nonNil(d.bytes("end key")), Inclusive: flags&flagEndInclusive != 0}
+		end = storage.Bound{Key: nonNil(d.bytes("end key")), Inclusive: flags&flagEndInclusive != 0}
 	}
-	r.Query.Limit = d.int("limit")
-	r.Query.MaxTombstones = d.int("max tombstones")
-	if err := d.end(); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return reverse, start, end
 }
 
 // nonNil keeps an empty present key present: a nil Key is unbounded.
@@ -323,6 +379,10 @@ func appendReplyHeader(dst []byte, more bool, s storage.ReadStats) []byte {
 	}
 	return dst
 }
+
+// statsFieldNames name the stats fields in decoding errors.
+var statsFieldNames = [statsFields]string{"stats field 0", "stats field 1", "stats field 2", "stats field 3", "stats field 4",
+	"stats field 5", "stats field 6", "stats field 7", "stats field 8", "stats field 9", "stats field 10"}
 
 // statsValues lists the fields of s in wire order; the last is reserved.
 func statsValues(s *storage.ReadStats) [statsFields]*int {
@@ -367,51 +427,224 @@ func decodeSliceReply(src []byte) (*sliceReply, error) {
 	d := decoder{b: src, what: "slice reply"}
 	d.version(sliceReplyV1)
 	r := &sliceReply{}
+	r.More = d.replyFlags()
+	d.stats(&r.Stats)
+	n := d.rowCount()
+	if d.err == nil {
+		r.Rows = make([]storage.Row, 0, n)
+	}
+	var slab []storage.Cell
+	for i := 0; i < n && d.err == nil; i++ {
+		r.Rows = append(r.Rows, d.row(i, n-i, &slab))
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (d *decoder) replyFlags() (more bool) {
 	flags := d.byte("flags")
 	if d.err == nil && flags&^replyMore != 0 {
 		d.fail("unknown flags %#x", flags)
 	}
-	r.More = flags&replyMore != 0
-	for i, v := range statsValues(&r.Stats) {
-		*v = d.int(fmt.Sprintf("stats field %d", i))
+	return flags&replyMore != 0
+}
+
+func (d *decoder) stats(s *storage.ReadStats) {
+	for i, v := range statsValues(s) {
+		*v = d.int(statsFieldNames[i])
 	}
+}
+
+// rowCount reads a reply's row count. Each row takes at least two bytes:
+// never allocate for more rows than the message can hold.
+func (d *decoder) rowCount() int {
 	n := d.int("row count")
-	// Each row takes at least two bytes: never allocate for more rows
-	// than the message can hold.
 	if d.err == nil && n > len(d.b)/2 {
 		d.fail("row count %d exceeds what %d bytes can hold", n, len(d.b))
+		return 0
+	}
+	return n
+}
+
+// row reads row i of a reply, left rows before the end included. The
+// rows' cells share one slab, sized by the cell count of the row that
+// starts it (rows of one table are alike) and by what the bytes left can
+// hold (a cell takes at least 6); each row's cells are a full slice of it,
+// so an append to one can never reach a neighbour's.
+func (d *decoder) row(i, left int, slab *[]storage.Cell) storage.Row {
+	row := storage.Row{Clustering: nonNil(d.bytes("clustering key"))}
+	cells := d.int("cell count")
+	if d.err == nil && (cells == 0 || cells > len(d.b)/6) {
+		d.fail("row %d: cell count %d is zero or exceeds what %d bytes can hold", i, cells, len(d.b))
+	}
+	if d.err != nil {
+		return row
+	}
+	if cap(*slab)-len(*slab) < cells {
+		*slab = make([]storage.Cell, 0, max(min(cells*left, len(d.b)/6), cells))
+	}
+	start := len(*slab)
+	for j := 0; j < cells && d.err == nil; j++ {
+		c := storage.Cell{Column: d.bytes("column"), Value: d.bytes("value")}
+		c.WriteTimeMicros = d.varint("write time")
+		c.ExpiresAt = d.varint("expiry")
+		ttl := d.varint("ttl")
+		if d.err == nil && (ttl < 0 || ttl > math.MaxInt32) {
+			d.fail("row %d cell %d: ttl %d is out of range", i, j, ttl)
+		}
+		c.TTLSeconds = int32(ttl)
+		cf := d.byte("cell flags")
+		if d.err == nil && cf&^cellCounter != 0 {
+			d.fail("row %d cell %d: unknown cell flags %#x", i, j, cf)
+		}
+		if cf&cellCounter != 0 {
+			c.Counter = true
+			c.CounterValue = d.varint("counter value")
+		}
+		*slab = append(*slab, c)
+	}
+	row.Cells = (*slab)[start:len(*slab):len(*slab)]
+	return row
+}
+
+// walkRequest is one reader.Walk with what travels with it.
+type walkRequest struct {
+	Walk       reader.Walk
+	Deadline   time.Time // zero: none
+	ByteBudget int       // 0: the node's default
+}
+
+func appendWalkRequest(dst []byte, r *walkRequest) []byte {
+	w := &r.Walk
+	dst = append(dst, walkRequestV1)
+	var deadline int64
+	if !r.Deadline.IsZero() {
+		deadline = max(r.Deadline.UnixMicro(), 1)
+	}
+	dst = binary.AppendVarint(dst, deadline)
+	dst = binary.AppendUvarint(dst, uint64(max(r.ByteBudget, 0)))
+	dst = appendBytes(dst, []byte(w.Table))
+	dst = appendBounds(dst, w.Reverse, w.Start, w.End)
+	dst = binary.AppendUvarint(dst, uint64(max(w.Limit, 0)))
+	dst = binary.AppendUvarint(dst, uint64(max(w.MaxTombstones, 0)))
+	dst = binary.AppendUvarint(dst, uint64(len(w.Groups)))
+	for _, g := range w.Groups {
+		dst = binary.AppendUvarint(dst, uint64(len(g)))
+		for _, p := range g {
+			dst = appendBytes(dst, p)
+		}
+	}
+	return dst
+}
+
+// decodeWalkRequest decodes a walk request. Keys alias src.
+func decodeWalkRequest(src []byte) (*walkRequest, error) {
+	d := decoder{b: src, what: "walk request"}
+	d.version(walkRequestV1)
+	r := &walkRequest{}
+	if us := d.varint("deadline"); us != 0 {
+		r.Deadline = time.UnixMicro(us)
+	}
+	r.ByteBudget = d.int("byte budget")
+	r.Walk.Table = string(d.bytes("table"))
+	r.Walk.Reverse, r.Walk.Start, r.Walk.End = d.bounds()
+	r.Walk.Limit = d.int("limit")
+	r.Walk.MaxTombstones = d.int("max tombstones")
+	groups := d.int("group count")
+	// A group takes at least two bytes, a partition key at least one.
+	if d.err == nil && (groups == 0 || groups > len(d.b)/2) {
+		d.fail("group count %d is zero or exceeds what %d bytes can hold", groups, len(d.b))
 	}
 	if d.err == nil {
-		r.Rows = make([]storage.Row, 0, n)
+		r.Walk.Groups = make([][][]byte, 0, groups)
 	}
+	for g := 0; g < groups && d.err == nil; g++ {
+		n := d.int("partition count")
+		if d.err == nil && (n == 0 || n > len(d.b)) {
+			d.fail("group %d: partition count %d is zero or exceeds what %d bytes can hold", g, n, len(d.b))
+		}
+		if d.err != nil {
+			break
+		}
+		partitions := make([][]byte, 0, n)
+		for range n {
+			partitions = append(partitions, d.bytes("partition"))
+		}
+		r.Walk.Groups = append(r.Walk.Groups, partitions)
+	}
+	if err := d.end(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// walkReply is a decoded walk reply: the rows, and the group of each.
+type walkReply struct {
+	More       bool
+	Stats      storage.ReadStats
+	Partitions int
+	Groups     []int
+	Rows       []storage.Row
+}
+
+// appendWalkReplyHeader appends a walk reply's version, flags, stats and
+// partition count: the part before the row count.
+func appendWalkReplyHeader(dst []byte, more bool, t *reader.Trace) []byte {
+	dst = append(dst, walkReplyV1)
+	var flags byte
+	if more {
+		flags |= replyMore
+	}
+	dst = append(dst, flags)
+	s := storage.ReadStats{Rows: t.Rows, LiveCells: t.LiveCells, TombstonesScanned: t.Tombstones, MemtablesRead: t.Memtables,
+		SSTablesRead: t.SSTables, SSTablesSkipped: t.SSTablesSkipped, SSTablesSkippedByBloom: t.SSTablesSkippedByBloom,
+		SSTablesSkippedExpired: t.SSTablesSkippedExpired, BlocksRead: t.Blocks, BlocksSkipped: t.BlocksSkipped}
+	for _, v := range statsValues(&s) {
+		dst = binary.AppendUvarint(dst, uint64(max(*v, 0)))
+	}
+	return binary.AppendUvarint(dst, uint64(max(t.Partitions, 0)))
+}
+
+// appendWalkRow appends one row of a walk reply and its group.
+func appendWalkRow(dst []byte, group int, r *storage.Row) []byte {
+	dst = binary.AppendUvarint(dst, uint64(group))
+	return appendRow(dst, r)
+}
+
+// trace is the reader.Trace a walk reply's stats say.
+func (r *walkReply) trace() reader.Trace {
+	s := &r.Stats
+	return reader.Trace{LiveCells: s.LiveCells, Tombstones: s.TombstonesScanned, SSTables: s.SSTablesRead, SSTablesSkipped: s.SSTablesSkipped,
+		Blocks: s.BlocksRead, Memtables: s.MemtablesRead, SSTablesSkippedByBloom: s.SSTablesSkippedByBloom,
+		SSTablesSkippedExpired: s.SSTablesSkippedExpired, BlocksSkipped: s.BlocksSkipped, Partitions: r.Partitions, Rows: s.Rows}
+}
+
+// decodeWalkReply decodes a walk reply of a walk of groups groups. Keys
+// and values alias src.
+func decodeWalkReply(src []byte, groups int) (*walkReply, error) {
+	d := decoder{b: src, what: "walk reply"}
+	d.version(walkReplyV1)
+	r := &walkReply{}
+	r.More = d.replyFlags()
+	d.stats(&r.Stats)
+	r.Partitions = d.int("partitions sliced")
+	n := d.rowCount()
+	if d.err == nil {
+		r.Rows = make([]storage.Row, 0, n)
+		r.Groups = make([]int, 0, n)
+	}
+	var slab []storage.Cell
+	last := 0
 	for i := 0; i < n && d.err == nil; i++ {
-		row := storage.Row{Clustering: nonNil(d.bytes("clustering key"))}
-		cells := d.int("cell count")
-		if d.err == nil && (cells == 0 || cells > len(d.b)/6) {
-			d.fail("row %d: cell count %d is zero or exceeds what %d bytes can hold", i, cells, len(d.b))
+		g := d.int("group index")
+		if d.err == nil && (g < last || g >= groups) {
+			d.fail("row %d: group %d is not in %d..%d", i, g, last, groups-1)
 		}
-		if d.err == nil {
-			row.Cells = make([]storage.Cell, 0, cells)
-		}
-		for j := 0; j < cells && d.err == nil; j++ {
-			c := storage.Cell{Column: d.bytes("column"), Value: d.bytes("value")}
-			c.WriteTimeMicros = d.varint("write time")
-			c.ExpiresAt = d.varint("expiry")
-			ttl := d.varint("ttl")
-			if d.err == nil && (ttl < 0 || ttl > math.MaxInt32) {
-				d.fail("row %d cell %d: ttl %d is out of range", i, j, ttl)
-			}
-			c.TTLSeconds = int32(ttl)
-			cf := d.byte("cell flags")
-			if d.err == nil && cf&^cellCounter != 0 {
-				d.fail("row %d cell %d: unknown cell flags %#x", i, j, cf)
-			}
-			if cf&cellCounter != 0 {
-				c.Counter = true
-				c.CounterValue = d.varint("counter value")
-			}
-			row.Cells = append(row.Cells, c)
-		}
+		last = g
+		row := d.row(i, n-i, &slab)
+		r.Groups = append(r.Groups, g)
 		r.Rows = append(r.Rows, row)
 	}
 	if err := d.end(); err != nil {

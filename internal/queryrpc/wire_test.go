@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -203,6 +204,114 @@ func FuzzDecodeStatsReply(f *testing.F) {
 		}
 		if st.Shards < 1 || len(st.Owned) > st.Shards {
 			t.Fatalf("accepted %d owned of %d shards", len(st.Owned), st.Shards)
+		}
+	})
+}
+
+// TestSliceReplyRowsDoNotShareCapacity: the decoded rows' cells share one
+// slab, so an append to one row's cells (the scattered merge appends)
+// must not overwrite the next row's.
+func TestSliceReplyRowsDoNotShareCapacity(t *testing.T) {
+	got, err := decodeSliceReply(appendSliceReply(nil, latestReply()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := latestReply()
+	_ = append(got.Rows[0].Cells, storage.Cell{Column: []byte("extra")})
+	if !reflect.DeepEqual(got.Rows[1], want.Rows[1]) {
+		t.Fatalf("row 1 changed by an append to row 0: %+v", got.Rows[1])
+	}
+}
+
+func sampleWalkRequests() []*walkRequest {
+	return []*walkRequest{
+		{Walk: reader.Walk{Table: "events", Groups: [][][]byte{{[]byte("24112602|click")}}}},
+		{Walk: reader.Walk{Table: "events", Reverse: true, Limit: 51, MaxTombstones: 100000,
+			Start: storage.Bound{Key: []byte{1, 2}, Inclusive: true}, End: storage.Bound{Key: []byte{}},
+			Groups: [][][]byte{{[]byte("24112602|hot|0"), []byte("24112602|hot|1")}, {[]byte("24112601|hot|0")}}},
+			Deadline: time.UnixMicro(1795000000123456), ByteBudget: 300},
+	}
+}
+
+func TestWalkRoundTrip(t *testing.T) {
+	for i, want := range sampleWalkRequests() {
+		got, err := decodeWalkRequest(appendWalkRequest(nil, want))
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if !got.Deadline.Equal(want.Deadline) {
+			t.Errorf("request %d: deadline %v, want %v", i, got.Deadline, want.Deadline)
+		}
+		got.Deadline = want.Deadline
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("request %d: got %+v, want %+v", i, got, want)
+		}
+	}
+	rows := latestReply().Rows
+	msg := appendWalkReplyHeader(nil, true, &reader.Trace{Rows: 3, LiveCells: 6, Tombstones: 2, Partitions: 5, Blocks: 1})
+	msg = appendUvarint(msg, 3)
+	for i, g := range []int{0, 0, 2} {
+		msg = appendWalkRow(msg, g, &rows[i])
+	}
+	got, err := decodeWalkReply(msg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.More || !reflect.DeepEqual(got.Groups, []int{0, 0, 2}) || !reflect.DeepEqual(got.Rows, rows[:3]) ||
+		got.trace() != (reader.Trace{Rows: 3, LiveCells: 6, Tombstones: 2, Partitions: 5, Blocks: 1}) {
+		t.Errorf("walk reply: got %+v", got)
+	}
+	if _, err := decodeWalkReply(msg, 2); !errors.Is(err, ErrBadMessage) {
+		t.Errorf("a row of group 2 in a walk of 2 groups: err %v, want ErrBadMessage", err)
+	}
+}
+
+func FuzzDecodeWalkRequest(f *testing.F) {
+	for _, r := range sampleWalkRequests() {
+		f.Add(appendWalkRequest(nil, r))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := decodeWalkRequest(b)
+		if err != nil {
+			if !errors.Is(err, ErrBadMessage) {
+				t.Fatalf("error %v does not wrap ErrBadMessage", err)
+			}
+			return
+		}
+		again, err := decodeWalkRequest(appendWalkRequest(nil, r))
+		if err != nil {
+			t.Fatalf("round trip: %v", err)
+		}
+		again.Deadline, r.Deadline = time.Time{}, time.Time{}
+		if !reflect.DeepEqual(again, r) {
+			t.Fatalf("round trip changed the walk: %+v -> %+v", r, again)
+		}
+	})
+}
+
+func FuzzDecodeWalkReply(f *testing.F) {
+	rows := latestReply().Rows
+	msg := appendWalkReplyHeader(nil, false, &reader.Trace{Rows: 2, Partitions: 1})
+	msg = appendUvarint(msg, 2)
+	msg = appendWalkRow(msg, 0, &rows[0])
+	msg = appendWalkRow(msg, 1, &rows[1])
+	f.Add(msg, 2)
+	f.Add(appendUvarint(appendWalkReplyHeader(nil, true, &reader.Trace{}), 0), 1)
+	f.Fuzz(func(t *testing.T, b []byte, groups int) {
+		r, err := decodeWalkReply(b, groups)
+		if err != nil {
+			if !errors.Is(err, ErrBadMessage) {
+				t.Fatalf("error %v does not wrap ErrBadMessage", err)
+			}
+			return
+		}
+		if len(r.Groups) != len(r.Rows) {
+			t.Fatalf("%d groups for %d rows", len(r.Groups), len(r.Rows))
+		}
+		for i, g := range r.Groups {
+			if g < 0 || g >= groups || i > 0 && g < r.Groups[i-1] {
+				t.Fatalf("row %d: group %d of %d, after %v", i, g, groups, r.Groups[:i])
+			}
 		}
 	})
 }

@@ -222,6 +222,16 @@ func (s *suite) events(t *testing.T) {
 	if len(page.Events) != 3 || page.Trace == "" || page.NextPage == "" {
 		t.Errorf("limit=3&trace=true: %d events, trace %q, next_page %q", len(page.Events), page.Trace, page.NextPage)
 	}
+	// The whole window walks every hour bucket it covers (through
+	// cmd/query in one request to the node, whose trace must say so).
+	s.mustGet(t, "/v1/events?type="+s.typ("click")+"&limit=1000&trace=true&"+s.window(), 200, &page)
+	var partitions int
+	if i := strings.Index(page.Trace, " partitions;"); i > 0 {
+		fmt.Sscan(page.Trace[strings.LastIndex(page.Trace[:i], " ")+1:i], &partitions)
+	}
+	if len(page.Events) != eventsPerType || partitions < spanHours+1 {
+		t.Errorf("whole window with trace: %d events, trace %q; want %d events from at least %d partitions", len(page.Events), page.Trace, eventsPerType, spanHours+1)
+	}
 }
 
 func (s *suite) paging(t *testing.T) {

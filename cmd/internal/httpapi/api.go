@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -277,6 +278,7 @@ type api struct {
 	tail                         TailSource
 	tailHeartbeat                time.Duration
 	tailWriteTimeout             time.Duration
+	bodies                       bodyBuffers
 }
 
 // eventJSON is one event as /v1/events returns it.
@@ -287,13 +289,6 @@ type eventJSON struct {
 	User   string          `json:"user,omitempty"`
 	Author string          `json:"author,omitempty"`
 	Data   json.RawMessage `json:"data"`
-}
-
-type eventsResponse struct {
-	Events    []eventJSON    `json:"events"`
-	NextPage  string         `json:"next_page,omitempty"`
-	Trace     string         `json:"trace,omitempty"`
-	Freshness *freshnessJSON `json:"freshness,omitempty"`
 }
 
 func (a *api) events(w http.ResponseWriter, r *http.Request) {
@@ -308,14 +303,14 @@ func (a *api) events(w http.ResponseWriter, r *http.Request) {
 		a.queryFailed(w, r, err)
 		return
 	}
-	resp := eventsResponse{Events: make([]eventJSON, 0, len(page.Events)), NextPage: page.NextPage, Freshness: fresh}
-	for i := range page.Events {
-		resp.Events = append(resp.Events, a.eventJSON(&page.Events[i]))
-	}
+	var trace string
 	if q.Trace && page.Trace != nil {
-		resp.Trace = page.Trace.String()
+		trace = page.Trace.String()
 	}
-	a.writeJSON(w, r, resp)
+	buf := a.bodies.get()
+	buf = a.appendEventsResponse(buf, page.Events, page.NextPage, trace, fresh)
+	a.writeBody(w, r, buf)
+	a.bodies.put(buf)
 }
 
 func (a *api) eventQuery(r *http.Request) (reader.EventQuery, *problem) {
@@ -453,10 +448,27 @@ func (a *api) writeJSON(w http.ResponseWriter, r *http.Request, v any) {
 		writeInternalError(w, r, a.logger, fmt.Errorf("cannot encode the response: %w", err))
 		return
 	}
+	a.writeBody(w, r, body)
+}
+
+// writeBody answers body, a JSON object, as writeJSON does: marked partial
+// when shards were missing, a 503 when the request wanted them all. It
+// may append to body.
+func (a *api) writeBody(w http.ResponseWriter, r *http.Request, body []byte) {
+	missing, complete := missingShards(r)
+	if len(missing) > 0 && complete {
+		writePartialAnswer(w, missing)
+		return
+	}
 	if len(missing) > 0 {
 		body = markPartial(body, missing)
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Write(append(body, '\n'))
+	body = append(body, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	// A known length spares the chunked encoding of bodies past the
+	// server's 4 KiB buffer.
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.Write(body)
 }
