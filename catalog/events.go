@@ -153,11 +153,13 @@ func DecodeEventOfType(eventType string, row *storage.Row, arena []byte) (schema
 			arena = append(arena, c.Value[1:]...)
 			e.Data = arena[start:len(arena):len(arena)]
 		case schema.ColumnUser, schema.ColumnAuthor:
-			v, err := schema.DecodeValue(c.Value)
-			s, ok := v.(string)
-			if err != nil || !ok {
+			// Text as schema.DecodeValue reads it, without boxing the
+			// string in an interface: an allocation per field of every
+			// event a query returns.
+			if len(c.Value) == 0 || (bucket.ColumnType(c.Value[0]) != bucket.TypeText && bucket.ColumnType(c.Value[0]) != bucket.TypeASCII) {
 				return schema.Event{}, arena, fmt.Errorf("decode event %s column %s: %w: not text", e.ID, c.Column, schema.ErrCorruptValue)
 			}
+			s := string(c.Value[1:])
 			if string(c.Column) == schema.ColumnUser {
 				e.User = s
 			} else {

@@ -121,3 +121,51 @@ func TestEventKeysDoNotAllocate(t *testing.T) {
 		t.Errorf("encoding and decoding an event key allocates %.1f times, want 0", allocs)
 	}
 }
+
+// TestDecodeEventUserAuthor: an event's user and author decode as the
+// text they were stored as, with one allocation each (the string: not
+// boxed in an interface on the way), and a value of another type is
+// refused as corrupt.
+func TestDecodeEventUserAuthor(t *testing.T) {
+	at := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
+	id, err := bucket.NewTimeUUID(at, [8]byte{2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	if err := EnsureBuiltinTables(db); err != nil {
+		t.Fatal(err)
+	}
+	var b storage.Batch
+	if err := PutEvent(&b, &schema.Event{ID: id, Type: "post", User: "gmason", Author: "phenry", Data: []byte(`{"a":1}`)}, 0, 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Apply(context.Background(), &b); err != nil {
+		t.Fatal(err)
+	}
+	partition, _ := schema.CountsPartition("post", at) // the same "ddmmyyhh|post" when not split
+	it, err := db.Slice(context.Background(), storage.SliceQuery{Table: schema.EventsTable, Partition: partition})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !it.Next() {
+		t.Fatalf("the event is not stored: %v", it.Err())
+	}
+	row := &storage.Row{Clustering: slices.Clone(it.Row().Clustering), Cells: slices.Clone(it.Row().Cells)}
+	it.Close()
+	arena := make([]byte, 0, 1024)
+	e, _, err := DecodeEventOfType("post", row, arena[:0])
+	if err != nil || e.User != "gmason" || e.Author != "phenry" || string(e.Data) != `{"a":1}` {
+		t.Fatalf("decoded %+v, %v; want user gmason, author phenry, data {\"a\":1}", e, err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _, _, _ = DecodeEventOfType("post", row, arena[:0]) }); allocs > 2 {
+		t.Errorf("decoding an event with a user and an author allocates %.1f times, want at most 2 (the strings)", allocs)
+	}
+	for _, bad := range [][]byte{nil, {byte(bucket.TypeBlob), 'x'}, {byte(bucket.TypeBigint), 0, 0, 0, 0, 0, 0, 0, 1}} {
+		badRow := &storage.Row{Clustering: row.Clustering, Cells: []storage.Cell{{Column: []byte(schema.ColumnUser), Value: bad}}}
+		if _, _, err := DecodeEventOfType("post", badRow, arena[:0]); !errors.Is(err, schema.ErrCorruptValue) {
+			t.Errorf("user stored as %x: error %v, want ErrCorruptValue", bad, err)
+		}
+	}
+}
