@@ -135,8 +135,8 @@ func Serve(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 		name string
 		h    micro.HandlerFunc
 	}{
-		{"slice", s.handleSlice},
-		{"walk", s.handleWalk},
+		{"slice", s.concurrently(s.serveSlice)},
+		{"walk", s.concurrently(s.serveWalk)},
 		{"freshness", s.handleFreshness},
 		{"health", s.handleHealth},
 		{"stats", s.handleStats},
@@ -170,17 +170,24 @@ func (s *Server) Stop() error {
 	return nil
 }
 
-func (s *Server) handleSlice(req micro.Request) {
-	select {
-	case s.sem <- struct{}{}:
-	case <-s.ctx.Done():
-		req.Error("503", "node is stopping", nil)
-		return
+// concurrently returns the handler of a read endpoint: micro calls a
+// handler from its subscription's goroutine, one request at a time, so
+// each request is served on a goroutine of its own, at most
+// MaxConcurrent at once (the semaphore holds the next ones back), and
+// refused with 503 once the node is stopping.
+func (s *Server) concurrently(serve func(micro.Request)) micro.HandlerFunc {
+	return func(req micro.Request) {
+		select {
+		case s.sem <- struct{}{}:
+		case <-s.ctx.Done():
+			req.Error("503", "node is stopping", nil)
+			return
+		}
+		go func() {
+			defer func() { <-s.sem }()
+			serve(req)
+		}()
 	}
-	go func() {
-		defer func() { <-s.sem }()
-		s.serveSlice(req)
-	}()
 }
 
 func (s *Server) serveSlice(req micro.Request) {

@@ -25,19 +25,6 @@ import (
 // index of the group where the node gave up.
 const walkGroupHeader = "Eventide-Walk-Group"
 
-func (s *Server) handleWalk(req micro.Request) {
-	select {
-	case s.sem <- struct{}{}:
-	case <-s.ctx.Done():
-		req.Error("503", "node is stopping", nil)
-		return
-	}
-	go func() {
-		defer func() { <-s.sem }()
-		s.serveWalk(req)
-	}()
-}
-
 func (s *Server) serveWalk(req micro.Request) {
 	r, err := decodeWalkRequest(req.Data())
 	if err != nil {
