@@ -462,32 +462,9 @@ func (ws *windowSink) StartPartition(key []byte, del base.PartitionDeletions) er
 	for _, o := range ws.outputs {
 		o.started = false
 	}
-	per := map[*windowOutput]*base.PartitionDeletions{}
-	get := func(ts int64) (*base.PartitionDeletions, error) {
-		o, err := ws.output(ts)
-		if err != nil {
-			return nil, err
-		}
-		d := per[o]
-		if d == nil {
-			d = &base.PartitionDeletions{Partition: base.LiveDeletion}
-			per[o] = d
-		}
-		return d, nil
-	}
-	if !del.Partition.IsLive() {
-		d, err := get(del.Partition.MarkedForDeleteAt)
-		if err != nil {
-			return err
-		}
-		d.Partition = del.Partition
-	}
-	for _, rt := range del.Ranges {
-		d, err := get(rt.Deletion.MarkedForDeleteAt)
-		if err != nil {
-			return err
-		}
-		d.Ranges = append(d.Ranges, rt)
+	per, err := splitDeletionsByWindow(del, ws.output)
+	if err != nil {
+		return err
 	}
 	for o, d := range per {
 		if err := o.p.w.StartPartition(key, *d); err != nil {
@@ -690,4 +667,39 @@ func (db *DB) maxPurgeableTimestamp(tableID uint32, pk []byte, inputs map[*sstHa
 		bound = h.props.MinTimestamp
 	}
 	return bound
+}
+
+// splitDeletionsByWindow splits a partition's deletions by the output
+// of their timestamps' windows (output maps a write time to it): each
+// output gets the partition deletion and the range tombstones whose
+// times fall in its window, to be written before any of its cells.
+func splitDeletionsByWindow[O comparable](del base.PartitionDeletions, output func(ts int64) (O, error)) (map[O]*base.PartitionDeletions, error) {
+	per := map[O]*base.PartitionDeletions{}
+	get := func(ts int64) (*base.PartitionDeletions, error) {
+		o, err := output(ts)
+		if err != nil {
+			return nil, err
+		}
+		d := per[o]
+		if d == nil {
+			d = &base.PartitionDeletions{Partition: base.LiveDeletion}
+			per[o] = d
+		}
+		return d, nil
+	}
+	if !del.Partition.IsLive() {
+		d, err := get(del.Partition.MarkedForDeleteAt)
+		if err != nil {
+			return nil, err
+		}
+		d.Partition = del.Partition
+	}
+	for _, rt := range del.Ranges {
+		d, err := get(rt.Deletion.MarkedForDeleteAt)
+		if err != nil {
+			return nil, err
+		}
+		d.Ranges = append(d.Ranges, rt)
+	}
+	return per, nil
 }

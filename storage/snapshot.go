@@ -266,30 +266,9 @@ func (o *exportOutput) start(pk []byte, del base.PartitionDeletions) error {
 // deletions writes the partition's deletions, each to the output of its
 // timestamp's window, before any of its cells.
 func (s *exportSink) deletions(del base.PartitionDeletions) error {
-	per := map[*exportOutput]*base.PartitionDeletions{}
-	get := func(ts int64) (*base.PartitionDeletions, error) {
-		o, err := s.output(ts)
-		if err != nil {
-			return nil, err
-		}
-		if per[o] == nil {
-			per[o] = &base.PartitionDeletions{Partition: base.LiveDeletion}
-		}
-		return per[o], nil
-	}
-	if !del.Partition.IsLive() {
-		d, err := get(del.Partition.MarkedForDeleteAt)
-		if err != nil {
-			return err
-		}
-		d.Partition = del.Partition
-	}
-	for _, rt := range del.Ranges {
-		d, err := get(rt.Deletion.MarkedForDeleteAt)
-		if err != nil {
-			return err
-		}
-		d.Ranges = append(d.Ranges, rt)
+	per, err := splitDeletionsByWindow(del, s.output)
+	if err != nil {
+		return err
 	}
 	for o, d := range per {
 		if err := o.start(s.pk, *d); err != nil {
