@@ -269,3 +269,48 @@ func TestShapedValuesLimits(t *testing.T) {
 		t.Fatal("an empty value decoded")
 	}
 }
+
+// TestShapedValuesRecycledBuffer decodes a block of shaped values into a
+// fresh buffer and into a recycled one full of garbage, larger and exactly
+// as large as the values need (with and without the scratch copyShort
+// writes into): the values must be the same. Values mix pieces shorter
+// and longer than copyShort's 16 bytes, and the last value's last hole
+// ends the values section.
+func TestShapedValuesRecycledBuffer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	p := eventPartition(rng, []byte("p"), 120)
+	for i := range p.cells {
+		if i%7 == 3 {
+			// A long scalar: a hole longer than 16 bytes.
+			p.cells[i].Value = fmt.Appendf(nil, `{"id":"%s","n":%d}`, bytes.Repeat([]byte("abcdef"), 1+i%9), i)
+		}
+	}
+	p.cells[len(p.cells)-1].Value = []byte(`{"k":"` + strings.Repeat("z", 40) + `"}`)
+	bb := blockBuilder{shapeValues: true}
+	for i := range p.cells {
+		bb.add(&p.cells[i], i > 0 && bytes.Equal(p.cells[i-1].Clustering, p.cells[i].Clustering))
+	}
+	raw, _, _ := bb.finish(nil)
+	fresh, _, err := decodeBlockInto(raw, formatVersion2, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresh.aliasesRaw {
+		t.Fatal("the block's values were not shaped")
+	}
+	want := fresh.allCells()
+	if d := diffCells(want, p.cells); d != "" {
+		t.Fatalf("fresh decode differs from the cells written: %s", d)
+	}
+	total := len(fresh.data)
+	for _, size := range []int{total, total + copySlack, total + 1000} {
+		garbage := bytes.Repeat([]byte{0xAA}, size)
+		blk, _, err := decodeBlockInto(raw, formatVersion2, nil, garbage[:0])
+		if err != nil {
+			t.Fatalf("recycled buffer of %d bytes: %v", size, err)
+		}
+		if d := diffCells(blk.allCells(), want); d != "" {
+			t.Fatalf("recycled buffer of %d bytes: %s", size, d)
+		}
+	}
+}

@@ -404,7 +404,10 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) (
 	for _, shape := range shapes {
 		leadBytes += len(shape)
 	}
-	leads := make([]byte, 0, leadBytes)
+	// Tails are kept in leads too (within the shapes' bytes counted
+	// above), and leads has copySlack spare bytes at its end, so that
+	// every lead and tail can be copied with copyShort.
+	leads := make([]byte, 0, leadBytes+copySlack)
 	tails := make([][]byte, nshapes)
 	for s, shape := range shapes {
 		from := 0
@@ -413,18 +416,22 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) (
 			start := len(leads)
 			leads = append(leads, shape[from:h]...)
 			leads = append(leads, cols[k].prefix...)
-			cols[k].lead = leads[start:len(leads):len(leads)]
+			cols[k].lead = leads[start:len(leads)]
 			from = h + 1
 		}
-		tails[s] = shape[from:]
+		start := len(leads)
+		leads = append(leads, shape[from:]...)
+		tails[s] = leads[start:len(leads)]
 	}
 	out := dst[:0]
-	if uint64(cap(out)) < total {
+	if uint64(cap(out)) < total+copySlack {
 		// A little larger than needed, so that a recycled buffer
 		// (a released block's data) fits the next block.
-		out = make([]byte, 0, roundUp(int(total), recycleRawStep))
+		out = make([]byte, 0, roundUp(int(total)+copySlack, recycleRawStep))
 	}
-	out = out[:total]
+	// The values end at total; the copySlack bytes after it are scratch
+	// for copyShort's whole-word stores.
+	out = out[:total+copySlack]
 	lens := make([]uint32, n)
 	o := 0
 	for i := 0; i < n; i++ {
@@ -432,16 +439,35 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) (
 		start := o
 		for k := colBase[s]; k < colBase[s+1]; k++ {
 			col := &cols[k]
-			o += copy(out[o:], col.lead)
+			o += copyShort(out, o, col.lead)
 			l := int(col.lens.next())
-			o += copy(out[o:], col.data[col.off:col.off+l])
+			o += copyShort(out, o, col.data[col.off:col.off+l])
 			col.off += l
 		}
-		o += copy(out[o:], tails[s])
+		o += copyShort(out, o, tails[s])
 		if o == start {
 			return nil, nil, base.CorruptionErrorf("cannot decode value %d: it is empty", i)
 		}
 		lens[i] = uint32(o - start)
 	}
-	return out, lens, nil
+	return out[:total], lens, nil
+}
+
+// copySlack is the scratch space copyShort may write past the end of what
+// it copies.
+const copySlack = 16
+
+// copyShort copies src to dst[o:] and returns len(src). A shaped value's
+// pieces are mostly a few bytes long, too short for memmove's call to
+// pay: when src is at most copySlack bytes, and both src's array (up to
+// its capacity) and dst have copySlack bytes from where the copy starts,
+// it copies a fixed 16 bytes instead, the bytes past len(src) being
+// overwritten by the next copy or lying in dst's scratch tail.
+func copyShort(dst []byte, o int, src []byte) int {
+	n := len(src)
+	if n <= copySlack && cap(src) >= copySlack && len(dst)-o >= copySlack {
+		*(*[copySlack]byte)(dst[o:]) = *(*[copySlack]byte)(src[:copySlack])
+		return n
+	}
+	return copy(dst[o:], src)
 }
