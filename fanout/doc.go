@@ -56,6 +56,31 @@
 //     pending job is cancelled and, if it was pushed, a delete job removes
 //     the copies chunk by chunk.
 //
+// Chunks and durability. Chunk batches are applied with
+// storage.DB.ApplyNoSync: they are in the WAL in order but their Apply does
+// not wait for an fsync (that wait was most of a chunk worker's time). The
+// batches that carry the fan-out's stream effects (the job rows, with the
+// consumer's checkpoint: what the stream ack waits for) are applied with
+// the ordinary, synced Apply, by the caller. Exactly-once still holds:
+//   - A stream message is acked only after its synced batch, so its job
+//     rows and checkpoint are durable before the ack; a crash before that
+//     redelivers the message, and the checkpoint decides as before.
+//   - A machine crash loses at most a suffix of the WAL made of unsynced
+//     chunk batches (the WAL is ordered; a synced record makes every
+//     earlier one durable, and the WAL's flusher fsyncs a lone chunk within
+//     storage.Options.WALSyncInterval). Each lost batch is a whole chunk:
+//     its timeline rows together with the cursor (or the job row's
+//     deletion) that records it done. So after the crash every job's
+//     durable cursor says exactly which chunks are durable, and Run redoes
+//     the rest from it, writing the same cells at the post's position.
+//   - Nothing durable depends on a lost chunk: a batch that read a chunk's
+//     cells (an unfollow's cleanup scan or a post_delete's cancellation of
+//     the job in the consumer's batch, a trim or the next chunk) was
+//     appended to the WAL after the chunk, so it is lost with it or makes
+//     it durable. A chunk redone after a later delete or unfollow writes
+//     below their timestamps, as a late chunk always does. A process crash (SIGKILL) loses
+//     no chunk whose ApplyNoSync returned: it was written to the file.
+//
 // Invariants:
 //   - Every write of a message is timestamped with its stream position
 //     (WriteTimestamp), and every later message with a higher one. A chunk
@@ -64,8 +89,8 @@
 //     the state converges to applying the events one by one in stream
 //     order. Applying a message twice writes the same cells again.
 //   - A chunk's timeline writes and its job progress are one atomic batch:
-//     a crash redoes at most the chunks in flight, and redoing a chunk
-//     rewrites the same cells.
+//     a crash redoes at most the chunks whose batch was not yet durable,
+//     and redoing a chunk rewrites the same cells.
 //   - A chunk skips followers whose edge is newer than the post (their
 //     follow backfilled it, or chose not to): only the stream order
 //     decides who gets a post.

@@ -364,13 +364,16 @@ func (f *Fanout) prepareJobChunk(ctx context.Context, j *job) (*preparedChunk, e
 	return pc, nil
 }
 
+// applyChunk applies a chunk's batch with storage's ApplyNoSync: it does
+// not wait for the WAL's fsync, because a chunk lost in a crash is redone
+// from its job's durable cursor (doc.go, "Chunks and durability").
 func (f *Fanout) applyChunk(ctx context.Context, pc *preparedChunk) (done bool, err error) {
 	if pc.gone {
 		return true, nil
 	}
 	ref := pc.ref
 	if pc.more || !pc.post {
-		if err := f.db.Apply(ctx, pc.b); err != nil {
+		if err := f.db.ApplyNoSync(ctx, pc.b); err != nil {
 			return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)
 		}
 		f.m.rowsWritten.Add(float64(pc.rows))
@@ -381,7 +384,7 @@ func (f *Fanout) applyChunk(ctx context.Context, pc *preparedChunk) (done bool, 
 	// atomic among this process's workers, so it is observed once.
 	f.finishMu.Lock()
 	defer f.finishMu.Unlock()
-	if err := f.db.Apply(ctx, pc.b); err != nil {
+	if err := f.db.ApplyNoSync(ctx, pc.b); err != nil {
 		return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)
 	}
 	f.m.rowsWritten.Add(float64(pc.rows))

@@ -433,7 +433,30 @@ func (db *DB) NowMicros() int64 { return db.opts.Clock.Now().UnixMicro() }
 // Apply returns as soon as it is), Apply writes nothing and returns an
 // error wrapping ctx.Err(). A batch that reached the WAL is not
 // interrupted (its write and fsync take no longer than any other).
-func (db *DB) Apply(ctx context.Context, b *Batch) error {
+func (db *DB) Apply(ctx context.Context, b *Batch) error { return db.apply(ctx, b, true) }
+
+// ApplyNoSync writes the batch like Apply, atomically and in order, but
+// returns once its WAL record is written (write(2)), without waiting for
+// an fsync, whatever the WAL sync mode; its cells are readable when it
+// returns. The guarantee:
+//   - Atomic: a crash loses the whole batch or nothing of it.
+//   - Ordered: the batch is in the WAL after every batch whose Apply or
+//     ApplyNoSync returned before it was called, and before every batch
+//     applied after it returns, so a crash loses only a suffix of
+//     unsynced batches, never this one while keeping a later one.
+//   - Durable: once any Apply called after it returns (in WALSync mode),
+//     or Flush or Close returns, or a memtable rotation starts a new WAL
+//     segment; otherwise at the latest WALSyncInterval after its write,
+//     when the WAL's flusher fsyncs what is left unsynced. Until then a
+//     machine crash may lose it; a process crash does not.
+//
+// Use it only for writes that can be redone after a crash from state that
+// is durable, such as a fan-out chunk whose cursor is in the same batch:
+// never for a write that an acknowledgement (a stream ack, an HTTP
+// response) depends on.
+func (db *DB) ApplyNoSync(ctx context.Context, b *Batch) error { return db.apply(ctx, b, false) }
+
+func (db *DB) apply(ctx context.Context, b *Batch, sync bool) error {
 	if b.Len() == 0 {
 		return nil
 	}
@@ -458,7 +481,11 @@ func (db *DB) Apply(ctx context.Context, b *Batch) error {
 	start := time.Now()
 
 	db.commitMu.RLock()
-	err = db.wal.Append(*buf)
+	if sync {
+		err = db.wal.Append(*buf)
+	} else {
+		err = db.wal.AppendNoSync(*buf)
+	}
 	if err == nil {
 		db.memMu.Lock()
 		mem := db.mutable

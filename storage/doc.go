@@ -13,6 +13,10 @@
 //	                                   Filter(keep) drops mutations by table and partition
 //	DB.Apply(ctx, *Batch)              atomic and durable (WAL group commit); a
 //	                                   stall waits at most until ctx is done
+//	DB.ApplyNoSync(ctx, *Batch)        atomic and ordered like Apply, returns without
+//	                                   waiting for the fsync: durable with the next synced
+//	                                   write, Flush or Close, or within WALSyncInterval
+//	                                   (for writes that can be redone, e.g. fan-out chunks)
 //	DB.Slice(ctx, SliceQuery) Rows     bounded, forward or reverse, limit, tombstone cap,
 //	                                   ReadStats trace; stops when ctx is done
 //	DB.Flush, DB.Compact, DB.CompactAll

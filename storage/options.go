@@ -51,8 +51,12 @@ type Options struct {
 	// FS is the filesystem. Defaults to vfs.Default.
 	FS vfs.FS
 
-	WALSyncMode     WALSyncMode
-	WALSyncInterval time.Duration // WALPeriodic only; default 100ms
+	WALSyncMode WALSyncMode
+	// WALSyncInterval is the period of the background fsync in
+	// WALPeriodic mode and, in WALSync mode, how long after its write a
+	// batch applied with ApplyNoSync waits at most for an fsync when no
+	// synced write comes first. Default 100ms.
+	WALSyncInterval time.Duration
 	// WALSegmentSize is the size at which a WAL segment is rotated.
 	WALSegmentSize int64
 

@@ -12,6 +12,12 @@
 //   - In SyncAlways mode, Append returns nil only after the record is
 //     synced (fdatasync where available: the preallocated size is already
 //     durable). Many concurrent Appends share one write and one sync.
+//   - AppendNoSync returns once its record is written, without an fsync;
+//     it is durable once any later-appended record is synced (records
+//     are written in append order and one fsync covers everything
+//     written before it), or at the latest SyncInterval after its write,
+//     when the flusher fsyncs what is left unsynced. A crash loses an
+//     unsynced suffix of the log, never a record before a durable one.
 //   - Every segment except the newest was fsynced before its successor was
 //     created, so only the newest may end in a torn write. A new segment is
 //     preallocated (its size fsynced before its first record) and sealed by

@@ -106,11 +106,19 @@ const maxRetainedBufferSize = 4 << 20
 type batch struct {
 	buf     []byte // encoded records
 	records int
-	done    chan struct{} // closed once err is set and the batch is written (and synced)
-	err     error
+	// syncWaiters counts the records appended by Append (not
+	// AppendNoSync): in SyncAlways mode the batch is fsynced only if it
+	// is not zero.
+	syncWaiters int
+	written     chan struct{} // closed once writeErr is set and the batch is written
+	writeErr    error
+	done        chan struct{} // closed once err is set and the batch is written (and synced)
+	err         error
 }
 
-func newBatch(buf []byte) *batch { return &batch{buf: buf, done: make(chan struct{})} }
+func newBatch(buf []byte) *batch {
+	return &batch{buf: buf, written: make(chan struct{}), done: make(chan struct{})}
+}
 
 // Writer appends records to the WAL with group commit. All methods are safe
 // for concurrent use.
@@ -245,6 +253,32 @@ func (w *Writer) sealLocked() error {
 // (SyncAlways) or written (SyncPeriodic). rec may be reused once Append
 // returns.
 //
+// Errors: see appendRecord.
+func (w *Writer) Append(rec []byte) error { return w.appendRecord(rec, true) }
+
+// AppendNoSync adds rec to the log as one record, like Append, but returns
+// once the record is written to the segment file (write(2)), without
+// waiting for an fsync, in either mode. rec may be reused once it returns.
+//
+// Guarantee: the record is in the log in the order of its Append or
+// AppendNoSync among all others (the group commit never reorders), so it
+// is durable as soon as any record appended after it is: when a later
+// Append returns nil in SyncAlways mode, or after a Sync, a Rotate or
+// Close. When no such call comes, the flusher fsyncs it within
+// Options.SyncInterval of its write (in both modes). A process crash
+// after AppendNoSync returned loses nothing (the write is in the page
+// cache); a machine crash before the fsync may lose it, whole (a record is
+// checksummed: Replay never returns part of one), and then also every
+// record appended after it that was not synced either: never an earlier
+// one without the later ones.
+//
+// A failed write is reported like Append's (the write is undone, later
+// appends retry); it never waits for another caller's fsync, except for
+// the one the flusher may be doing when the record arrives.
+func (w *Writer) AppendNoSync(rec []byte) error { return w.appendRecord(rec, false) }
+
+// appendRecord is Append (waitSync) or AppendNoSync.
+//
 // A failed write (a full disk: ENOSPC) fails the Appends of its group
 // commit, and the segment is restored to its last good length (the partly
 // written bytes are overwritten with zeros), so later Appends retry and
@@ -252,7 +286,7 @@ func (w *Writer) sealLocked() error {
 // after any failed fsync (the kernel may have dropped the dirty pages, so a
 // retried fsync could falsely succeed), the Writer is failed for good: every
 // later call returns that error, also reported by Err.
-func (w *Writer) Append(rec []byte) error {
+func (w *Writer) appendRecord(rec []byte, waitSync bool) error {
 	if len(rec) > MaxRecordSize {
 		return fmt.Errorf("cannot append wal record of %d bytes: above the %d byte limit", len(rec), MaxRecordSize)
 	}
@@ -271,11 +305,18 @@ func (w *Writer) Append(rec []byte) error {
 	b.buf = append(b.buf, hdr[:]...)
 	b.buf = append(b.buf, rec...)
 	b.records++
+	if waitSync {
+		b.syncWaiters++
+	}
 	w.mu.Unlock()
 
 	select {
 	case w.wake <- struct{}{}:
 	default:
+	}
+	if !waitSync {
+		<-b.written
+		return b.writeErr
 	}
 	<-b.done
 	return b.err
@@ -352,6 +393,11 @@ func (w *Writer) Close() error {
 	return err
 }
 
+// flushLoop writes the pending batches as they come. In SyncPeriodic mode
+// it fsyncs every SyncInterval; in SyncAlways mode, a write that left
+// records unsynced (a batch of AppendNoSync records only) arms a timer that
+// fsyncs them SyncInterval later, unless a synced batch, Sync or Rotate
+// did it first (the fsync is then a no-op).
 func (w *Writer) flushLoop() {
 	defer close(w.flusherDone)
 	var tick <-chan time.Time
@@ -360,6 +406,13 @@ func (w *Writer) flushLoop() {
 		defer t.Stop()
 		tick = t.C
 	}
+	var syncTimer *time.Timer
+	var syncDue <-chan time.Time // non-nil while syncTimer is armed
+	defer func() {
+		if syncTimer != nil {
+			syncTimer.Stop()
+		}
+	}()
 	for {
 		// Errors are sticky in w.failed; waiters and later calls see them.
 		select {
@@ -368,8 +421,22 @@ func (w *Writer) flushLoop() {
 		case <-w.wake:
 			w.ioMu.Lock()
 			_ = w.flushLocked()
+			unsynced := w.unsyncedBytes > 0
 			w.ioMu.Unlock()
+			if unsynced && tick == nil && syncDue == nil {
+				if syncTimer == nil {
+					syncTimer = time.NewTimer(w.opts.SyncInterval)
+				} else {
+					syncTimer.Reset(w.opts.SyncInterval)
+				}
+				syncDue = syncTimer.C
+			}
 		case <-tick:
+			w.ioMu.Lock()
+			_ = w.syncLocked()
+			w.ioMu.Unlock()
+		case <-syncDue:
+			syncDue = nil
 			w.ioMu.Lock()
 			_ = w.syncLocked()
 			w.ioMu.Unlock()
@@ -394,6 +461,11 @@ func (w *Writer) flushLocked() error {
 
 	if err == nil {
 		err = w.writeLocked(b)
+	}
+	b.writeErr = err
+	close(b.written)
+	if err == nil && w.opts.Mode == SyncAlways && b.syncWaiters > 0 {
+		err = w.syncLocked()
 	}
 	b.err = err
 	close(b.done)
@@ -465,9 +537,6 @@ func (w *Writer) writeLocked(b *batch) error {
 	w.segSize += int64(len(b.buf))
 	w.unsyncedRecords += b.records
 	w.unsyncedBytes += len(b.buf)
-	if w.opts.Mode == SyncAlways {
-		return w.syncLocked()
-	}
 	return nil
 }
 
