@@ -405,6 +405,11 @@ func (n *memNode) truncateLocked(size int64) {
 // writeAtLocked writes p at off. Zeros past the written part of the
 // buffer are not stored: they read back as zeros anyway.
 func (n *memNode) writeAtLocked(p []byte, off int64) {
+	if len(p) == 0 {
+		// write(2) of nothing changes nothing: a file truncated below
+		// the offset is not extended to it.
+		return
+	}
 	end := off + int64(len(p))
 	stored := p
 	if have := int64(len(n.cur.buf)); end > have {

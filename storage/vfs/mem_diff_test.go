@@ -148,3 +148,42 @@ func TestMemMatchesDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestEmptyWriteDoesNotExtend: a write of no bytes at an offset past the
+// end of a file (its handle's position after a truncate, or WriteAt)
+// leaves its size alone, on the operating system's filesystem and on
+// MemFS alike. MemFS extended the file to the offset (found by
+// TestMemMatchesDefault, seed 1795491374460245692).
+func TestEmptyWriteDoesNotExtend(t *testing.T) {
+	for name, fs := range map[string]FS{"default": Default, "mem": NewCrashableMem()} {
+		dir := "/"
+		if fs == Default {
+			dir = t.TempDir()
+		}
+		path := filepath.Join(dir, "f")
+		f, err := fs.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write([]byte("0123456789")); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(3); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := f.Write(nil); n != 0 || err != nil {
+			t.Fatalf("%s: empty write: %d, %v", name, n, err)
+		}
+		if n, err := f.(io.WriterAt).WriteAt(nil, 100); n != 0 || err != nil {
+			t.Fatalf("%s: empty WriteAt: %d, %v", name, n, err)
+		}
+		fi, err := fs.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() != 3 {
+			t.Errorf("%s: size %d after empty writes past the end, want 3", name, fi.Size())
+		}
+		f.Close()
+	}
+}
