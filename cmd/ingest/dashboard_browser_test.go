@@ -102,6 +102,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	base := "http://" + httpAddr
 	client := &http.Client{Timeout: 10 * time.Second, Transport: bearerTransport{token}}
 	waitReady(t, client, base, done, &stderr)
+	waitBanner(t, &stdout)
 	if out := stdout.String(); !strings.Contains(out, base+"/") {
 		t.Errorf("the banner does not point to the dashboard at %s/:\n%s", base, out)
 	}

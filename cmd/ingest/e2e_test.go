@@ -45,6 +45,7 @@ func TestIngestEndToEnd(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	waitReady(t, client, base, done, &stderr)
+	waitBanner(t, &stdout)
 
 	if out := stdout.String(); !strings.Contains(out, "nats://"+natsAddr) || !strings.Contains(out, "curl '"+base+"/v1/events?type=click'") {
 		t.Errorf("banner lacks the addresses:\n%s", out)
@@ -258,6 +259,7 @@ func TestIngestExternalNATS(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	waitReady(t, client, base, done, &stderr)
+	waitBanner(t, &stdout)
 	if !strings.Contains(stdout.String(), ns.ClientURL()+"  (external)") {
 		t.Errorf("banner does not name the external server:\n%s", stdout.String())
 	}

@@ -35,6 +35,7 @@ func TestIngestHTTPGuards(t *testing.T) {
 	client := &http.Client{Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	waitReady(t, client, base, done, &stderr) // /readyz needs no token
+	waitBanner(t, &stdout)
 	if out := stdout.String(); !strings.Contains(out, "curl -H 'Authorization: Bearer <token>' '"+base+"/v1/events?type=click'") {
 		t.Errorf("the banner's curl example does not send a token:\n%s", out)
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -704,8 +705,10 @@ func (n *node) shutdown() error {
 	return nil
 }
 
-// printBanner tells a person at a terminal where everything is.
+// printBanner tells a person at a terminal where everything is, in one
+// write (whoever reads the output sees all of it or none).
 func printBanner(w io.Writer, n *node) {
+	var b strings.Builder
 	httpURL := "http://" + n.httpLn.Addr().String()
 	natsLine := n.natsURL() + "  (embedded, JetStream store in " + filepath.Join(n.cfg.DataDir, "nats") + ")"
 	if n.ns == nil {
@@ -720,16 +723,16 @@ func printBanner(w io.Writer, n *node) {
 		// The banner never prints the token itself.
 		curlAuth = "-H 'Authorization: Bearer <token>' "
 	}
-	fmt.Fprintf(w, `
+	fmt.Fprintf(&b, `
 Eventide is running. Ctrl-C stops it cleanly.
   NATS   %s
   HTTP   %s  (/v1/events, /v1/events/{id}, /v1/events/stream, /v1/counts, /v1/types/top,
          /v1/slice, /v1/stats, /v1/dlq, /v1/timeline/{user}, /readyz, /livez, /metrics, /openapi.yaml)
 `, natsLine, httpURL)
 	if n.adminLn != nil {
-		fmt.Fprintf(w, "  admin  http://%s/debug/pprof/\n", n.adminLn.Addr())
+		fmt.Fprintf(&b, "  admin  http://%s/debug/pprof/\n", n.adminLn.Addr())
 	}
-	fmt.Fprintf(w, `  data   %s
+	fmt.Fprintf(&b, `  data   %s
 
 Publish an event (nats CLI, through JetStream; the subject names the type):
   nats pub --jetstream %sevents.click "{\"time\":\"$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ)\",\"data\":{\"button\":\"buy\"}}"
@@ -739,6 +742,7 @@ Or open the dashboard in a browser:
   %s/
 
 `, n.cfg.DataDir, server, curlAuth, httpURL, httpURL)
+	io.WriteString(w, b.String())
 }
 
 // tailPublish feeds the node's live tail and publishes the same events

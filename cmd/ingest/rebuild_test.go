@@ -120,6 +120,13 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// waitBanner waits for the start-up banner on stdout: run prints it once
+// start returns, which can be just after /readyz has said ready.
+func waitBanner(t *testing.T, stdout *syncBuffer) {
+	t.Helper()
+	waitUntil(t, "the start-up banner", func() bool { return strings.Contains(stdout.String(), "Eventide is running") })
+}
+
 // publishWindow is how many publishes publishNumbered leaves unacked.
 const publishWindow = 2000
 
