@@ -518,12 +518,6 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 	}
 	now := db.opts.Clock.Now().Unix()
 	gcBefore := c.table.def.gcBefore(now)
-	var cells []base.Cell
-	// arena holds the bytes of the current partition's cells (one buffer
-	// instead of three allocations per cell: a million one-row partitions
-	// are a million merges). The writer copies what it keeps, so the
-	// next partition reuses it.
-	var arena []byte
 	var sources []cellSource
 	var members []int
 	for {
@@ -589,7 +583,12 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 			}
 		}
 
-		cells, arena = cells[:0], arena[:0]
+		// The surviving cells go to the writer as the merge yields them
+		// (it copies what it keeps), so a compaction holds no partition
+		// in memory however large: the partition is started at its first
+		// surviving cell, or at the end for deletions alone.
+		started := false
+		var added int64
 		merge := newMergingIter(sources, nil, false)
 		for merge.Next() {
 			cell := merge.Cell()
@@ -601,26 +600,29 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 				st.purged++
 				continue
 			}
-			c := *cell
-			c.Clustering = cloneInto(&arena, c.Clustering)
-			c.Column = cloneInto(&arena, c.Column)
-			c.Value = cloneInto(&arena, c.Value)
-			cells = append(cells, c)
+			if !started {
+				if err := w.StartPartition(pk, kept); err != nil {
+					return st, err
+				}
+				started = true
+			}
+			if err := w.Add(cell); err != nil {
+				return st, err
+			}
+			added++
 		}
 		if err := merge.Err(); err != nil {
 			return st, err
 		}
-		if len(cells) > 0 || !kept.IsEmpty() {
+		if !started && !kept.IsEmpty() {
 			if err := w.StartPartition(pk, kept); err != nil {
 				return st, err
 			}
-			for i := range cells {
-				if err := w.Add(&cells[i]); err != nil {
-					return st, err
-				}
-			}
+			started = true
+		}
+		if started {
 			st.partitions++
-			st.cells += int64(len(cells))
+			st.cells += added
 		}
 		for _, i := range members {
 			live[i] = scanners[i].NextPartition()
@@ -629,21 +631,6 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 			}
 		}
 	}
-}
-
-// cloneInto copies b to the end of *arena and returns the copy (nil for
-// nil, non-nil for an empty b). A later append may move the arena, but
-// never changes bytes already handed out.
-func cloneInto(arena *[]byte, b []byte) []byte {
-	if b == nil {
-		return nil
-	}
-	if len(b) == 0 {
-		return []byte{}
-	}
-	start := len(*arena)
-	*arena = append(*arena, b...)
-	return (*arena)[start:len(*arena):len(*arena)]
 }
 
 // maxPurgeableTimestamp returns the smallest write timestamp that any
