@@ -32,14 +32,17 @@ type cluster struct {
 
 const testShards = 4
 
-func startCluster(t *testing.T) *cluster {
+// startNATS starts an embedded JetStream server on a loopback port for
+// the test and returns a function opening connections to it (each closed
+// at the test's end).
+func startNATS(t *testing.T) (connect func() *nats.Conn) {
 	t.Helper()
 	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { natsembed.Stop(ns) })
-	connect := func() *nats.Conn {
+	return func() *nats.Conn {
 		nc, err := nats.Connect(ns.ClientURL())
 		if err != nil {
 			t.Fatal(err)
@@ -47,17 +50,30 @@ func startCluster(t *testing.T) *cluster {
 		t.Cleanup(nc.Close)
 		return nc
 	}
+}
+
+// openStore opens a store in a temporary directory, with the built-in
+// tables, closed at the test's end.
+func openStore(t *testing.T) *storage.DB {
+	t.Helper()
+	db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := catalog.EnsureBuiltinTables(db); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func startCluster(t *testing.T) *cluster {
+	t.Helper()
+	connect := startNATS(t)
 	c := &cluster{nc: connect(), dbs: map[string]*storage.DB{}, servers: map[string]*Server{},
 		owners: []string{"node-a", "node-a", "node-b", "node-b"}}
 	for _, node := range []string{"node-a", "node-b"} {
-		db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { db.Close() })
-		if err := catalog.EnsureBuiltinTables(db); err != nil {
-			t.Fatal(err)
-		}
+		db := openStore(t)
 		var owned []int
 		for s, o := range c.owners {
 			if o == node {

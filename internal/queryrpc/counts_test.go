@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/catalog"
-	"github.com/eventide/eventide/internal/natsembed"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 )
@@ -62,27 +59,8 @@ type sliceOnly struct{ reader.Store }
 // (not 25 round trips one after the other) and answers exactly what the
 // same reader answers over the local store.
 func TestCountsSliceHoursInParallel(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { natsembed.Stop(ns) })
-	connect := func() *nats.Conn {
-		nc, err := nats.Connect(ns.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
-	db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := catalog.EnsureBuiltinTables(db); err != nil {
-		t.Fatal(err)
-	}
+	connect := startNATS(t)
+	db := openStore(t)
 	to := time.Date(2026, 11, 24, 1, 30, 0, 0, time.UTC)
 	from := to.Add(-24 * time.Hour)
 	var b storage.Batch

@@ -18,7 +18,6 @@ import (
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/catalog"
-	"github.com/eventide/eventide/internal/natsembed"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 )
@@ -36,27 +35,8 @@ type walkFixture struct {
 }
 
 func newWalkFixture(t *testing.T) *walkFixture {
-	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { natsembed.Stop(ns) })
-	connect := func() *nats.Conn {
-		nc, err := nats.Connect(ns.ClientURL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		return nc
-	}
-	db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := catalog.EnsureBuiltinTables(db); err != nil {
-		t.Fatal(err)
-	}
+	connect := startNATS(t)
+	db := openStore(t)
 	f := &walkFixture{db: db, nc: connect(), now: time.Date(2026, 11, 24, 2, 40, 0, 0, time.UTC),
 		types: &schema.EventTypes{Types: map[string]schema.TypeSettings{"hot": {SubPartitions: 4}, "sparse": {}}}}
 	rng := rand.New(rand.NewPCG(12, 7))
