@@ -82,11 +82,7 @@ func TestOneAckPerBatch(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SEAM", Subjects: []string{"seam.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openStore(t)
 	var acks atomic.Int64
 	sub, err := nc.Subscribe("$JS.ACK.SEAM.seam.>", func(*nats.Msg) { acks.Add(1) })
 	if err != nil {
@@ -136,11 +132,7 @@ func TestAckPolicyUpgrade(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openStore(t)
 	h := &countingHandler{minute: time.Now().UTC().Truncate(time.Minute)}
 	publishN(t, js, "seam.a", 50)
 
@@ -206,11 +198,7 @@ func TestExplicitAcksWhereRequired(t *testing.T) {
 			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SEAM", Subjects: []string{"seam.>"}, Retention: retention}); err != nil {
 				t.Fatal(err)
 			}
-			db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
+			db := openStore(t)
 			h := &countingHandler{minute: time.Now().UTC().Truncate(time.Minute)}
 			cfg := Config{Stream: "SEAM", Durable: "seam", FetchBatch: 7, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			for run := range 2 {

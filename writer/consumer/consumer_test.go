@@ -75,11 +75,7 @@ func TestHandlerExactlyOnce(t *testing.T) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SEAM", Subjects: []string{"seam.>"}}); err != nil {
 		t.Fatal(err)
 	}
-	db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openStore(t)
 	h := &countingHandler{minute: time.Now().UTC().Truncate(time.Minute)}
 	cfg := Config{Stream: "SEAM", Durable: "seam", FetchBatch: 7, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 
@@ -124,6 +120,18 @@ func TestHandlerExactlyOnce(t *testing.T) {
 
 // startJetStream starts an embedded NATS server with JetStream (as
 // cmd/ingest does) and connects to it; both end with the test.
+// openStore opens a store in a temporary directory, closed at the
+// test's end.
+func openStore(t *testing.T) *storage.DB {
+	t.Helper()
+	db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 func startJetStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	s, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})

@@ -57,11 +57,7 @@ func TestStatsFreshness(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := openStore(t)
 	const backlog = 30
 	for i := range backlog {
 		if _, err := js.Publish(ctx, "fresh.a", []byte{byte(i)}); err != nil {
