@@ -12,9 +12,9 @@ import (
 
 	"github.com/eventide/eventide/loadtest/internal/arrival"
 	"github.com/eventide/eventide/loadtest/internal/hist"
+	"github.com/eventide/eventide/loadtest/internal/rawjs"
 	"github.com/eventide/eventide/loadtest/internal/report"
 	"github.com/eventide/eventide/loadtest/internal/target"
-	"github.com/eventide/eventide/writer/consumer"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -41,10 +41,7 @@ func createRawStream(ctx context.Context, js jetstream.JetStream, run string) (s
 		defer cancel()
 		_ = js.DeleteStream(dctx, name)
 	}
-	cons, err = s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable: "raw", AckPolicy: jetstream.AckAllPolicy, AckWait: consumer.DefaultAckWait,
-		MaxAckPending: 2 * consumer.DefaultFetchBatch,
-	})
+	cons, err = s.CreateOrUpdateConsumer(ctx, rawjs.ConsumerConfig("raw"))
 	if err != nil {
 		remove()
 		return "", nil, nil, fmt.Errorf("cannot create the raw consumer: %w", err)
@@ -54,12 +51,12 @@ func createRawStream(ctx context.Context, js jetstream.JetStream, run string) (s
 
 // rawCeiling measures the raw JetStream pipeline on the server under
 // test: async publishes of events of the run's median size into a file
-// stream of its own, a pull consumer that acks each message, nothing
-// stored anywhere else. It runs for d as fast as it goes and returns the
+// stream of its own, a pull consumer that fetches and acks as the writer
+// does (rawjs), nothing stored anywhere else. It runs for d as fast as it goes and returns the
 // consumed rate. The stream is deleted afterwards.
 //
 // It is what Eventide's ingest cannot beat on the same server: the writer
-// does the same consume and ack (rawConsume), plus validation and storage.
+// does the same consume and ack (rawjs.Consume), plus validation and storage.
 func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration, payload int) (*report.RawResult, error) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
@@ -72,7 +69,7 @@ func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration,
 	defer remove()
 	var consumed atomic.Int64
 	var lastConsumed atomic.Int64 // unix nanos
-	stopConsuming := rawConsume(ctx, cons, func(jetstream.Msg) {}, func(n int) {
+	stopConsuming := rawjs.Consume(ctx, cons, func(jetstream.Msg) {}, func(n int) {
 		consumed.Add(int64(n))
 		lastConsumed.Store(time.Now().UnixNano())
 	})
@@ -129,7 +126,7 @@ const headerIntended = "Eventide-Loadtest-Intended"
 // rawStep runs the raw JetStream pipeline open loop at rate for
 // --duration, on a stream of its own deleted afterwards: publishes
 // waiting for their ack, as the event workload's, and a consumer that
-// fetches and acks as Eventide's writer does (rawConsume). It returns a report whose "publish" latency is
+// fetches and acks as Eventide's writer does (rawjs.Consume). It returns a report whose "publish" latency is
 // intended start to publish ack and "queryable" intended start to
 // consumed, with the schedule in Events, so the run's objectives apply
 // to it as to Eventide.
@@ -146,7 +143,7 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 	lat := hist.NewSet(cfg.Workers+1, start)
 	consumerSlot := cfg.Workers // the consumer's histogram slot
 	var consumed atomic.Int64
-	stopConsuming := rawConsume(ctx, cons, func(m jetstream.Msg) {
+	stopConsuming := rawjs.Consume(ctx, cons, func(m jetstream.Msg) {
 		// One goroutine consumes, so the consumer's slot is its own.
 		if ns, err := strconv.ParseInt(m.Headers().Get(headerIntended), 10, 64); err == nil {
 			lat.Record(consumerSlot, "queryable", time.Since(time.Unix(0, ns)))
@@ -229,76 +226,4 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 		return nil, fmt.Errorf("raw step at %.0f/s: consumed %d of %d acked messages within %s", rate, n, acked.Load(), cfg.DrainTimeout)
 	}
 	return r, nil
-}
-
-// rawConsume consumes cons on a goroutine of its own, the way Eventide's
-// writer consumes its stream (writer/consumer), without storing anything:
-// a pull for whatever is ready (up to consumer.DefaultFetchBatch messages
-// and consumer.DefaultFetchBytes bytes, expiring after a millisecond);
-// when nothing is ready, a pull of one message waiting up to
-// consumer.DefaultFetchWait, then what else is ready; then one ack for the
-// batch, of its last message (the consumer acks cumulatively, AckAll).
-// handle sees each message in order, acked(n) follows each batch's ack.
-// The ratio of Eventide's sustained rate to this pipeline's is then what
-// storage costs, not a difference in how the two fetch and ack. The
-// writer's loop also checks delivery sequences and overlaps the next
-// fetch with the storing of a batch; with nothing to store, this one has
-// nothing to overlap. stop ends the goroutine and waits for it.
-func rawConsume(ctx context.Context, cons jetstream.Consumer, handle func(jetstream.Msg), acked func(n int)) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		var msgs []jetstream.Msg
-		for ctx.Err() == nil {
-			var err error
-			if msgs, err = rawFetch(ctx, cons, msgs[:0]); len(msgs) == 0 {
-				if err != nil {
-					consumer.Backoff(ctx, 0) // not a hot loop while the server refuses pulls
-				}
-				continue
-			}
-			for _, m := range msgs {
-				handle(m)
-			}
-			_ = msgs[len(msgs)-1].Ack() // a lost ack is covered by the next one
-			acked(len(msgs))
-		}
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
-}
-
-// rawFetch is one fetch of rawConsume, appended to msgs. The error is
-// that of a pull that failed, not of one that found nothing.
-func rawFetch(ctx context.Context, cons jetstream.Consumer, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
-	ready := func(msgs []jetstream.Msg, n, maxBytes int) ([]jetstream.Msg, error) {
-		batch, err := cons.Fetch(n, jetstream.FetchMaxBytes(maxBytes), jetstream.FetchMaxWait(time.Millisecond))
-		if err != nil {
-			return msgs, err
-		}
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
-		return msgs, nil
-	}
-	msgs, err := ready(msgs, consumer.DefaultFetchBatch, consumer.DefaultFetchBytes)
-	if len(msgs) > 0 || err != nil {
-		return msgs, err
-	}
-	fctx, cancel := context.WithTimeout(ctx, consumer.DefaultFetchWait)
-	defer cancel()
-	first, err := cons.Fetch(1, jetstream.FetchContext(fctx))
-	if err != nil {
-		return msgs, err
-	}
-	for m := range first.Messages() {
-		msgs = append(msgs, m)
-	}
-	if len(msgs) == 0 {
-		return msgs, nil
-	}
-	return ready(msgs, consumer.DefaultFetchBatch-1, consumer.DefaultFetchBytes-len(msgs[0].Data()))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventide/eventide/internal/natstest"
+	"github.com/eventide/eventide/loadtest/internal/rawjs"
 )
 
 // TestRawConsumeAcksAsTheWriter: the raw pipeline's consumer has the
@@ -46,7 +47,7 @@ func TestRawConsumeAcksAsTheWriter(t *testing.T) {
 	natstest.AwaitAcks(t, futures)
 
 	var handled, acked atomic.Int64
-	stop := rawConsume(ctx, cons, func(jetstream.Msg) { handled.Add(1) }, func(k int) { acked.Add(int64(k)) })
+	stop := rawjs.Consume(ctx, cons, func(jetstream.Msg) { handled.Add(1) }, func(k int) { acked.Add(int64(k)) })
 	deadline := time.Now().Add(20 * time.Second)
 	for acked.Load() < n {
 		if time.Now().After(deadline) {
