@@ -74,7 +74,7 @@ type Options struct {
 	// besides, up to a quarter of it.
 	BlockCacheSize int64
 	// BlockSize is the target uncompressed size of an SSTable data block;
-	// 0 means the SSTable writer's default (32 KiB).
+	// 0 means the SSTable writer's default (16 KiB).
 	BlockSize int
 	// CompactionConcurrency bounds how many compactions run at once.
 	CompactionConcurrency int

@@ -369,7 +369,7 @@ func BenchmarkDecodeDataBlock(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			frame, _ := comp.appendBlockFrame(nil, raw, CompressionZstd, splits)
+			frame, _ := comp.appendBlockFrame(nil, raw, CompressionZstd, splits, false)
 			var d decompressor
 			b.Run("decompress", func(b *testing.B) {
 				b.SetBytes(int64(len(raw)))
