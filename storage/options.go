@@ -81,6 +81,11 @@ type Options struct {
 	// DisableAutoCompaction stops compactions from starting by themselves;
 	// DB.Compact and DB.CompactAll still work. For tests and benchmarks.
 	DisableAutoCompaction bool
+
+	// dictionarySampleSize is the SSTable writer's DictionarySampleSize
+	// (0: its default, 32 KiB), for tests whose files are too small for
+	// a dictionary (the metamorphic test).
+	dictionarySampleSize int
 }
 
 // DefaultOptions returns the defaults.

@@ -127,6 +127,7 @@ func (r *Reader) load(size uint64) error {
 		if r.dict, err = decodeDictionary(raw); err != nil {
 			return r.wrapAt(h.offset, "dictionary", err)
 		}
+		r.props.DictionaryBytes = int64(len(raw))
 	}
 	if ft.version >= formatVersion4 {
 		err = r.loadPageIndex(ft)

@@ -318,6 +318,11 @@ type WriterOptions struct {
 	// NoDictionary keeps a zstd file from getting a dictionary: its data
 	// blocks are compressed on their own, as before format version 5.
 	NoDictionary bool
+	// DictionarySampleSize is how many bytes of data blocks a zstd file
+	// needs for a dictionary, and the dictionary's size; 0 means 32 KiB,
+	// the engine's setting. Smaller values are for tests whose files are
+	// small. It is clamped to 8 bytes .. 1 MiB.
+	DictionarySampleSize int
 }
 
 // DefaultWriterOptions returns the options the engine uses by default.
@@ -418,6 +423,10 @@ func NewWriter(f vfs.File, opts WriterOptions) *Writer {
 	w.props.Tombstones.CreatedAt = opts.CreatedAtSeconds
 	w.blk.shapeValues = opts.Compression == CompressionZstd
 	w.wantDict = opts.Compression == CompressionZstd && !opts.NoDictionary
+	if w.opts.DictionarySampleSize <= 0 {
+		w.opts.DictionarySampleSize = dictSampleSize
+	}
+	w.opts.DictionarySampleSize = min(max(w.opts.DictionarySampleSize, minDictLen), maxDictLen)
 	w.dictDone = !w.wantDict
 	if !opts.Compression.Valid() {
 		w.err = fmt.Errorf("cannot create sstable writer: got compression %d, want none, zstd or s2", opts.Compression)
@@ -585,7 +594,7 @@ func (w *Writer) flushBlock() error {
 	w.cur.numBlocks++
 	w.props.DataBlocks++
 	w.blk.reset()
-	if !w.dictDone && len(w.pendRaw) >= dictSampleSize {
+	if !w.dictDone && len(w.pendRaw) >= w.opts.DictionarySampleSize {
 		if err := w.fixDict(); err != nil {
 			return err
 		}
@@ -619,13 +628,14 @@ func (w *Writer) writeBlock(raw []byte, splits []int, h *blockHandle) error {
 	return nil
 }
 
-// fixDict ends the hold-back: with at least dictSampleSize bytes held, the
-// first dictSampleSize of them become the file's dictionary; then the
+// fixDict ends the hold-back: with at least DictionarySampleSize bytes
+// held, the first DictionarySampleSize of them become the file's
+// dictionary; then the
 // held blocks are written (against it, if any) with their index entries.
 func (w *Writer) fixDict() error {
 	w.dictDone = true
-	if len(w.pendRaw) >= dictSampleSize {
-		w.dict = append([]byte(nil), w.pendRaw[:dictSampleSize]...)
+	if n := w.opts.DictionarySampleSize; len(w.pendRaw) >= n {
+		w.dict = append([]byte(nil), w.pendRaw[:n]...)
 		if err := w.comp.setDict(w.dict); err != nil {
 			w.err = fmt.Errorf("cannot write sstable: %w", err)
 			return w.err
@@ -802,6 +812,7 @@ func (w *Writer) Finish() (Properties, error) {
 	writeBuffers.Put(w.bw)
 	w.bw = nil
 	props.FormatVersion = formatVersion
+	props.DictionaryBytes = int64(len(w.dict))
 	props.DataBytes = int64(w.dataBytes)
 	props.FileBytes = int64(w.off)
 	props.IndexBytes = props.FileBytes - props.DataBytes
