@@ -101,3 +101,26 @@ func TestDictionaryDensity(t *testing.T) {
 		t.Fatalf("16 KiB blocks with the dictionary take %d bytes; 32 KiB without %d, 16 KiB without %d", dict, v4, small)
 	}
 }
+
+// TestDictionaryNotWrittenUnused checks that a zstd file whose data blocks
+// are all too small for zstd (compressed with s2 or stored as they are,
+// as one-row partitions' are) does not carry a dictionary none of them
+// uses.
+func TestDictionaryNotWrittenUnused(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 0))
+	var parts []testPartition
+	for i := 0; i < 2000; i++ {
+		p := eventPartition(rng, fmt.Appendf(nil, "timeline-%06d", i), 1)
+		parts = append(parts, p)
+	}
+	f, props := writeTable(t, parts, WriterOptions{Compression: CompressionZstd})
+	r := openTable(t, f, NewCache(1<<20))
+	defer r.Close()
+	checkTable(t, r, parts, CompressionZstd)
+	if r.dict != nil || props.DictionaryBytes != 0 {
+		t.Fatalf("a file of one-row partitions has a dictionary of %d bytes", props.DictionaryBytes)
+	}
+	if codecs := blockCodecs(t, r, f.data); codecs[compressionZstdDict] != 0 || codecs[CompressionZstd] != 0 {
+		t.Fatalf("blocks by compression %v, want s2 or uncompressed blocks only", codecs)
+	}
+}

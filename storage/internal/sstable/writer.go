@@ -77,13 +77,14 @@ package sstable
 // zstd against the file's dictionary (version 5, data blocks only: one
 // zstd frame naming dictionary ID 1, one zstd block, the dictionary as raw
 // content). A block that does not shrink is stored with compression 0.
+// The payload decompresses to exactly rawLen bytes, recorded by whatever
+// points at the block (block index, footer).
 //
 // Dictionary (version 5): the first dictSampleSize (32 KiB) bytes of the
-// file's decompressed data blocks, concatenated in file order; a zstd
-// file with less data than that, and any other file, has none (its footer
-// handle is zero). The payload decompresses to
-// exactly rawLen bytes, recorded by whatever points at the block (block
-// index, footer).
+// file's decompressed data blocks, concatenated in file order. A zstd
+// file with less data than that, or none of whose data blocks was
+// compressed against it (all under 256 bytes, say), and any other file,
+// has none (its footer handle is zero).
 //
 // Data block, decompressed (all cells of one partition, sorted by
 // (clustering, column); stored column-wise, see block.go for why):
@@ -390,6 +391,9 @@ type Writer struct {
 	dict     []byte
 	pending  []pendingBlock
 	pendRaw  []byte
+	// dictBlocks counts the data blocks compressed against dict: a file
+	// with none is written without its dictionary.
+	dictBlocks int
 }
 
 // pendingBlock is a data block held back until the dictionary is fixed.
@@ -619,6 +623,7 @@ func (w *Writer) flushBlock() error {
 func (w *Writer) writeBlock(raw []byte, splits []int, h *blockHandle) error {
 	var stored int
 	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], raw, w.opts.Compression, splits, true)
+	w.countDictBlock(stored)
 	if err := w.write(w.frameBuf); err != nil {
 		return err
 	}
@@ -628,10 +633,18 @@ func (w *Writer) writeBlock(raw []byte, splits []int, h *blockHandle) error {
 	return nil
 }
 
+// countDictBlock counts the block framed in frameBuf (payload of stored
+// bytes) if it was compressed against the dictionary.
+func (w *Writer) countDictBlock(stored int) {
+	if Compression(w.frameBuf[stored]) == compressionZstdDict {
+		w.dictBlocks++
+	}
+}
+
 // fixDict ends the hold-back: with at least DictionarySampleSize bytes
 // held, the first DictionarySampleSize of them become the file's
-// dictionary; then the
-// held blocks are written (against it, if any) with their index entries.
+// dictionary; then the held blocks are written (against it, if any) with
+// their index entries.
 func (w *Writer) fixDict() error {
 	w.dictDone = true
 	if n := w.opts.DictionarySampleSize; len(w.pendRaw) >= n {
@@ -648,6 +661,7 @@ func (w *Writer) fixDict() error {
 		start = pb.rawEnd
 		var stored int
 		w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], raw, w.opts.Compression, pb.splits, true)
+		w.countDictBlock(stored)
 		if err := w.write(w.frameBuf); err != nil {
 			return err
 		}
@@ -786,6 +800,10 @@ func (w *Writer) Finish() (Properties, error) {
 	var err error
 	if f.blockIndex, err = w.writeMeta(pageIndex, w.opts.Compression); err != nil {
 		return Properties{}, err
+	}
+	if w.dictBlocks == 0 {
+		// No block needs it: readers need not load it.
+		w.dict = nil
 	}
 	if w.dict != nil {
 		if f.partitionIndex, err = w.writeMeta(w.dict, w.opts.Compression); err != nil {
