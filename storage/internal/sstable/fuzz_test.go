@@ -460,7 +460,9 @@ func fuzzCorpus(s fuzzSeedSet) map[string][][]any {
 		add("FuzzDecodeBloomFilter", s.bloom[i], s.bloomProbes[i])
 		add("FuzzDecodeFooter", s.footers[i], s.fileSizes[i])
 		add("FuzzDecodeProperties", s.props[i])
-		add("FuzzOpen", s.files[i])
+	}
+	for _, f := range s.files {
+		add("FuzzOpen", f)
 	}
 	return corpus
 }
