@@ -250,6 +250,7 @@ func (db *DB) createSSTable(t *tableState, life sstableLife) (*pendingSSTable, e
 	}
 	wopts := life.writerOptions(t.codec)
 	wopts.BlockSize = db.opts.BlockSize
+	wopts.DictionarySampleSize = db.opts.dictionarySampleSize
 	wopts.CreatedAtSeconds = db.opts.Clock.Now().Unix()
 	w := sstable.NewWriter(&syncEvery{File: f, every: sstableBytesPerSync}, wopts)
 	return &pendingSSTable{t: t, fileNum: fileNum, path: path, f: f, w: w}, nil

@@ -6,10 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/eventide/eventide/storage/internal/sstable"
 	"github.com/eventide/eventide/storage/vfs"
 )
 
@@ -59,6 +61,10 @@ type metaConfig struct {
 	strategy     CompactionStrategy
 	cacheSize    int64
 	autoCompact  bool
+	// dictionary is the SSTable writer's DictionarySampleSize (0: its
+	// default); with it, the run must end with SSTables that have a
+	// dictionary (format version 5), so reads go through them.
+	dictionary int
 }
 
 var metaConfigs = []metaConfig{
@@ -66,6 +72,10 @@ var metaConfigs = []metaConfig{
 	{name: "tiny-s2-twcs-nocache", memtableSize: 8 << 10, blockSize: 512, codec: "s2", strategy: TimeWindow, cacheSize: -1, autoCompact: true},
 	{name: "big-memtable-none", memtableSize: 4 << 20, blockSize: 4 << 10, codec: "none", strategy: SizeTiered, cacheSize: 32 << 10, autoCompact: true},
 	{name: "8k-blocks-zstd-twcs", memtableSize: 16 << 10, blockSize: 8 << 10, codec: "zstd", strategy: TimeWindow, cacheSize: 4 << 20},
+	// Small blocks compressed against each file's zstd dictionary, cut
+	// from its first 1 KiB of data blocks (the engine's 32 KiB needs
+	// more data than the sequence writes).
+	{name: "512b-blocks-zstd-dictionary", memtableSize: 32 << 10, blockSize: 512, codec: "zstd", strategy: SizeTiered, cacheSize: 16 << 10, autoCompact: true, dictionary: 1 << 10},
 }
 
 var metaTables = []string{"ma", "mb"}
@@ -156,6 +166,7 @@ func runMeta(t *testing.T, seed uint64, cfg metaConfig, ops []metaOp) []string {
 	opts.BlockCacheSize = cfg.cacheSize
 	opts.StallSSTablesPerTable = 1 << 20
 	opts.DisableAutoCompaction = !cfg.autoCompact
+	opts.dictionarySampleSize = cfg.dictionary
 	open := func() *DB {
 		db, err := Open(dir, opts)
 		if err != nil {
@@ -214,7 +225,43 @@ func runMeta(t *testing.T, seed uint64, cfg metaConfig, ops []metaOp) []string {
 	if err := db.Check(); err != nil {
 		t.Fatalf("seed %d, config %s: check: %v", seed, cfg.name, err)
 	}
+	if cfg.dictionary > 0 {
+		if n := sstablesWithDictionary(t, opts.FS, dir); n == 0 {
+			t.Fatalf("seed %d, config %s: no SSTable has a dictionary", seed, cfg.name)
+		}
+	}
 	return out
+}
+
+// sstablesWithDictionary opens every SSTable in dir and counts those with
+// a zstd dictionary.
+func sstablesWithDictionary(t *testing.T, fs vfs.FS, dir string) int {
+	t.Helper()
+	names, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, name := range names {
+		num, ok := parseSSTableFileName(name)
+		if !ok {
+			continue
+		}
+		f, err := fs.Open(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := sstable.Open(f, name, num, nil)
+		if err != nil {
+			f.Close()
+			t.Fatal(err)
+		}
+		if r.Properties().DictionaryBytes > 0 {
+			n++
+		}
+		r.Close()
+	}
+	return n
 }
 
 // TestMetamorphic replays one seeded sequence of puts, TTL puts, cell, row,

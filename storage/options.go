@@ -74,13 +74,18 @@ type Options struct {
 	// besides, up to a quarter of it.
 	BlockCacheSize int64
 	// BlockSize is the target uncompressed size of an SSTable data block;
-	// 0 means the SSTable writer's default (32 KiB).
+	// 0 means the SSTable writer's default (16 KiB).
 	BlockSize int
 	// CompactionConcurrency bounds how many compactions run at once.
 	CompactionConcurrency int
 	// DisableAutoCompaction stops compactions from starting by themselves;
 	// DB.Compact and DB.CompactAll still work. For tests and benchmarks.
 	DisableAutoCompaction bool
+
+	// dictionarySampleSize is the SSTable writer's DictionarySampleSize
+	// (0: its default, 32 KiB), for tests whose files are too small for
+	// a dictionary (the metamorphic test).
+	dictionarySampleSize int
 }
 
 // DefaultOptions returns the defaults.

@@ -166,7 +166,20 @@ func TestExpiredBlocksSkippedWhenOverlapIsDead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			start := time.Unix(1_800_000_000, 0)
 			clock := &fakeClock{now: start}
-			db := openTestDB(t, clock, TableDef{Name: "t"})
+			// 32 KiB blocks with a 16 KiB head block, which the
+			// layout above is counted in (the default is 16 KiB).
+			opts := DefaultOptions()
+			opts.Clock = clock
+			opts.DisableAutoCompaction = true
+			opts.BlockSize = 32 << 10
+			db, err := Open(t.TempDir(), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			if err := db.CreateTable(TableDef{Name: "t"}); err != nil {
+				t.Fatal(err)
+			}
 			for _, cs := range [][]cell{tc.older, tc.newer} {
 				apply(t, db, func(b *Batch) {
 					for _, c := range cs {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -58,6 +59,7 @@ func BenchmarkWindowSlice(b *testing.B) {
 				b.Fatal(err)
 			}
 			var got, queries int
+			cpu0 := processCPUTime(b)
 			for b.Loop() {
 				p := queries % partitions
 				first := rng.IntN(rows - window)
@@ -83,8 +85,20 @@ func BenchmarkWindowSlice(b *testing.B) {
 				queries++
 			}
 			b.ReportMetric(float64(got)/b.Elapsed().Seconds(), "rows/s")
+			// CPU time per query: on a shared machine, steadier than
+			// the wall time per query.
+			b.ReportMetric(float64(processCPUTime(b)-cpu0)/float64(queries), "cpu-ns/op")
 		})
 	}
+}
+
+// processCPUTime is the process's user and system CPU time in ns.
+func processCPUTime(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // benchEventJSON is an event payload of about 200 bytes shaped as

@@ -199,7 +199,24 @@ func TestReadsFormatVersion3(t *testing.T) {
 	checkOldFile(t, "testdata/v3/random-and-events.sst", 11, formatVersion3)
 }
 
-func checkOldFile(t *testing.T, path string, seed uint64, version uint32) {
+// TestReadsFormatVersion4 reads a file written by the version 4 writer
+// (commit 47b4fde, testdata/v4; 2 KiB blocks, so it has several index
+// pages), before per-file zstd dictionaries.
+func TestReadsFormatVersion4(t *testing.T) {
+	checkOldFile(t, "testdata/v4/random-and-events.sst", 13, formatVersion4)
+}
+
+// TestReadsFormatVersion5 reads a file written by the first version 5
+// writer (testdata/v5; 2 KiB blocks, several index pages), whose data
+// blocks are compressed against its dictionary.
+func TestReadsFormatVersion5(t *testing.T) {
+	r := checkOldFile(t, "testdata/v5/random-and-events.sst", 17, formatVersion5)
+	if r.dict == nil || len(r.dict.content) != 32<<10 {
+		t.Fatal("the version 5 fixture has no 32 KiB dictionary")
+	}
+}
+
+func checkOldFile(t *testing.T, path string, seed uint64, version uint32) *Reader {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -209,7 +226,7 @@ func checkOldFile(t *testing.T, path string, seed uint64, version uint32) {
 	parts := randomTable(rng, 12, 80)
 	parts = append(parts, eventPartition(rng, []byte("zz|events"), 400))
 	r := openTable(t, &memFile{data: data}, NewCache(1<<20))
-	defer r.Close()
+	t.Cleanup(func() { r.Close() })
 	if v := r.Properties().FormatVersion; v != version {
 		t.Fatalf("FormatVersion = %d, want %d", v, version)
 	}
@@ -229,7 +246,7 @@ func checkOldFile(t *testing.T, path string, seed uint64, version uint32) {
 			t.Fatalf("RangeTombstones = %d, want %d fragments", got, frags)
 		}
 		checkTable(t, r, parts, CompressionZstd)
-		return
+		return r
 	}
 	if got := r.Properties().RangeTombstones; got != raw {
 		t.Fatalf("RangeTombstones = %d, want %d as written", got, raw)
@@ -240,6 +257,7 @@ func checkOldFile(t *testing.T, path string, seed uint64, version uint32) {
 	r.props.RangeTombstones = frags
 	r.props.Tombstones = want.Tombstones
 	checkTable(t, r, parts, CompressionZstd)
+	return r
 }
 
 // TestShapedValuesLimits checks the decoder's bounds on shaped values.

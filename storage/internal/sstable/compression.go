@@ -28,7 +28,15 @@ const (
 	CompressionS2 Compression = 2
 )
 
-// Valid reports whether c is a known compression.
+// compressionZstdDict marks a data block compressed with zstd against
+// its file's dictionary (format version 5; see fileDict). It is a block
+// trailer value only, never a writer setting: a zstd Writer picks it by
+// itself for the data blocks of a file large enough to carry a
+// dictionary.
+const compressionZstdDict Compression = 3
+
+// Valid reports whether c is a known compression setting (none, zstd or
+// s2; compressionZstdDict is not one).
 func (c Compression) Valid() bool { return c <= CompressionS2 }
 
 func (c Compression) String() string {
@@ -39,6 +47,8 @@ func (c Compression) String() string {
 		return "zstd"
 	case CompressionS2:
 		return "s2"
+	case compressionZstdDict:
+		return "zstd+dict"
 	}
 	return fmt.Sprintf("compression(%d)", uint8(c))
 }
@@ -73,6 +83,9 @@ type compressor struct {
 	zstd  *zstd.Encoder
 	level zstd.EncoderLevel
 	out   appendWriter
+	// dict compresses data blocks against the file's dictionary, once
+	// the Writer has one (setDict).
+	dict *zstd.Encoder
 }
 
 // appendWriter is an io.Writer appending to a byte slice, for the
@@ -92,8 +105,37 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 // that a later frame could see.
 var zstdEncoders [zstd.SpeedBestCompression + 1]sync.Pool
 
+// zstdDictEncoders pools the encoders that compress data blocks against a
+// file's dictionary, all at zstdDictLevel. setDict gives a pooled one the
+// next file's dictionary: the encoder compares dictionaries by identity,
+// so it rebuilds its dictionary tables and never matches against the
+// previous file's content.
+var zstdDictEncoders sync.Pool
+
+// zstdDictLevel is the level of every block compressed against a
+// dictionary, whatever the file's ZstdLevel: the encoder restores its
+// match tables from the dictionary's before each block, a copy of the
+// whole table that grows with the level (about 256 KiB at the fastest,
+// 4 MiB at level 7). Measured on 8 KiB blocks of JSON events: fastest
+// with the dictionary compresses to 32.8% in 30 µs a block, level 7
+// without one to 40.2% in 39 µs, level 7 with one to 31.8% in 135 µs.
+const zstdDictLevel = zstd.SpeedFastest
+
 // zstdEncodersCreated counts encoders created, for the pooling test.
 var zstdEncodersCreated atomic.Int64
+
+// zstdEncoderOptions are the options of every encoder: our own CRC covers
+// every block, so zstd's frame checksum would be 4 wasted bytes per block;
+// single-segment frames always record their content size, which the
+// reader checks before allocating.
+func zstdEncoderOptions(level zstd.EncoderLevel) []zstd.EOption {
+	return []zstd.EOption{
+		zstd.WithEncoderLevel(level),
+		zstd.WithEncoderConcurrency(1),
+		zstd.WithEncoderCRC(false),
+		zstd.WithSingleSegment(true),
+	}
+}
 
 func newCompressor(c Compression, zstdLevel int) (*compressor, error) {
 	if c != CompressionZstd {
@@ -106,15 +148,7 @@ func newCompressor(c Compression, zstdLevel int) (*compressor, error) {
 	if enc, ok := zstdEncoders[level].Get().(*zstd.Encoder); ok {
 		return &compressor{zstd: enc, level: level}, nil
 	}
-	// Our own CRC covers every block, so zstd's frame checksum would be
-	// 4 wasted bytes per block. Single-segment frames always record their
-	// content size, which the reader checks before allocating.
-	enc, err := zstd.NewWriter(nil,
-		zstd.WithEncoderLevel(level),
-		zstd.WithEncoderConcurrency(1),
-		zstd.WithEncoderCRC(false),
-		zstd.WithSingleSegment(true),
-	)
+	enc, err := zstd.NewWriter(nil, zstdEncoderOptions(level)...)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create zstd encoder: %w", err)
 	}
@@ -130,6 +164,34 @@ func (c *compressor) close() {
 		zstdEncoders[c.level].Put(c.zstd)
 		c.zstd = nil
 	}
+	if c.dict != nil {
+		zstdDictEncoders.Put(c.dict)
+		c.dict = nil
+	}
+}
+
+// setDict makes appendBlockFrame compress data blocks (useDict) against
+// content, the file's dictionary, from now on. content must stay
+// unchanged until close.
+func (c *compressor) setDict(content []byte) error {
+	if c.zstd == nil {
+		return errors.New("cannot set a zstd dictionary: the compressor is not zstd")
+	}
+	opt := zstd.WithEncoderDictRaw(zstdDictID, content)
+	if enc, ok := zstdDictEncoders.Get().(*zstd.Encoder); ok {
+		if err := enc.ResetWithOptions(nil, opt); err != nil {
+			return fmt.Errorf("cannot set zstd dictionary: %w", err)
+		}
+		c.dict = enc
+		return nil
+	}
+	enc, err := zstd.NewWriter(nil, append(zstdEncoderOptions(zstdDictLevel), opt)...)
+	if err != nil {
+		return fmt.Errorf("cannot create zstd dictionary encoder: %w", err)
+	}
+	zstdEncodersCreated.Add(1)
+	c.dict = enc
+	return nil
 }
 
 // minSplitBlock is the smallest block worth splitting in two zstd blocks;
@@ -140,7 +202,10 @@ const minSplitBlock = 4 << 10
 // appendBlockFrame appends raw framed as a block: the payload (raw
 // compressed with want, or raw itself when compressing does not make it
 // smaller), the compression byte and the checksum. It returns the extended
-// dst and the payload length.
+// dst and the payload length. With useDict, a block zstd compresses is
+// compressed against the dictionary given to setDict, if any, and marked
+// compressionZstdDict (data blocks only: index pages and meta blocks are
+// read without the dictionary).
 //
 // splits, if any, are ascending offsets in raw where one kind of data
 // gives way to another (binary fields, JSON values, one column of shaped
@@ -148,7 +213,7 @@ const minSplitBlock = 4 << 10
 // its own entropy tables (literal Huffman codes tuned for JSON text are
 // poor for varints and key bytes, digits want other codes than hex) while
 // later parts can still copy from earlier ones.
-func (c *compressor) appendBlockFrame(dst, raw []byte, want Compression, splits []int) ([]byte, int) {
+func (c *compressor) appendBlockFrame(dst, raw []byte, want Compression, splits []int, useDict bool) ([]byte, int) {
 	start := len(dst)
 	used := want
 	if want == CompressionZstd && len(raw) < minZstdBlock {
@@ -160,12 +225,21 @@ func (c *compressor) appendBlockFrame(dst, raw []byte, want Compression, splits 
 	}
 	switch want {
 	case CompressionZstd:
-		if len(splits) == 0 || len(raw) < minSplitBlock {
-			dst = c.zstd.EncodeAll(raw, dst)
+		enc := c.zstd
+		if useDict && c.dict != nil {
+			enc, used = c.dict, compressionZstdDict
+		}
+		// Against a dictionary, one zstd block: its parts find their
+		// matches in the dictionary, and separate entropy tables cost
+		// more than they save in a small block (measured: 0.6 bytes per
+		// event more with the splits in 8 KiB blocks; at the fastest
+		// speed, 44.6 against 39.3 in loadtest/peers' 16 KiB blocks).
+		if len(splits) == 0 || len(raw) < minSplitBlock || used == compressionZstdDict {
+			dst = enc.EncodeAll(raw, dst)
 			break
 		}
 		c.out.b = dst
-		c.zstd.ResetContentSize(&c.out, int64(len(raw)))
+		enc.ResetContentSize(&c.out, int64(len(raw)))
 		// Writes to appendWriter cannot fail, nor can the encoder
 		// short of a bug; an error here would be caught by the
 		// length check below or by the reader's verification.
@@ -175,16 +249,16 @@ func (c *compressor) appendBlockFrame(dst, raw []byte, want Compression, splits 
 			if split <= prev || split >= len(raw) {
 				continue
 			}
-			_, err := c.zstd.Write(raw[prev:split])
-			errs = append(errs, err, c.zstd.Flush())
+			_, err := enc.Write(raw[prev:split])
+			errs = append(errs, err, enc.Flush())
 			prev = split
 		}
-		_, err := c.zstd.Write(raw[prev:])
-		errs = append(errs, err, c.zstd.Close())
+		_, err := enc.Write(raw[prev:])
+		errs = append(errs, err, enc.Close())
 		dst, c.out.b = c.out.b, nil
 		var h zstd.Header
 		if errors.Join(append(errs, h.Decode(dst[start:]))...) != nil || !h.HasFCS {
-			dst = c.zstd.EncodeAll(raw, dst[:start])
+			dst = enc.EncodeAll(raw, dst[:start])
 		}
 	case CompressionS2:
 		n := s2.MaxEncodedLen(len(raw))
@@ -254,6 +328,61 @@ func (d *decompressor) close() {
 	}
 }
 
+// zstdDictID is the dictionary ID in the frame header of every block
+// compressed against a file's dictionary (one byte per frame); the
+// compression byte, not the ID, says which dictionary: the file's own.
+const zstdDictID = 1
+
+// Bounds of a file's dictionary (format version 5). The writer's is
+// WriterOptions.DictionarySampleSize bytes (dictSampleSize, 32 KiB, by
+// default); the reader accepts any length in these bounds.
+const (
+	minDictLen = 8
+	maxDictLen = 1 << 20
+)
+
+// fileDict is one file's zstd dictionary (raw content: the first bytes of
+// the file's decompressed data blocks) and the decoder that uses it,
+// created on the first block that needs it and shared by every goroutine
+// reading the file (DecodeAll is safe for concurrent use), never one per
+// block.
+type fileDict struct {
+	content []byte
+	once    sync.Once
+	dec     *zstd.Decoder
+	err     error
+}
+
+// decodeDictionary checks a dictionary meta block's decompressed bytes:
+// any content will do as a raw zstd dictionary, within length bounds.
+func decodeDictionary(raw []byte) (*fileDict, error) {
+	if len(raw) < minDictLen || len(raw) > maxDictLen {
+		return nil, base.CorruptionErrorf("cannot decode dictionary: got %d bytes, want %d to %d", len(raw), minDictLen, maxDictLen)
+	}
+	return &fileDict{content: raw}, nil
+}
+
+func (fd *fileDict) decoder() (*zstd.Decoder, error) {
+	fd.once.Do(func() {
+		fd.dec, fd.err = zstd.NewReader(nil,
+			zstd.WithDecoderConcurrency(runtime.GOMAXPROCS(0)),
+			zstd.WithDecodeAllCapLimit(true),
+			zstd.WithDecoderDictRaw(zstdDictID, fd.content),
+		)
+	})
+	return fd.dec, fd.err
+}
+
+func (fd *fileDict) close() {
+	if fd == nil {
+		return
+	}
+	fd.once.Do(func() {})
+	if fd.dec != nil {
+		fd.dec.Close()
+	}
+}
+
 // maxBlockRawLen bounds the decompressed size of any block, so a damaged
 // length never turns into a huge allocation, and keeps in-block offsets
 // within uint32.
@@ -263,8 +392,15 @@ const maxBlockRawLen = 1 << 30
 // compression byte, checksum) whose decompressed length was recorded as
 // rawLen. The checksum is verified before anything is decompressed. The
 // result never aliases frame unless the block was stored uncompressed. It
-// is written into dst when dst has the capacity.
+// is written into dst when dst has the capacity. A block compressed
+// against a dictionary is refused (decodeDataFrame reads those).
 func (d *decompressor) decodeBlockFrame(frame []byte, rawLen uint64, dst []byte) ([]byte, error) {
+	return d.decodeDataFrame(frame, rawLen, dst, nil)
+}
+
+// decodeDataFrame is decodeBlockFrame for a data block of a file whose
+// dictionary is dict (nil if it has none).
+func (d *decompressor) decodeDataFrame(frame []byte, rawLen uint64, dst []byte, dict *fileDict) ([]byte, error) {
 	if uint64(cap(dst)) < rawLen {
 		dst = nil
 	}
@@ -302,7 +438,7 @@ func (d *decompressor) decodeBlockFrame(frame []byte, rawLen uint64, dst []byte)
 			return nil, base.CorruptionErrorf("cannot decode s2 block: %v", err)
 		}
 		return raw, nil
-	case CompressionZstd:
+	case CompressionZstd, compressionZstdDict:
 		var h zstd.Header
 		if err := h.Decode(payload); err != nil {
 			return nil, base.CorruptionErrorf("cannot decode zstd frame header: %v", err)
@@ -310,7 +446,23 @@ func (d *decompressor) decodeBlockFrame(frame []byte, rawLen uint64, dst []byte)
 		if !h.HasFCS || h.FrameContentSize != rawLen {
 			return nil, base.CorruptionErrorf("cannot decode zstd block: frame says %d bytes (known %v), want %d", h.FrameContentSize, h.HasFCS, rawLen)
 		}
-		dec, err := d.zstdDecoder()
+		wantID := uint32(0)
+		if c == compressionZstdDict {
+			if dict == nil {
+				return nil, base.CorruptionErrorf("cannot decode zstd block: it needs a dictionary, and the file has none")
+			}
+			wantID = zstdDictID
+		}
+		if h.DictionaryID != wantID {
+			return nil, base.CorruptionErrorf("cannot decode zstd block: frame names dictionary %d, want %d", h.DictionaryID, wantID)
+		}
+		var dec *zstd.Decoder
+		var err error
+		if c == compressionZstdDict {
+			dec, err = dict.decoder()
+		} else {
+			dec, err = d.zstdDecoder()
+		}
 		if err != nil {
 			return nil, fmt.Errorf("cannot create zstd decoder: %w", err)
 		}

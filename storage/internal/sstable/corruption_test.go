@@ -230,3 +230,149 @@ func TestCorruptionBehindChecksum(t *testing.T) {
 		t.Fatal("no damage was rejected: the decoders validate nothing")
 	}
 }
+
+// dictTable is a table with more than dictSampleSize bytes of data
+// blocks, so that a zstd file of it has a dictionary, in small blocks.
+func dictTable(rng *rand.Rand) []testPartition {
+	parts := smallTable(rng)
+	return append(parts, eventPartition(rng, []byte("zz|events"), 300))
+}
+
+// TestCorruptionDictionary flips every byte of a file's dictionary frame
+// and of its footer handle, and swaps the compression byte of every data
+// block between 1 and 3 (zstd with and without the dictionary): each must
+// be reported as corruption naming the file and the offset.
+func TestCorruptionDictionary(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 0))
+	parts := dictTable(rng)
+	f, _ := writeTable(t, parts, WriterOptions{Compression: CompressionZstd, BlockSize: 1024})
+	if err := readAll(t, f.data, parts); err != nil {
+		t.Fatalf("intact file: %v", err)
+	}
+	ft, _, err := decodeFooter(f.data[len(f.data)-footerLen:], uint64(len(f.data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dh := ft.dictionary()
+	if dh == (metaHandle{}) {
+		t.Fatal("the file has no dictionary")
+	}
+	flip := func(i uint64, what string) {
+		t.Helper()
+		for _, mask := range []byte{0xff, 1 << (i % 8)} {
+			data := append([]byte(nil), f.data...)
+			data[i] ^= mask
+			err := readAll(t, data, parts)
+			if err == nil {
+				t.Fatalf("flipping byte %d (%s) with %#02x went unnoticed", i, what, mask)
+			}
+			checkCorruptionError(t, err, what)
+		}
+	}
+	for i := dh.offset; i < dh.end(); i++ {
+		flip(i, "dictionary frame")
+	}
+	handleAt := uint64(len(f.data)-footerLen) + 24
+	for i := handleAt; i < handleAt+24; i++ {
+		flip(i, "dictionary handle")
+	}
+	r := openTable(t, f, nil)
+	defer r.Close()
+	swapped := 0
+	for j := range r.top.pages {
+		pg, err := r.page(j, fromDisk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range pg.blocks.fileOffs {
+			at := pg.blocks.fileOffs[i] + pg.blocks.handle(i).storedLen
+			c := Compression(f.data[at])
+			if c != CompressionZstd && c != compressionZstdDict {
+				continue
+			}
+			// With and without fixing the checksum.
+			for _, fix := range []bool{false, true} {
+				data := append([]byte(nil), f.data...)
+				data[at] = byte(CompressionZstd + compressionZstdDict - c)
+				if fix {
+					payload := data[pg.blocks.fileOffs[i]:at]
+					sum := blockChecksum(payload, Compression(data[at]))
+					data[at+1], data[at+2], data[at+3], data[at+4] = byte(sum), byte(sum>>8), byte(sum>>16), byte(sum>>24)
+				}
+				err := readAll(t, data, parts)
+				if err == nil {
+					t.Fatalf("block %d: compression %v read as %v (checksum fixed: %v) went unnoticed", i, c, Compression(data[at]), fix)
+				}
+				checkCorruptionError(t, err, "swapped compression")
+				swapped++
+			}
+		}
+	}
+	if swapped == 0 {
+		t.Fatal("no zstd data block to swap")
+	}
+}
+
+// TestCorruptionDictionaryBehindChecksum damages the dictionary's bytes
+// and fixes its checksum, and marks blocks of a file without a dictionary
+// as compressed against one: the reader must reject or survive it (a
+// damaged dictionary can decode to other valid bytes), never panic, and
+// report only corruption errors.
+func TestCorruptionDictionaryBehindChecksum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(16, 0))
+	parts := dictTable(rng)
+	f, _ := writeTable(t, parts, WriterOptions{Compression: CompressionZstd, BlockSize: 1024})
+	ft, _, err := decodeFooter(f.data[len(f.data)-footerLen:], uint64(len(f.data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The dictionary meta block is zstd-compressed: damage its payload
+	// and fix the checksum.
+	dh := ft.dictionary()
+	rejected := 0
+	for i := dh.offset; i < dh.offset+dh.storedLen; i += 7 {
+		data := append([]byte(nil), f.data...)
+		data[i] ^= 0x5a
+		payload := data[dh.offset : dh.offset+dh.storedLen]
+		sum := blockChecksum(payload, Compression(data[dh.offset+dh.storedLen]))
+		at := dh.offset + dh.storedLen
+		data[at+1], data[at+2], data[at+3], data[at+4] = byte(sum), byte(sum>>8), byte(sum>>16), byte(sum>>24)
+		if err := readAllLoose(data); err != nil {
+			checkCorruptionError(t, err, "damaged dictionary")
+			rejected++
+		}
+	}
+	if rejected == 0 {
+		t.Fatal("no damaged dictionary was rejected")
+	}
+	// A file without a dictionary whose zstd blocks claim one.
+	nf, _ := writeTable(t, parts, WriterOptions{Compression: CompressionZstd, BlockSize: 1024, NoDictionary: true})
+	r := openTable(t, nf, nil)
+	defer r.Close()
+	claimed := 0
+	for j := range r.top.pages {
+		pg, err := r.page(j, fromDisk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range pg.blocks.fileOffs {
+			at := pg.blocks.fileOffs[i] + pg.blocks.handle(i).storedLen
+			if Compression(nf.data[at]) != CompressionZstd {
+				continue
+			}
+			data := append([]byte(nil), nf.data...)
+			data[at] = byte(compressionZstdDict)
+			sum := blockChecksum(data[pg.blocks.fileOffs[i]:at], compressionZstdDict)
+			data[at+1], data[at+2], data[at+3], data[at+4] = byte(sum), byte(sum>>8), byte(sum>>16), byte(sum>>24)
+			err := readAllLoose(data)
+			if err == nil {
+				t.Fatalf("block %d claims a dictionary the file does not have, unnoticed", i)
+			}
+			checkCorruptionError(t, err, "claimed dictionary")
+			claimed++
+		}
+	}
+	if claimed == 0 {
+		t.Fatal("no zstd data block in the file without a dictionary")
+	}
+}

@@ -8,7 +8,8 @@ import (
 )
 
 // metaHandle locates a meta block (block index, partition index, bloom
-// filter, properties; in version 4 page index, bloom filter, properties)
+// filter, properties; in version 4 page index, bloom filter, properties;
+// in version 5 page index, dictionary if any, bloom filter, properties)
 // from the footer.
 type metaHandle struct {
 	offset    uint64 // of the payload in the file
@@ -18,10 +19,21 @@ type metaHandle struct {
 
 func (h metaHandle) end() uint64 { return h.offset + h.storedLen + blockTrailerLen }
 
-// footer is the fixed-size tail of the file (layout in writer.go).
+// footer is the fixed-size tail of the file (layout in writer.go). In
+// version 4 files partitionIndex is zero; in version 5 files it is the
+// dictionary's handle (zero if the file has none).
 type footer struct {
 	blockIndex, partitionIndex, bloom, properties metaHandle
 	version                                       uint32
+}
+
+// dictionary is the handle of a version 5 file's dictionary, zero if it
+// has none.
+func (f *footer) dictionary() metaHandle {
+	if f.version >= formatVersion5 {
+		return f.partitionIndex
+	}
+	return metaHandle{}
 }
 
 func (f *footer) handles() [4]*metaHandle {
@@ -67,8 +79,8 @@ func decodeFooter(src []byte, fileSize uint64) (footer, []byte, error) {
 	if c.err != nil {
 		return footer{}, nil, c.err
 	}
-	if f.version < formatVersion1 || f.version > formatVersion4 {
-		return footer{}, nil, base.CorruptionErrorf("cannot decode footer: got format version %d, want %d to %d", f.version, formatVersion1, formatVersion4)
+	if f.version < formatVersion1 || f.version > formatVersion5 {
+		return footer{}, nil, base.CorruptionErrorf("cannot decode footer: got format version %d, want %d to %d", f.version, formatVersion1, formatVersion5)
 	}
 	if fileSize < footerLen {
 		return footer{}, nil, base.CorruptionErrorf("cannot decode footer: file of %d bytes is shorter than a footer", fileSize)
@@ -76,9 +88,13 @@ func decodeFooter(src []byte, fileSize uint64) (footer, []byte, error) {
 	// Meta blocks are contiguous, in this order, and end at the footer:
 	// any damaged offset or length breaks the chain. Version 4 has no
 	// partition index meta block (the first handle is the page index):
-	// its handle is zero.
+	// its handle is zero. Version 5 has the dictionary there, or zero.
 	chain := []*metaHandle{&f.blockIndex, &f.partitionIndex, &f.bloom, &f.properties}
-	if f.version >= formatVersion4 {
+	if f.version >= formatVersion5 && f.partitionIndex != (metaHandle{}) {
+		if f.partitionIndex.rawLen < minDictLen || f.partitionIndex.rawLen > maxDictLen {
+			return footer{}, nil, base.CorruptionErrorf("cannot decode footer: got a dictionary of %d bytes, want %d to %d", f.partitionIndex.rawLen, minDictLen, maxDictLen)
+		}
+	} else if f.version >= formatVersion4 {
 		if f.partitionIndex != (metaHandle{}) {
 			return footer{}, nil, base.CorruptionErrorf("cannot decode footer: got a partition index handle %+v in a version %d file, want zeros", f.partitionIndex, f.version)
 		}

@@ -44,6 +44,9 @@ type fuzzSeedSet struct {
 	pages       [][]byte // decompressed index pages
 	pageRefs    []pageRef
 	pageKeys    [][3][]byte // first, next and last key of each page
+	dicts       [][]byte    // a file's dictionary (decompressed), per dictFrames entry
+	dictFrames  [][]byte    // framed data blocks compressed against it
+	dictRawLens []uint64
 }
 
 // addPages adds r's page index and pages (decompressed) as seeds.
@@ -105,6 +108,26 @@ func fuzzSeeds(tb testing.TB) fuzzSeedSet {
 	f, _ := writeTable(tb, events, WriterOptions{Compression: CompressionZstd, BlockSize: 1200})
 	r := openTable(tb, f, nil)
 	s.addBlocks(tb, f, r, 2)
+	r.Close()
+	// Version 5: a file with a dictionary (more than dictSampleSize
+	// bytes of events), its first blocks and its dictionary.
+	events = []testPartition{eventPartition(rng, []byte("dict"), 500)}
+	f, _ = writeTable(tb, events, WriterOptions{Compression: CompressionZstd, BlockSize: 2048})
+	r = openTable(tb, f, nil)
+	if r.dict == nil {
+		tb.Fatal("the dictionary seed file has no dictionary")
+	}
+	pg, err := r.page(0, fromDisk)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, i := range []int{0, pg.blocks.len() - 1} {
+		h := pg.blocks.handle(i)
+		s.dicts = append(s.dicts, bytes.Clone(r.dict.content))
+		s.dictFrames = append(s.dictFrames, bytes.Clone(f.data[pg.blocks.fileOffs[i]:pg.blocks.fileOffs[i]+h.frameLen()]))
+		s.dictRawLens = append(s.dictRawLens, h.rawLen)
+	}
+	s.files = append(s.files, bytes.Clone(f.data))
 	r.Close()
 	return s
 }
@@ -188,6 +211,62 @@ func FuzzDecodeBlockFrame(f *testing.F) {
 		requireCorruption(t, err)
 		if err == nil && len(raw) != int(rawLen%(1<<20)) {
 			t.Fatalf("decoded %d bytes, want %d", len(raw), rawLen%(1<<20))
+		}
+	})
+}
+
+// FuzzDecodeDictFrame decodes a dictionary meta block's bytes and a data
+// block frame against it: any bytes must be rejected as corruption or
+// decode to exactly the recorded length, and a block written against a
+// dictionary must read back with it.
+func FuzzDecodeDictFrame(f *testing.F) {
+	s := fuzzSeeds(f)
+	for i, fr := range s.dictFrames {
+		f.Add(s.dicts[i], fr, uint32(s.dictRawLens[i]))
+	}
+	var d decompressor
+	comp, err := newCompressor(CompressionZstd, 0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, dictRaw, frame []byte, rawLen uint32) {
+		dict, err := decodeDictionary(dictRaw)
+		requireCorruption(t, err)
+		if err != nil {
+			if len(dictRaw) >= minDictLen && len(dictRaw) <= maxDictLen {
+				t.Fatalf("a dictionary of %d bytes was refused: %v", len(dictRaw), err)
+			}
+			return
+		}
+		defer dict.close()
+		want := uint64(rawLen % (1 << 20))
+		raw, err := d.decodeDataFrame(frame, want, nil, dict)
+		requireCorruption(t, err)
+		if err == nil && uint64(len(raw)) != want {
+			t.Fatalf("decoded %d bytes, want %d", len(raw), want)
+		}
+		// Whatever the frame, a block compressed against the
+		// dictionary reads back with it.
+		if err := comp.setDict(dict.content); err != nil {
+			t.Fatal(err)
+		}
+		block := frame
+		if len(block) < minZstdBlock {
+			block = append(bytes.Repeat([]byte{'x'}, minZstdBlock), frame...)
+		}
+		framed, _ := comp.appendBlockFrame(nil, block, CompressionZstd, nil, true)
+		back, err := d.decodeDataFrame(framed, uint64(len(block)), nil, dict)
+		if err != nil || !bytes.Equal(back, block) {
+			t.Fatalf("a block compressed against the dictionary reads back as %d bytes, err %v", len(back), err)
+		}
+		if framed[len(framed)-blockTrailerLen] == byte(compressionZstdDict) {
+			if _, err := d.decodeBlockFrame(framed, uint64(len(block)), nil); err == nil {
+				t.Fatal("a block compressed against a dictionary decoded without it")
+			}
+		}
+		comp.close()
+		if comp, err = newCompressor(CompressionZstd, 0); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
@@ -372,13 +451,18 @@ func fuzzCorpus(s fuzzSeedSet) map[string][][]any {
 		add("FuzzDecodeBlock", b)
 		add("FuzzDecodeBlockFrame", s.frames[i], uint32(s.rawLens[i]))
 	}
+	for i := range s.dictFrames {
+		add("FuzzDecodeDictFrame", s.dicts[i], s.dictFrames[i], uint32(s.dictRawLens[i]))
+	}
 	for i := range s.blockIndex {
 		add("FuzzDecodeBlockIndex", s.blockIndex[i], s.dataLens[i])
 		add("FuzzDecodePartitionIndex", s.partIndex[i])
 		add("FuzzDecodeBloomFilter", s.bloom[i], s.bloomProbes[i])
 		add("FuzzDecodeFooter", s.footers[i], s.fileSizes[i])
 		add("FuzzDecodeProperties", s.props[i])
-		add("FuzzOpen", s.files[i])
+	}
+	for _, f := range s.files {
+		add("FuzzOpen", f)
 	}
 	return corpus
 }

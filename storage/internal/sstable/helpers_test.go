@@ -316,7 +316,7 @@ func wantProperties(parts []testPartition, c Compression) Properties {
 // comparableProps clears what wantProperties cannot know, and the format
 // version, which the tests check on their own.
 func comparableProps(p Properties) Properties {
-	p.DataBytes, p.IndexBytes, p.FileBytes, p.DataBlocks, p.FormatVersion = 0, 0, 0, 0, 0
+	p.DataBytes, p.IndexBytes, p.FileBytes, p.DataBlocks, p.FormatVersion, p.DictionaryBytes = 0, 0, 0, 0, 0, 0
 	p.Tombstones.clearHints()
 	return p
 }

@@ -89,7 +89,10 @@ func TestUncachedReadsRecycleBlocks(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		parts = append(parts, eventPartition(rng, fmt.Appendf(nil, "p%02d", i), 300))
 	}
-	f, props := writeTable(t, parts, WriterOptions{Compression: CompressionZstd})
+	// 32 KiB blocks without a dictionary (version 4's default): the
+	// bound below is one compressed block, and smaller blocks are smaller
+	// than the allocations an iterator makes besides its buffers.
+	f, props := writeTable(t, parts, WriterOptions{Compression: CompressionZstd, BlockSize: 32 << 10, NoDictionary: true})
 	// Room for a few blocks only: nearly every read misses.
 	cache := NewCache(4 * (props.DataBytes / props.DataBlocks) * 3)
 	r := openTable(t, f, cache)

@@ -48,6 +48,10 @@ type Properties struct {
 	// else (indexes, bloom filter, properties, footer), FileBytes the
 	// whole file.
 	DataBytes, IndexBytes, FileBytes int64
+	// DictionaryBytes is the decompressed size of the file's zstd
+	// dictionary (format version 5), 0 if it has none. Like the sizes
+	// above, it is not stored in the properties block.
+	DictionaryBytes int64
 	// FormatVersion is the file's format version.
 	FormatVersion uint32
 	// Tombstones are the creation time and tombstone histograms (format

@@ -25,6 +25,9 @@ type Reader struct {
 	cache   *Cache
 	dec     *decompressor
 	ownDec  bool
+	// dict is the file's zstd dictionary (version 5), nil if it has none;
+	// its decoder is the Reader's own, shared by its goroutines.
+	dict *fileDict
 
 	props Properties
 	top   topIndex
@@ -67,6 +70,7 @@ func Open(f vfs.File, path string, fileNum uint64, cache *Cache) (*Reader, error
 		if r.ownDec {
 			r.dec.close()
 		}
+		r.dict.close()
 		return nil, err
 	}
 	return r, nil
@@ -114,6 +118,16 @@ func (r *Reader) load(size uint64) error {
 	}
 	if r.bloom, _, err = decodeBloomFilter(bloomRaw); err != nil {
 		return r.wrapAt(ft.bloom.offset, "bloom filter", err)
+	}
+	if h := ft.dictionary(); h != (metaHandle{}) {
+		raw, err := r.readMeta(h, "dictionary")
+		if err != nil {
+			return err
+		}
+		if r.dict, err = decodeDictionary(raw); err != nil {
+			return r.wrapAt(h.offset, "dictionary", err)
+		}
+		r.props.DictionaryBytes = int64(len(raw))
 	}
 	if ft.version >= formatVersion4 {
 		err = r.loadPageIndex(ft)
@@ -265,6 +279,7 @@ func (r *Reader) Close() error {
 	if r.ownDec {
 		r.dec.close()
 	}
+	r.dict.close()
 	if err := r.f.Close(); err != nil {
 		return fmt.Errorf("cannot close sstable %s: %w", r.path, err)
 	}
@@ -394,7 +409,7 @@ func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *reada
 			cells = make([]packedCell, 0, h.meta.Cells)
 		}
 	}
-	raw, err := r.dec.decodeBlockFrame(frame, h.rawLen, dst)
+	raw, err := r.dec.decodeDataFrame(frame, h.rawLen, dst, r.dict)
 	// A block stored uncompressed aliases its frame, which then belongs
 	// to the block.
 	aliasesFrame := err == nil && len(raw) > 0 && &raw[0] == &frame[0]

@@ -114,8 +114,8 @@ func TestRoundTrip(t *testing.T) {
 				r := openTable(t, f, NewCache(1<<20))
 				defer r.Close()
 				checkTable(t, r, tc.parts, comp)
-				if v := r.Properties().FormatVersion; v != formatVersion4 {
-					t.Errorf("FormatVersion = %d, want %d", v, formatVersion3)
+				if v := r.Properties().FormatVersion; v != formatVersion {
+					t.Errorf("FormatVersion = %d, want %d", v, formatVersion)
 				}
 				if got := r.Properties(); !reflect.DeepEqual(got, wprops) {
 					t.Errorf("Properties() = %+v\nwriter returned %+v", got, wprops)

@@ -1,6 +1,7 @@
 package sstable
 
-// SSTable byte format, version 4 (formatVersion4; version 3 keeps the
+// SSTable byte format, version 5 (formatVersion5; version 4 has no
+// dictionary, version 3 keeps the
 // partition and block indexes as two whole meta blocks, version 2 also
 // lacks the tombstone statistics at the end of the properties, version 1
 // also the block encodings byte; all are still read)
@@ -24,6 +25,8 @@ package sstable
 //	+-------------------------+ footer.blockIndex.offset
 //	| page index              |  meta block, the file's compression
 //	+-------------------------+
+//	| dictionary (optional)   |  meta block, the file's compression: raw
+//	+-------------------------+  zstd dictionary, 8 bytes to 1 MiB (v5)
 //	| bloom filter            |  meta block, always uncompressed
 //	+-------------------------+
 //	| properties              |  meta block, the file's compression
@@ -70,10 +73,18 @@ package sstable
 // byte. compression is 0 none, 1 zstd (one frame that records its content
 // size, no frame checksum; a data block of 4 KiB or more is split into
 // several zstd blocks at its values section, or before its shapes and at
-// each hole column when its values are shaped), 2 s2 (block format). A block that
-// does not shrink is stored with compression 0. The payload decompresses to
-// exactly rawLen bytes, recorded by whatever points at the block (block
-// index, footer).
+// each hole column when its values are shaped), 2 s2 (block format), 3
+// zstd against the file's dictionary (version 5, data blocks only: one
+// zstd frame naming dictionary ID 1, one zstd block, the dictionary as raw
+// content). A block that does not shrink is stored with compression 0.
+// The payload decompresses to exactly rawLen bytes, recorded by whatever
+// points at the block (block index, footer).
+//
+// Dictionary (version 5): the first dictSampleSize (32 KiB) bytes of the
+// file's decompressed data blocks, concatenated in file order. A zstd
+// file with less data than that, or none of whose data blocks was
+// compressed against it (all under 256 bytes, say), and any other file,
+// has none (its footer handle is zero).
 //
 // Data block, decompressed (all cells of one partition, sorted by
 // (clustering, column); stored column-wise, see block.go for why):
@@ -190,7 +201,8 @@ package sstable
 //	|   0    | block index:     offset u64, storedLen u64, rawLen u64 |
 //	|        |   (version 4: the page index)                          |
 //	|  24    | partition index: offset u64, storedLen u64, rawLen u64 |
-//	|        |   (version 4: all zero)                                |
+//	|        |   (version 4: all zero; version 5: the dictionary, or  |
+//	|        |   all zero if none)                                    |
 //	|  48    | bloom filter:    offset u64, storedLen u64, rawLen u64 |
 //	|  72    | properties:      offset u64, storedLen u64, rawLen u64 |
 //	|  96    | format version u32                                     |
@@ -198,8 +210,9 @@ package sstable
 //	| 104    | magic "\x89EVTSST\n"                                   |
 //	+--------+--------------------------------------------------------+
 //
-// The four (version 4: three) meta blocks are contiguous in this order and
-// end where the footer starts; the reader rejects any other arrangement.
+// The four (version 4: three; version 5: three or four) meta blocks are
+// contiguous in this order and end where the footer starts; the reader
+// rejects any other arrangement.
 
 import (
 	"bufio"
@@ -236,6 +249,15 @@ const (
 	// longer pins memory per partition (issue 11's million-timeline
 	// fan-out, issue 15's RSS).
 	formatVersion4 uint32 = 4
+	// formatVersion5 gives a zstd file of more than dictSampleSize bytes
+	// of data blocks a zstd dictionary (a meta block where versions 1 to
+	// 3 had the partition index) against which its data blocks are
+	// compressed (compression byte 3), so that small blocks compress
+	// nearly as well as large ones and a cold read decodes less (issue
+	// 15's window slice).
+	formatVersion5 uint32 = 5
+	// formatVersion is what the Writer writes.
+	formatVersion = formatVersion5
 )
 
 const (
@@ -247,16 +269,26 @@ const (
 	footerLen = 4*24 + 4 + 4 + 8
 	// blockTrailerLen is the compression byte and the CRC-32C.
 	blockTrailerLen = 1 + 4
-	// defaultBlockSize is the target uncompressed data block size: large
-	// enough for zstd to find the repetition between JSON values, small
-	// enough that reading the newest 50 events of a partition decodes one
-	// block.
-	defaultBlockSize = 32 << 10
-	// headBlockDivisor shrinks the first block of every partition: with
-	// the newest rows first (a DESC TimeUUID clustering), that block is
-	// the one every "latest N" query decodes on a cache miss, and halving
-	// it halves that cost for about 1% more bytes on the issue 2 workload.
-	headBlockDivisor = 2
+	// defaultBlockSize is the target uncompressed data block size. A cold
+	// read decompresses and decodes whole blocks, so a 10% slice of an
+	// hour partition (~8 KiB of 80) paid for a 32 KiB block; with the
+	// file's dictionary (version 5) a 16 KiB block compresses about as
+	// well as a 32 KiB one did without it (issue 15, BENCHMARKS.md).
+	defaultBlockSize = 16 << 10
+	// dictSampleSize is how many bytes of decompressed data blocks a zstd
+	// Writer holds back before it fixes the file's dictionary: the first
+	// dictSampleSize bytes of them, stored once (compressed) as the
+	// dictionary meta block. The held blocks are then compressed against
+	// it (costing a few bytes each, as the dictionary holds them), and
+	// every later one. A file with fewer bytes of data gets no dictionary.
+	dictSampleSize = 32 << 10
+	// headBlockSize caps the first block of every partition: with the
+	// newest rows first (a DESC TimeUUID clustering), that block is the
+	// one every "latest N" query decodes on a cache miss. 16 KiB holds
+	// the newest 50 events of ~200 bytes in one block: half of the 32
+	// KiB blocks of versions 1 to 4 (about 1% more bytes on the issue 2
+	// workload), the whole of today's default.
+	headBlockSize = 16 << 10
 	// writeBufferSize batches the writes of small blocks into fewer
 	// system calls.
 	writeBufferSize = 256 << 10
@@ -268,8 +300,8 @@ type WriterOptions struct {
 	// engine's default is CompressionZstd (see DefaultWriterOptions).
 	Compression Compression
 	// BlockSize is the target uncompressed size of a data block; 0 means
-	// 32 KiB. A partition's first block targets half of it (see
-	// headBlockDivisor). A block is closed before a cell would push it
+	// 16 KiB. A partition's first block targets at most 16 KiB (see
+	// headBlockSize). A block is closed before a cell would push it
 	// past the target, so only a single cell larger than the target makes
 	// a larger block.
 	BlockSize int
@@ -277,11 +309,21 @@ type WriterOptions struct {
 	// false positives). At most 64.
 	BloomBitsPerKey int
 	// ZstdLevel is a zstd level (1..22) mapped to the closest of the
-	// encoder's speeds; 0 means the default (level 3).
+	// encoder's speeds; 0 means the default (level 3). Data blocks
+	// compressed against the file's dictionary always use the fastest
+	// speed (see zstdDictLevel); the level applies to the rest.
 	ZstdLevel int
 	// CreatedAtSeconds is recorded in the properties as the file's
 	// creation time (unix seconds, the engine's clock).
 	CreatedAtSeconds int64
+	// NoDictionary keeps a zstd file from getting a dictionary: its data
+	// blocks are compressed on their own, as before format version 5.
+	NoDictionary bool
+	// DictionarySampleSize is how many bytes of data blocks a zstd file
+	// needs for a dictionary, and the dictionary's size; 0 means 32 KiB,
+	// the engine's setting. Smaller values are for tests whose files are
+	// small. It is clamped to 8 bytes .. 1 MiB.
+	DictionarySampleSize int
 }
 
 // DefaultWriterOptions returns the options the engine uses by default.
@@ -338,6 +380,27 @@ type Writer struct {
 	dataBytes uint64 // framed bytes of the data blocks
 	hashes    []uint64
 	props     Properties
+
+	// The dictionary (format version 5): until dictDone, data blocks are
+	// held in pending (their decompressed bytes in pendRaw) instead of
+	// being written, and no index page is cut, because a block's index
+	// entry needs its compressed length. dict is the file's dictionary,
+	// nil if it has none.
+	wantDict bool
+	dictDone bool
+	dict     []byte
+	pending  []pendingBlock
+	pendRaw  []byte
+	// dictBlocks counts the data blocks compressed against dict: a file
+	// with none is written without its dictionary.
+	dictBlocks int
+}
+
+// pendingBlock is a data block held back until the dictionary is fixed.
+type pendingBlock struct {
+	rawEnd int    // end of its bytes in Writer.pendRaw
+	splits []int  // compressor splits, relative to its start
+	entry  []byte // its block index entry after the stored length
 }
 
 // writeBuffers pools the Writers' 256 KiB write buffers across SSTables.
@@ -363,6 +426,12 @@ func NewWriter(f vfs.File, opts WriterOptions) *Writer {
 	w := &Writer{f: f, bw: bw, opts: opts, props: newProperties(opts.Compression)}
 	w.props.Tombstones.CreatedAt = opts.CreatedAtSeconds
 	w.blk.shapeValues = opts.Compression == CompressionZstd
+	w.wantDict = opts.Compression == CompressionZstd && !opts.NoDictionary
+	if w.opts.DictionarySampleSize <= 0 {
+		w.opts.DictionarySampleSize = dictSampleSize
+	}
+	w.opts.DictionarySampleSize = min(max(w.opts.DictionarySampleSize, minDictLen), maxDictLen)
+	w.dictDone = !w.wantDict
 	if !opts.Compression.Valid() {
 		w.err = fmt.Errorf("cannot create sstable writer: got compression %d, want none, zstd or s2", opts.Compression)
 		return w
@@ -463,7 +532,7 @@ func (w *Writer) Add(c *base.Cell) error {
 	sameRow := w.haveCell && bytes.Equal(w.lastCK, c.Clustering)
 	target := w.opts.BlockSize
 	if w.cur.numBlocks == 0 {
-		target /= headBlockDivisor
+		target = min(target, headBlockSize)
 	}
 	if !w.blk.empty() && (w.blk.size()+cellSize(c, !sameRow) > target ||
 		(!sameRow && w.blk.keyBytes+len(c.Clustering) > maxBlockKeyBytes)) {
@@ -506,7 +575,7 @@ func (w *Writer) Add(c *base.Cell) error {
 // EstimatedSize is the file size so far plus what is buffered, counting
 // the open block uncompressed.
 func (w *Writer) EstimatedSize() int64 {
-	return int64(w.off) + int64(w.blk.size()) + int64(len(w.blockIndex)+len(w.partIndex)+len(w.pageIndex)+len(w.hashes))
+	return int64(w.off) + int64(w.blk.size()) + int64(len(w.pendRaw)) + int64(len(w.blockIndex)+len(w.partIndex)+len(w.pageIndex)+len(w.hashes))
 }
 
 // flushBlock compresses, frames and writes the open block and records it
@@ -515,18 +584,25 @@ func (w *Writer) flushBlock() error {
 	var meta BlockMeta
 	var splits []int
 	w.rawBuf, meta, splits = w.blk.finish(w.rawBuf[:0])
-	var stored int
-	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], w.rawBuf, w.opts.Compression, splits)
-	if err := w.write(w.frameBuf); err != nil {
+	h := blockHandle{rawLen: uint64(len(w.rawBuf)), meta: meta}
+	if !w.dictDone {
+		// Held back: its entry without the stored length (0 is one
+		// byte), its bytes, its splits.
+		entry := appendBlockIndexEntry(nil, &h)[1:]
+		w.pendRaw = append(w.pendRaw, w.rawBuf...)
+		w.pending = append(w.pending, pendingBlock{rawEnd: len(w.pendRaw), splits: append([]int(nil), splits...), entry: entry})
+	} else if err := w.writeBlock(w.rawBuf, splits, &h); err != nil {
 		return err
 	}
-	h := blockHandle{storedLen: uint64(stored), rawLen: uint64(len(w.rawBuf)), meta: meta}
-	w.blockIndex = appendBlockIndexEntry(w.blockIndex, &h)
-	w.dataBytes += uint64(len(w.frameBuf))
 	w.pageBlocks++
 	w.cur.numBlocks++
 	w.props.DataBlocks++
 	w.blk.reset()
+	if !w.dictDone && len(w.pendRaw) >= w.opts.DictionarySampleSize {
+		if err := w.fixDict(); err != nil {
+			return err
+		}
+	}
 	// SSTables are written by background work (flushes, compactions) that
 	// can keep every P busy for seconds. Yielding after each block's worth
 	// of data (a few hundred µs of CPU) lets latency-sensitive goroutines,
@@ -539,6 +615,61 @@ func (w *Writer) flushBlock() error {
 		w.sinceYield = 0
 		runtime.Gosched()
 	}
+	return nil
+}
+
+// writeBlock compresses, frames and writes one data block and appends its
+// block index entry (h without its stored length).
+func (w *Writer) writeBlock(raw []byte, splits []int, h *blockHandle) error {
+	var stored int
+	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], raw, w.opts.Compression, splits, true)
+	w.countDictBlock(stored)
+	if err := w.write(w.frameBuf); err != nil {
+		return err
+	}
+	h.storedLen = uint64(stored)
+	w.blockIndex = appendBlockIndexEntry(w.blockIndex, h)
+	w.dataBytes += uint64(len(w.frameBuf))
+	return nil
+}
+
+// countDictBlock counts the block framed in frameBuf (payload of stored
+// bytes) if it was compressed against the dictionary.
+func (w *Writer) countDictBlock(stored int) {
+	if Compression(w.frameBuf[stored]) == compressionZstdDict {
+		w.dictBlocks++
+	}
+}
+
+// fixDict ends the hold-back: with at least DictionarySampleSize bytes
+// held, the first DictionarySampleSize of them become the file's
+// dictionary; then the held blocks are written (against it, if any) with
+// their index entries.
+func (w *Writer) fixDict() error {
+	w.dictDone = true
+	if n := w.opts.DictionarySampleSize; len(w.pendRaw) >= n {
+		w.dict = append([]byte(nil), w.pendRaw[:n]...)
+		if err := w.comp.setDict(w.dict); err != nil {
+			w.err = fmt.Errorf("cannot write sstable: %w", err)
+			return w.err
+		}
+	}
+	start := 0
+	for i := range w.pending {
+		pb := &w.pending[i]
+		raw := w.pendRaw[start:pb.rawEnd]
+		start = pb.rawEnd
+		var stored int
+		w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], raw, w.opts.Compression, pb.splits, true)
+		w.countDictBlock(stored)
+		if err := w.write(w.frameBuf); err != nil {
+			return err
+		}
+		w.blockIndex = binary.AppendUvarint(w.blockIndex, uint64(stored))
+		w.blockIndex = append(w.blockIndex, pb.entry...)
+		w.dataBytes += uint64(len(w.frameBuf))
+	}
+	w.pending, w.pendRaw = nil, nil
 	return nil
 }
 
@@ -591,7 +722,9 @@ func (w *Writer) finishPartition() error {
 	w.pageParts++
 	w.props.Partitions++
 	w.inPartition = false
-	if len(w.partIndex)+len(w.blockIndex) >= indexPageSize {
+	// While blocks are held back (their entries not yet in blockIndex),
+	// the page grows past its size instead.
+	if w.dictDone && len(w.partIndex)+len(w.blockIndex) >= indexPageSize {
 		return w.flushPage()
 	}
 	return nil
@@ -610,7 +743,7 @@ func (w *Writer) nextKeyBuf(key []byte) []byte {
 func (w *Writer) flushPage() error {
 	w.pageBuf = appendIndexPage(w.pageBuf[:0], w.partIndex, w.blockIndex)
 	var stored int
-	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], w.pageBuf, w.opts.Compression, nil)
+	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], w.pageBuf, w.opts.Compression, nil, false)
 	if len(w.pageBuf) > maxBlockRawLen {
 		w.err = fmt.Errorf("cannot write sstable index page: got %d bytes, want at most %d", len(w.pageBuf), maxBlockRawLen)
 		return w.err
@@ -640,6 +773,11 @@ func (w *Writer) Finish() (Properties, error) {
 			return Properties{}, err
 		}
 	}
+	if !w.dictDone {
+		if err := w.fixDict(); err != nil {
+			return Properties{}, err
+		}
+	}
 	w.done = true
 	defer w.comp.close()
 	props := w.props
@@ -658,10 +796,19 @@ func (w *Writer) Finish() (Properties, error) {
 		pageIndex = appendBytes(pageIndex, w.prevKey)
 	}
 	var f footer
-	f.version = formatVersion4
+	f.version = formatVersion
 	var err error
 	if f.blockIndex, err = w.writeMeta(pageIndex, w.opts.Compression); err != nil {
 		return Properties{}, err
+	}
+	if w.dictBlocks == 0 {
+		// No block needs it: readers need not load it.
+		w.dict = nil
+	}
+	if w.dict != nil {
+		if f.partitionIndex, err = w.writeMeta(w.dict, w.opts.Compression); err != nil {
+			return Properties{}, err
+		}
 	}
 	// Bloom filter bits are random: compressing them only costs time.
 	if f.bloom, err = w.writeMeta(appendBloomFilter(nil, w.hashes, w.opts.BloomBitsPerKey), CompressionNone); err != nil {
@@ -682,7 +829,8 @@ func (w *Writer) Finish() (Properties, error) {
 	w.bw.Reset(nil)
 	writeBuffers.Put(w.bw)
 	w.bw = nil
-	props.FormatVersion = formatVersion4
+	props.FormatVersion = formatVersion
+	props.DictionaryBytes = int64(len(w.dict))
 	props.DataBytes = int64(w.dataBytes)
 	props.FileBytes = int64(w.off)
 	props.IndexBytes = props.FileBytes - props.DataBytes
@@ -691,7 +839,7 @@ func (w *Writer) Finish() (Properties, error) {
 
 func (w *Writer) writeMeta(raw []byte, c Compression) (metaHandle, error) {
 	var stored int
-	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], raw, c, nil)
+	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], raw, c, nil, false)
 	h := metaHandle{offset: w.off, storedLen: uint64(stored), rawLen: uint64(len(raw))}
 	if len(raw) > maxBlockRawLen {
 		w.err = fmt.Errorf("cannot write sstable meta block: got %d bytes, want at most %d", len(raw), maxBlockRawLen)
