@@ -92,6 +92,13 @@ func (w *appendWriter) Write(p []byte) (int, error) {
 // that a later frame could see.
 var zstdEncoders [zstd.SpeedBestCompression + 1]sync.Pool
 
+// zstdWindowBytes bounds how far back a match may reach. A frame is one
+// block (tens of KiB), so a larger window finds nothing more, while the
+// encoder's history buffer is sized from it: at zstd's default (8 MiB) a
+// pooled encoder held 16 MiB, the largest item of the engine's live heap
+// while compactions ran (BENCHMARKS.md, session s8-mem).
+const zstdWindowBytes = 128 << 10
+
 // zstdEncodersCreated counts encoders created, for the pooling test.
 var zstdEncodersCreated atomic.Int64
 
@@ -114,6 +121,8 @@ func newCompressor(c Compression, zstdLevel int) (*compressor, error) {
 		zstd.WithEncoderConcurrency(1),
 		zstd.WithEncoderCRC(false),
 		zstd.WithSingleSegment(true),
+		zstd.WithWindowSize(zstdWindowBytes),
+		zstd.WithLowerEncoderMem(true),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("cannot create zstd encoder: %w", err)
