@@ -15,8 +15,10 @@
 //     nothing on average. Level 0 has back links: reverse iteration (the
 //     latest-N query) is a step per cell, not a search.
 //   - Lifetime: where the platform has anonymous mmap the slabs are mapped
-//     from the OS, outside the Go heap (arena.go), and unmapped once the
-//     skiplist is unreachable, never reused. A cell, key or partition slice
+//     from the OS, outside the Go heap (arena.go), never reused, and
+//     unmapped when the last reference is dropped (Ref, Unref: storage's
+//     versions count them) or, for a memtable never referenced, once it is
+//     unreachable. A cell, key or partition slice
 //     a memtable hands out (Iter.Cell, TableIter.Cell and Partition) is
 //     valid only while its holder keeps the Memtable or the iterator
 //     reachable: the iterators hold the skiplist, so a slice is safe for as
