@@ -27,8 +27,8 @@ type memProbe struct {
 	cpuFile *os.File
 	// extraEnd is what the engine reports at the end of the ingest.
 	extraEnd func() string
-	stop    chan struct{}
-	done    chan struct{}
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 var memProbeMetrics = []string{
