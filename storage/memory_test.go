@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"testing"
 	"time"
@@ -23,20 +24,40 @@ func putMemoryTestRows(b *Batch, partition string, from, n int) {
 	}
 }
 
-// checkMappedAtMost checks that the memtables' mapped arena is at most
-// limit bytes: a memtable is unmapped as soon as the last version holding
-// it is dropped, without waiting for the garbage collector.
-func checkMappedAtMost(t *testing.T, db *DB, limit int64) {
+// waitForMappedAtMost waits until the memtables' mapped arena is at most
+// limit bytes, or fails after a deadline. It does not run the garbage
+// collector: a memtable is unmapped (on a goroutine of its own) as soon as
+// the last version holding it is dropped, without waiting for a
+// collection. Tests calling it turn the collector off (noGC), so that
+// the memtable's fallback, a cleanup once it is unreachable, cannot do
+// the unmapping instead.
+func waitForMappedAtMost(t *testing.T, db *DB, limit int64) {
 	t.Helper()
-	if got := db.Metrics().MemtableMappedBytes; got > limit {
-		t.Fatalf("memtable mapped bytes: got %d, want at most %d", got, limit)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := db.Metrics().MemtableMappedBytes
+		if got <= limit {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("memtable mapped bytes: got %d, want at most %d", got, limit)
+		}
+		runtime.Gosched()
 	}
+}
+
+// noGC turns the garbage collector off for the rest of the test; an
+// explicit runtime.GC still runs.
+func noGC(t *testing.T) {
+	old := debug.SetGCPercent(-1)
+	t.Cleanup(func() { debug.SetGCPercent(old) })
 }
 
 // TestFlushedMemtableArenaReleased checks that the memtable arena lives
 // outside the Go heap, is counted in Metrics, and is given back as soon as
 // a flush has written it out, if no read holds it.
 func TestFlushedMemtableArenaReleased(t *testing.T) {
+	noGC(t)
 	db := openTestDB(t, &fakeClock{now: time.Unix(1_800_000_000, 0)}, TableDef{Name: "t"})
 	empty := db.Metrics().MemtableMappedBytes
 	for i := range 20 {
@@ -49,7 +70,7 @@ func TestFlushedMemtableArenaReleased(t *testing.T) {
 	if err := db.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	checkMappedAtMost(t, db, empty)
+	waitForMappedAtMost(t, db, empty)
 	rows := readMemoryTestRows(t, db, "p7")
 	if len(rows) != 500 || !bytes.Equal(rows[499].Cells[0].Value, memoryTestValue([]byte("p7"), rows[499].Clustering)) {
 		t.Fatalf("after the flush, partition p7 reads %d rows, want 500 with their values", len(rows))
@@ -81,6 +102,7 @@ func readMemoryTestRows(t *testing.T, db *DB, partition string) []Row {
 // Close, however many flushes and collections happen meanwhile, and the
 // arena is unmapped by Close.
 func TestRowFromMemtableValidAcrossFlush(t *testing.T) {
+	noGC(t)
 	db := openTestDB(t, &fakeClock{now: time.Unix(1_800_000_000, 0)}, TableDef{Name: "t"})
 	empty := db.Metrics().MemtableMappedBytes
 	apply(t, db, func(b *Batch) { putMemoryTestRows(b, "p", 0, 3000) })
@@ -121,7 +143,7 @@ func TestRowFromMemtableValidAcrossFlush(t *testing.T) {
 	if n != 2999 {
 		t.Fatalf("read %d rows, want 3000", n+1)
 	}
-	checkMappedAtMost(t, db, empty)
+	waitForMappedAtMost(t, db, empty)
 }
 
 // TestReadsDuringFlushAndRelease reads while a writer fills small

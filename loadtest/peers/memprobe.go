@@ -24,6 +24,8 @@ type memProbe struct {
 	peakRSS int64
 	report  string
 	cpu0    float64
+	gcN0    uint64
+	gcCPU0  float64
 	cpuFile *os.File
 	// extraEnd is what the engine reports at the end of the ingest.
 	extraEnd func() string
@@ -45,12 +47,20 @@ var memProbeMetrics = []string{
 	"/memory/classes/total:bytes",
 	"/gc/heap/live:bytes",
 	"/gc/heap/goal:bytes",
-	"/gc/cycles/total:gc-cycles",
+}
+
+// gcCost reads the GC's cycles and CPU seconds (all of its classes:
+// background marking, assists, pauses) so far.
+func gcCost() (cycles uint64, cpuSeconds float64) {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}, {Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Float64()
 }
 
 func startMemProbe(e engine) *memProbe {
 	extra := engineMemory(e)
 	p := &memProbe{extra: extra, stop: make(chan struct{}), done: make(chan struct{}), cpu0: cpuSeconds()}
+	p.gcN0, p.gcCPU0 = gcCost()
 	if path := os.Getenv("MEMPROBE_CPUPROFILE"); path != "" {
 		if f, err := os.Create(path); err == nil {
 			pprof.StartCPUProfile(f)
@@ -125,7 +135,8 @@ func (p *memProbe) finish(w io.Writer, label string) {
 			f.Close()
 		}
 	}
-	fmt.Fprintf(w, "%s: cpu %.2f s (user+system, all goroutines)%s\n", label, cpuSeconds()-p.cpu0, p.summary())
+	gcN, gcCPU := gcCost()
+	fmt.Fprintf(w, "%s: cpu %.2f s (user+system, all goroutines), GC %d cycles, %.2f s (runtime estimate)%s\n", label, cpuSeconds()-p.cpu0, gcN-p.gcN0, gcCPU-p.gcCPU0, p.summary())
 	fmt.Fprintf(w, "memory at peak RSS (%s), MiB:\n%s", label, p.report)
 }
 

@@ -15,7 +15,10 @@ import (
 // memtables' cost in resident memory (GOGC=100), and a released memtable
 // goes back to the OS at once rather than when the scavenger gets to it.
 // A memtable whose owner counts its references (Memtable.Ref) is unmapped
-// as soon as the last one is dropped, without waiting for a collection.
+// as soon as the last one is dropped (on a goroutine of its own), without
+// waiting for a collection. Full-size slabs (2 MiB) are aligned to a huge
+// page and advised MADV_HUGEPAGE on Linux (arena_mmap_linux.go): a 32 MiB
+// memtable is then 16 TLB entries and 16 page faults instead of 8,192.
 // Elsewhere (arena_heap.go), or if a mapping fails, a slab is an ordinary
 // Go allocation.
 //
@@ -26,28 +29,48 @@ import (
 type slabs struct {
 	mu       sync.Mutex
 	mapped   [][]byte // regions to unmap
+	huge     [][]byte // huge-page regions to unmap (mapHugeSlab)
 	released bool
 	account  *atomic.Int64 // bytes mapped, shared with the owner's other memtables; may be nil
 }
 
 // keep records a mapped slab.
-func (a *slabs) keep(b []byte) {
+func (a *slabs) keep(b []byte, huge bool) {
 	a.mu.Lock()
 	if a.released {
 		a.mu.Unlock()
 		panic("BUG: memtable written after its arena was released")
 	}
-	a.mapped = append(a.mapped, b)
+	if huge {
+		a.huge = append(a.huge, b)
+	} else {
+		a.mapped = append(a.mapped, b)
+	}
 	a.mu.Unlock()
 	if a.account != nil {
 		a.account.Add(int64(len(b)))
 	}
 }
 
+// mapAny maps a slab of at least n bytes: huge pages for whole huge
+// pages, else ordinary ones; nil if mapping failed or there is no mmap.
+func (a *slabs) mapAny(n int) []byte {
+	if n%hugePageBytes == 0 {
+		if b := mapHugeSlab(n); b != nil {
+			a.keep(b, true)
+			return b
+		}
+	}
+	if b := mapSlab(n); b != nil {
+		a.keep(b, false)
+		return b
+	}
+	return nil
+}
+
 // byteSlab returns a zeroed slab of n bytes. Writer only.
 func (a *slabs) byteSlab(n int) []byte {
-	if b := mapSlab(n); b != nil {
-		a.keep(b)
+	if b := a.mapAny(n); b != nil {
 		return b[:n:n]
 	}
 	return make([]byte, n)
@@ -55,8 +78,7 @@ func (a *slabs) byteSlab(n int) []byte {
 
 // wordSlab returns a zeroed slab of n words. Writer only.
 func (a *slabs) wordSlab(n int) []uint64 {
-	if b := mapSlab(8 * n); b != nil {
-		a.keep(b)
+	if b := a.mapAny(8 * n); b != nil {
 		// Mappings are page-aligned, so the words are aligned for
 		// atomic access.
 		return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), n)
@@ -69,11 +91,17 @@ func (a *slabs) wordSlab(n int) []uint64 {
 // nothing.
 func (a *slabs) release() {
 	a.mu.Lock()
-	mapped := a.mapped
-	a.mapped, a.released = nil, true
+	mapped, huge := a.mapped, a.huge
+	a.mapped, a.huge, a.released = nil, nil, true
 	a.mu.Unlock()
 	for _, b := range mapped {
 		unmapSlab(b)
+		if a.account != nil {
+			a.account.Add(-int64(len(b)))
+		}
+	}
+	for _, b := range huge {
+		unmapHugeSlab(b)
 		if a.account != nil {
 			a.account.Add(-int64(len(b)))
 		}

@@ -9,3 +9,9 @@ const mmapSlabs = false
 func mapSlab(int) []byte { return nil }
 
 func unmapSlab([]byte) {}
+
+const hugePageBytes = 2 << 20
+
+func mapHugeSlab(int) []byte { return nil }
+
+func unmapHugeSlab([]byte) {}

@@ -76,16 +76,21 @@ type Memtable struct {
 // Ref adds a reference to the memtable's arena (see Unref).
 func (m *Memtable) Ref() { m.refs.Add(1) }
 
-// Unref drops a reference; the last one unmaps the arena at once, after
-// which no cell, key or iterator of the memtable may be used (the
-// caller's references must cover every reader). A memtable never
-// referenced is unmapped once unreachable instead.
+// Unref drops a reference; the last one unmaps the arena, after which
+// no cell, key or iterator of the memtable may be used (the caller's
+// references must cover every reader). A memtable never referenced is
+// unmapped once unreachable instead.
+//
+// The unmapping runs on a goroutine of its own: munmap of tens of MiB
+// shoots down the TLBs of every CPU running the process and holds the
+// process's address-space lock, which page faults wait for; storage
+// drops versions under its main lock, and a read drops one in Close.
 func (m *Memtable) Unref() {
 	switch n := m.refs.Add(-1); {
 	case n < 0:
 		panic("BUG: memtable unreferenced more often than referenced")
 	case n == 0:
-		m.list.slabs.release()
+		go m.list.slabs.release()
 	}
 }
 

@@ -52,16 +52,16 @@ const (
 	nodeNext
 	nodeFixedWords = nodeNext
 
-	nodeSlabShift = 17
-	// Node slabs grow from minNodeSlabWords to maxNodeSlabWords (1 MiB)
-	// and data slabs from minDataSlabBytes to maxDataSlabBytes (1 MiB), so
+	nodeSlabShift = 18
+	// Node slabs grow from minNodeSlabWords to maxNodeSlabWords (2 MiB)
+	// and data slabs from minDataSlabBytes to maxDataSlabBytes (2 MiB), so
 	// a small memtable stays small, a big one allocates rarely, and the
 	// unused tail of the last slabs (heap that SizeBytes does not count)
 	// stays small.
 	minNodeSlabWords = 1 << 12
 	maxNodeSlabWords = 1 << nodeSlabShift
 	minDataSlabBytes = 32 << 10
-	maxDataSlabBytes = 1 << 20
+	maxDataSlabBytes = 2 << 20
 
 	cellHeaderBytes = 1 + 4 + 8 + 8 + 4
 )
