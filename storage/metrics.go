@@ -18,17 +18,20 @@ import (
 type metrics struct {
 	db *DB
 
-	batches, mutations            atomic.Int64
-	walSyncs, walSyncedRecords    atomic.Int64
-	walSyncedBytes, walSyncNanos  atomic.Int64
-	flushes, flushedBytes         atomic.Int64
-	compactions, compactedIn      atomic.Int64
-	compactedOut, purgedTombs     atomic.Int64
-	droppedSSTables               atomic.Int64
-	stalls, stallNanos            atomic.Int64
-	reads, readTombstones         atomic.Int64
-	readLiveCells, readBlocks     atomic.Int64
-	readSSTables, readSSTSkips    atomic.Int64
+	batches, mutations           atomic.Int64
+	walSyncs, walSyncedRecords   atomic.Int64
+	walSyncedBytes, walSyncNanos atomic.Int64
+	flushes, flushedBytes        atomic.Int64
+	compactions, compactedIn     atomic.Int64
+	compactedOut, purgedTombs    atomic.Int64
+	droppedSSTables              atomic.Int64
+	stalls, stallNanos           atomic.Int64
+	reads, readTombstones        atomic.Int64
+	readLiveCells, readBlocks    atomic.Int64
+	readSSTables, readSSTSkips   atomic.Int64
+	// memtableMapped is the memtable arena mapped from the OS, outside
+	// the Go heap (memtable.NewAccounted).
+	memtableMapped                atomic.Int64
 	collectors                    []prometheus.Collector
 	applyLatency, tombstonesPerRd prometheus.Histogram
 }
@@ -149,6 +152,8 @@ var (
 	walBytesDesc = prometheus.NewDesc("eventide_storage_wal_bytes", "Bytes on disk of WAL segments (those not yet flushed, and the one being written).", nil, nil)
 	memDesc      = prometheus.NewDesc("eventide_storage_memtable_bytes", "Estimated bytes held in memtables (mutable and frozen).", nil, nil)
 	immDesc      = prometheus.NewDesc("eventide_storage_memtables_frozen", "Frozen memtables waiting for a flush.", nil, nil)
+	mappedDesc   = prometheus.NewDesc("eventide_storage_memtable_mapped_bytes", "Memtable arena mapped from the OS, outside the Go heap (flushed memtables until they are unmapped).", nil, nil)
+	cacheDesc    = prometheus.NewDesc("eventide_storage_block_cache_bytes", "Decoded blocks and index pages held by the block cache.", nil, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -160,6 +165,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- walBytesDesc
 	ch <- memDesc
 	ch <- immDesc
+	ch <- mappedDesc
+	ch <- cacheDesc
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
@@ -174,6 +181,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(walBytesDesc, prometheus.GaugeValue, float64(snap.WALBytes))
 	ch <- prometheus.MustNewConstMetric(memDesc, prometheus.GaugeValue, float64(snap.MemtableBytes))
 	ch <- prometheus.MustNewConstMetric(immDesc, prometheus.GaugeValue, float64(snap.FrozenMemtables))
+	ch <- prometheus.MustNewConstMetric(mappedDesc, prometheus.GaugeValue, float64(snap.MemtableMappedBytes))
+	ch <- prometheus.MustNewConstMetric(cacheDesc, prometheus.GaugeValue, float64(snap.BlockCacheBytes))
 }
 
 // TableMetrics describes one table's SSTables.
@@ -206,25 +215,36 @@ type Metrics struct {
 	Tables []TableMetrics
 	// WALBytes is the size on disk of the WAL segments: those holding
 	// writes not yet flushed, and the one being written.
-	WALBytes          int64
-	MemtableBytes     int64
-	FrozenMemtables   int
-	Batches           int64
-	WALSyncs          int64
-	Flushes           int64
-	Compactions       int64
-	CompactionRead    int64
-	CompactionWritten int64
-	PurgedTombstones  int64
-	DroppedSSTables   int64
-	WriteStalls       int64
-	WriteStallTime    time.Duration
-	Reads             int64
-	TombstonesRead    int64
+	WALBytes int64
+	// MemtableBytes is what the memtables (mutable and frozen) hold:
+	// the arena bytes their cells use, and an estimate for deletions.
+	MemtableBytes   int64
+	FrozenMemtables int
+	// MemtableMappedBytes is the memtable arena mapped from the OS,
+	// outside the Go heap: the memtables' slabs whole (a little more than
+	// MemtableBytes), and those of flushed memtables until they are
+	// unmapped, which happens once no reader holds them and the garbage
+	// collector has seen them unreachable. 0 on platforms without mmap,
+	// where the arena is on the Go heap (docs/OPERATIONS.md, Memory).
+	MemtableMappedBytes int64
+	Batches             int64
+	WALSyncs            int64
+	Flushes             int64
+	Compactions         int64
+	CompactionRead      int64
+	CompactionWritten   int64
+	PurgedTombstones    int64
+	DroppedSSTables     int64
+	WriteStalls         int64
+	WriteStallTime      time.Duration
+	Reads               int64
+	TombstonesRead      int64
 	// BlockCacheHits and BlockCacheMisses count lookups of decompressed
 	// blocks in the block cache (Options.BlockCacheSize; zeros without
-	// one); BlockCacheBytes is what it holds.
+	// one); BlockCacheBytes is what it holds (decoded blocks and index
+	// pages, at most BlockCacheCapacity).
 	BlockCacheHits, BlockCacheMisses, BlockCacheBytes int64
+	BlockCacheCapacity                                int64
 }
 
 // Metrics returns a snapshot; its String prints the LSM as a table.
@@ -236,10 +256,11 @@ func (db *DB) Metrics() Metrics {
 		PurgedTombstones: m.purgedTombs.Load(), DroppedSSTables: m.droppedSSTables.Load(),
 		WriteStalls: m.stalls.Load(), WriteStallTime: time.Duration(m.stallNanos.Load()),
 		Reads: m.reads.Load(), TombstonesRead: m.readTombstones.Load(),
-		WALBytes: db.walBytes(),
+		WALBytes: db.walBytes(), MemtableMappedBytes: m.memtableMapped.Load(),
 	}
 	cm := db.cache.Metrics()
 	out.BlockCacheHits, out.BlockCacheMisses, out.BlockCacheBytes = cm.Hits, cm.Misses, cm.Bytes
+	out.BlockCacheCapacity = cm.Capacity
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.current == nil {
@@ -311,8 +332,8 @@ func (m Metrics) String() string {
 	for _, t := range m.Tables {
 		fmt.Fprintf(&b, "%-24s %-12s %8d %12d %10d %12d %10d %10d\n", t.Name, t.Compaction, t.SSTables, t.Bytes, t.Partitions, t.Cells, t.Tombstones, t.Compacting)
 	}
-	fmt.Fprintf(&b, "wal: %d bytes | memtables: %d bytes, %d frozen | batches %d, wal syncs %d | flushes %d | compactions %d (read %d, wrote %d bytes, purged %d tombstones, dropped %d expired sstables) | stalls %d (%s) | reads %d (%d tombstones)\n",
-		m.WALBytes, m.MemtableBytes, m.FrozenMemtables, m.Batches, m.WALSyncs, m.Flushes, m.Compactions, m.CompactionRead, m.CompactionWritten,
+	fmt.Fprintf(&b, "wal: %d bytes | memtables: %d bytes (%d mapped), %d frozen | block cache: %d of %d bytes | batches %d, wal syncs %d | flushes %d | compactions %d (read %d, wrote %d bytes, purged %d tombstones, dropped %d expired sstables) | stalls %d (%s) | reads %d (%d tombstones)\n",
+		m.WALBytes, m.MemtableBytes, m.MemtableMappedBytes, m.FrozenMemtables, m.BlockCacheBytes, m.BlockCacheCapacity, m.Batches, m.WALSyncs, m.Flushes, m.Compactions, m.CompactionRead, m.CompactionWritten,
 		m.PurgedTombstones, m.DroppedSSTables, m.WriteStalls, m.WriteStallTime.Round(time.Millisecond), m.Reads, m.TombstonesRead)
 	return b.String()
 }

@@ -61,7 +61,9 @@ type Options struct {
 	WALSegmentSize int64
 
 	// MemtableSize is the estimated size at which the mutable memtable is
-	// frozen and queued for flushing.
+	// frozen and queued for flushing. The memtables' arena, mapped
+	// outside the Go heap, peaks at about MemtableSize x (1 +
+	// MaxImmutableMemtables) while flushes lag behind the writes.
 	MemtableSize int64
 	// MaxImmutableMemtables is how many frozen memtables may wait for a
 	// flush before writers stall.

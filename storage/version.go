@@ -52,7 +52,12 @@ func (h *sstHandle) unref() {
 // version is an immutable snapshot of what a read must merge: the mutable
 // memtable, the frozen ones waiting for a flush (newest first) and every
 // table's SSTables (ordered by file number, oldest first). Readers hold a
-// reference so flushes and compactions never close files under them.
+// reference so flushes and compactions never close files under them, nor
+// unmap a memtable's arena: each version counts a reference to each of
+// its memtables, and the last one dropped unmaps it (memtable.Unref).
+// A flush reads its frozen memtable without a reference of its own: the
+// memtable stays in every current version until that flush installs one
+// without it.
 type version struct {
 	refs     atomic.Int32
 	mem      *memtable.Memtable
@@ -69,6 +74,9 @@ type immMemtable struct {
 
 func newVersion(mem *memtable.Memtable, imms []*immMemtable, ssts map[uint32][]*sstHandle) *version {
 	v := &version{mem: mem, imms: imms, sstables: ssts}
+	for _, m := range v.memtables() {
+		m.Ref()
+	}
 	for _, list := range ssts {
 		sort.Slice(list, func(i, j int) bool { return list[i].fileNum < list[j].fileNum })
 		for _, h := range list {
@@ -90,6 +98,11 @@ func (v *version) unref() {
 			for _, h := range list {
 				h.unref()
 			}
+		}
+		// The last version holding a flushed memtable unmaps its arena
+		// here: every reader of it holds a version.
+		for _, m := range v.memtables() {
+			m.Unref()
 		}
 	}
 }

@@ -62,6 +62,7 @@ type config struct {
 	dir                                  string
 	seed                                 uint64
 	reuse                                bool
+	memBreakdown                         bool
 	readProfile                          string
 	slowest                              int
 	mem                                  memoryConfig
@@ -141,6 +142,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.BoolVar(&cfg.reuse, "reuse", false, "with -dir: reuse the stores an earlier run with the same workload flags left there, and run only the read phases")
 	flag.StringVar(&cfg.readProfile, "readprofile", "", "write a CPU profile of each read phase alone to PREFIX-<engine>-<phase>.pprof, and allocation profiles before and after it to PREFIX-<engine>-<phase>-allocs-{before,after}.pprof")
+	flag.BoolVar(&cfg.memBreakdown, "membreakdown", false, "print the runtime's memory classes (and Eventide's memtable and cache bytes) at the peak RSS of each ingest")
 	flag.IntVar(&cfg.slowest, "slowest", 0, "print the N slowest queries of each read phase, with the engine's trace")
 	eventideBlockKiB := flag.Int("eventide-block-size", 0, "Eventide's SSTable block size in KiB (0: storage.DefaultOptions)")
 	eventideCacheMiB := flag.Int64("eventide-cache", 0, "Eventide's block cache in MiB (0: storage.DefaultOptions)")
@@ -624,6 +626,10 @@ func buildLatest(name, dir string, cfg config, gen *generator, clock *benchClock
 	}
 	r.built = true
 	progress := newProgress(name+" ingest", cfg.events)
+	var probe *memProbe
+	if cfg.memBreakdown {
+		probe = startMemProbe(e)
+	}
 	start := time.Now()
 	for b := 0; b*cfg.batch < cfg.events; b++ {
 		evs := gen.batch(b)
@@ -637,6 +643,9 @@ func buildLatest(name, dir string, cfg config, gen *generator, clock *benchClock
 	r.eventsPerSecond = float64(cfg.events) / r.ingestSeconds
 	r.peakRSSBytes = peakRSS()
 	progress.done()
+	if probe != nil {
+		probe.finish(os.Stderr, name+" ingest")
+	}
 	fmt.Fprintf(os.Stderr, "%s: flush + full compaction\n", name)
 	if err := e.flushAndCompact(); err != nil {
 		return nil, err

@@ -14,6 +14,21 @@
 //     collector has nothing to scan per entry and an insert allocates
 //     nothing on average. Level 0 has back links: reverse iteration (the
 //     latest-N query) is a step per cell, not a search.
+//   - Lifetime: where the platform has anonymous mmap the slabs are mapped
+//     from the OS, outside the Go heap (arena.go), never reused, and
+//     unmapped when the last reference is dropped (Ref, Unref: storage's
+//     versions count them) or, for a memtable never referenced, once it is
+//     unreachable. A cell, key or partition slice
+//     a memtable hands out (Iter.Cell, TableIter.Cell and Partition) is
+//     valid only while its holder keeps the Memtable or the iterator
+//     reachable: the iterators hold the skiplist, so a slice is safe for as
+//     long as the iterator that produced it is, and a caller that keeps
+//     bytes beyond that must copy them. In storage, a read's version holds
+//     the memtables and its RowIterator holds their iterators until it is
+//     dropped (Rows are valid until Next or Close, as for SSTable blocks);
+//     a flush holds the frozen memtable until its SSTables are written, and
+//     the SSTable writer copies every key and value it keeps. A slice used
+//     past that faults instead of reading another memtable's data.
 //   - Partition deletions and range tombstones are kept per partition apart
 //     from cells, because they cover ranges rather than keys. A range
 //     tombstone is appended (O(1), whatever the partition holds); readers
@@ -55,11 +70,39 @@ type Memtable struct {
 	// tableMin holds MinTimestampOf each table id (writer-grown).
 	tableMin atomic.Pointer[[]atomic.Int64]
 	cells    atomic.Int64
+	refs     atomic.Int32
+}
+
+// Ref adds a reference to the memtable's arena (see Unref).
+func (m *Memtable) Ref() { m.refs.Add(1) }
+
+// Unref drops a reference; the last one unmaps the arena, after which
+// no cell, key or iterator of the memtable may be used (the caller's
+// references must cover every reader). A memtable never referenced is
+// unmapped once unreachable instead.
+//
+// The unmapping runs on a goroutine of its own: munmap of tens of MiB
+// shoots down the TLBs of every CPU running the process and holds the
+// process's address-space lock, which page faults wait for; storage
+// drops versions under its main lock, and a read drops one in Close.
+func (m *Memtable) Unref() {
+	switch n := m.refs.Add(-1); {
+	case n < 0:
+		panic("BUG: memtable unreferenced more often than referenced")
+	case n == 0:
+		go m.list.slabs.release()
+	}
 }
 
 // New returns an empty memtable.
-func New() *Memtable {
-	m := &Memtable{list: newSkiplist(), deletions: make(map[partitionID]*partitionDeletions)}
+func New() *Memtable { return NewAccounted(nil) }
+
+// NewAccounted returns an empty memtable that adds the bytes of arena it
+// has mapped from the OS to mapped (if not nil), and subtracts them when
+// they are unmapped: after the memtable is unreachable, not when it is
+// flushed (see Lifetime in the package doc).
+func NewAccounted(mapped *atomic.Int64) *Memtable {
+	m := &Memtable{list: newSkiplist(mapped), deletions: make(map[partitionID]*partitionDeletions)}
 	m.minTimestamp.Store(math.MaxInt64)
 	m.maxTimestamp.Store(math.MinInt64)
 	return m

@@ -52,16 +52,16 @@ const (
 	nodeNext
 	nodeFixedWords = nodeNext
 
-	nodeSlabShift = 17
-	// Node slabs grow from minNodeSlabWords to maxNodeSlabWords (1 MiB)
-	// and data slabs from minDataSlabBytes to maxDataSlabBytes (1 MiB), so
+	nodeSlabShift = 18
+	// Node slabs grow from minNodeSlabWords to maxNodeSlabWords (2 MiB)
+	// and data slabs from minDataSlabBytes to maxDataSlabBytes (2 MiB), so
 	// a small memtable stays small, a big one allocates rarely, and the
 	// unused tail of the last slabs (heap that SizeBytes does not count)
 	// stays small.
 	minNodeSlabWords = 1 << 12
 	maxNodeSlabWords = 1 << nodeSlabShift
 	minDataSlabBytes = 32 << 10
-	maxDataSlabBytes = 1 << 20
+	maxDataSlabBytes = 2 << 20
 
 	cellHeaderBytes = 1 + 4 + 8 + 8 + 4
 )
@@ -104,6 +104,9 @@ type skiplist struct {
 	height atomic.Int32
 	head   uint64
 
+	// slabs owns the slabs' memory (arena.go).
+	slabs *slabs
+
 	// Writer only.
 	rng      *rand.Rand
 	nodeUsed int // words used in the last node slab
@@ -113,10 +116,13 @@ type skiplist struct {
 	arenaBytes int64
 }
 
-func newSkiplist() *skiplist {
-	s := &skiplist{rng: rand.New(rand.NewPCG(1, 2))}
-	s.nodeSlabs.Store(&[][]uint64{make([]uint64, minNodeSlabWords)})
-	s.dataSlabs.Store(&[][]byte{make([]byte, minDataSlabBytes)})
+// newSkiplist returns an empty list whose mapped slab bytes are added to
+// account (if not nil) while it holds them.
+func newSkiplist(account *atomic.Int64) *skiplist {
+	s := &skiplist{rng: rand.New(rand.NewPCG(1, 2)), slabs: &slabs{account: account}}
+	s.nodeSlabs.Store(&[][]uint64{s.slabs.wordSlab(minNodeSlabWords)})
+	s.dataSlabs.Store(&[][]byte{s.slabs.byteSlab(minDataSlabBytes)})
+	s.releaseWhenUnreachable()
 	s.nodeUsed = 1 // ref 0 is nil
 	s.head = s.allocNode(maxHeight)
 	s.height.Store(1)
@@ -130,7 +136,7 @@ func (s *skiplist) allocNode(h int) uint64 {
 	last := len(slabs) - 1
 	if s.nodeUsed+words > len(slabs[last]) {
 		size := min(2*len(slabs[last]), maxNodeSlabWords)
-		grown := append(slabs, make([]uint64, size))
+		grown := append(slabs, s.slabs.wordSlab(size))
 		s.nodeSlabs.Store(&grown)
 		slabs, last, s.nodeUsed = grown, last+1, 0
 		if last == 0 {
@@ -149,7 +155,7 @@ func (s *skiplist) allocData(n int) (uint64, []byte) {
 	last := len(slabs) - 1
 	if s.dataUsed+n > len(slabs[last]) {
 		size := max(min(2*len(slabs[last]), maxDataSlabBytes), n)
-		grown := append(slabs, make([]byte, size))
+		grown := append(slabs, s.slabs.byteSlab(size))
 		s.dataSlabs.Store(&grown)
 		slabs, last, s.dataUsed = grown, last+1, 0
 	}

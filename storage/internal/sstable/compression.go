@@ -121,6 +121,13 @@ var zstdDictEncoders sync.Pool
 // without one to 40.2% in 39 µs, level 7 with one to 31.8% in 135 µs.
 const zstdDictLevel = zstd.SpeedFastest
 
+// zstdWindowBytes bounds how far back a match may reach. A frame is one
+// block (tens of KiB), so a larger window finds nothing more, while the
+// encoder's history buffer is sized from it: at zstd's default (8 MiB) a
+// pooled encoder held 16 MiB, the largest item of the engine's live heap
+// while compactions ran (BENCHMARKS.md, session s8-mem).
+const zstdWindowBytes = 128 << 10
+
 // zstdEncodersCreated counts encoders created, for the pooling test.
 var zstdEncodersCreated atomic.Int64
 
@@ -134,6 +141,8 @@ func zstdEncoderOptions(level zstd.EncoderLevel) []zstd.EOption {
 		zstd.WithEncoderConcurrency(1),
 		zstd.WithEncoderCRC(false),
 		zstd.WithSingleSegment(true),
+		zstd.WithWindowSize(zstdWindowBytes),
+		zstd.WithLowerEncoderMem(true),
 	}
 }
 

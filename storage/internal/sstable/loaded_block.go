@@ -9,7 +9,7 @@ import (
 // It counts its references (the cache's, one per iterator holding it) so
 // that, once the last one is released, its decompressed bytes and cell
 // array can be reused for the next block read instead of being left to the
-// garbage collector: an uncached read allocates ~50 KiB for a 32 KiB
+// garbage collector: an uncached read allocated ~50 KiB for a 32 KiB
 // block, and under a steady stream of cache misses the resulting GC cycles
 // (marking, write barriers and assists charged to the reading goroutine)
 // were what made the slowest reads several times slower than the median.
@@ -108,9 +108,9 @@ const (
 	recycleRawStep   = 4 << 10
 	recycleCellsStep = 32
 	// recycleRawMin sizes pooled decompression buffers for any block the
-	// default options write (a partition's half-size first block as
-	// well as the others), so that a buffer from the pool fits the next
-	// read whichever kind it is.
+	// default options write (a partition's first block, capped at the
+	// block size, as well as the others), so that a buffer from the pool
+	// fits the next read whichever kind it is.
 	recycleRawMin = defaultBlockSize + 4<<10
 )
 
