@@ -119,6 +119,9 @@ func Open(dir string, opts Options) (*DB, error) {
 	db.lastRewriteMicros = opts.Clock.Now().UnixMicro()
 	if opts.BlockCacheSize > 0 {
 		db.cache = sstable.NewCache(opts.BlockCacheSize)
+		if opts.PoisonReleasedBlocks {
+			db.cache.PoisonReleased()
+		}
 	}
 	db.metrics = newMetrics(db)
 	if err := db.recover(); err != nil {

@@ -164,6 +164,7 @@ func runMeta(t *testing.T, seed uint64, cfg metaConfig, ops []metaOp) []string {
 	opts.MemtableSize = cfg.memtableSize
 	opts.BlockSize = cfg.blockSize
 	opts.BlockCacheSize = cfg.cacheSize
+	opts.PoisonReleasedBlocks = true
 	opts.StallSSTablesPerTable = 1 << 20
 	opts.DisableAutoCompaction = !cfg.autoCompact
 	opts.dictionarySampleSize = cfg.dictionary

@@ -405,6 +405,9 @@ func runModel(t *testing.T, seed uint64, ops int, crashes bool) {
 	opts.MemtableSize = int64(16<<10 + rng.IntN(64<<10))
 	// A tiny cache evicts (and recycles) blocks while reads still use them.
 	opts.BlockCacheSize = []int64{32 << 10, 1 << 20, 0}[rng.IntN(3)]
+	// Released blocks are overwritten: a read that used a cell's bytes
+	// past their lifetime would then differ from the model at once.
+	opts.PoisonReleasedBlocks = true
 	opts.StallSSTablesPerTable = 1 << 20
 	opts.DisableAutoCompaction = rng.IntN(2) == 0
 	defs := modelTables()

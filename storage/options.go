@@ -83,6 +83,14 @@ type Options struct {
 	// DisableAutoCompaction stops compactions from starting by themselves;
 	// DB.Compact and DB.CompactAll still work. For tests and benchmarks.
 	DisableAutoCompaction bool
+	// PoisonReleasedBlocks overwrites (with 0xdb bytes) every cached
+	// SSTable block whose last reader lets go, before the block's buffers
+	// are reused. A row's bytes are valid until the iterator's next Next or
+	// Close; a caller that keeps them longer silently reads whatever the
+	// next block read puts there, usually the right bytes by chance. With
+	// this on it reads garbage at once, so tests catch it. It costs a
+	// memset per released block: for tests and debugging, not production.
+	PoisonReleasedBlocks bool
 
 	// dictionarySampleSize is the SSTable writer's DictionarySampleSize
 	// (0: its default, 32 KiB), for tests whose files are too small for

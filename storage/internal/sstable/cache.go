@@ -88,6 +88,14 @@ func NewCache(capacityBytes int64) *Cache {
 	return c
 }
 
+// PoisonReleased makes the cache overwrite the bytes of every block whose
+// last reference is released before the block is reused (a debugging and
+// testing aid, see storage.Options.PoisonReleasedBlocks): a caller that
+// keeps a cell's bytes past the iterator step that gave them then reads
+// 0xdb bytes at once, instead of the right bytes until some other read
+// happens to reuse the buffer. Call it before the cache is used.
+func (c *Cache) PoisonReleased() { c.blocks.poison = true }
+
 func (c *Cache) shard(k cacheKey) *cacheShard {
 	// splitmix64 finaliser: block offsets are not aligned to anything,
 	// file numbers are sequential; mix both.

@@ -46,13 +46,34 @@ func (b *loadedBlock) release() {
 type blockPool struct {
 	p    sync.Pool // of *loadedBlock with refs 0
 	raws sync.Pool // of *[]byte
+	// poison: overwrite a released block's buffers (Cache.PoisonReleased).
+	poison bool
 }
+
+// poisonByte fills the buffers of released blocks when poisoning is on.
+const poisonByte = 0xdb
 
 func (p *blockPool) put(b *loadedBlock) {
 	if p == nil || b.block == nil {
 		return
 	}
+	if p.poison {
+		b.poisonBuffers()
+	}
 	p.p.Put(b)
+}
+
+// poisonBuffers overwrites what the pool will hand to the next block: its
+// decompressed bytes, row keys and values. They are the block's own (it
+// is being recycled), so whoever still reads them broke the lifetime of
+// the cells they came from.
+func (b *loadedBlock) poisonBuffers() {
+	for _, buf := range [][]byte{b.raw, b.keys, b.data} {
+		buf = buf[:cap(buf)]
+		for i := range buf {
+			buf[i] = poisonByte
+		}
+	}
 }
 
 // rawBuffer returns an empty buffer for at least n decompressed bytes.
