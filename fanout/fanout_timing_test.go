@@ -26,6 +26,7 @@ var (
 	benchShards      = flag.Int("bench.shards", 2, "BenchmarkFanout: shards (a shard's chunks run one after the other)")
 	benchChunk       = flag.Int("bench.chunk", DefaultOptions().ChunkSize, "BenchmarkFanout: Options.ChunkSize")
 	benchWorkers     = flag.Int("bench.workers", 2, "BenchmarkFanout: Options.Workers")
+	benchParts       = flag.Int("bench.parts", DefaultOptions().PartsPerShard, "BenchmarkFanout: Options.PartsPerShard")
 	benchTrimEvery   = flag.Int("bench.trimevery", 0, "BenchmarkFanout: Options.TrimEvery (0: the default)")
 	benchFollowers   = flag.Int("bench.followers", 0, "BenchmarkFanout: this one follower count instead of 10,000 and 100,000")
 	benchPrefill     = flag.Int("bench.prefill", 0, "BenchmarkFanout: posts of another author that fill every follower's timeline before the timed posts (TimelineCap is 800: from 800 on every trim check reads a full timeline)")
@@ -56,6 +57,7 @@ func BenchmarkFanout(b *testing.B) {
 			o.LargeThreshold = 1 << 40
 			o.Shards = *benchShards
 			o.Workers = *benchWorkers
+			o.PartsPerShard = *benchParts
 			o.ChunkSize = *benchChunk
 			if *benchTrimEvery > 0 {
 				o.TrimEvery = *benchTrimEvery
