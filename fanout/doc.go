@@ -116,8 +116,8 @@
 //     each timeline's length in a fixed table in memory (lengths.go,
 //     Options.TrimTracked timelines) and read a timeline only then. The
 //     table is only an optimization: it is lost in a crash, a timeline it
-//     does not hold is checked at about one in TrimEvery of the posts
-//     pushed to it, and a trim is always computed from the timeline as
+//     does not hold yet is checked within TimelineCap+TrimEvery of the
+//     posts pushed to it, and a trim is always computed from the timeline as
 //     read, so a trim leaves exactly the newest TimelineCap rows whatever
 //     the table said.
 //   - Bad input (a follow without user or author, a self-follow, a post

@@ -363,7 +363,14 @@ func (f *Fanout) prepareJobChunk(ctx context.Context, j *job) (*preparedChunk, e
 				pc.rows++
 				h := xxhash.Sum64(partition)
 				bound, known := f.lengths.add(h, 1)
-				if known && bound >= limit || !known && f.trimDue(partition, j.postID) {
+				if !known {
+					// Untracked: a check within limit copies, at a
+					// point spread by a hash of user and post.
+					if bound = 1 + f.untrackedStart(partition, j.postID); bound < limit {
+						f.lengths.set(h, bound)
+					}
+				}
+				if bound >= limit {
 					n, err := f.trim(ctx, b, partition, key, j.Job)
 					if err != nil {
 						f.discardChunk(pc)
@@ -501,18 +508,17 @@ func (f *Fanout) nextFollowers(ctx context.Context, j *job) (names [][]byte, mor
 	return names, more, nil
 }
 
-// trimDue picks about one in TrimEvery (user, post) pairs, the same ones
-// on every run: the trim checks of a timeline the length table does not
-// know (Fanout.lengths).
-func (f *Fanout) trimDue(user []byte, id uuid.UUID) bool {
-	if f.opts.TrimEvery <= 1 {
-		return true
-	}
-	// The hash of user followed by id, as a streaming digest of the two
-	// gives: the same pairs as ever, without allocating one.
+// untrackedStart is the length bound an untracked timeline starts from
+// (before the copy being pushed): one of 0 to TimelineCap+TrimEvery-1,
+// by a hash of user and post id, so the timeline is checked within
+// TimelineCap+TrimEvery copies (it may have grown up to that past the
+// cap while untracked), and the checks of a post's many untracked
+// followers (all of them after a restart) spread evenly over the posts
+// that follow instead of all coming at one.
+func (f *Fanout) untrackedStart(user []byte, id uuid.UUID) uint32 {
 	var buf [128]byte
 	k := append(append(buf[:0], user...), id[:]...)
-	return xxhash.Sum64(k)%uint64(f.opts.TrimEvery) == 0
+	return uint32(xxhash.Sum64(k) % uint64(f.opts.TimelineCap+f.opts.TrimEvery))
 }
 
 // trim adds to b one range tombstone that cuts the user's timeline back

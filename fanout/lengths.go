@@ -13,9 +13,10 @@ import (
 // row).
 //
 // It is memory only, and only ever an optimization: a timeline it does
-// not know (never checked since the process started, or evicted) is
-// checked at about one in TrimEvery of the posts pushed to it, as before
-// (Fanout.trimDue), and that check teaches the table its length. The
+// not know (not pushed to since the process started, or evicted) starts
+// from a made-up bound between 1 and TimelineCap+TrimEvery
+// (Fanout.untrackedStart), so it is checked within that many copies, and
+// that check teaches the table its length. From then on the
 // bound stays an upper bound as long as every row added to a timeline is
 // counted: chunks count each copy they push (a redone chunk's copies
 // twice, which only overestimates), follows count their backfill; rows

@@ -56,13 +56,16 @@ type Options struct {
 	// read a timeline to trim it only when the bound reaches TimelineCap
 	// plus TrimEvery: a check reads the cap's worth of rows, so it costs
 	// about TimelineCap/TrimEvery rows read per copy pushed to a full
-	// timeline. A timeline not tracked (since a restart, or evicted) is
-	// checked at about one in TrimEvery of the posts pushed to it (a hash
-	// of user and post id), which starts tracking it.
+	// timeline. A timeline not tracked yet (since a restart, or evicted)
+	// is checked within TimelineCap+TrimEvery copies, at a point drawn by
+	// a hash of user and post id (so a post's untracked followers are not
+	// all checked at once), which starts tracking it.
 	TrimEvery int
 	// TrimTracked is how many timelines' length bounds the chunks keep
 	// (8 bytes each, allocated once; rounded up to a power of two). A
-	// timeline evicted from the table is checked as an untracked one.
+	// timeline evicted from the table is checked as an untracked one
+	// (about one in TimelineCap+TrimEvery of its copies when more
+	// timelines than the table holds take turns evicting each other).
 	TrimTracked int
 	// WriterBusy, when set, reports whether the event writer has a
 	// backlog (cmd/ingest: the writer's consumer has pending messages).
