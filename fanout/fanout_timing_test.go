@@ -26,6 +26,7 @@ var (
 	benchShards      = flag.Int("bench.shards", 2, "BenchmarkFanout: shards (a shard's chunks run one after the other)")
 	benchChunk       = flag.Int("bench.chunk", DefaultOptions().ChunkSize, "BenchmarkFanout: Options.ChunkSize")
 	benchWorkers     = flag.Int("bench.workers", 2, "BenchmarkFanout: Options.Workers")
+	benchBurst       = flag.Int("bench.burst", 1, "BenchmarkFanout: posts applied at once per iteration (by as many authors with the same followers): jobs pending together, which Options.Workers works in parallel")
 	benchParts       = flag.Int("bench.parts", DefaultOptions().PartsPerShard, "BenchmarkFanout: Options.PartsPerShard")
 	benchTrimEvery   = flag.Int("bench.trimevery", 0, "BenchmarkFanout: Options.TrimEvery (0: the default)")
 	benchFollowers   = flag.Int("bench.followers", 0, "BenchmarkFanout: this one follower count instead of 10,000 and 100,000")
@@ -43,7 +44,9 @@ var (
 // percentile), stall-s/post the time writers waited for the storage
 // engine's flushes and compactions, per post, cpu-ns/row the process's
 // CPU time (every goroutine: the engine's flushes and compactions too)
-// per row.
+// per row. With -bench.burst=N each iteration is N posts by N authors
+// with the same followers, applied in one batch: ms/post and p99-ms are
+// then per burst, from its batch to the last chunk of its N jobs.
 //
 //	go test ./fanout -run XXX -bench BenchmarkFanout -benchtime 10x
 func BenchmarkFanout(b *testing.B) {
@@ -70,7 +73,9 @@ func BenchmarkFanout(b *testing.B) {
 					so.WALSyncMode = storage.WALPeriodic
 				}
 			})
-			e.followMany("star", followers)
+			for a := 0; a < *benchBurst; a++ {
+				e.followMany(starName(a), followers)
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- e.f.Run(ctx) }()
@@ -106,8 +111,12 @@ func BenchmarkFanout(b *testing.B) {
 			cpuBefore := processCPU(b)
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
-				e.apply(e.post("star", fmt.Sprintf("p%d", i), "hello"))
-				written += float64(followers)
+				var posts []Message
+				for a := 0; a < *benchBurst; a++ {
+					posts = append(posts, e.post(starName(a), fmt.Sprintf("p%d.%d", i, a), "hello"))
+				}
+				e.apply(posts...)
+				written += float64(followers * *benchBurst)
 				sampled := time.Now()
 				for n := 0; rowsWritten(e.f) < written; n++ {
 					time.Sleep(100 * time.Microsecond)
@@ -126,7 +135,7 @@ func BenchmarkFanout(b *testing.B) {
 				if *benchStallDetail {
 					m := e.db.Metrics()
 					b.Logf("post %d: %.1f ms, cpu so far %.0f ns/row; since start: %d flushes, %d compactions, %d stalls (%.1f ms), %d wal syncs",
-						i, float64(times[i].Microseconds())/1000, float64((processCPU(b)-cpuBefore).Nanoseconds())/float64(followers*(i+1)),
+						i, float64(times[i].Microseconds())/1000, float64((processCPU(b)-cpuBefore).Nanoseconds())/float64(followers**benchBurst*(i+1)),
 						m.Flushes-before.Flushes, m.Compactions-before.Compactions, m.WriteStalls-before.WriteStalls,
 						float64((m.WriteStallTime-before.WriteStallTime).Microseconds())/1000, m.WALSyncs-before.WALSyncs)
 				}
@@ -145,13 +154,22 @@ func BenchmarkFanout(b *testing.B) {
 				b.ReportMetric(per(after.WriteStalls-before.WriteStalls), "stalls/post")
 			}
 			slices.Sort(times)
-			b.ReportMetric(float64(followers*b.N)/elapsed.Seconds(), "rows/s")
+			rows := followers * *benchBurst * b.N
+			b.ReportMetric(float64(rows)/elapsed.Seconds(), "rows/s")
 			b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/post")
 			b.ReportMetric(float64(times[(len(times)*99)/100].Microseconds())/1000, "p99-ms")
 			b.ReportMetric((after.WriteStallTime-before.WriteStallTime).Seconds()/float64(b.N), "stall-s/post")
-			b.ReportMetric(float64(cpu.Nanoseconds())/float64(followers*b.N), "cpu-ns/row")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(rows), "cpu-ns/row")
 		})
 	}
+}
+
+// starName is the author of the a-th post of a -bench.burst.
+func starName(a int) string {
+	if a == 0 {
+		return "star"
+	}
+	return fmt.Sprintf("star%d", a)
 }
 
 // BenchmarkTimelineRead measures the first page (limit 20) of a timeline
