@@ -462,6 +462,10 @@ func (f *Fanout) nextFollowers(ctx context.Context, j *job) (names [][]byte, mor
 	// stops growing.
 	buf := make([]byte, 0, f.opts.ChunkSize*16)
 	ends := make([]int, 0, f.opts.ChunkSize)
+	var jobSince []byte // the post's timestamp as a stored since
+	if j.kind == catalog.JobKindPost {
+		jobSince = catalog.BigintValue(j.Job)
+	}
 	for it.Next() {
 		r := it.Row()
 		start := len(buf)
@@ -480,11 +484,11 @@ func (f *Fanout) nextFollowers(ctx context.Context, j *job) (names [][]byte, mor
 				buf = buf[:start]
 				continue
 			}
-			since, err := catalog.DecodeBigint(c.Value)
+			newer, err := sinceNewer(c.Value, jobSince, j.Job)
 			if err != nil {
 				return nil, false, fmt.Errorf("cannot read followers of %s: %w", j.author, err)
 			}
-			if since > j.Job {
+			if newer {
 				buf = buf[:start]
 				continue
 			}
@@ -506,6 +510,24 @@ func (f *Fanout) nextFollowers(ctx context.Context, j *job) (names [][]byte, mor
 		start = end
 	}
 	return names, more, nil
+}
+
+// sinceNewer reports whether a follow edge's stored since is newer than
+// the job's timestamp job (stored: jobStored, catalog.BigintValue(job)).
+// A stored bigint is its type byte and the number in the clustering
+// encoding, which sorts like the number, so a well-formed since is
+// compared as it is stored; decoding it (catalog.DecodeBigint boxes the
+// number in an interface) was an allocation and 5% of the chunk's CPU
+// per follower streamed. Anything else is decoded, to report it.
+func sinceNewer(stored, jobStored []byte, job int64) (bool, error) {
+	if len(stored) == len(jobStored) && len(stored) > 0 && stored[0] == jobStored[0] {
+		return bytes.Compare(stored, jobStored) > 0, nil
+	}
+	since, err := catalog.DecodeBigint(stored)
+	if err != nil {
+		return false, err
+	}
+	return since > job, nil
 }
 
 // untrackedStart is the length bound an untracked timeline starts from
