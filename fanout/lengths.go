@@ -83,6 +83,21 @@ func (t *lengths) add(h uint64, n uint32) (bound uint32, known bool) {
 	return 0, false
 }
 
+// touchSink keeps touch's loads from being optimized away.
+var touchSink atomic.Uint64
+
+// touch loads the buckets of hashes, so that the adds that follow find
+// them in the cache: independent loads overlap their cache misses, an
+// add's compare-and-swap does not.
+func (t *lengths) touch(hashes []uint64) {
+	var x uint64
+	for _, h := range hashes {
+		a, _ := t.bucket(h)
+		x ^= a.Load()
+	}
+	touchSink.Store(x)
+}
+
 // set records that the timeline of hash h holds at most bound rows.
 func (t *lengths) set(h uint64, bound uint32) {
 	fp := fingerprint(h)
