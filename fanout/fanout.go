@@ -324,8 +324,13 @@ func (f *Fanout) follow(ctx context.Context, b *storage.Batch, st *batchState, m
 	if added > 0 {
 		// The length table's bound must count every row added (counted
 		// before the batch is applied: a batch that fails only makes it
-		// higher).
-		f.lengths.add(xxhash.Sum64(partition), uint32(added))
+		// higher). A timeline it does not track may have been short or
+		// full before: it is bounded as full, so the next copy pushed
+		// to it checks it (one check per follow).
+		h := xxhash.Sum64(partition)
+		if _, known := f.lengths.add(h, uint32(added)); !known {
+			f.lengths.set(h, uint32(f.opts.TimelineCap+f.opts.TrimEvery-1))
+		}
 	}
 	return "", nil
 }

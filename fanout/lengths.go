@@ -19,7 +19,9 @@ import (
 // that check teaches the table its length. From then on the
 // bound stays an upper bound as long as every row added to a timeline is
 // counted: chunks count each copy they push (a redone chunk's copies
-// twice, which only overestimates), follows count their backfill; rows
+// twice, which only overestimates), follows count their backfill (into
+// an untracked timeline, whose earlier length is unknown, a backfill sets
+// the bound to one copy short of a check: Fanout.follow); rows
 // removed (deletes, unfollows, expiry) are not subtracted, which only
 // makes a check come sooner. A check whose batch is never applied is
 // forgotten (Fanout.discardChunk), so the table never believes in a trim

@@ -161,6 +161,33 @@ func TestTrimAfterCrash(t *testing.T) {
 	}
 }
 
+// TestTrimAfterBackfill: a follow's backfill can put more rows than the
+// cap into a timeline the length table does not track; the next copy
+// pushed to it checks it and cuts it back.
+func TestTrimAfterBackfill(t *testing.T) {
+	o := DefaultOptions()
+	o.TimelineCap = 5
+	o.TrimEvery = 50
+	o.Backfill = 20
+	e := newEnv(t, o)
+	var want []string
+	for i := 0; i < 20; i++ {
+		l := fmt.Sprintf("p%02d", i)
+		e.apply(e.post("a", l, l))
+		want = append([]string{l}, want...)
+	}
+	e.apply(e.follow("u", "a"))
+	if n := e.rawTimelineRows("u"); n != 20 {
+		t.Fatalf("the follow backfilled %d rows, want 20", n)
+	}
+	e.apply(e.post("a", "new", "new"))
+	e.work()
+	want = append([]string{"new"}, want...)
+	if got := e.timelineLabels("u", 3); !slices.Equal(got, want[:o.TimelineCap]) {
+		t.Errorf("after the next post the timeline shows %v, want the newest %d: %v", got, o.TimelineCap, want[:o.TimelineCap])
+	}
+}
+
 // TestTrimUntrackedTimelines: timelines the length table cannot hold (a
 // table of 2 slots for 6 followers, which evict each other at every
 // post) are still cut back, by the checks of untracked timelines (one in
