@@ -39,7 +39,7 @@ package catalog
 // message, which is also the key of its fan-out job if it has one; it is
 // present when the author was not large then (the post may have copies,
 // pushed or backfilled, that a delete must remove). A job is split into
-// parts (fanout: Shards times up to Workers); a job row's shards column is
+// parts (fanout: Shards times up to PartsPerShard); a job row's shards column is
 // the part count the job was split with, so a restart with other options
 // finishes it as it was split. A timeline row's cells expire at the post
 // time plus the timeline TTL; the post time is the post id's time (an

@@ -4,7 +4,7 @@ package fanout
 // input lines, a line "----", and the expected output, up to a blank line.
 // Run with -rewrite to regenerate the expected outputs. Commands:
 //
-//	options threshold=N chunk=N shards=N cap=N trim=N backfill=N workers=N
+//	options threshold=N chunk=N shards=N cap=N trim=N backfill=N workers=N parts=N
 //	    (first, before any other command) the fan-out options
 //	apply
 //	    one event per input line, applied one message per batch:
@@ -122,6 +122,7 @@ func TestDataDriven(t *testing.T) {
 						set("trim", &opts.TrimEvery)
 						set("backfill", &opts.Backfill)
 						set("workers", &opts.Workers)
+						set("parts", &opts.PartsPerShard)
 					}
 					e = newEnv(t, opts)
 				}

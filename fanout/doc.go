@@ -49,8 +49,8 @@
 //     Options.CleanupScan) are deleted.
 //   - post (author; its event id is the post id): a userline row; if the
 //     author has followers and is not large, a fan-out job (one row per
-//     part in _fanout_jobs: Shards times up to Workers parts) that workers
-//     push chunk by chunk.
+//     part in _fanout_jobs: Shards times up to Options.PartsPerShard
+//     parts, one per shard by default) that workers push chunk by chunk.
 //   - post_delete (author, data.post_id): the userline row is deleted, a
 //     _fanout_deleted marker is written (the read-time filter), the post's
 //     pending job is cancelled and, if it was pushed, a delete job removes
@@ -96,7 +96,8 @@
 //     decides who gets a post.
 //   - The fan-out's own memory is bounded by 2 x Options.Workers chunks
 //     of Options.ChunkSize followers (one being applied and one read
-//     ahead per worker; their batches reused), whatever an
+//     ahead per worker; their batches reused) and the trim length table
+//     (8 bytes x Options.TrimTracked, 4 MiB by default), whatever an
 //     author's follower count: the follower list is streamed from the
 //     store, never loaded. The storage engine's memory for the rows
 //     written is the engine's (BENCHMARKS.md measures both).
@@ -109,6 +110,16 @@
 //     wires it), one chunk at a time, at most Options.BusyRowsPerSecond
 //     timeline rows a second and Options.BusyShare of the time
 //     (throttle.go); full speed otherwise.
+//   - Trimming: a timeline past Options.TimelineCap is cut back to it
+//     by one range tombstone in a chunk's batch, once it may have grown
+//     Options.TrimEvery rows past the cap: chunks keep an upper bound of
+//     each timeline's length in a fixed table in memory (lengths.go,
+//     Options.TrimTracked timelines) and read a timeline only then. The
+//     table is only an optimization: it is lost in a crash, a timeline it
+//     does not hold yet is checked within TimelineCap+TrimEvery of the
+//     posts pushed to it, and a trim is always computed from the timeline as
+//     read, so a trim leaves exactly the newest TimelineCap rows whatever
+//     the table said.
 //   - Bad input (a follow without user or author, a self-follow, a post
 //     without author, a delete of an unknown post, ...) is counted by
 //     reason, logged at most once per reason per minute, and skipped;

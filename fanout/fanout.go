@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/google/uuid"
 
 	"github.com/eventide/eventide/bucket"
@@ -72,6 +73,9 @@ type Fanout struct {
 	finishMu sync.Mutex
 	// batches holds up to Workers chunk batches for reuse (releaseChunk).
 	batches chan *storage.Batch
+	// lengths bounds the length of the timelines chunks pushed to
+	// (lengths.go): when to check one for trimming.
+	lengths *lengths
 	// ahead holds, per job part, its next chunk read while the previous
 	// one's batch waited for its WAL sync (WorkChunk, jobs.go).
 	aheadMu sync.Mutex
@@ -91,7 +95,7 @@ func Open(db *storage.DB, opts Options) (*Fanout, error) {
 	}
 	f := &Fanout{db: db, opts: opts, m: newMetrics(), postTypes: map[string]bool{},
 		wake: make(chan struct{}, 1), lastLog: map[string]time.Time{}, batches: make(chan *storage.Batch, opts.Workers),
-		ahead: map[ChunkRef]*preparedChunk{}}
+		ahead: map[ChunkRef]*preparedChunk{}, lengths: newLengths(opts.TrimTracked)}
 	for _, t := range opts.PostTypes {
 		f.postTypes[t] = true
 	}
@@ -310,9 +314,22 @@ func (f *Fanout) follow(ctx context.Context, b *storage.Batch, st *batchState, m
 		return "", err
 	}
 	partition := []byte(e.User)
+	added := 0
 	for _, p := range posts {
 		if f.putTimelineRow(b, partition, p.id, e.Author, p.data, ts) {
 			st.backfilled[e.User] = append(st.backfilled[e.User], edgePost{e.Author, p.id})
+			added++
+		}
+	}
+	if added > 0 {
+		// The length table's bound must count every row added (counted
+		// before the batch is applied: a batch that fails only makes it
+		// higher). A timeline it does not track may have been short or
+		// full before: it is bounded as full, so the next copy pushed
+		// to it checks it (one check per follow).
+		h := xxhash.Sum64(partition)
+		if _, known := f.lengths.add(h, uint32(added)); !known {
+			f.lengths.set(h, uint32(f.opts.TimelineCap+f.opts.TrimEvery-1))
 		}
 	}
 	return "", nil
@@ -411,14 +428,16 @@ func (f *Fanout) post(ctx context.Context, b *storage.Batch, st *batchState, m *
 }
 
 // jobParts is how many parts a job over that many followers is split
-// into: Shards times up to Workers, so that one large job keeps every
-// worker busy. Part p holds the followers whose xxhash is p modulo the
+// into: Shards times up to PartsPerShard (fewer when the followers fill
+// fewer chunks). Part p holds the followers whose xxhash is p modulo the
 // part count; since the part count is a multiple of Shards, every
 // follower of part p is in timeline shard p % Shards, and a shard's owner
-// works the parts p with p % Shards equal to its shard.
+// works the parts p with p % Shards equal to its shard. Every part
+// streams the author's whole follower list (keeping its own followers),
+// so more parts per shard cost that streaming again per part.
 func (f *Fanout) jobParts(followers int64) int {
 	perShard := (followers + int64(f.opts.Shards) - 1) / int64(f.opts.Shards)
-	k := min(int64(f.opts.Workers), (perShard+int64(f.opts.ChunkSize)-1)/int64(f.opts.ChunkSize))
+	k := min(int64(f.opts.PartsPerShard), (perShard+int64(f.opts.ChunkSize)-1)/int64(f.opts.ChunkSize))
 	return f.opts.Shards * int(max(k, 1))
 }
 

@@ -1,6 +1,7 @@
 package fanout
 
 import (
+	"math"
 	"testing"
 
 	"github.com/eventide/eventide/catalog"
@@ -52,6 +53,32 @@ func FuzzDecodeJob(f *testing.F) {
 		if j.author == "" || j.postID.Version() != 1 || (j.kind != catalog.JobKindPost && j.kind != catalog.JobKindDelete) ||
 			j.Shard < 0 || j.Shard >= j.shards {
 			t.Fatalf("decoded an unusable job %+v", j)
+		}
+	})
+}
+
+// FuzzSinceNewer: comparing a stored since with a job timestamp as stored
+// agrees with decoding it, for every bigint and for any bytes.
+func FuzzSinceNewer(f *testing.F) {
+	for _, v := range [][2]int64{{0, 0}, {1, 0}, {0, 1}, {-1, 1}, {1 << 56, 1<<56 + 1}, {math.MaxInt64, math.MinInt64}, {math.MinInt64, -1}} {
+		f.Add(v[0], v[1], []byte(nil))
+	}
+	f.Add(int64(5), int64(7), []byte{})
+	f.Add(int64(5), int64(7), catalog.TextValue("not a bigint"))
+	f.Add(int64(5), int64(7), catalog.IntValue(9))
+	f.Fuzz(func(t *testing.T, since, job int64, raw []byte) {
+		jobStored := catalog.BigintValue(job)
+		newer, err := sinceNewer(catalog.BigintValue(since), jobStored, job)
+		if err != nil || newer != (since > job) {
+			t.Fatalf("since %d, job %d: newer %v, %v; want %v", since, job, newer, err, since > job)
+		}
+		if raw == nil {
+			return
+		}
+		newer, err = sinceNewer(raw, jobStored, job)
+		want, werr := catalog.DecodeBigint(raw)
+		if (err != nil) != (werr != nil) || err == nil && newer != (want > job) {
+			t.Fatalf("raw %x, job %d: newer %v, %v; decoded %d, %v", raw, job, newer, err, want, werr)
 		}
 	})
 }

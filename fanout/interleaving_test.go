@@ -191,40 +191,6 @@ func TestReapplyChangesNothing(t *testing.T) {
 	}
 }
 
-// TestTrimOneRangeTombstone: a timeline over its cap is cut back to it
-// by the chunks, and reads show its newest entries.
-func TestTrimOneRangeTombstone(t *testing.T) {
-	o := DefaultOptions()
-	o.TimelineCap = 10
-	o.TrimEvery = 4
-	e := newEnv(t, o)
-	e.apply(e.follow("u", "a"))
-	var want []string
-	// Trims come at the posts trimDue picks (a hash of user and post id,
-	// about one in TrimEvery): the timeline is cut to the cap at the last
-	// pick and grows by one per post after it.
-	sincePick := 0
-	for i := 0; i < 60; i++ {
-		l := fmt.Sprintf("p%02d", i)
-		m := e.post("a", l, l)
-		e.apply(m)
-		want = append([]string{l}, want...)
-		e.work()
-		sincePick++
-		if e.f.trimDue([]byte("u"), m.Event.ID) {
-			sincePick = 0
-		}
-	}
-	n := e.rawTimelineRows("u")
-	if n < o.TimelineCap || n > o.TimelineCap+sincePick {
-		t.Errorf("timeline holds %d rows; want the cap %d plus the %d posts after the last trim", n, o.TimelineCap, sincePick)
-	}
-	got := e.timelineLabels("u", 7)
-	if len(got) != n || !slices.Equal(got, want[:n]) {
-		t.Errorf("timeline %v, want the newest %d of %v", got, n, want)
-	}
-}
-
 // TestUnfollowRefollowDuringFanout: a copy that a chunk in flight writes
 // after an unfollow and a new follow of the same author is from the
 // earlier follow period: stream order says the new follow's backfill

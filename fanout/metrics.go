@@ -24,6 +24,8 @@ type metrics struct {
 	skipped        *prometheus.CounterVec
 	chunkErrors    prometheus.Counter
 	yielded        prometheus.Counter
+	trimChecks     prometheus.Counter
+	trims          prometheus.Counter
 }
 
 func newMetrics() *metrics {
@@ -57,9 +59,17 @@ func newMetrics() *metrics {
 			Name: "eventide_fanout_yield_seconds_total",
 			Help: "Seconds the chunk workers held back a chunk to yield to the writer's backlog or the storage engine's flushes.",
 		}),
+		trimChecks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventide_fanout_trim_checks_total",
+			Help: "Timelines a chunk read (up to the timeline cap's worth of rows) to see whether to trim them.",
+		}),
+		trims: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventide_fanout_trims_total",
+			Help: "Timelines cut back to the timeline cap (one range tombstone each).",
+		}),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.lag, m.rowsWritten, m.pendingChunks, m.largestPending, m.skipped, m.chunkErrors, m.yielded}
+	return []prometheus.Collector{m.lag, m.rowsWritten, m.pendingChunks, m.largestPending, m.skipped, m.chunkErrors, m.yielded, m.trimChecks, m.trims}
 }

@@ -166,6 +166,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	o.ChunkSize = 1 + rng.IntN(3)
 	o.Shards = 1 + rng.IntN(3)
 	o.Backfill = 1 + rng.IntN(4)
+	o.PartsPerShard = 1 + rng.IntN(2)
 	// A third of the runs trim: a timeline is then a prefix-ordered subset
 	// of the model (trims only remove old rows), not equal to it.
 	trims := rng.IntN(3) == 0
@@ -173,7 +174,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 		o.TimelineCap = 2 + rng.IntN(4)
 		o.TrimEvery = 1 + rng.IntN(3)
 	}
-	t.Logf("threshold %d, chunk %d, shards %d, backfill %d, trims %v (cap %d, every %d)", o.LargeThreshold, o.ChunkSize, o.Shards, o.Backfill, trims, o.TimelineCap, o.TrimEvery)
+	t.Logf("threshold %d, chunk %d, shards %d, parts per shard %d, backfill %d, trims %v (cap %d, every %d)", o.LargeThreshold, o.ChunkSize, o.Shards, o.PartsPerShard, o.Backfill, trims, o.TimelineCap, o.TrimEvery)
 	e := newEnv(t, o)
 	m := newFanoutModel(o)
 	users := []string{"u0", "u1", "u2", "u3", "u4", "u5", "u6", "u7"}

@@ -33,21 +33,40 @@ type Options struct {
 	// Shards is how many shards the timeline partitions are split into
 	// (xxhash64 of the partition key modulo Shards).
 	Shards int
-	// Workers bounds how many chunks are worked at once. A job is split
-	// into Shards times up to Workers parts, each with its own cursor, so
-	// that one large job keeps every worker busy.
+	// Workers bounds how many chunks are worked at once (each with the
+	// next chunk of its part read while it is applied).
 	Workers int
+	// PartsPerShard: a job is split into Shards times up to PartsPerShard
+	// parts, each with its own cursor, worked in parallel. Each part
+	// streams the author's whole follower list and keeps its own (a hash
+	// of the follower), so a part more costs that streaming again; since
+	// the storage engine applies batches to its memtable one at a time,
+	// one part (with its read-ahead) per shard kept two cores as busy as
+	// two parts did (BENCHMARKS.md), so the default is 1.
+	PartsPerShard int
 	// Backfill is how many of an author's newest posts a follow copies.
 	Backfill int
 	// TimelineTTL is how long a timeline copy lives after its post time.
 	TimelineTTL time.Duration
 	// TimelineCap is the length a timeline is trimmed back to.
 	TimelineCap int
-	// TrimEvery: a chunk checks a follower's timeline length for about one
-	// in TrimEvery of the posts it pushes to it (chosen by a hash of user
-	// and post id), so a timeline grows at most about TrimEvery past the
-	// cap before one range tombstone cuts it back.
+	// TrimEvery is how far past TimelineCap a timeline grows before one
+	// range tombstone cuts it back to the cap. Chunks keep an upper bound
+	// of each timeline's length in memory (TrimTracked timelines) and
+	// read a timeline to trim it only when the bound reaches TimelineCap
+	// plus TrimEvery: a check reads the cap's worth of rows, so it costs
+	// about TimelineCap/TrimEvery rows read per copy pushed to a full
+	// timeline. A timeline not tracked yet (since a restart, or evicted)
+	// is checked within TimelineCap+TrimEvery copies, at a point drawn by
+	// a hash of user and post id (so a post's untracked followers are not
+	// all checked at once), which starts tracking it.
 	TrimEvery int
+	// TrimTracked is how many timelines' length bounds the chunks keep
+	// (8 bytes each, allocated once; rounded up to a power of two). A
+	// timeline evicted from the table is checked as an untracked one
+	// (about one in TimelineCap+TrimEvery of its copies when more
+	// timelines than the table holds take turns evicting each other).
+	TrimTracked int
 	// WriterBusy, when set, reports whether the event writer has a
 	// backlog (cmd/ingest: the writer's consumer has pending messages).
 	// While it does, at most one chunk is in flight and chunks start at
@@ -85,10 +104,12 @@ func DefaultOptions() Options {
 		ChunkSize:      1_000,
 		Shards:         1,
 		Workers:        2,
+		PartsPerShard:  1,
 		Backfill:       20,
 		TimelineTTL:    30 * 24 * time.Hour,
 		TimelineCap:    800,
-		TrimEvery:      64,
+		TrimEvery:      200,
+		TrimTracked:    1 << 19,
 		CleanupScan:    2_000,
 
 		BusyRowsPerSecond: 20_000,
@@ -119,6 +140,12 @@ func (o *Options) validate() error {
 	if o.BusyRowsPerSecond == 0 {
 		o.BusyRowsPerSecond = d.BusyRowsPerSecond
 	}
+	if o.PartsPerShard == 0 {
+		o.PartsPerShard = d.PartsPerShard
+	}
+	if o.TrimTracked == 0 {
+		o.TrimTracked = d.TrimTracked
+	}
 	if o.BusyShare == 0 {
 		o.BusyShare = d.BusyShare
 	}
@@ -131,6 +158,8 @@ func (o *Options) validate() error {
 		return fmt.Errorf("fan-out: Shards %d must be 1 to 32768", o.Shards)
 	case o.Workers <= 0:
 		return fmt.Errorf("fan-out: Workers %d must be positive", o.Workers)
+	case o.PartsPerShard < 0 || o.Shards*o.PartsPerShard > 1<<15:
+		return fmt.Errorf("fan-out: PartsPerShard %d must be 0 (the default) or positive, and Shards times it at most 32768", o.PartsPerShard)
 	case o.Backfill < 0:
 		return fmt.Errorf("fan-out: Backfill %d is negative", o.Backfill)
 	case o.TimelineTTL < time.Second:
@@ -139,6 +168,10 @@ func (o *Options) validate() error {
 		return fmt.Errorf("fan-out: TimelineCap %d must be positive", o.TimelineCap)
 	case o.TrimEvery <= 0:
 		return fmt.Errorf("fan-out: TrimEvery %d must be positive", o.TrimEvery)
+	case o.TrimTracked < 0 || o.TrimTracked > 1<<30:
+		return fmt.Errorf("fan-out: TrimTracked %d must be 0 (the default) to 2^30", o.TrimTracked)
+	case o.TimelineCap+o.TrimEvery > maxLength:
+		return fmt.Errorf("fan-out: TimelineCap %d plus TrimEvery %d is above 2^31-1", o.TimelineCap, o.TrimEvery)
 	case !(o.BusyShare > 0 && o.BusyShare <= 1):
 		return fmt.Errorf("fan-out: BusyShare %v must be above 0 and at most 1", o.BusyShare)
 	case o.BusyRowsPerSecond < 0:
