@@ -567,17 +567,18 @@ func (f *Fanout) trim(ctx context.Context, b *storage.Batch, partition, key []by
 	}
 	defer it.Close()
 	n := 0
-	var last []byte
+	var last []byte // a copy: the row's bytes go with the next step, and
+	// the step that ends the slice releases its SSTable blocks
 	for it.Next() {
 		n++
-		last = it.Row().Clustering
+		last = append(last[:0], it.Row().Clustering...)
 	}
 	if err := it.Err(); err != nil {
 		return 0, fmt.Errorf("cannot read timeline of %s to trim it: %w", partition, err)
 	}
 	if n == f.opts.TimelineCap && !bytes.Equal(key, last) {
 		inclusive := bytes.Compare(key, last) < 0
-		b.DeleteRange(catalog.TimelineTable, partition, storage.Bound{Key: append([]byte(nil), last...), Inclusive: inclusive}, storage.Bound{}, ts)
+		b.DeleteRange(catalog.TimelineTable, partition, storage.Bound{Key: last, Inclusive: inclusive}, storage.Bound{}, ts)
 		f.m.trims.Inc()
 		return uint32(n), nil
 	}

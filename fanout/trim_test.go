@@ -8,6 +8,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/storage/vfs"
 )
 
@@ -287,5 +288,35 @@ func TestLengths(t *testing.T) {
 	l.set(h(1, 0), maxLength) // tag 0 is stored as 1
 	if b, ok := l.add(h(1, 0), 5); !ok || b != maxLength {
 		t.Fatalf("bound past the maximum: %d %v", b, ok)
+	}
+}
+
+// TestTrimBoundFromSSTables: the trim's cut is at the last row its slice
+// read, a key that must be copied before the slice ends, since ending it
+// releases the SSTable blocks the key lives in. The store here overwrites
+// released blocks (storage.Options.PoisonReleasedBlocks) and keeps none
+// cached, so a cut taken from the released key lands at 0xdb bytes instead
+// of the cap; the timeline is flushed before each post so the trims read
+// it from SSTables.
+func TestTrimBoundFromSSTables(t *testing.T) {
+	o := DefaultOptions()
+	o.TimelineCap = 10
+	o.TrimEvery = 4
+	e := newEnvStorage(t, o, func(so *storage.Options) {
+		so.BlockCacheSize = 1
+		so.PoisonReleasedBlocks = true
+	})
+	te := newTrimEnv(t, o, e)
+	for i := 0; i < 40; i++ {
+		if err := te.db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		te.push()
+		if n := te.checkNewest(); te.counter(trimsMetric) > 0 && n < o.TimelineCap {
+			t.Fatalf("after post %d and %v trims the timeline holds %d rows, fewer than the cap %d", i, te.counter(trimsMetric), n, o.TimelineCap)
+		}
+	}
+	if te.counter(trimsMetric) == 0 {
+		t.Fatal("no trim ran: the test checks nothing")
 	}
 }
