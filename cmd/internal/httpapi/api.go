@@ -274,6 +274,9 @@ type api struct {
 	now         func() time.Time
 
 	freshness, timelineFreshness FreshnessSource
+	// freshMemo and timelineFreshMemo share the JSON of unchanged
+	// positions between requests.
+	freshMemo, timelineFreshMemo freshnessMemo
 	statsSource                  StatsSource
 	tail                         TailSource
 	tailHeartbeat                time.Duration
@@ -297,7 +300,7 @@ func (a *api) events(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, *pr)
 		return
 	}
-	fresh := freshnessOf(a.freshness)
+	fresh := a.freshMemo.of(a.freshness)
 	page, err := a.reader.Events(r.Context(), q)
 	if err != nil {
 		a.queryFailed(w, r, err)
@@ -367,7 +370,7 @@ func (a *api) counts(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, *pr)
 		return
 	}
-	fresh := freshnessOf(a.freshness)
+	fresh := a.freshMemo.of(a.freshness)
 	resp := countsResponse{Series: make([]countSeriesJSON, 0, len(types)), Freshness: fresh}
 	var total reader.Trace
 	for _, typ := range types {
