@@ -312,6 +312,7 @@ func (a *api) events(w http.ResponseWriter, r *http.Request) {
 	}
 	buf := a.bodies.get()
 	buf = a.appendEventsResponse(buf, page.Events, page.NextPage, trace, fresh)
+	page.Release() // encoded: the events are not used again
 	a.writeBody(w, r, buf)
 	a.bodies.put(buf)
 }
