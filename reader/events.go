@@ -87,11 +87,13 @@ func (p *EventPage) Release() {
 // them per request.
 type eventPages struct{ pool sync.Pool }
 
-// Largest recycled page: a rare huge page must not stay in memory for
-// good.
+// Largest recycled page: the dashboard's pages (latest 50, 100) are
+// recycled; a large page (a script paging 10,000 events at a time) is
+// left to the garbage collector, or the pool would keep hundreds of KiB
+// per page it holds, and every later small page would carry them.
 const (
-	maxPooledPageEvents = 4096
-	maxPooledPageArena  = 1 << 20
+	maxPooledPageEvents = 256
+	maxPooledPageArena  = 64 << 10
 )
 
 // get returns a page with room for limit+1 events, recycled when one
