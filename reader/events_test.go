@@ -487,3 +487,35 @@ func TestEventPageRelease(t *testing.T) {
 		}
 	}
 }
+
+// TestEventPagePoolKeepsOnlyDashboardPages: a released page above the
+// recycling bounds (the load harness's 10,000-event probe pages) is left
+// to the garbage collector; kept, such pages made the pool hold 14 MiB
+// and every later small page carry their room.
+func TestEventPagePoolKeepsOnlyDashboardPages(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events int
+		arena  int
+		kept   bool
+	}{
+		{"latest 50", 51, 16 << 10, true},
+		{"most events kept", maxPooledPageEvents, 1 << 10, true},
+		{"a probe page of events", 300, 1 << 10, false},
+		{"a page of large data", 51, 100 << 10, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pp eventPages
+			p := &EventPage{Events: make([]schema.Event, 1, tc.events), arena: make([]byte, 0, tc.arena), pages: &pp}
+			p.Events[0] = schema.Event{Type: "click", User: "u1"}
+			p.Release()
+			got, _ := pp.pool.Get().(*EventPage)
+			if kept := got != nil; kept != tc.kept && !(tc.kept && raceEnabled) {
+				t.Fatalf("page of %d events and %d bytes of data kept: %v, want %v", tc.events, tc.arena, kept, tc.kept)
+			}
+			if got != nil && (len(got.Events) != 0 || got.Events[:1][0].Type != "") {
+				t.Fatal("a recycled page still holds its events")
+			}
+		})
+	}
+}
