@@ -4,7 +4,9 @@
 // It owns:
 //   - event queries (Events): a type and a time window become hour-bucket
 //     partitions, walked newest first (or oldest first) and merged across
-//     the sub-partitions of hot types, stopping as soon as the limit is met;
+//     the sub-partitions of hot types, stopping as soon as the limit is met
+//     (a caller done with a page may Release it: its memory then serves a
+//     later page);
 //   - count queries (Counts) over the per-minute counts the writer keeps;
 //   - generic slices (Slice) over schema tables: a partition, bounds on any
 //     prefix of the clustering columns, order, limit;

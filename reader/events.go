@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/eventide/eventide/bucket"
@@ -63,6 +65,57 @@ type EventPage struct {
 	NextPage string
 	// Trace is set when the query asked for it.
 	Trace *Trace
+
+	// arena holds the events' data; pages recycles it with Events at
+	// Release.
+	arena []byte
+	pages *eventPages
+}
+
+// Release hands the page's memory (Events and their data) back to the
+// Reader that returned it, for a later page: call it once nothing uses
+// the page or its events any more, or never (the garbage collector then
+// frees it). The page must not be used after Release.
+func (p *EventPage) Release() {
+	if p.pages != nil {
+		p.pages.put(p)
+	}
+}
+
+// eventPages recycles the event slices and data arenas of released
+// pages: a latest-50 page through cmd/query allocated about 20 KiB of
+// them per request.
+type eventPages struct{ pool sync.Pool }
+
+// Largest recycled page: the dashboard's pages (latest 50, 100) are
+// recycled; a large page (a script paging 10,000 events at a time) is
+// left to the garbage collector, or the pool would keep hundreds of KiB
+// per page it holds, and every later small page would carry them.
+const (
+	maxPooledPageEvents = 256
+	maxPooledPageArena  = 64 << 10
+)
+
+// get returns a page with room for limit+1 events, recycled when one
+// is at hand.
+func (pp *eventPages) get(limit int) *EventPage {
+	n := min(limit+1, 4096)
+	if p, _ := pp.pool.Get().(*EventPage); p != nil {
+		p.Events = slices.Grow(p.Events[:0], n)
+		return p
+	}
+	return &EventPage{Events: make([]schema.Event, 0, n), pages: pp}
+}
+
+func (pp *eventPages) put(p *EventPage) {
+	events, arena := p.Events, p.arena
+	*p = EventPage{pages: pp}
+	if cap(events) > maxPooledPageEvents || cap(arena) > maxPooledPageArena {
+		return
+	}
+	clear(events) // the strings they hold
+	p.Events, p.arena = events[:0], arena[:0]
+	pp.pool.Put(p)
 }
 
 // Events runs an event query: it walks the hour buckets of the window
@@ -109,7 +162,7 @@ func (r *Reader) Events(ctx context.Context, q EventQuery) (page *EventPage, err
 		after = &id
 	}
 
-	page = &EventPage{Events: make([]schema.Event, 0, min(limit+1, 4096))}
+	page = r.pages.get(limit)
 	qs := &queryState{ctx: ctx}
 	if from.Before(to) {
 		if err := r.walkEvents(qs, q, from, to, after, limit, page); err != nil {
@@ -176,7 +229,8 @@ func (r *Reader) walkEvents(qs *queryState, q EventQuery, from, to time.Time, af
 	}
 	var lastID uuid.UUID
 	more := false
-	var arena []byte // the page's event data, shared to save allocations
+	arena := page.arena[:0] // the page's event data, shared to save allocations
+	defer func() { page.arena = arena }()
 	var decodeErr error
 	err = r.walk(qs, w, func(_ int, row *storage.Row) bool {
 		if len(page.Events) == limit || len(page.Events) > 0 && len(arena) >= r.opts.MaxPageBytes {
@@ -185,7 +239,7 @@ func (r *Reader) walkEvents(qs *queryState, q EventQuery, from, to time.Time, af
 		}
 		var e schema.Event
 		var err error
-		if arena == nil {
+		if cap(arena) == 0 {
 			arena = make([]byte, 0, arenaSize(row, limit-len(page.Events)))
 		}
 		e, arena, err = catalog.DecodeEventOfType(q.Type, row, arena)

@@ -419,3 +419,103 @@ func TestEventsOverTheWholeTTLWindow(t *testing.T) {
 		}
 	}
 }
+
+// TestEventPageRelease: a released page's memory serves later pages, and
+// only a released page's: pages still in use keep their events, and a
+// page built on recycled memory holds what a fresh one holds.
+func TestEventPageRelease(t *testing.T) {
+	now := time.Date(2026, 11, 24, 2, 30, 0, 0, time.UTC)
+	clock := &fixedClock{now: now}
+	db := openStore(t, clock)
+	var batch storage.Batch
+	for i := range 300 {
+		at := now.Add(-time.Duration(i) * time.Second)
+		id, err := bucket.NewTimeUUID(at, [8]byte{0x80, byte(i), byte(i >> 8), 3, 4, 5, 6, 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		typ := []string{"click", "view"}[i%2]
+		// Sizes vary, so a recycled arena is sometimes too small.
+		e := schema.Event{ID: id, Type: typ, User: fmt.Sprintf("u%d", i), Data: fmt.Appendf(nil, `{"seq":%d,"pad":"%0*d"}`, i, i%7*40, i)}
+		if err := catalog.PutEvent(&batch, &e, 0, 0, at.UnixMicro()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustApply(t, db, &batch)
+	r, err := New(db, Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	snapshot := func(p *EventPage) string {
+		var b strings.Builder
+		for _, e := range p.Events {
+			fmt.Fprintf(&b, "%s %s %s %s\n", e.ID, e.Type, e.User, e.Data)
+		}
+		return b.String() + p.NextPage
+	}
+	queries := []EventQuery{
+		{Type: "click", From: now.Add(-time.Hour), To: now.Add(time.Second), Limit: 50},
+		{Type: "view", From: now.Add(-time.Hour), To: now.Add(time.Second), Limit: 7},
+		{Type: "click", From: now.Add(-time.Hour), To: now.Add(time.Second), Limit: 120, Order: Asc},
+		{Type: "view", From: now.Add(-time.Hour), To: now.Add(time.Second), Limit: 150},
+	}
+	want := make([]string, len(queries))
+	kept := make([]*EventPage, len(queries))
+	for i, q := range queries {
+		p, err := r.Events(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[i], kept[i] = snapshot(p), p
+	}
+	for round := range 5 {
+		for i, q := range queries {
+			p, err := r.Events(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := snapshot(p); got != want[i] {
+				t.Fatalf("round %d query %d on recycled memory:\n%s\nwant\n%s", round, i, got, want[i])
+			}
+			p.Release()
+		}
+	}
+	for i, p := range kept {
+		if got := snapshot(p); got != want[i] {
+			t.Fatalf("page %d, never released, changed under later queries:\n%s\nwant\n%s", i, got, want[i])
+		}
+	}
+}
+
+// TestEventPagePoolKeepsOnlyDashboardPages: a released page above the
+// recycling bounds (the load harness's 10,000-event probe pages) is left
+// to the garbage collector; kept, such pages made the pool hold 14 MiB
+// and every later small page carry their room.
+func TestEventPagePoolKeepsOnlyDashboardPages(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		events int
+		arena  int
+		kept   bool
+	}{
+		{"latest 50", 51, 16 << 10, true},
+		{"most events kept", maxPooledPageEvents, 1 << 10, true},
+		{"a probe page of events", 300, 1 << 10, false},
+		{"a page of large data", 51, 100 << 10, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pp eventPages
+			p := &EventPage{Events: make([]schema.Event, 1, tc.events), arena: make([]byte, 0, tc.arena), pages: &pp}
+			p.Events[0] = schema.Event{Type: "click", User: "u1"}
+			p.Release()
+			got, _ := pp.pool.Get().(*EventPage)
+			if kept := got != nil; kept != tc.kept && !(tc.kept && raceEnabled) {
+				t.Fatalf("page of %d events and %d bytes of data kept: %v, want %v", tc.events, tc.arena, kept, tc.kept)
+			}
+			if got != nil && (len(got.Events) != 0 || got.Events[:1][0].Type != "") {
+				t.Fatal("a recycled page still holds its events")
+			}
+		})
+	}
+}

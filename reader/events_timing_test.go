@@ -39,11 +39,18 @@ func BenchmarkEventsLatest50(b *testing.B) {
 		b.Fatal(err)
 	}
 	q := EventQuery{Type: "click", From: now.Add(-time.Hour), To: now, Limit: 50}
-	b.ReportAllocs()
-	for b.Loop() {
-		page, err := r.Events(context.Background(), q)
-		if err != nil || len(page.Events) != 50 {
-			b.Fatalf("%d events, %v", len(page.Events), err)
-		}
+	for _, release := range []bool{false, true} {
+		b.Run(fmt.Sprintf("release=%v", release), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				page, err := r.Events(context.Background(), q)
+				if err != nil || len(page.Events) != 50 {
+					b.Fatalf("%d events, %v", len(page.Events), err)
+				}
+				if release {
+					page.Release()
+				}
+			}
+		})
 	}
 }

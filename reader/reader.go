@@ -22,6 +22,8 @@ type Reader struct {
 	db      Store
 	opts    Options
 	metrics *metrics
+	// pages recycles released event pages (EventPage.Release).
+	pages eventPages
 }
 
 // New returns a Reader of db. Its metrics register on opts.Registerer.

@@ -17,7 +17,8 @@
 // restart cmd/query after changing the nodes' --types.
 //
 // Configuration is flags, each with an EVENTIDE_* environment variable
-// (run with -h, or see the README's "Split mode"). Exit codes: 0 after a
+// (run with -h, or see the README's "Split mode"). The garbage collector
+// runs at DefaultGCPercent (400) unless GOGC is set (gc.go). Exit codes: 0 after a
 // clean shutdown, 1 on a failure, 2 for an invalid configuration.
 // SIGINT or SIGTERM shuts down: /readyz turns 503, HTTP drains, the NATS
 // connection closes; a second signal exits at once.
@@ -67,8 +68,9 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 		return err
 	}
 	logger := cli.NewLogger(cfg.LogLevel, cfg.LogFormat, stderr)
-	logger.Info("eventide query starting", append([]any{"version", build.Version, "revision", build.Revision, "go", build.GoVersion},
-		cfg.logAttrs()...)...)
+	gc := applyGCPercent(lookupEnv)
+	logger.Info("eventide query starting", append([]any{"version", build.Version, "revision", build.Revision, "go", build.GoVersion,
+		"gc_percent", gc}, cfg.logAttrs()...)...)
 	s, err := start(ctx, cfg, build, logger)
 	if err != nil {
 		if ctx.Err() != nil {

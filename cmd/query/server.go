@@ -215,6 +215,7 @@ type nodePositions struct {
 	now        func() time.Time
 	mu         sync.Mutex
 	nodes      map[string]*queryrpc.NodeFreshness
+	gen        uint64 // counts the replacements of nodes (never changed in place)
 	at         time.Time
 	refreshing bool
 }
@@ -224,38 +225,57 @@ func newNodePositions(client *queryrpc.Client) *nodePositions {
 }
 
 func (p *nodePositions) get() map[string]*queryrpc.NodeFreshness {
+	nodes, _ := p.getGen()
+	return nodes
+}
+
+// getGen is get with the generation of the answer: the same generation,
+// the same map.
+func (p *nodePositions) getGen() (map[string]*queryrpc.NodeFreshness, uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.nodes != nil && p.now().Sub(p.at) <= freshnessMaxAge {
-		return p.nodes
+		return p.nodes, p.gen
 	}
 	if p.nodes != nil {
 		if !p.refreshing {
 			p.refreshing = true
 			go p.refresh()
 		}
-		return p.nodes
+		return p.nodes, p.gen
 	}
 	// Nothing yet: this request waits (and so do those arriving
 	// meanwhile, behind the lock), once.
 	nodes := p.fetch(context.Background())
 	p.nodes, p.at = nodes, p.now()
-	return nodes
+	p.gen++
+	return nodes, p.gen
 }
 
 func (p *nodePositions) refresh() {
 	nodes := p.fetch(context.Background())
 	p.mu.Lock()
 	p.nodes, p.at, p.refreshing = nodes, p.now(), false
+	p.gen++
 	p.mu.Unlock()
 }
 
 // freshness reports, per shard, the position of one consumer (picked by
 // which) of the shard's owner; shards whose owner did not answer the last
 // refresh are left out.
+// The list is built once per refresh of the positions and shared by the
+// requests until the next: every data response asks for it.
 func (s *server) freshness(which func(*queryrpc.NodeFreshness) *queryrpc.ConsumerPosition) httpapi.FreshnessSource {
+	type built struct {
+		gen    uint64
+		shards []httpapi.ShardFreshness
+	}
+	var last atomic.Pointer[built]
 	return httpapi.FreshnessFunc(func() []httpapi.ShardFreshness {
-		nodes := s.positions.get()
+		nodes, gen := s.positions.getGen()
+		if b := last.Load(); b != nil && b.gen == gen {
+			return b.shards
+		}
 		var out []httpapi.ShardFreshness
 		for shard, owner := range s.cfg.Owners {
 			f := nodes[owner]
@@ -267,6 +287,7 @@ func (s *server) freshness(which func(*queryrpc.NodeFreshness) *queryrpc.Consume
 					Pending: p.Pending, PendingKnown: p.PendingKnown})
 			}
 		}
+		last.Store(&built{gen: gen, shards: out})
 		return out
 	})
 }

@@ -74,6 +74,8 @@ type Client struct {
 	// owners is the current owner map; SetOwners replaces it. Every
 	// request takes one snapshot, so a change never splits a request.
 	owners atomic.Pointer[ownerMap]
+	// walkReplies recycles decoded walk replies (walk.go).
+	walkReplies walkReplies
 
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec

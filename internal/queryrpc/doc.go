@@ -25,7 +25,8 @@
 //     small document, not rows), for the stats route.
 //
 // Live tail: each node publishes the events it stores on the core NATS
-// subject eventide.tail.<node> (TailPublisher); a query service relays
+// subject eventide.tail.<node> (TailPublisher, gathering what is stored
+// within DefaultTailCoalesce into one message); a query service relays
 // them, in stream order, into its own tail.Broadcaster (StartTailRelay,
 // TailRelay.Feed). See tail.go.
 //

@@ -112,52 +112,137 @@ func decodeTailBatch(dst []tail.Event, src []byte) ([]tail.Event, error) {
 	return dst, nil
 }
 
+// DefaultTailCoalesce is how long a TailPublisher gathers stored
+// batches into one message. A node's writers store small batches (one
+// per fetch of each shard's consumer: hundreds a second at a few
+// thousand events/s), and each message costs a NATS server hop and a
+// wake-up of every relay, more than its events; a few milliseconds is
+// small beside the relay's hold (DefaultTailHold) and the live tail's
+// 250 ms target.
+const DefaultTailCoalesce = 5 * time.Millisecond
+
 // TailPublisher returns the function a storage node chains into
-// writer.Config.OnStored: it publishes each stored batch on
-// <DefaultTailSubjectPrefix>.<node>. It never blocks the writer on a
-// subscriber (core NATS publishes into the connection's buffer); a
-// publish that fails (the connection closed, its buffer full while
-// reconnecting) is counted and logged once per failure streak, and those
-// events are missing from the remote tails (their clients can read them
-// with /v1/events). The writer calls it from one goroutine.
+// writer.Config.OnStored: it publishes the stored events on
+// <DefaultTailSubjectPrefix>.<node>, gathering what is stored within
+// DefaultTailCoalesce into one message (or several, each at most
+// maxTailBatchBytes), its events in sequence order. It never blocks the
+// writer on a subscriber (core NATS publishes into the connection's
+// buffer); a publish that fails (the connection closed, its buffer full
+// while reconnecting) is counted and logged once per failure streak, and
+// those events are missing from the remote tails (their clients can read
+// them with /v1/events). It may be called from several goroutines; it
+// copies what it is given before it returns.
 func TailPublisher(nc *nats.Conn, node string, logger *slog.Logger) func([]writer.StoredEvent) {
+	return newTailPublisher(nc, node, logger, DefaultTailCoalesce).add
+}
+
+// tailPublisher gathers stored events, encoded, until its timer publishes
+// them.
+type tailPublisher struct {
+	nc       *nats.Conn
+	subject  string
+	logger   *slog.Logger
+	coalesce time.Duration
+
+	mu      sync.Mutex
+	events  []tailPending // encoded events waiting, in arrival order
+	data    []byte        // their encodings, one after the other
+	armed   bool          // a publish is scheduled
+	buf     []byte        // the message being built
+	failing bool
+}
+
+// tailPending is one encoded event of tailPublisher.data.
+type tailPending struct {
+	seq        uint64
+	start, end int
+}
+
+func newTailPublisher(nc *nats.Conn, node string, logger *slog.Logger, coalesce time.Duration) *tailPublisher {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	subject := DefaultTailSubjectPrefix + "." + node
-	var evs []tail.Event
-	var buf []byte
-	failing := false
-	return func(stored []writer.StoredEvent) {
-		evs = evs[:0]
-		for i := range stored {
-			e := &stored[i].Event
-			evs = append(evs, tail.Event{Seq: stored[i].Seq, ID: e.ID, Type: e.Type, User: e.User, Author: e.Author, Data: e.Data})
-		}
-		var err error
-		for start := 0; start < len(evs) && err == nil; {
-			end, size := start, 0
-			for end < len(evs) && (end == start || size < maxTailBatchBytes) {
-				e := &evs[end]
-				size += len(e.Data) + len(e.Type) + len(e.User) + len(e.Author) + 40
-				end++
-			}
-			buf = appendTailBatch(buf[:0], evs[start:end])
-			err = nc.Publish(subject, buf)
-			start = end
-		}
-		clear(evs)
-		if cap(buf) > 4*maxTailBatchBytes {
-			buf = nil
-		}
+	return &tailPublisher{nc: nc, subject: DefaultTailSubjectPrefix + "." + node, logger: logger, coalesce: coalesce}
+}
+
+func (p *tailPublisher) add(stored []writer.StoredEvent) {
+	if len(stored) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := range stored {
+		e := &stored[i].Event
+		start := len(p.data)
+		p.data = appendTailEvent(p.data, &tail.Event{Seq: stored[i].Seq, ID: e.ID, Type: e.Type, User: e.User, Author: e.Author, Data: e.Data})
+		p.events = append(p.events, tailPending{seq: stored[i].Seq, start: start, end: len(p.data)})
+	}
+	switch {
+	case p.coalesce <= 0 || len(p.data) >= maxTailBatchBytes:
+		p.publishLocked()
+	case !p.armed:
+		p.armed = true
+		time.AfterFunc(p.coalesce, p.flush)
+	}
+}
+
+func (p *tailPublisher) flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.armed = false
+	if p.nc.IsClosed() {
+		// The node is shutting down: no one is left to tell.
+		p.events, p.data = p.events[:0], p.data[:0]
+		return
+	}
+	p.publishLocked()
+}
+
+// publishLocked publishes every waiting event, in sequence order (the
+// shards' writers interleave), in messages of at most maxTailBatchBytes
+// of events (a larger event goes alone).
+func (p *tailPublisher) publishLocked() {
+	if len(p.events) == 0 {
+		return
+	}
+	slices.SortStableFunc(p.events, func(a, b tailPending) int {
 		switch {
-		case err != nil && !failing:
-			failing = true
-			logger.Warn("cannot publish stored events to the remote live tails; they miss them until it works again", "subject", subject, "err", err)
-		case err == nil && failing:
-			failing = false
-			logger.Info("publishing stored events to the remote live tails again", "subject", subject)
+		case a.seq < b.seq:
+			return -1
+		case a.seq > b.seq:
+			return 1
 		}
+		return 0
+	})
+	var err error
+	for start := 0; start < len(p.events) && err == nil; {
+		end, size := start, 0
+		for end < len(p.events) && (end == start || size < maxTailBatchBytes) {
+			size += p.events[end].end - p.events[end].start
+			end++
+		}
+		p.buf = append(p.buf[:0], tailBatchV1)
+		p.buf = binary.AppendUvarint(p.buf, uint64(end-start))
+		for _, e := range p.events[start:end] {
+			p.buf = append(p.buf, p.data[e.start:e.end]...)
+		}
+		err = p.nc.Publish(p.subject, p.buf)
+		start = end
+	}
+	p.events, p.data = p.events[:0], p.data[:0]
+	if cap(p.buf) > 4*maxTailBatchBytes {
+		p.buf = nil
+	}
+	if cap(p.data) > 4*maxTailBatchBytes {
+		p.data = nil
+	}
+	switch {
+	case err != nil && !p.failing:
+		p.failing = true
+		p.logger.Warn("cannot publish stored events to the remote live tails; they miss them until it works again", "subject", p.subject, "err", err)
+	case err == nil && p.failing:
+		p.failing = false
+		p.logger.Info("publishing stored events to the remote live tails again", "subject", p.subject)
 	}
 }
 

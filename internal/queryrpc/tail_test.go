@@ -196,3 +196,52 @@ func TestTailPublisherSplitsLargeBatches(t *testing.T) {
 		t.Errorf("relayed %v", got)
 	}
 }
+
+// TestTailPublisherCoalesces: what the shards' writers store within the
+// coalescing time goes out as one message, its events in sequence order
+// (the writers interleave), copied before the writer reuses its buffers;
+// nothing is published before the time is up.
+func TestTailPublisherCoalesces(t *testing.T) {
+	connect := tailNATS(t)
+	nc := connect()
+	sub, err := nc.SubscribeSync(DefaultTailSubjectPrefix + ".node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	p := newTailPublisher(connect(), "node-a", nil, time.Hour)
+	shard0, shard1 := stored(2, 5, 9), stored(3, 4)
+	p.add(shard0)
+	p.add(shard1)
+	p.add(stored(10))
+	for i := range shard0 {
+		shard0[i].Event.Data = []byte(`{"reused":true}`) // the writer's buffers
+	}
+	p.nc.Flush()
+	if msg, err := sub.NextMsg(50 * time.Millisecond); err == nil {
+		t.Fatalf("published before the coalescing time: %d bytes", len(msg.Data))
+	}
+	p.flush()
+	p.nc.Flush()
+	msg, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := decodeTailBatch(nil, msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	for _, e := range evs {
+		seqs = append(seqs, e.Seq)
+		if want := `{"seq":` + itoa(e.Seq) + `}`; string(e.Data) != want {
+			t.Errorf("event %d: data %s, want %s", e.Seq, e.Data, want)
+		}
+	}
+	if !slices.Equal(seqs, []uint64{2, 3, 4, 5, 9, 10}) {
+		t.Errorf("one message of %v, want 2 3 4 5 9 10", seqs)
+	}
+	if msg, err := sub.NextMsg(50 * time.Millisecond); err == nil {
+		t.Fatalf("a second message: %d bytes", len(msg.Data))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -121,24 +122,32 @@ func (c *Client) WalkGroups(ctx context.Context, w *reader.Walk, emit func(group
 			}
 			return tr, fmt.Errorf("cannot walk table %q: %w", w.Table, err)
 		}
-		reply, err := decodeWalkReply(msg.Data, len(q.Groups))
-		if err != nil {
+		// The rows are valid only during emit (reader.GroupWalker), so
+		// their slices serve the next reply.
+		reply := c.walkReplies.get()
+		if err := decodeWalkReplyInto(msg.Data, len(q.Groups), reply); err != nil {
+			c.walkReplies.put(reply)
 			return tr, fmt.Errorf("cannot walk table %q on node %s: %w", w.Table, node, err)
 		}
 		t := reply.trace()
 		tr.Merge(&t)
 		for i := range reply.Rows {
 			if !emit(offset+reply.Groups[i], &reply.Rows[i]) {
+				c.walkReplies.put(reply)
 				return tr, nil
 			}
 		}
 		if !reply.More || len(reply.Rows) == 0 || q.Limit > 0 && len(reply.Rows) >= q.Limit {
+			c.walkReplies.put(reply)
 			return tr, nil
 		}
 		// Resume in the last row's group, after its key: the groups'
-		// key ranges follow the walk's order (reader.Walk).
+		// key ranges follow the walk's order (reader.Walk). The key
+		// aliases msg.Data, not the recycled reply.
 		lastGroup := reply.Groups[len(reply.Groups)-1]
 		last := reply.Rows[len(reply.Rows)-1].Clustering
+		nrows, stats := len(reply.Rows), reply.Stats
+		c.walkReplies.put(reply)
 		q.Groups = q.Groups[lastGroup:]
 		offset += lastGroup
 		if q.Reverse {
@@ -147,10 +156,35 @@ func (c *Client) WalkGroups(ctx context.Context, w *reader.Walk, emit func(group
 			q.Start = storage.Bound{Key: last}
 		}
 		if q.Limit > 0 {
-			q.Limit -= len(reply.Rows)
+			q.Limit -= nrows
 		}
 		if q.MaxTombstones > 0 {
-			q.MaxTombstones = max(q.MaxTombstones-reply.Stats.TombstonesScanned, 1)
+			q.MaxTombstones = max(q.MaxTombstones-stats.TombstonesScanned, 1)
 		}
 	}
+}
+
+// walkReplies recycles the decoded walk replies of a Client.
+type walkReplies struct{ pool sync.Pool }
+
+// maxPooledWalkRows is the most rows a recycled reply keeps room for: a
+// rare huge reply must not stay in memory for good.
+const maxPooledWalkRows = 4096
+
+func (p *walkReplies) get() *walkReply {
+	if r, _ := p.pool.Get().(*walkReply); r != nil {
+		return r
+	}
+	return &walkReply{}
+}
+
+func (p *walkReplies) put(r *walkReply) {
+	if cap(r.Rows) > maxPooledWalkRows || cap(r.slab) > 8*maxPooledWalkRows {
+		return
+	}
+	// Drop the references into the message, so a pooled reply does not
+	// hold a reply's bytes alive.
+	clear(r.Rows[:cap(r.Rows)])
+	clear(r.slab[:cap(r.slab)])
+	p.pool.Put(r)
 }

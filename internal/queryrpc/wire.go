@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/eventide/eventide/reader"
@@ -587,6 +588,8 @@ type walkReply struct {
 	Partitions int
 	Groups     []int
 	Rows       []storage.Row
+	// slab holds the rows' cells (decoder.row).
+	slab []storage.Cell
 }
 
 // appendWalkReplyHeader appends a walk reply's version, flags, stats and
@@ -624,18 +627,28 @@ func (r *walkReply) trace() reader.Trace {
 // decodeWalkReply decodes a walk reply of a walk of groups groups. Keys
 // and values alias src.
 func decodeWalkReply(src []byte, groups int) (*walkReply, error) {
+	r := &walkReply{}
+	if err := decodeWalkReplyInto(src, groups, r); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// decodeWalkReplyInto is decodeWalkReply into r, reusing its slices (the
+// rows, the groups and the cells' slab): what r held before is
+// overwritten, so nothing may still use it.
+func decodeWalkReplyInto(src []byte, groups int, r *walkReply) error {
 	d := decoder{b: src, what: "walk reply"}
 	d.version(walkReplyV1)
-	r := &walkReply{}
+	*r = walkReply{Rows: r.Rows[:0], Groups: r.Groups[:0], slab: r.slab[:0]}
 	r.More = d.replyFlags()
 	d.stats(&r.Stats)
 	r.Partitions = d.int("partitions sliced")
 	n := d.rowCount()
 	if d.err == nil {
-		r.Rows = make([]storage.Row, 0, n)
-		r.Groups = make([]int, 0, n)
+		r.Rows = slices.Grow(r.Rows, n)
+		r.Groups = slices.Grow(r.Groups, n)
 	}
-	var slab []storage.Cell
 	last := 0
 	for i := 0; i < n && d.err == nil; i++ {
 		g := d.int("group index")
@@ -643,14 +656,11 @@ func decodeWalkReply(src []byte, groups int) (*walkReply, error) {
 			d.fail("row %d: group %d is not in %d..%d", i, g, last, groups-1)
 		}
 		last = g
-		row := d.row(i, n-i, &slab)
+		row := d.row(i, n-i, &r.slab)
 		r.Groups = append(r.Groups, g)
 		r.Rows = append(r.Rows, row)
 	}
-	if err := d.end(); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return d.end()
 }
 
 // ConsumerPosition is how far one of a node's JetStream consumers has

@@ -1,8 +1,10 @@
 package queryrpc
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -313,5 +315,48 @@ func FuzzDecodeWalkReply(f *testing.F) {
 				t.Fatalf("row %d: group %d of %d, after %v", i, g, groups, r.Groups[:i])
 			}
 		}
+		// Decoded into a reply that held another one (the client
+		// recycles them), the same message decodes the same.
+		reused := &walkReply{}
+		if err := decodeWalkReplyInto(seedWalkReply, 2, reused); err != nil {
+			t.Fatal(err)
+		}
+		if err := decodeWalkReplyInto(b, groups, reused); err != nil {
+			t.Fatalf("decoded fresh, failed reused: %v", err)
+		}
+		if !sameWalkReply(r, reused) {
+			t.Fatalf("decoded reused %+v, fresh %+v", reused, r)
+		}
 	})
+}
+
+// seedWalkReply is a walk reply of two rows in groups 0 and 1.
+var seedWalkReply = func() []byte {
+	rows := latestReply().Rows
+	msg := appendWalkReplyHeader(nil, true, &reader.Trace{Rows: 2, Partitions: 1, Tombstones: 3})
+	msg = appendUvarint(msg, 2)
+	msg = appendWalkRow(msg, 0, &rows[0])
+	return appendWalkRow(msg, 1, &rows[1])
+}()
+
+// sameWalkReply compares what a walk reply says, not the room its slices
+// have.
+func sameWalkReply(a, b *walkReply) bool {
+	if a.More != b.More || a.Stats != b.Stats || a.Partitions != b.Partitions || !slices.Equal(a.Groups, b.Groups) || len(a.Rows) != len(b.Rows) {
+		return false
+	}
+	for i := range a.Rows {
+		x, y := a.Rows[i], b.Rows[i]
+		if !bytes.Equal(x.Clustering, y.Clustering) || len(x.Cells) != len(y.Cells) {
+			return false
+		}
+		for j := range x.Cells {
+			cx, cy := x.Cells[j], y.Cells[j]
+			if !bytes.Equal(cx.Column, cy.Column) || !bytes.Equal(cx.Value, cy.Value) || cx.WriteTimeMicros != cy.WriteTimeMicros ||
+				cx.ExpiresAt != cy.ExpiresAt || cx.TTLSeconds != cy.TTLSeconds || cx.Counter != cy.Counter || cx.CounterValue != cy.CounterValue {
+				return false
+			}
+		}
+	}
+	return true
 }

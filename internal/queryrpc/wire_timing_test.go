@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 )
 
@@ -45,4 +46,36 @@ func BenchmarkDecodeSliceRequest(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkDecodeWalkReply decodes the walk reply of a latest-50 query
+// (one group), fresh and into a recycled reply as Client.WalkGroups does.
+func BenchmarkDecodeWalkReply(b *testing.B) {
+	rows := latestReply().Rows
+	msg := appendWalkReplyHeader(nil, false, &reader.Trace{Rows: len(rows), Partitions: 1})
+	msg = appendUvarint(msg, len(rows))
+	for i := range rows {
+		msg = appendWalkRow(msg, 0, &rows[i])
+	}
+	b.Run("fresh", func(b *testing.B) {
+		b.SetBytes(int64(len(msg)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := decodeWalkReply(msg, 1); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("recycled", func(b *testing.B) {
+		var p walkReplies
+		b.SetBytes(int64(len(msg)))
+		b.ReportAllocs()
+		for b.Loop() {
+			r := p.get()
+			if err := decodeWalkReplyInto(msg, 1, r); err != nil {
+				b.Fatal(err)
+			}
+			p.put(r)
+		}
+	})
 }

@@ -274,6 +274,9 @@ type api struct {
 	now         func() time.Time
 
 	freshness, timelineFreshness FreshnessSource
+	// freshMemo and timelineFreshMemo share the JSON of unchanged
+	// positions between requests.
+	freshMemo, timelineFreshMemo freshnessMemo
 	statsSource                  StatsSource
 	tail                         TailSource
 	tailHeartbeat                time.Duration
@@ -297,7 +300,7 @@ func (a *api) events(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, *pr)
 		return
 	}
-	fresh := freshnessOf(a.freshness)
+	fresh := a.freshMemo.of(a.freshness)
 	page, err := a.reader.Events(r.Context(), q)
 	if err != nil {
 		a.queryFailed(w, r, err)
@@ -309,6 +312,7 @@ func (a *api) events(w http.ResponseWriter, r *http.Request) {
 	}
 	buf := a.bodies.get()
 	buf = a.appendEventsResponse(buf, page.Events, page.NextPage, trace, fresh)
+	page.Release() // encoded: the events are not used again
 	a.writeBody(w, r, buf)
 	a.bodies.put(buf)
 }
@@ -367,7 +371,7 @@ func (a *api) counts(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, *pr)
 		return
 	}
-	fresh := freshnessOf(a.freshness)
+	fresh := a.freshMemo.of(a.freshness)
 	resp := countsResponse{Series: make([]countSeriesJSON, 0, len(types)), Freshness: fresh}
 	var total reader.Trace
 	for _, typ := range types {

@@ -1,6 +1,10 @@
 package httpapi
 
-import "time"
+import (
+	"slices"
+	"sync/atomic"
+	"time"
+)
 
 // ShardFreshness is what one shard's stored data reflects: how far into
 // the event stream its consumer has applied, and how far behind it is.
@@ -65,4 +69,35 @@ func freshnessOf(src FreshnessSource) *freshnessJSON {
 		out.Shards = append(out.Shards, j)
 	}
 	return out
+}
+
+// freshnessMemo remembers the last positions a source reported and their
+// JSON form. Every data response reports them, and they change far less
+// often than requests arrive (cmd/query refreshes them every 250 ms), so
+// a request finding the same positions shares the last one's
+// freshnessJSON instead of formatting a time per shard again. The
+// freshnessJSON it returns is shared: read it, never change it.
+type freshnessMemo struct {
+	last atomic.Pointer[freshnessMemoEntry]
+}
+
+type freshnessMemoEntry struct {
+	shards []ShardFreshness
+	json   *freshnessJSON
+}
+
+// of is freshnessOf(src), shared with the previous call when src reports
+// the same positions.
+func (m *freshnessMemo) of(src FreshnessSource) *freshnessJSON {
+	if src == nil {
+		return nil
+	}
+	shards := src.Freshness()
+	if e := m.last.Load(); e != nil && slices.Equal(e.shards, shards) {
+		return e.json
+	}
+	e := &freshnessMemoEntry{shards: slices.Clone(shards)}
+	e.json = freshnessOf(FreshnessFunc(func() []ShardFreshness { return e.shards }))
+	m.last.Store(e)
+	return e.json
 }

@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -118,5 +120,45 @@ func TestFreshnessUnknown(t *testing.T) {
 	}
 	if freshnessOf(nil) != nil {
 		t.Error("freshnessOf(nil) is not nil: a handler without a source must leave freshness out")
+	}
+}
+
+// TestFreshnessMemo: requests finding the positions unchanged share one
+// encoding; a changed position (sequence, time, pending, or a shard
+// more or less) is reported at once, never the memo's older one.
+func TestFreshnessMemo(t *testing.T) {
+	at := time.Date(2026, 11, 24, 4, 0, 0, 0, time.UTC)
+	cur := []ShardFreshness{{Shard: 0, AppliedSeq: 10, AppliedTime: at}, {Shard: 1, AppliedSeq: 7, Pending: 3, PendingKnown: true}}
+	src := FreshnessFunc(func() []ShardFreshness { return cur })
+	var m freshnessMemo
+	first := m.of(src)
+	if want := freshnessOf(src); !reflect.DeepEqual(first, want) {
+		t.Fatalf("memo = %+v, want %+v", first, want)
+	}
+	cur = slices.Clone(cur) // equal positions in another slice
+	if again := m.of(src); again != first {
+		t.Error("unchanged positions were encoded again")
+	}
+	for _, change := range []func([]ShardFreshness) []ShardFreshness{
+		func(s []ShardFreshness) []ShardFreshness { s[0].AppliedSeq++; return s },
+		func(s []ShardFreshness) []ShardFreshness {
+			s[0].AppliedTime = s[0].AppliedTime.Add(time.Second)
+			return s
+		},
+		func(s []ShardFreshness) []ShardFreshness { s[1].Pending = 0; return s },
+		func(s []ShardFreshness) []ShardFreshness { s[1].PendingKnown = false; return s },
+		func(s []ShardFreshness) []ShardFreshness { return s[:1] },
+		func(s []ShardFreshness) []ShardFreshness { return append(s, ShardFreshness{Shard: 2}) },
+	} {
+		// The source may change the slice it returned before: the memo
+		// must hold its own copy.
+		cur = change(cur)
+		got, want := m.of(src), freshnessOf(src)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("after a change: memo = %+v, want %+v", got, want)
+		}
+	}
+	if m.of(nil) != nil {
+		t.Error("a memo of no source is not nil")
 	}
 }

@@ -108,7 +108,7 @@ func corsHeaders(origins []string, h http.Handler) http.Handler {
 // route's own parameter parsing accepts "timeout" and ignores it.
 func withTimeout(max time.Duration, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d, pr := parseTimeout(r.URL.Query()["timeout"], max)
+		d, pr := parseTimeout(queryParam(r, "timeout"), max)
 		if pr != nil {
 			writeProblem(w, *pr)
 			return

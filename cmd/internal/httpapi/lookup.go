@@ -44,7 +44,7 @@ func (a *api) event(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, *pr)
 		return
 	}
-	fresh := freshnessOf(a.freshness)
+	fresh := a.freshMemo.of(a.freshness)
 	ev, tr, err := a.reader.Event(r.Context(), reader.EventLookup{ID: id, Type: p.get("type"), Trace: trace})
 	if errors.Is(err, reader.ErrNotFound) {
 		detail := fmt.Sprintf("no event %s is stored (never stored, expired or deleted)", id)
@@ -127,7 +127,7 @@ func (a *api) topTypes(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, *pr)
 		return
 	}
-	fresh := freshnessOf(a.freshness)
+	fresh := a.freshMemo.of(a.freshness)
 	top, tr, err := a.reader.TopTypes(r.Context(), q)
 	if err != nil {
 		a.queryFailed(w, r, err)

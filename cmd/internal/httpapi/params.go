@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"github.com/eventide/eventide/reader"
 	"math/big"
+	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
@@ -286,4 +287,16 @@ func bigNanosTime(n *big.Int) time.Time {
 func bigNanos(t time.Time) *big.Int {
 	n := new(big.Int).Mul(big.NewInt(t.Unix()), big.NewInt(int64(time.Second)))
 	return n.Add(n, big.NewInt(int64(t.Nanosecond())))
+}
+
+// queryParam is r.URL.Query()[name], without parsing the query string
+// when it cannot hold name (neither name nor a %-escape in it): the
+// guards of every data request look for timeout and complete, which
+// few requests give, before the handler parses its own parameters.
+func queryParam(r *http.Request, name string) []string {
+	raw := r.URL.RawQuery
+	if !strings.Contains(raw, name) && !strings.Contains(raw, "%") {
+		return nil
+	}
+	return r.URL.Query()[name]
 }

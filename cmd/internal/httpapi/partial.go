@@ -33,7 +33,7 @@ type partialKey struct{}
 // which has every shard) complete is accepted and changes nothing.
 func withPartial(track PartialTracker, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		complete, pr := parseComplete(r.URL.Query()["complete"])
+		complete, pr := parseComplete(queryParam(r, "complete"))
 		if pr != nil {
 			writeProblem(w, *pr)
 			return

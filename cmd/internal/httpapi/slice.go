@@ -77,7 +77,7 @@ func (a *api) slice(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, *pr)
 		return
 	}
-	fresh := freshnessOf(a.freshness)
+	fresh := a.freshMemo.of(a.freshness)
 	page, err := a.reader.RawSlice(r.Context(), q)
 	if err != nil {
 		a.queryFailed(w, r, err)

@@ -87,7 +87,7 @@ func (a *api) timeline(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, *pr)
 		return
 	}
-	fresh := freshnessOf(a.timelineFreshness)
+	fresh := a.timelineFreshMemo.of(a.timelineFreshness)
 	page, err := a.timelines.Timeline(r.Context(), q)
 	if err != nil {
 		a.queryFailed(w, r, err)
@@ -143,7 +143,7 @@ func (a *api) follows(w http.ResponseWriter, r *http.Request,
 		writeProblem(w, *pr)
 		return
 	}
-	fresh := freshnessOf(a.timelineFreshness)
+	fresh := a.timelineFreshMemo.of(a.timelineFreshness)
 	page, err := read(a.timelines, r.Context(), user, limit, p.get("page"))
 	if err != nil {
 		a.queryFailed(w, r, err)
