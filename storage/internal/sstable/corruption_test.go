@@ -276,36 +276,25 @@ func TestCorruptionDictionary(t *testing.T) {
 	for i := handleAt; i < handleAt+24; i++ {
 		flip(i, "dictionary handle")
 	}
-	r := openTable(t, f, nil)
-	defer r.Close()
 	swapped := 0
-	for j := range r.top.pages {
-		pg, err := r.page(j, fromDisk)
-		if err != nil {
-			t.Fatal(err)
+	for i, tr := range dataBlockTrailers(t, f) {
+		c := Compression(f.data[tr.at])
+		if c != CompressionZstd && c != compressionZstdDict {
+			continue
 		}
-		for i := range pg.blocks.fileOffs {
-			at := pg.blocks.fileOffs[i] + pg.blocks.handle(i).storedLen
-			c := Compression(f.data[at])
-			if c != CompressionZstd && c != compressionZstdDict {
-				continue
+		// With and without fixing the checksum.
+		for _, fix := range []bool{false, true} {
+			data := append([]byte(nil), f.data...)
+			data[tr.at] = byte(CompressionZstd + compressionZstdDict - c)
+			if fix {
+				tr.setCompression(data, Compression(data[tr.at]))
 			}
-			// With and without fixing the checksum.
-			for _, fix := range []bool{false, true} {
-				data := append([]byte(nil), f.data...)
-				data[at] = byte(CompressionZstd + compressionZstdDict - c)
-				if fix {
-					payload := data[pg.blocks.fileOffs[i]:at]
-					sum := blockChecksum(payload, Compression(data[at]))
-					data[at+1], data[at+2], data[at+3], data[at+4] = byte(sum), byte(sum>>8), byte(sum>>16), byte(sum>>24)
-				}
-				err := readAll(t, data, parts)
-				if err == nil {
-					t.Fatalf("block %d: compression %v read as %v (checksum fixed: %v) went unnoticed", i, c, Compression(data[at]), fix)
-				}
-				checkCorruptionError(t, err, "swapped compression")
-				swapped++
+			err := readAll(t, data, parts)
+			if err == nil {
+				t.Fatalf("block %d: compression %v read as %v (checksum fixed: %v) went unnoticed", i, c, Compression(data[tr.at]), fix)
 			}
+			checkCorruptionError(t, err, "swapped compression")
+			swapped++
 		}
 	}
 	if swapped == 0 {
@@ -347,32 +336,53 @@ func TestCorruptionDictionaryBehindChecksum(t *testing.T) {
 	}
 	// A file without a dictionary whose zstd blocks claim one.
 	nf, _ := writeTable(t, parts, WriterOptions{Compression: CompressionZstd, BlockSize: 1024, NoDictionary: true})
-	r := openTable(t, nf, nil)
-	defer r.Close()
 	claimed := 0
+	for i, tr := range dataBlockTrailers(t, nf) {
+		if Compression(nf.data[tr.at]) != CompressionZstd {
+			continue
+		}
+		data := append([]byte(nil), nf.data...)
+		tr.setCompression(data, compressionZstdDict)
+		err := readAllLoose(data)
+		if err == nil {
+			t.Fatalf("block %d claims a dictionary the file does not have, unnoticed", i)
+		}
+		checkCorruptionError(t, err, "claimed dictionary")
+		claimed++
+	}
+	if claimed == 0 {
+		t.Fatal("no zstd data block in the file without a dictionary")
+	}
+}
+
+// blockTrailer locates one data block's trailer in a file: its stored
+// payload starts at start; the compression byte is at at, its checksum
+// in the four bytes after.
+type blockTrailer struct{ start, at uint64 }
+
+// dataBlockTrailers lists the trailers of f's data blocks, in file order.
+func dataBlockTrailers(t *testing.T, f *memFile) []blockTrailer {
+	t.Helper()
+	r := openTable(t, f, nil)
+	defer r.Close()
+	var trailers []blockTrailer
 	for j := range r.top.pages {
 		pg, err := r.page(j, fromDisk)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i := range pg.blocks.fileOffs {
-			at := pg.blocks.fileOffs[i] + pg.blocks.handle(i).storedLen
-			if Compression(nf.data[at]) != CompressionZstd {
-				continue
-			}
-			data := append([]byte(nil), nf.data...)
-			data[at] = byte(compressionZstdDict)
-			sum := blockChecksum(data[pg.blocks.fileOffs[i]:at], compressionZstdDict)
-			data[at+1], data[at+2], data[at+3], data[at+4] = byte(sum), byte(sum>>8), byte(sum>>16), byte(sum>>24)
-			err := readAllLoose(data)
-			if err == nil {
-				t.Fatalf("block %d claims a dictionary the file does not have, unnoticed", i)
-			}
-			checkCorruptionError(t, err, "claimed dictionary")
-			claimed++
+			start := pg.blocks.fileOffs[i]
+			trailers = append(trailers, blockTrailer{start: start, at: start + pg.blocks.handle(i).storedLen})
 		}
 	}
-	if claimed == 0 {
-		t.Fatal("no zstd data block in the file without a dictionary")
-	}
+	return trailers
+}
+
+// setCompression makes the block at tr in data claim compression c, with a
+// checksum that matches the claim.
+func (tr blockTrailer) setCompression(data []byte, c Compression) {
+	data[tr.at] = byte(c)
+	sum := blockChecksum(data[tr.start:tr.at], c)
+	data[tr.at+1], data[tr.at+2], data[tr.at+3], data[tr.at+4] = byte(sum), byte(sum>>8), byte(sum>>16), byte(sum>>24)
 }
