@@ -7,9 +7,8 @@
 // (960 partitions), TimeUUID clustering in roughly time order, ~200-byte
 // JSON values, batches of 1,000 with one sync per batch. Phases (-phases):
 //
-//  1. latest: ingest (events/s, peak RSS: process-wide, so the first
-//     engine's own only; run -engines X -phases latest for X's), flush +
-//     full compaction (on-disk bytes per event), then "latest 50" of a
+//  1. latest: ingest (events/s, peak RSS of the engine's own process),
+//     flush + full compaction (on-disk bytes per event), then "latest 50" of a
 //     random partition: p50/p99 latency; then a 10% window slice: the
 //     events of 6 minutes of a random partition's hour, at a random
 //     offset, read forward (p50/p99, rows/s over the summed query time).
@@ -29,6 +28,11 @@
 //
 // Memory: each engine's defaults, or -equal-memory (64 MiB memtable and
 // 256 MiB block cache for every engine), or -memtable / -*-cache.
+//
+// Each engine runs in a process of its own (process.go): in one process
+// the engines would share one Go heap, and whatever an engine run earlier
+// leaves live slows the later ones' garbage collection (measured: a 1.6x
+// swing of Pebble's ingest rate). -same-process runs them all in this one.
 //
 // Run from this directory: go run . -events 2000000
 //
@@ -62,11 +66,14 @@ type config struct {
 	dir                                  string
 	seed                                 uint64
 	reuse                                bool
-	memBreakdown                         bool
-	readProfile                          string
-	slowest                              int
-	mem                                  memoryConfig
-	phases                               map[string]bool
+	// sameProcess: every engine runs in this process (-same-process, or
+	// a single engine); otherwise each in a child process of its own.
+	sameProcess  bool
+	memBreakdown bool
+	readProfile  string
+	slowest      int
+	mem          memoryConfig
+	phases       map[string]bool
 	// deleteSettle is how long the delete phase leaves background
 	// compaction to work after the deletes before it reads.
 	deleteSettle time.Duration
@@ -154,6 +161,8 @@ func main() {
 	flag.DurationVar(&cfg.deleteSettle, "delete-settle", 60*time.Second, "delete phase: how long background compaction works after the deletes before the reads")
 	flag.Int64Var(&cfg.deleteTombstoneIntervalSeconds, "delete-tombstone-interval", 0, "delete phase: Eventide's TombstoneCompactionIntervalSeconds (storage's default is 86400; the phase's last flush is new by the engine clock)")
 	flag.StringVar(&cfg.deleteStrategy, "delete-strategy", "time_window", "delete phase: Eventide's compaction strategy (time_window or size_tiered)")
+	flag.BoolVar(&cfg.sameProcess, "same-process", false, "run every engine in this process, one after another, instead of each in its own (they then share one Go heap, and peak RSS is process-wide)")
+	resultFile := flag.String("result-file", "", "internal: run the one engine of -engines and write its result to this file as JSON (how each engine runs in its own process)")
 	flag.Parse()
 	cfg.mem = memoryConfig{memtableBytes: *memtableMiB << 20, eventideCacheBytes: *eventideCacheMiB << 20,
 		pebbleCacheBytes: *pebbleCacheMiB << 20, goleveldbCacheBytes: *goleveldbCacheMiB << 20, badgerCacheBytes: *badgerCacheMiB << 20}
@@ -172,7 +181,11 @@ func main() {
 	if cfg.reuse && cfg.dir == "" {
 		fatal(fmt.Errorf("-reuse needs -dir"))
 	}
-	if *cpuProfile != "" {
+	names := splitComma(*only)
+	// With several engines and no -same-process, this process only
+	// starts one child per engine (process.go) and profiles nothing itself.
+	inChildren := len(names) > 1 && !cfg.sameProcess && *resultFile == ""
+	if *cpuProfile != "" && !inChildren {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
 			fatal(err)
@@ -190,15 +203,34 @@ func main() {
 		defer os.RemoveAll(d)
 		cfg.dir = d
 	}
+	if *resultFile != "" {
+		if len(names) != 1 {
+			fatal(fmt.Errorf("-result-file needs exactly one engine in -engines, not %q", *only))
+		}
+		r, err := runEngine(names[0], cfg)
+		if err != nil {
+			fatal(fmt.Errorf("%s: %w", names[0], err))
+		}
+		if err := writeResult(*resultFile, r); err != nil {
+			fatal(fmt.Errorf("%s: cannot write its result: %w", names[0], err))
+		}
+		return
+	}
 	results := map[string]*result{}
-	names := splitComma(*only)
 	for _, name := range names {
-		r, err := runEngine(name, cfg)
+		var r *result
+		var err error
+		if inChildren {
+			r, err = runInChild(name, cfg, *cpuProfile)
+		} else {
+			r, err = runEngine(name, cfg)
+		}
 		if err != nil {
 			fatal(fmt.Errorf("%s: %w", name, err))
 		}
 		results[name] = r
 	}
+	cfg.sameProcess = !inChildren
 	printResults(cfg, names, results)
 	if err := compareRows(results); err != nil {
 		fatal(err)
@@ -735,6 +767,15 @@ func peakRSS() int64 {
 	return ru.Maxrss * 1024 // Linux reports KiB
 }
 
+// rssLabel names the peak RSS row: each engine's own when each ran in its
+// own process.
+func rssLabel(cfg config) string {
+	if cfg.sameProcess {
+		return "peak RSS after ingest (MiB; process-wide, so only the first engine's is its own)"
+	}
+	return "peak RSS after ingest (MiB; each engine in its own process)"
+}
+
 func printResults(cfg config, names []string, rs map[string]*result) {
 	mem := "defaults"
 	if cfg.mem != (memoryConfig{}) {
@@ -800,7 +841,7 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 			row("ingest events/s", val(func(r *result) float64 { return r.eventsPerSecond }), "%.0f")
 			// Peak RSS is per process and only grows: it is the engine's own only
 			// for the engine that runs first (run -engines X alone to measure X).
-			row("peak RSS after ingest (MiB; process-wide, so only the first engine's is its own)", val(func(r *result) float64 { return float64(r.peakRSSBytes) / (1 << 20) }), "%.1f")
+			row(rssLabel(cfg), val(func(r *result) float64 { return float64(r.peakRSSBytes) / (1 << 20) }), "%.1f")
 			row("on-disk bytes/event after flush+compaction", val(func(r *result) float64 { return r.bytesPerEvent }), "%.1f")
 		}
 		row("latest-50 p50 (µs)", val(func(r *result) float64 { return us(r.latest.p50) }), "%.0f")
