@@ -168,6 +168,7 @@ func runMeta(t *testing.T, seed uint64, cfg metaConfig, ops []metaOp) []string {
 	opts.StallSSTablesPerTable = 1 << 20
 	opts.DisableAutoCompaction = !cfg.autoCompact
 	opts.dictionarySampleSize = cfg.dictionary
+	opts.SSTableDictionary = cfg.dictionary > 0
 	open := func() *DB {
 		db, err := Open(dir, opts)
 		if err != nil {

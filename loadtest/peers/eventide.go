@@ -37,6 +37,7 @@ func openEventide(dir string, clock *benchClock, autoCompact bool, mem memoryCon
 		opts.MemtableSize = mem.memtableBytes
 	}
 	opts.BlockSize = mem.eventideBlockSize
+	opts.SSTableDictionary = mem.eventideDictionary
 	opts.Clock = clock
 	opts.DisableAutoCompaction = !autoCompact
 	db, err := storage.Open(dir, opts)

@@ -93,6 +93,8 @@ type memoryConfig struct {
 	badgerCacheBytes                                          int64
 	// eventideBlockSize is Eventide's BlockSize (0: its default).
 	eventideBlockSize int
+	// eventideDictionary is Eventide's SSTableDictionary.
+	eventideDictionary bool
 }
 
 // Equal-memory mode (-equal-memory): every engine gets this memtable and
@@ -152,6 +154,7 @@ func main() {
 	flag.BoolVar(&cfg.memBreakdown, "membreakdown", false, "print the runtime's memory classes (and Eventide's memtable and cache bytes) at the peak RSS of each ingest")
 	flag.IntVar(&cfg.slowest, "slowest", 0, "print the N slowest queries of each read phase, with the engine's trace")
 	eventideBlockKiB := flag.Int("eventide-block-size", 0, "Eventide's SSTable block size in KiB (0: storage.DefaultOptions)")
+	eventideDictionary := flag.Bool("eventide-dictionary", false, "Eventide's SSTables compressed against a per-file zstd dictionary in 16 KiB blocks (storage.Options.SSTableDictionary)")
 	eventideCacheMiB := flag.Int64("eventide-cache", 0, "Eventide's block cache in MiB (0: storage.DefaultOptions)")
 	pebbleCacheMiB := flag.Int64("pebble-cache", 0, "Pebble's block cache in MiB (0: Pebble's default, 8 MiB)")
 	goleveldbCacheMiB := flag.Int64("goleveldb-cache", 0, "goleveldb's block cache in MiB (0: goleveldb's default, 8 MiB)")
@@ -171,6 +174,7 @@ func main() {
 			pebbleCacheBytes: equalCacheBytes, goleveldbCacheBytes: equalCacheBytes, badgerCacheBytes: equalCacheBytes}
 	}
 	cfg.mem.eventideBlockSize = *eventideBlockKiB << 10
+	cfg.mem.eventideDictionary = *eventideDictionary
 	cfg.phases = map[string]bool{}
 	for _, p := range splitComma(*phases) {
 		if p != "latest" && p != "expiry" && p != "delete" {

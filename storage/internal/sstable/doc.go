@@ -34,8 +34,10 @@
 // Dictionary (version 5): a zstd Writer holds its first 32 KiB of data
 // blocks back, makes them the file's raw zstd dictionary (a checksummed
 // meta block), and compresses every data block against it, so 16 KiB
-// blocks (the default, down from 32) compress about as well as 32 KiB
-// ones did and a cold read of a few rows decodes half as much. A Reader
+// blocks compress about as well as 32 KiB ones without it and a cold read
+// of a few rows decodes half as much (WriterOptions.NoDictionary turns it
+// off; the engine turns it on only with storage.Options.SSTableDictionary,
+// since it costs density). A Reader
 // keeps the dictionary resident and creates one zstd decoder registered
 // with it, on the first block that needs it, shared by its goroutines.
 //

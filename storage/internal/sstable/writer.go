@@ -270,11 +270,13 @@ const (
 	// blockTrailerLen is the compression byte and the CRC-32C.
 	blockTrailerLen = 1 + 4
 	// defaultBlockSize is the target uncompressed data block size. A cold
-	// read decompresses and decodes whole blocks, so a 10% slice of an
-	// hour partition (~8 KiB of 80) paid for a 32 KiB block; with the
-	// file's dictionary (version 5) a 16 KiB block compresses about as
-	// well as a 32 KiB one did without it (issue 15, BENCHMARKS.md).
-	defaultBlockSize = 16 << 10
+	// read decompresses and decodes whole blocks, so smaller blocks make
+	// cold slices cheaper and files bigger; with the file's dictionary
+	// (version 5) a 16 KiB block compresses nearly as well as a 32 KiB
+	// one without it, and the engine writes 16 KiB blocks when it uses
+	// dictionaries (storage.Options.SSTableDictionary; issue 15,
+	// BENCHMARKS.md).
+	defaultBlockSize = 32 << 10
 	// dictSampleSize is how many bytes of decompressed data blocks a zstd
 	// Writer holds back before it fixes the file's dictionary: the first
 	// dictSampleSize bytes of them, stored once (compressed) as the
@@ -285,9 +287,9 @@ const (
 	// headBlockSize caps the first block of every partition: with the
 	// newest rows first (a DESC TimeUUID clustering), that block is the
 	// one every "latest N" query decodes on a cache miss. 16 KiB holds
-	// the newest 50 events of ~200 bytes in one block: half of the 32
-	// KiB blocks of versions 1 to 4 (about 1% more bytes on the issue 2
-	// workload), the whole of today's default.
+	// the newest 50 events of ~200 bytes in one block: half of the
+	// default 32 KiB (about 1% more bytes on the issue 2 workload), the
+	// whole of a 16 KiB block written against a dictionary.
 	headBlockSize = 16 << 10
 	// writeBufferSize batches the writes of small blocks into fewer
 	// system calls.
@@ -300,7 +302,7 @@ type WriterOptions struct {
 	// engine's default is CompressionZstd (see DefaultWriterOptions).
 	Compression Compression
 	// BlockSize is the target uncompressed size of a data block; 0 means
-	// 16 KiB. A partition's first block targets at most 16 KiB (see
+	// 32 KiB. A partition's first block targets at most 16 KiB (see
 	// headBlockSize). A block is closed before a cell would push it
 	// past the target, so only a single cell larger than the target makes
 	// a larger block.
