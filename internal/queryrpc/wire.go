@@ -166,16 +166,33 @@ func appendBytes(dst, b []byte) []byte {
 	return append(dst, b...)
 }
 
+// appendRequestHead appends what every request starts with: its version,
+// its deadline (varint Unix microseconds, 0: none) and its byte budget
+// (uvarint, 0: the node's default).
+func appendRequestHead(dst []byte, version byte, deadline time.Time, byteBudget int) []byte {
+	dst = append(dst, version)
+	var us int64
+	if !deadline.IsZero() {
+		us = max(deadline.UnixMicro(), 1)
+	}
+	dst = binary.AppendVarint(dst, us)
+	return binary.AppendUvarint(dst, uint64(max(byteBudget, 0)))
+}
+
+// requestHead reads what appendRequestHead wrote, for a request of the
+// given version.
+func (d *decoder) requestHead(version byte) (deadline time.Time, byteBudget int) {
+	d.version(version)
+	if us := d.varint("deadline"); us != 0 {
+		deadline = time.UnixMicro(us)
+	}
+	return deadline, d.int("byte budget")
+}
+
 // appendSliceRequest appends the encoding of r to dst.
 func appendSliceRequest(dst []byte, r *sliceRequest) []byte {
 	q := &r.Query
-	dst = append(dst, sliceRequestV1)
-	var deadline int64
-	if !r.Deadline.IsZero() {
-		deadline = max(r.Deadline.UnixMicro(), 1)
-	}
-	dst = binary.AppendVarint(dst, deadline)
-	dst = binary.AppendUvarint(dst, uint64(max(r.ByteBudget, 0)))
+	dst = appendRequestHead(dst, sliceRequestV1, r.Deadline, r.ByteBudget)
 	dst = appendBytes(dst, []byte(q.Table))
 	dst = appendBytes(dst, q.Partition)
 	dst = appendBounds(dst, q.Reverse, q.Start, q.End)
@@ -312,12 +329,8 @@ func (d *decoder) end() error {
 // decodeSliceRequest decodes a slice request. Keys alias src.
 func decodeSliceRequest(src []byte) (*sliceRequest, error) {
 	d := decoder{b: src, what: "slice request"}
-	d.version(sliceRequestV1)
 	r := &sliceRequest{}
-	if us := d.varint("deadline"); us != 0 {
-		r.Deadline = time.UnixMicro(us)
-	}
-	r.ByteBudget = d.int("byte budget")
+	r.Deadline, r.ByteBudget = d.requestHead(sliceRequestV1)
 	r.Query.Table = string(d.bytes("table"))
 	r.Query.Partition = d.bytes("partition")
 	r.Query.Reverse, r.Query.Start, r.Query.End = d.bounds()
@@ -519,13 +532,7 @@ type walkRequest struct {
 
 func appendWalkRequest(dst []byte, r *walkRequest) []byte {
 	w := &r.Walk
-	dst = append(dst, walkRequestV1)
-	var deadline int64
-	if !r.Deadline.IsZero() {
-		deadline = max(r.Deadline.UnixMicro(), 1)
-	}
-	dst = binary.AppendVarint(dst, deadline)
-	dst = binary.AppendUvarint(dst, uint64(max(r.ByteBudget, 0)))
+	dst = appendRequestHead(dst, walkRequestV1, r.Deadline, r.ByteBudget)
 	dst = appendBytes(dst, []byte(w.Table))
 	dst = appendBounds(dst, w.Reverse, w.Start, w.End)
 	dst = binary.AppendUvarint(dst, uint64(max(w.Limit, 0)))
@@ -543,12 +550,8 @@ func appendWalkRequest(dst []byte, r *walkRequest) []byte {
 // decodeWalkRequest decodes a walk request. Keys alias src.
 func decodeWalkRequest(src []byte) (*walkRequest, error) {
 	d := decoder{b: src, what: "walk request"}
-	d.version(walkRequestV1)
 	r := &walkRequest{}
-	if us := d.varint("deadline"); us != 0 {
-		r.Deadline = time.UnixMicro(us)
-	}
-	r.ByteBudget = d.int("byte budget")
+	r.Deadline, r.ByteBudget = d.requestHead(walkRequestV1)
 	r.Walk.Table = string(d.bytes("table"))
 	r.Walk.Reverse, r.Walk.Start, r.Walk.End = d.bounds()
 	r.Walk.Limit = d.int("limit")
