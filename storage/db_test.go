@@ -8,10 +8,20 @@ import (
 
 func openTestDB(t *testing.T, clock *fakeClock, defs ...TableDef) *DB {
 	t.Helper()
+	return openTestDBIn(t, t.TempDir(), clock, nil, defs...)
+}
+
+// openTestDBIn is openTestDB in dir, with the options adjusted by tweak
+// (nil: none).
+func openTestDBIn(t *testing.T, dir string, clock *fakeClock, tweak func(*Options), defs ...TableDef) *DB {
+	t.Helper()
 	opts := DefaultOptions()
 	opts.Clock = clock
 	opts.DisableAutoCompaction = true
-	db, err := Open(t.TempDir(), opts)
+	if tweak != nil {
+		tweak(&opts)
+	}
+	db, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,18 +13,8 @@ import (
 // and a store written either way reads the same rows.
 func TestSSTableDictionaryOption(t *testing.T) {
 	for _, on := range []bool{false, true} {
-		opts := DefaultOptions()
-		opts.Clock = &fakeClock{now: time.Unix(1_800_000_000, 0)}
-		opts.DisableAutoCompaction = true
-		opts.SSTableDictionary = on
 		dir := t.TempDir()
-		db, err := Open(dir, opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := db.CreateTable(TableDef{Name: "t"}); err != nil {
-			t.Fatal(err)
-		}
+		db := openTestDBIn(t, dir, &fakeClock{now: time.Unix(1_800_000_000, 0)}, func(o *Options) { o.SSTableDictionary = on }, TableDef{Name: "t"})
 		// Well over the dictionary's 32 KiB sample of blocks.
 		apply(t, db, func(b *Batch) { putMemoryTestRows(b, "p", 0, 5000) })
 		if err := db.Flush(); err != nil {

@@ -15,21 +15,13 @@ import (
 // bytes still read right, which is why the option exists.
 func TestPoisonReleasedBlocks(t *testing.T) {
 	for _, poison := range []bool{false, true} {
-		opts := DefaultOptions()
-		opts.Clock = &fakeClock{now: time.Unix(1_800_000_000, 0)}
-		opts.DisableAutoCompaction = true
-		opts.PoisonReleasedBlocks = poison
 		// A cache too small to keep a block: the slice's block is released
 		// to the pool when the slice lets go of it, as a cached one is once
 		// evicted by other reads.
-		opts.BlockCacheSize = 1
-		db, err := Open(t.TempDir(), opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := db.CreateTable(TableDef{Name: "t"}); err != nil {
-			t.Fatal(err)
-		}
+		db := openTestDBIn(t, t.TempDir(), &fakeClock{now: time.Unix(1_800_000_000, 0)}, func(o *Options) {
+			o.PoisonReleasedBlocks = poison
+			o.BlockCacheSize = 1
+		}, TableDef{Name: "t"})
 		apply(t, db, func(b *Batch) { putMemoryTestRows(b, "p", 0, 100) })
 		if err := db.Flush(); err != nil {
 			t.Fatal(err)
