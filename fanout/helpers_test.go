@@ -75,7 +75,7 @@ func (e *env) open() {
 	if e.f, err = Open(db, opts); err != nil {
 		e.t.Fatal(err)
 	}
-	if e.tl, err = reader.NewTimelines(db, reader.TimelineOptions{TimelineTTL: opts.TimelineTTL}); err != nil {
+	if e.tl, err = reader.NewTimelines(db, reader.TimelineOptions{TimelineTTL: opts.TimelineTTL, TimelineCap: opts.TimelineCap}); err != nil {
 		e.t.Fatal(err)
 	}
 	if last, err := e.lastSeq(); err == nil && last > e.seq {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/storage/vfs"
 )
@@ -42,15 +43,40 @@ func (te *trimEnv) push() {
 }
 
 // checkNewest fails unless u's timeline shows exactly the newest of the
-// posts, as many as it stores: trims only ever cut the oldest.
+// posts, as many as it stores up to the cap: trims only ever cut the
+// oldest, and reads never show more than the cap. It returns the rows
+// stored.
 func (te *trimEnv) checkNewest() int {
 	te.t.Helper()
 	n := te.rawTimelineRows("u")
+	shown := min(n, te.opts.TimelineCap)
 	got := te.timelineLabels("u", 7)
-	if len(got) != n || !slices.Equal(got, te.want[:min(n, len(te.want))]) {
-		te.t.Fatalf("timeline of u (%d rows stored) shows %v, want the newest %d of %v", n, got, n, te.want)
+	if len(got) != shown || !slices.Equal(got, te.want[:min(shown, len(te.want))]) {
+		te.t.Fatalf("timeline of u (%d rows stored, cap %d) shows %v, want the newest %d of %v", n, te.opts.TimelineCap, got, shown, te.want)
 	}
 	return n
+}
+
+// TestReadsShowTheCap: between two amortized trims a timeline stores up
+// to TrimEvery rows past its cap, and a read never shows them: with the
+// default TrimEvery (200) and a cap of 10, 25 posts leave 25 rows stored
+// and a read across pages shows the newest 10.
+func TestReadsShowTheCap(t *testing.T) {
+	if c := DefaultOptions().TimelineCap; c != reader.DefaultTimelineCap {
+		t.Fatalf("the fan-out's default cap %d is not the reader's %d", c, reader.DefaultTimelineCap)
+	}
+	o := DefaultOptions()
+	o.TimelineCap = 10
+	te := newTrimEnv(t, o, nil)
+	for range 25 {
+		te.push()
+	}
+	if n := te.rawTimelineRows("u"); n != 25 {
+		t.Fatalf("timeline stores %d rows; want 25 (no trim before cap plus TrimEvery)", n)
+	}
+	if n := te.checkNewest(); n != 25 {
+		t.Fatalf("timeline stores %d rows after the read; want 25", n)
+	}
 }
 
 // TestTrimOneRangeTombstone: a timeline pushed far past its cap is cut
@@ -217,8 +243,8 @@ func TestTrimUntrackedTimelines(t *testing.T) {
 		if n < o.TimelineCap || n >= 300 {
 			t.Errorf("%s holds %d rows; want it cut back to the cap %d at least once", u, n, o.TimelineCap)
 		}
-		if got := e.timelineLabels(u, 9); !slices.Equal(got, want[:n]) {
-			t.Errorf("%s shows %v, want the newest %d", u, got, n)
+		if got := e.timelineLabels(u, 9); !slices.Equal(got, want[:min(n, o.TimelineCap)]) {
+			t.Errorf("%s shows %v, want the newest %d", u, got, min(n, o.TimelineCap))
 		}
 	}
 }

@@ -29,12 +29,21 @@ package reader
 // pulled authors reads about what the page shows rather than limit+1 rows
 // from each. Rows are copied out of the slices into one buffer per page.
 //
-// The page token (kind 3) holds the key of the last post returned; every
-// source resumes strictly after it, so one token covers all of them.
+// The page token (kind 5) holds how many posts the earlier pages showed and
+// the key of the last post returned; every source resumes strictly after
+// it, so one token covers all of them.
+//
+// A timeline shows at most TimelineCap posts in all its pages together,
+// the newest, pushed and pulled alike, which is what the fan-out's trims
+// keep of a pushed timeline. Trims are amortized (the fan-out cuts a
+// timeline once it may have grown TrimEvery rows past the cap), so the
+// stored timeline is often longer than the cap; reads do not show the
+// rows waiting for the next cut.
 
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"log/slog"
@@ -50,8 +59,13 @@ import (
 )
 
 const (
-	tokenKindTimeline = 3
+	// tokenKindTimeline 3 held only the last key; 5 adds the count of
+	// posts shown before it (the cap).
+	tokenKindTimeline = 5
 	tokenKindFollows  = 4
+	// DefaultTimelineCap is the most posts a timeline shows across its
+	// pages: the fan-out's default TimelineCap.
+	DefaultTimelineCap = 800
 	// DefaultTimelineLimit is the page size of a timeline read without
 	// a limit; MaxTimelineLimit the largest allowed.
 	DefaultTimelineLimit = 20
@@ -63,6 +77,9 @@ type TimelineOptions struct {
 	// TimelineTTL must be the fan-out's (default 30 days): reads never
 	// walk posts older than now minus it.
 	TimelineTTL time.Duration
+	// TimelineCap must be the fan-out's (default DefaultTimelineCap): a
+	// timeline shows at most this many posts across all its pages.
+	TimelineCap int
 	// MaxScan bounds the rows one page examines (filtered rows included);
 	// a page that reaches it ends early with a token. Default 10,000.
 	MaxScan int
@@ -87,6 +104,9 @@ type Timelines struct {
 func NewTimelines(db Store, opts TimelineOptions) (*Timelines, error) {
 	if opts.TimelineTTL <= 0 {
 		opts.TimelineTTL = 30 * 24 * time.Hour
+	}
+	if opts.TimelineCap <= 0 {
+		opts.TimelineCap = DefaultTimelineCap
 	}
 	if opts.MaxScan <= 0 {
 		opts.MaxScan = 10_000
@@ -281,15 +301,31 @@ func (t *Timelines) Timeline(ctx context.Context, q TimelineQuery) (TimelinePage
 	}
 	fp := fingerprint("timeline", q.User)
 	start := storage.Bound{}
+	shown := 0 // posts the earlier pages showed
 	if q.PageToken != "" {
-		last, err := decodeToken(q.PageToken, tokenKindTimeline, fp)
+		payload, err := decodeToken(q.PageToken, tokenKindTimeline, fp)
 		if err != nil {
 			return TimelinePage{}, err
+		}
+		n, w := binary.Uvarint(payload)
+		last := payload[max(w, 0):]
+		if w <= 0 || n >= uint64(t.opts.TimelineCap) {
+			return TimelinePage{}, fmt.Errorf("%w: page token does not hold a post count below the timeline cap %d; pass the next_page value of the previous page unchanged", ErrInvalidQuery, t.opts.TimelineCap)
 		}
 		if _, err := catalog.DecodePostKey(last); err != nil {
 			return TimelinePage{}, fmt.Errorf("%w: page token does not hold a post id; pass the next_page value of the previous page unchanged", ErrInvalidQuery)
 		}
+		shown = int(n)
 		start = storage.Bound{Key: last}
+	}
+	// The cap: this page shows at most what is left of it, and the page
+	// that reaches it is the last.
+	left := t.opts.TimelineCap - shown
+	capped := left <= limit
+	limit = min(limit, left)
+	nextPage := func(last []byte, n int) string {
+		b := binary.AppendUvarint(make([]byte, 0, binary.MaxVarintLen64+len(last)), uint64(shown+n))
+		return encodeToken(tokenKindTimeline, fp, append(b, last...))
 	}
 	end := storage.Bound{}
 	if oldest, err := bucket.MinTimeUUID(t.opts.Now().Add(-t.opts.TimelineTTL)); err == nil {
@@ -348,14 +384,17 @@ func (t *Timelines) Timeline(ctx context.Context, q TimelineQuery) (TimelinePage
 		}
 		if post != nil {
 			if len(page.Posts) == limit {
-				page.NextPage = encodeToken(tokenKindTimeline, fp, lastKey)
+				page.NextPage = nextPage(lastKey, len(page.Posts))
 				return page, nil
 			}
 			page.Posts = append(page.Posts, *post)
+			if capped && len(page.Posts) == limit {
+				return page, nil // the cap's last post: no next page
+			}
 		}
 		lastKey = newest
 		if scanned >= t.opts.MaxScan {
-			page.NextPage = encodeToken(tokenKindTimeline, fp, lastKey)
+			page.NextPage = nextPage(lastKey, len(page.Posts))
 			return page, nil
 		}
 	}

@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -217,5 +218,88 @@ func TestPulledFirstPage(t *testing.T) {
 		if got := pulledFirstPage(c.limit, c.pulled); got != c.want {
 			t.Errorf("pulledFirstPage(%d, %d) = %d, want %d", c.limit, c.pulled, got, c.want)
 		}
+	}
+}
+
+// TestTimelineCap stores more copies in a timeline than its cap (as the
+// fan-out does between amortized trims) and pages through it with limits
+// that do and do not divide the cap: the pages together show exactly the
+// newest TimelineCap posts, the page that reaches the cap has no next
+// page, and a token claiming the cap is already reached is refused.
+func TestTimelineCap(t *testing.T) {
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	clock := &fixedClock{now: now}
+	db := openStore(t, clock)
+	if err := catalog.EnsureFanoutTables(db); err != nil {
+		t.Fatal(err)
+	}
+	const capacity, stored = 10, 25
+	for i := range stored {
+		putCopy(t, db, "u", "a", now.Add(-time.Duration(i+1)*time.Second), byte(i))
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		cap, limit, want int
+	}{
+		{capacity, 3, capacity},
+		{capacity, 5, capacity},
+		{capacity, 10, capacity},
+		{capacity, 20, capacity},
+		{stored + 5, 7, stored}, // under the cap: everything stored
+		{0, 20, stored},         // the default cap (800)
+	} {
+		t.Run(fmt.Sprintf("cap%d/limit%d", tc.cap, tc.limit), func(t *testing.T) {
+			tl, err := NewTimelines(db, TimelineOptions{TimelineTTL: 24 * time.Hour, TimelineCap: tc.cap, Now: clock.Now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []time.Time
+			token := ""
+			for pages := 0; ; pages++ {
+				if pages > stored {
+					t.Fatalf("no end after %d pages", pages)
+				}
+				p, err := tl.Timeline(ctx, TimelineQuery{User: "u", Limit: tc.limit, PageToken: token})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(p.Posts) > tc.limit {
+					t.Fatalf("page of %d posts for limit %d", len(p.Posts), tc.limit)
+				}
+				for _, post := range p.Posts {
+					got = append(got, post.Time)
+				}
+				if token = p.NextPage; token == "" {
+					break
+				}
+			}
+			if len(got) != tc.want {
+				t.Fatalf("pages showed %d posts, want %d", len(got), tc.want)
+			}
+			for i, at := range got { // the newest, in order
+				if want := now.Add(-time.Duration(i+1) * time.Second); !at.Equal(want) {
+					t.Fatalf("post %d at %s, want %s", i, at, want)
+				}
+			}
+		})
+	}
+
+	tl, err := NewTimelines(db, TimelineOptions{TimelineTTL: 24 * time.Hour, TimelineCap: capacity, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := tl.Timeline(ctx, TimelineQuery{User: "u", Limit: 4})
+	if err != nil || p.NextPage == "" {
+		t.Fatalf("first page %+v %v", p, err)
+	}
+	// The same position, claimed at the cap: forged, refused.
+	payload, err := decodeToken(p.NextPage, tokenKindTimeline, fingerprint("timeline", "u"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, w := binary.Uvarint(payload)
+	forged := encodeToken(tokenKindTimeline, fingerprint("timeline", "u"), append(binary.AppendUvarint(nil, capacity), payload[w:]...))
+	if _, err := tl.Timeline(ctx, TimelineQuery{User: "u", PageToken: forged}); !errors.Is(err, ErrInvalidQuery) {
+		t.Fatalf("token at the cap: err %v, want ErrInvalidQuery", err)
 	}
 }

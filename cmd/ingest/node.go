@@ -326,6 +326,7 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 		// Reads bounded by the fan-out's own timeline TTL.
 		if tl, err = reader.NewTimelines(n.db, reader.TimelineOptions{
 			TimelineTTL:    cfg.Fanout.Options.TimelineTTL,
+			TimelineCap:    cfg.Fanout.Options.TimelineCap,
 			FailTombstones: cfg.Reader.FailTombstones,
 			Logger:         logger.With("component", "reader"),
 			Registerer:     reg,

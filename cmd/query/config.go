@@ -43,6 +43,7 @@ type config struct {
 	DLQStream       string
 	Timelines       bool
 	TimelineTTL     time.Duration
+	TimelineCap     int
 	LogLevel        slog.Level
 	LogFormat       string
 	ShutdownTimeout time.Duration
@@ -98,6 +99,8 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.Var(cli.Bool{B: &c.Timelines}, "timelines", "serve /v1/timeline/{user} and the follow lists (the storage nodes run the fan-out worker)")
 	c.TimelineTTL = fanout.DefaultOptions().TimelineTTL
 	fs.Var(cli.Duration{D: &c.TimelineTTL, Min: math.MinInt64}, "timeline-ttl", "the storage nodes' --timeline-ttl (`duration`): reads never walk older timeline entries")
+	c.TimelineCap = fanout.DefaultOptions().TimelineCap
+	fs.Var(cli.Int{N: &c.TimelineCap, Lo: 1, Hi: 1 << 20}, "timeline-cap", "the storage nodes' --timeline-cap (`N`): a timeline shows at most this many posts")
 	r := &c.Reader
 	fs.Var(cli.Int{N: &r.WarnTombstones, Lo: 1, Hi: 1 << 30}, "warn-tombstones", "`N`: a query that scans this many tombstones logs a warning")
 	fs.Var(cli.Int{N: &r.FailTombstones, Lo: 1, Hi: 1 << 30}, "fail-tombstones", "`N`: a query that scans more tombstones fails (HTTP 422)")

@@ -146,7 +146,7 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	}
 	var tl *reader.Timelines
 	if cfg.Timelines {
-		if tl, err = reader.NewTimelines(s.client, reader.TimelineOptions{TimelineTTL: cfg.TimelineTTL, FailTombstones: cfg.Reader.FailTombstones,
+		if tl, err = reader.NewTimelines(s.client, reader.TimelineOptions{TimelineTTL: cfg.TimelineTTL, TimelineCap: cfg.TimelineCap, FailTombstones: cfg.Reader.FailTombstones,
 			Logger: logger.With("component", "reader"), Registerer: reg}); err != nil {
 			return s, fmt.Errorf("cannot create the timeline reader: %w", err)
 		}
