@@ -292,9 +292,16 @@ func checkEntry(blocks *blockIndex, n int, info *PartitionInfo) (int64, error) {
 // page returns index page j, from the cache or the file (filling the cache
 // if src is viaCache).
 func (r *Reader) page(j int, src blockSource) (*indexPage, error) {
+	pg, _, err := r.pageFrom(j, src)
+	return pg, err
+}
+
+// pageFrom is page, also saying whether the page was read from the file
+// (neither resident nor cached).
+func (r *Reader) pageFrom(j int, src blockSource) (*indexPage, bool, error) {
 	ref := &r.top.pages[j]
 	if ref.resident != nil {
-		return ref.resident, nil
+		return ref.resident, false, nil
 	}
 	off := ref.offset()
 	// Without a cache, pages read for lookups stay with the reader (as
@@ -303,23 +310,23 @@ func (r *Reader) page(j int, src blockSource) (*indexPage, error) {
 	keep := r.cache == nil && src == viaCache && r.ownPages != nil
 	if keep {
 		if pg := r.ownPages[j].Load(); pg != nil {
-			return pg, nil
+			return pg, false, nil
 		}
 	}
 	if src != fromDisk {
 		if pg := r.cache.getPage(r.fileNum, off); pg != nil {
-			return pg, nil
+			return pg, false, nil
 		}
 	}
 	// The page keeps its bytes (infos alias them), so the frame is not
 	// pooled: a page stored uncompressed aliases it.
 	frame := make([]byte, ref.storedLen+blockTrailerLen)
 	if err := r.readAt(frame, off); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	raw, err := r.dec.decodeBlockFrame(frame, ref.rawLen, nil)
 	if err != nil {
-		return nil, r.wrapAt(off, fmt.Sprintf("index page %d", j), err)
+		return nil, false, r.wrapAt(off, fmt.Sprintf("index page %d", j), err)
 	}
 	var next []byte
 	if j+1 < len(r.top.pages) {
@@ -327,7 +334,7 @@ func (r *Reader) page(j int, src blockSource) (*indexPage, error) {
 	}
 	pg, err := decodeIndexPage(raw, ref, r.top.key(j), next, r.top.lastKey)
 	if err != nil {
-		return nil, r.wrapAt(off, fmt.Sprintf("index page %d", j), err)
+		return nil, false, r.wrapAt(off, fmt.Sprintf("index page %d", j), err)
 	}
 	pg.fileNum = r.fileNum
 	if keep {
@@ -336,5 +343,5 @@ func (r *Reader) page(j int, src blockSource) (*indexPage, error) {
 	if src == viaCache {
 		r.cache.addPage(r.fileNum, off, pg)
 	}
-	return pg, nil
+	return pg, true, nil
 }

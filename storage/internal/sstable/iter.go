@@ -48,6 +48,7 @@ type PartitionIter struct {
 	done    bool
 	err     error
 	read    int
+	cached  int
 	skipped int
 }
 
@@ -179,10 +180,18 @@ func (it *PartitionIter) loadNext() bool {
 			it.step()
 			continue
 		}
-		b, err := it.r.loadBlock(it.pg, it.bi, viaCache)
-		if err != nil {
-			it.err = err
-			return false
+		// The cache is asked first so that the trace can tell cached
+		// blocks from those read and decoded (a miss asks twice: a map
+		// lookup next to a block read).
+		b := it.r.cache.get(it.r.fileNum, it.pg.blocks.fileOffs[it.bi])
+		if b != nil {
+			it.cached++
+		} else {
+			var err error
+			if b, err = it.r.loadBlock(it.pg, it.bi, viaCache); err != nil {
+				it.err = err
+				return false
+			}
 		}
 		it.read++
 		it.held = append(it.held, b)
@@ -224,6 +233,10 @@ func (it *PartitionIter) Err() error { return it.err }
 // BlocksRead is the number of data blocks loaded (from the cache or the
 // file).
 func (it *PartitionIter) BlocksRead() int { return it.read }
+
+// BlocksCached is how many of the BlocksRead came from the cache; the
+// others were read from the file and decoded.
+func (it *PartitionIter) BlocksCached() int { return it.cached }
 
 // BlocksSkipped is the number of blocks SkipBlock turned away.
 func (it *PartitionIter) BlocksSkipped() int { return it.skipped }
