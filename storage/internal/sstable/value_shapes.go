@@ -367,13 +367,16 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) (
 			if c.err != nil {
 				return nil, nil, c.err
 			}
-			sum := uint64(0)
-			scan := col.lens
-			for i := 0; i < perShape[s]; i++ {
-				sum += scan.next()
-				if sum > uint64(len(valuesSec)-dataOff) {
-					return nil, nil, base.CorruptionErrorf("cannot decode value column %d: its lengths pass the %d bytes of values left", k, len(valuesSec)-dataOff)
+			sum, ok := col.lens.sum()
+			if !ok {
+				sum = 0
+				scan := col.lens
+				for i := 0; i < perShape[s] && sum <= uint64(len(valuesSec)-dataOff); i++ {
+					sum += scan.next()
 				}
+			}
+			if sum > uint64(len(valuesSec)-dataOff) {
+				return nil, nil, base.CorruptionErrorf("cannot decode value column %d: its lengths pass the %d bytes of values left", k, len(valuesSec)-dataOff)
 			}
 			col.data = valuesSec[dataOff : dataOff+int(sum)]
 			dataOff += int(sum)
