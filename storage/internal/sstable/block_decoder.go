@@ -157,7 +157,9 @@ func decodeBlockInto(raw []byte, version uint32, cells []packedCell, valsDst []b
 			return nil, nil, base.CorruptionErrorf("cannot decode block: shaped values but no cell has a value")
 		}
 		var vals []byte
-		vals, shapedLens, err = decodeShapedValues(lenRaw, valSec.b, nlens, max(maxShapedExpansion*len(raw), maxBlockKeyBytes), valsDst)
+		sc := getShapeScratch()
+		defer sc.put()
+		vals, shapedLens, err = decodeShapedValuesWith(sc, lenRaw, valSec.b, nlens, max(maxShapedExpansion*len(raw), maxBlockKeyBytes), valsDst)
 		if err != nil {
 			return nil, nil, err
 		}
