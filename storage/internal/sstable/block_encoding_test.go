@@ -410,3 +410,42 @@ func TestShapedValuesColumnLengths(t *testing.T) {
 		t.Fatalf("got %q %v %v", vals, lens, err)
 	}
 }
+
+// TestZstdPartsAtLeastMinimum checks where the writer ends zstd blocks in
+// a data block of shaped JSON events: before the shapes and at hole
+// columns, but never after a part of fewer than minZstdPart bytes.
+func TestZstdPartsAtLeastMinimum(t *testing.T) {
+	for _, tc := range []struct {
+		splits, want []int
+	}{
+		{nil, nil},
+		{[]int{100}, nil},
+		{[]int{600, 700, 1200, 1300, 5000}, []int{600, 1200, 5000}},
+		{[]int{512, 1024, 1535}, []int{512, 1024}},
+	} {
+		if got := mergeSmallParts(slices.Clone(tc.splits)); !slices.Equal(got, tc.want) {
+			t.Errorf("mergeSmallParts(%v) = %v, want %v", tc.splits, got, tc.want)
+		}
+	}
+	// Events with a two-letter country: a 320-byte column.
+	rng := rand.New(rand.NewPCG(31, 32))
+	p := eventPartition(rng, []byte("p"), 160)
+	b := blockBuilder{shapeValues: true}
+	for i := range p.cells {
+		c := p.cells[i]
+		c.Value = fmt.Appendf(nil, `{"session":"%016x","country":"%s","page":"/p/%d/item/%d"}`,
+			rng.Uint64(), []string{"de", "fr", "us", "jp"}[rng.IntN(4)], rng.IntN(50), rng.IntN(10000))
+		b.add(&c, false)
+	}
+	raw, _, splits := b.finish(nil)
+	if len(splits) < 2 {
+		t.Fatalf("got %d splits in a %d-byte block of shaped values, want the shapes and columns split", len(splits), len(raw))
+	}
+	prev := 0
+	for _, sp := range splits {
+		if sp-prev < minZstdPart || sp >= len(raw) {
+			t.Fatalf("splits %v of a %d-byte block: a part of %d bytes at %d", splits, len(raw), sp-prev, prev)
+		}
+		prev = sp
+	}
+}
