@@ -432,7 +432,9 @@ func (it *RowIterator) tooManyTombstones() bool {
 func (it *RowIterator) emit() {
 	b := &it.building
 	it.row.Clustering = b.clustering
-	it.row.Cells = append(it.row.Cells[:0], b.cells...)
+	// The row takes the built cells and gives its array to the next
+	// row: Row is valid only until the next call to Next.
+	it.row.Cells, b.cells = b.cells, it.row.Cells[:0]
 	if it.q.Reverse {
 		// Cells of a row arrive in descending column order.
 		cells := it.row.Cells
