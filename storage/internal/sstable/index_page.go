@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 
 	"github.com/eventide/eventide/storage/internal/base"
 )
@@ -199,10 +200,20 @@ func decodeIndexPage(raw []byte, ref *pageRef, first, next, lastKey []byte) (*in
 	if c.err != nil {
 		return nil, c.err
 	}
-	bi, err := decodeBlockIndex(c.b, ref.dataLen)
+	keep := handleScratch.Get().(*[]blockHandle)
+	if *keep == nil {
+		*keep = make([]blockHandle, 0, 128)
+	}
+	defer func() {
+		clear(*keep)
+		*keep = (*keep)[:0]
+		handleScratch.Put(keep)
+	}()
+	bi, err := decodeBlockIndexKeep(c.b, ref.dataLen, (*keep)[:0])
 	if err != nil {
 		return nil, err
 	}
+	*keep = bi.decoded // grown, for the pool
 	for i := range bi.fileOffs {
 		bi.fileOffs[i] += ref.dataOff
 	}
@@ -214,6 +225,7 @@ func decodeIndexPage(raw []byte, ref *pageRef, first, next, lastKey []byte) (*in
 		return nil, err
 	}
 	pg.parts = pi
+	pg.blocks.decoded = nil // the entries alias raw; the page keeps its offsets only
 	if pi.count != ref.partitions || pi.numBlocks != ref.blocks || bi.len() != ref.blocks {
 		return nil, base.CorruptionErrorf("cannot check index page: got %d partitions referencing %d blocks and %d block entries, page index says %d partitions and %d blocks",
 			pi.count, pi.numBlocks, bi.len(), ref.partitions, ref.blocks)
@@ -230,6 +242,10 @@ func decodeIndexPage(raw []byte, ref *pageRef, first, next, lastKey []byte) (*in
 	pg.size = int64(cap(raw)) + int64(len(bi.entryOffs))*12 + int64(len(pi.restarts))*8 + 2*int64(len(pi.firstKey)) + indexPageOverhead
 	return pg, nil
 }
+
+// handleScratch holds the decoded block index entries of a page while it
+// is validated (blockIndex.decoded).
+var handleScratch = sync.Pool{New: func() any { return new([]blockHandle) }}
 
 // indexPageOverhead is what a cached page costs besides its slices.
 const indexPageOverhead = 256
