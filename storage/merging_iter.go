@@ -155,6 +155,13 @@ func (m *mergingIter) Next() bool {
 		return false
 	}
 	m.cell = *m.heap[0].Cell()
+	if len(m.heap) == 1 && len(m.lazy) == 0 {
+		// One source left: its cells are strictly ascending, so its
+		// next cannot have the same key (the usual case: one SSTable
+		// holds the slice).
+		m.advanceTop()
+		return true
+	}
 	m.advanceTop()
 	for len(m.heap) > 0 {
 		c := m.heap[0].Cell()

@@ -80,14 +80,20 @@ type ReadStats struct {
 	// the partition were all expired or deleted and shadowed nothing.
 	SSTablesSkippedExpired int
 	BlocksRead             int
+	// BlocksCached is the part of BlocksRead found in the block cache;
+	// the others were read from their file, decompressed and decoded.
+	BlocksCached int
 	// BlocksSkipped were fully expired blocks that shadowed nothing,
 	// skipped unread.
 	BlocksSkipped int
+	// IndexPagesRead counts the SSTable index pages read from their file
+	// (not found in the block cache) to find the partition.
+	IndexPagesRead int
 }
 
 func (s ReadStats) String() string {
-	return fmt.Sprintf("read %d live and %d tombstoned cells in %d SSTables (%d blocks, %d skipped) and %d memtables, %d rows; skipped unread %d SSTables (%d by bloom filter, %d expired)",
-		s.LiveCells, s.TombstonesScanned, s.SSTablesRead, s.BlocksRead, s.BlocksSkipped, s.MemtablesRead, s.Rows,
+	return fmt.Sprintf("read %d live and %d tombstoned cells in %d SSTables (%d blocks, %d cached, %d skipped; %d index pages from the file) and %d memtables, %d rows; skipped unread %d SSTables (%d by bloom filter, %d expired)",
+		s.LiveCells, s.TombstonesScanned, s.SSTablesRead, s.BlocksRead, s.BlocksCached, s.BlocksSkipped, s.IndexPagesRead, s.MemtablesRead, s.Rows,
 		s.SSTablesSkipped, s.SSTablesSkippedByBloom, s.SSTablesSkippedExpired)
 }
 
@@ -215,6 +221,9 @@ func (it *RowIterator) open(tableID uint32) {
 			continue
 		}
 		info, ok, err := h.reader.FindPartition(q.Partition)
+		if info.IndexPageRead() {
+			it.stats.IndexPagesRead++
+		}
 		if err != nil && it.err == nil {
 			// Next reports it; the sources are still set up so that
 			// finish and Close work as usual.
@@ -423,7 +432,9 @@ func (it *RowIterator) tooManyTombstones() bool {
 func (it *RowIterator) emit() {
 	b := &it.building
 	it.row.Clustering = b.clustering
-	it.row.Cells = append(it.row.Cells[:0], b.cells...)
+	// The row takes the built cells and gives its array to the next
+	// row: Row is valid only until the next call to Next.
+	it.row.Cells, b.cells = b.cells, it.row.Cells[:0]
 	if it.q.Reverse {
 		// Cells of a row arrive in descending column order.
 		cells := it.row.Cells
@@ -453,6 +464,7 @@ func (it *RowIterator) finish() {
 	it.stats.SSTablesSkipped += unopened
 	for _, s := range it.sstIters {
 		it.stats.BlocksRead += s.BlocksRead()
+		it.stats.BlocksCached += s.BlocksCached()
 		it.stats.BlocksSkipped += s.BlocksSkipped()
 		s.Close()
 	}

@@ -294,3 +294,40 @@ func TestSliceSkipsSSTablesByBloomFilter(t *testing.T) {
 		t.Errorf("present partition: %d rows, %d SSTables skipped by bloom filter (false negative)", len(rows), stats.SSTablesSkippedByBloom)
 	}
 }
+
+// TestReadStatsCachedBlocksAndIndexPages checks the trace's split of the
+// blocks a read touched into cached and read from the file, and its count
+// of index pages read from the file: a cold read of a reopened store finds
+// nothing cached, the same read again finds everything.
+func TestReadStatsCachedBlocksAndIndexPages(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	dir := t.TempDir()
+	db := openTestDBIn(t, dir, clock, nil, TableDef{Name: "t"})
+	value := []byte(strings.Repeat("v", 200))
+	apply(t, db, func(b *Batch) {
+		for i := range 1000 {
+			b.Put("t", []byte("p"), fmt.Appendf(nil, "k%04d", i), []byte("c"), value, int64(100+i))
+		}
+	})
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openTestDBIn(t, dir, clock, nil)
+	q := SliceQuery{Table: "t", Partition: []byte("p")}
+	rows, cold := readAll(t, db, q)
+	if len(rows) != 1000 {
+		t.Fatalf("got %d rows, want 1000", len(rows))
+	}
+	if cold.BlocksRead < 2 || cold.BlocksCached != 0 || cold.IndexPagesRead != 1 {
+		t.Fatalf("cold read: got %d blocks, %d cached, %d index pages from the file; want >= 2, 0, 1 (%s)",
+			cold.BlocksRead, cold.BlocksCached, cold.IndexPagesRead, cold)
+	}
+	_, warm := readAll(t, db, q)
+	if warm.BlocksRead != cold.BlocksRead || warm.BlocksCached != warm.BlocksRead || warm.IndexPagesRead != 0 {
+		t.Fatalf("warm read: got %d blocks, %d cached, %d index pages from the file; want %d, %d, 0 (%s)",
+			warm.BlocksRead, warm.BlocksCached, warm.IndexPagesRead, cold.BlocksRead, cold.BlocksRead, warm)
+	}
+}

@@ -58,6 +58,10 @@ func BenchmarkWindowSlice(b *testing.B) {
 			if err := db.CompactAll(); err != nil {
 				b.Fatal(err)
 			}
+			tableBytes := int64(0)
+			for _, t := range db.Metrics().Tables {
+				tableBytes += t.Bytes
+			}
 			var got, queries int
 			cpu0 := processCPUTime(b)
 			for b.Loop() {
@@ -88,6 +92,7 @@ func BenchmarkWindowSlice(b *testing.B) {
 			// CPU time per query: on a shared machine, steadier than
 			// the wall time per query.
 			b.ReportMetric(float64(processCPUTime(b)-cpu0)/float64(queries), "cpu-ns/op")
+			b.ReportMetric(float64(tableBytes)/float64(partitions*rows), "bytes/event")
 		})
 	}
 }

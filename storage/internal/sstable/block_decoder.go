@@ -157,7 +157,9 @@ func decodeBlockInto(raw []byte, version uint32, cells []packedCell, valsDst []b
 			return nil, nil, base.CorruptionErrorf("cannot decode block: shaped values but no cell has a value")
 		}
 		var vals []byte
-		vals, shapedLens, err = decodeShapedValues(lenRaw, valSec.b, nlens, max(maxShapedExpansion*len(raw), maxBlockKeyBytes), valsDst)
+		sc := getShapeScratch()
+		defer sc.put()
+		vals, shapedLens, err = decodeShapedValuesWith(sc, lenRaw, valSec.b, nlens, max(maxShapedExpansion*len(raw), maxBlockKeyBytes), valsDst)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -432,16 +434,50 @@ func decodePlanes(sec []byte, n int, what string) (planes, error) {
 	return planes{b: sec[1:], n: n, w: w}, nil
 }
 
-// next returns the next integer; the caller reads at most n.
+// next returns the next integer; the caller reads at most n. One byte
+// wide is the common case (value and suffix lengths under 256) and is
+// read without the loop over planes.
 func (p *planes) next() uint64 {
-	if p.w == 0 {
-		p.i++
+	i := p.i
+	p.i++
+	switch p.w {
+	case 0:
 		return p.constant
+	case 1:
+		return uint64(p.b[i])
 	}
+	return p.wide(i)
+}
+
+// wide is integer i of planes two or more bytes wide.
+func (p *planes) wide(i int) uint64 {
 	var v uint64
 	for k := 0; k < p.w; k++ {
-		v |= uint64(p.b[k*p.n+p.i]) << (8 * k)
+		v |= uint64(p.b[k*p.n+i]) << (8 * k)
 	}
-	p.i++
 	return v
+}
+
+// sum is the sum of all n integers, without reading them one by one:
+// each plane's bytes are added up and shifted into place. ok is false
+// when the sum could pass 2^63 (planes wider than 4 bytes, which no
+// length needs), so the caller adds them one by one instead.
+func (p *planes) sum() (total uint64, ok bool) {
+	if p.w == 0 {
+		if p.constant > math.MaxUint32 {
+			return 0, false
+		}
+		return p.constant * uint64(p.n), true
+	}
+	if p.w > 4 {
+		return 0, false
+	}
+	for k := 0; k < p.w; k++ {
+		var s uint64
+		for _, c := range p.b[k*p.n : (k+1)*p.n] {
+			s += uint64(c)
+		}
+		total += s << (8 * k)
+	}
+	return total, true
 }

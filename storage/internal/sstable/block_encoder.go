@@ -311,10 +311,38 @@ func (b *blockBuilder) finish(dst []byte) ([]byte, BlockMeta, []int) {
 		b.splits = append(b.splits, valuesOff)
 	}
 	dst = append(dst, valSec...)
+	b.splits = mergeSmallParts(b.splits)
 	meta := b.meta
 	meta.MinClustering = b.minCK
 	meta.MaxClustering = b.prevCK
 	return dst, meta, b.splits
+}
+
+// minZstdPart is the smallest part of a data block that ends a zstd block
+// of its own: a smaller one (a hole column of short scalars, like a
+// two-letter country code) joins the next part. Each zstd block carries
+// its own literal table, which the reader decodes and builds (a Huffman
+// table whose weights are themselves FSE-coded) before it decodes a byte:
+// in a cold read of one block, about a fifth of the CPU went into reading
+// these tables. Measured on loadtest/peers' JSON events at 2,000,000
+// events: 32.9 bytes/event without merging, 32.8 with 512 and 640, 32.9
+// with 768, 33.2 with 1024; cold BenchmarkExpiredRead and
+// BenchmarkWindowSlice 3-6% less CPU with 512.
+const minZstdPart = 512
+
+// mergeSmallParts drops from splits (ascending offsets where a block's
+// zstd blocks end) each split that would end a part of fewer than
+// minZstdPart bytes, so that part joins the next one.
+func mergeSmallParts(splits []int) []int {
+	out := splits[:0]
+	prev := 0
+	for _, sp := range splits {
+		if sp-prev >= minZstdPart {
+			out = append(out, sp)
+			prev = sp
+		}
+	}
+	return out
 }
 
 // appendFixedKeys appends the rowKeysFixed encoding of the block's row keys.

@@ -3,7 +3,9 @@ package sstable
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -330,5 +332,120 @@ func TestShapedValuesRecycledBuffer(t *testing.T) {
 		if d := diffCells(blk.allCells(), want); d != "" {
 			t.Fatalf("recycled buffer of %d bytes: %s", size, d)
 		}
+	}
+}
+
+// TestPlanesSum checks the plane-by-plane sum of a uint column against the
+// integers read one by one, for every width, and that it declines widths
+// and constants whose sum could overflow.
+func TestPlanesSum(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for w := 1; w <= 8; w++ {
+		vals := make([]uint64, 300)
+		for i := range vals {
+			vals[i] = rng.Uint64() >> (64 - 8*w)
+		}
+		vals[0] = 1<<(8*w) - 1 // the width is w
+		sec := appendPlanes(nil, vals)
+		p, err := decodePlanes(sec, len(vals), "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(0)
+		for _, v := range vals {
+			want += v
+		}
+		got, ok := p.sum()
+		if w > 4 {
+			if ok {
+				t.Fatalf("width %d: sum claimed ok", w)
+			}
+			continue
+		}
+		if !ok || got != want {
+			t.Fatalf("width %d: got %d (ok %v), want %d", w, got, ok, want)
+		}
+		for i, v := range vals {
+			if got := p.next(); got != v {
+				t.Fatalf("width %d: integer %d is %d, want %d", w, i, got, v)
+			}
+		}
+	}
+	for _, tc := range []struct {
+		constant uint64
+		ok       bool
+	}{{7, true}, {math.MaxUint32, true}, {math.MaxUint32 + 1, false}} {
+		c := cursor{b: binary.AppendUvarint([]byte{0}, tc.constant)}
+		p := uintColumn(&c, 1000, "test")
+		got, ok := p.sum()
+		if ok != tc.ok || ok && got != tc.constant*1000 {
+			t.Fatalf("constant %d: got %d (ok %v), want ok %v", tc.constant, got, ok, tc.ok)
+		}
+	}
+}
+
+// TestShapedValuesColumnLengths checks that a hole column whose lengths
+// add up to more than the values section holds is refused, whether its
+// lengths are byte planes or one constant too large to sum by planes.
+func TestShapedValuesColumnLengths(t *testing.T) {
+	for _, lens := range [][]uint64{{5, 5}, {1 << 40, 1 << 40}, {3, 4}} {
+		sec := binary.AppendUvarint(nil, 1)
+		sec = appendBytes(sec, []byte{holeByte})
+		sec = appendUintColumn(sec, []uint64{0, 0})
+		sec = appendBytes(sec, nil)
+		sec = appendUintColumn(sec, lens)
+		_, _, err := decodeShapedValues(sec, []byte("abcdef"), 2, 1<<20, nil)
+		if !errors.Is(err, base.ErrCorruption) {
+			t.Fatalf("lengths %v over 6 bytes of values: got %v, want corruption", lens, err)
+		}
+	}
+	// Lengths that add up exactly decode.
+	sec := binary.AppendUvarint(nil, 1)
+	sec = appendBytes(sec, []byte{holeByte})
+	sec = appendUintColumn(sec, []uint64{0, 0})
+	sec = appendBytes(sec, nil)
+	sec = appendUintColumn(sec, []uint64{2, 4})
+	vals, lens, err := decodeShapedValues(sec, []byte("abcdef"), 2, 1<<20, nil)
+	if err != nil || string(vals) != "abcdef" || lens[0] != 2 || lens[1] != 4 {
+		t.Fatalf("got %q %v %v", vals, lens, err)
+	}
+}
+
+// TestZstdPartsAtLeastMinimum checks where the writer ends zstd blocks in
+// a data block of shaped JSON events: before the shapes and at hole
+// columns, but never after a part of fewer than minZstdPart bytes.
+func TestZstdPartsAtLeastMinimum(t *testing.T) {
+	for _, tc := range []struct {
+		splits, want []int
+	}{
+		{nil, nil},
+		{[]int{100}, nil},
+		{[]int{600, 700, 1200, 1300, 5000}, []int{600, 1200, 5000}},
+		{[]int{512, 1024, 1535}, []int{512, 1024}},
+	} {
+		if got := mergeSmallParts(slices.Clone(tc.splits)); !slices.Equal(got, tc.want) {
+			t.Errorf("mergeSmallParts(%v) = %v, want %v", tc.splits, got, tc.want)
+		}
+	}
+	// Events with a two-letter country: a 320-byte column.
+	rng := rand.New(rand.NewPCG(31, 32))
+	p := eventPartition(rng, []byte("p"), 160)
+	b := blockBuilder{shapeValues: true}
+	for i := range p.cells {
+		c := p.cells[i]
+		c.Value = fmt.Appendf(nil, `{"session":"%016x","country":"%s","page":"/p/%d/item/%d"}`,
+			rng.Uint64(), []string{"de", "fr", "us", "jp"}[rng.IntN(4)], rng.IntN(50), rng.IntN(10000))
+		b.add(&c, false)
+	}
+	raw, _, splits := b.finish(nil)
+	if len(splits) < 2 {
+		t.Fatalf("got %d splits in a %d-byte block of shaped values, want the shapes and columns split", len(splits), len(raw))
+	}
+	prev := 0
+	for _, sp := range splits {
+		if sp-prev < minZstdPart || sp >= len(raw) {
+			t.Fatalf("splits %v of a %d-byte block: a part of %d bytes at %d", splits, len(raw), sp-prev, prev)
+		}
+		prev = sp
 	}
 }

@@ -90,15 +90,27 @@ type blockIndex struct {
 	raw       []byte
 	entryOffs []uint32 // offset of each entry in raw
 	fileOffs  []uint64 // file offset of each block
+	// decoded, only while an index page is being validated, holds every
+	// entry already decoded, so that checking the partitions against
+	// their blocks does not decode each entry a second time. It is nil
+	// in any index a reader keeps.
+	decoded []blockHandle
 }
 
 // decodeBlockIndex decodes and validates every entry of a block index
 // whose blocks fill the file's data section [0, dataLen) exactly, in order.
 func decodeBlockIndex(raw []byte, dataLen uint64) (blockIndex, error) {
+	return decodeBlockIndexKeep(raw, dataLen, nil)
+}
+
+// decodeBlockIndexKeep is decodeBlockIndex that also keeps every decoded
+// entry, appended to keep's array, in the index's decoded list (see
+// blockIndex.decoded) when keep is not nil.
+func decodeBlockIndexKeep(raw []byte, dataLen uint64, keep []blockHandle) (blockIndex, error) {
 	if uint64(len(raw)) > math.MaxUint32 {
 		return blockIndex{}, base.CorruptionErrorf("cannot decode block index: got %d bytes, want at most %d", len(raw), uint64(math.MaxUint32))
 	}
-	bi := blockIndex{raw: raw}
+	bi := blockIndex{raw: raw, decoded: keep}
 	var off uint64
 	for src := raw; len(src) > 0; {
 		pos := len(raw) - len(src)
@@ -111,6 +123,9 @@ func decodeBlockIndex(raw []byte, dataLen uint64) (blockIndex, error) {
 		}
 		bi.entryOffs = append(bi.entryOffs, uint32(pos))
 		bi.fileOffs = append(bi.fileOffs, off)
+		if bi.decoded != nil {
+			bi.decoded = append(bi.decoded, h)
+		}
 		off += h.frameLen()
 		src = tail
 	}
@@ -124,6 +139,9 @@ func (bi *blockIndex) len() int { return len(bi.entryOffs) }
 
 // handle decodes entry i, which decodeBlockIndex has validated.
 func (bi *blockIndex) handle(i int) blockHandle {
+	if bi.decoded != nil {
+		return bi.decoded[i]
+	}
 	h, _, err := decodeBlockIndexEntry(bi.raw[bi.entryOffs[i]:])
 	if err != nil {
 		panic(fmt.Sprintf("BUG: validated block index entry %d no longer decodes: %v", i, err))

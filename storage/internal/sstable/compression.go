@@ -392,6 +392,11 @@ func (fd *fileDict) close() {
 	}
 }
 
+// zstdOutputSlack is the room the zstd decoder wants past the end of its
+// output to copy in whole words (klauspost/compress's
+// compressedBlockOverAlloc, 16, with a margin).
+const zstdOutputSlack = 64
+
 // maxBlockRawLen bounds the decompressed size of any block, so a damaged
 // length never turns into a huge allocation, and keeps in-block offsets
 // within uint32.
@@ -478,8 +483,15 @@ func (d *decompressor) decodeDataFrame(frame []byte, rawLen uint64, dst []byte, 
 		if dst == nil {
 			dst = make([]byte, 0, rawLen)
 		}
-		// Capacity-limited to rawLen even when dst is larger.
-		raw, err := dec.DecodeAll(payload, dst[:0:rawLen])
+		// Capacity-limited to rawLen, plus zstdOutputSlack when dst has
+		// it: with that much room past the frame's end the decoder
+		// copies matches and literals in whole words instead of taking
+		// its "safe" byte-exact path.
+		limit := rawLen
+		if uint64(cap(dst)) >= rawLen+zstdOutputSlack {
+			limit = rawLen + zstdOutputSlack
+		}
+		raw, err := dec.DecodeAll(payload, dst[:0:limit])
 		if err != nil {
 			return nil, base.CorruptionErrorf("cannot decode zstd block: %v", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"sync"
 
 	"github.com/eventide/eventide/storage/internal/base"
 )
@@ -199,10 +200,20 @@ func decodeIndexPage(raw []byte, ref *pageRef, first, next, lastKey []byte) (*in
 	if c.err != nil {
 		return nil, c.err
 	}
-	bi, err := decodeBlockIndex(c.b, ref.dataLen)
+	keep := handleScratch.Get().(*[]blockHandle)
+	if *keep == nil {
+		*keep = make([]blockHandle, 0, 128)
+	}
+	defer func() {
+		clear(*keep)
+		*keep = (*keep)[:0]
+		handleScratch.Put(keep)
+	}()
+	bi, err := decodeBlockIndexKeep(c.b, ref.dataLen, (*keep)[:0])
 	if err != nil {
 		return nil, err
 	}
+	*keep = bi.decoded // grown, for the pool
 	for i := range bi.fileOffs {
 		bi.fileOffs[i] += ref.dataOff
 	}
@@ -214,6 +225,7 @@ func decodeIndexPage(raw []byte, ref *pageRef, first, next, lastKey []byte) (*in
 		return nil, err
 	}
 	pg.parts = pi
+	pg.blocks.decoded = nil // the entries alias raw; the page keeps its offsets only
 	if pi.count != ref.partitions || pi.numBlocks != ref.blocks || bi.len() != ref.blocks {
 		return nil, base.CorruptionErrorf("cannot check index page: got %d partitions referencing %d blocks and %d block entries, page index says %d partitions and %d blocks",
 			pi.count, pi.numBlocks, bi.len(), ref.partitions, ref.blocks)
@@ -230,6 +242,10 @@ func decodeIndexPage(raw []byte, ref *pageRef, first, next, lastKey []byte) (*in
 	pg.size = int64(cap(raw)) + int64(len(bi.entryOffs))*12 + int64(len(pi.restarts))*8 + 2*int64(len(pi.firstKey)) + indexPageOverhead
 	return pg, nil
 }
+
+// handleScratch holds the decoded block index entries of a page while it
+// is validated (blockIndex.decoded).
+var handleScratch = sync.Pool{New: func() any { return new([]blockHandle) }}
 
 // indexPageOverhead is what a cached page costs besides its slices.
 const indexPageOverhead = 256
@@ -292,9 +308,16 @@ func checkEntry(blocks *blockIndex, n int, info *PartitionInfo) (int64, error) {
 // page returns index page j, from the cache or the file (filling the cache
 // if src is viaCache).
 func (r *Reader) page(j int, src blockSource) (*indexPage, error) {
+	pg, _, err := r.pageFrom(j, src)
+	return pg, err
+}
+
+// pageFrom is page, also saying whether the page was read from the file
+// (neither resident nor cached).
+func (r *Reader) pageFrom(j int, src blockSource) (*indexPage, bool, error) {
 	ref := &r.top.pages[j]
 	if ref.resident != nil {
-		return ref.resident, nil
+		return ref.resident, false, nil
 	}
 	off := ref.offset()
 	// Without a cache, pages read for lookups stay with the reader (as
@@ -303,23 +326,23 @@ func (r *Reader) page(j int, src blockSource) (*indexPage, error) {
 	keep := r.cache == nil && src == viaCache && r.ownPages != nil
 	if keep {
 		if pg := r.ownPages[j].Load(); pg != nil {
-			return pg, nil
+			return pg, false, nil
 		}
 	}
 	if src != fromDisk {
 		if pg := r.cache.getPage(r.fileNum, off); pg != nil {
-			return pg, nil
+			return pg, false, nil
 		}
 	}
 	// The page keeps its bytes (infos alias them), so the frame is not
 	// pooled: a page stored uncompressed aliases it.
 	frame := make([]byte, ref.storedLen+blockTrailerLen)
 	if err := r.readAt(frame, off); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	raw, err := r.dec.decodeBlockFrame(frame, ref.rawLen, nil)
 	if err != nil {
-		return nil, r.wrapAt(off, fmt.Sprintf("index page %d", j), err)
+		return nil, false, r.wrapAt(off, fmt.Sprintf("index page %d", j), err)
 	}
 	var next []byte
 	if j+1 < len(r.top.pages) {
@@ -327,7 +350,7 @@ func (r *Reader) page(j int, src blockSource) (*indexPage, error) {
 	}
 	pg, err := decodeIndexPage(raw, ref, r.top.key(j), next, r.top.lastKey)
 	if err != nil {
-		return nil, r.wrapAt(off, fmt.Sprintf("index page %d", j), err)
+		return nil, false, r.wrapAt(off, fmt.Sprintf("index page %d", j), err)
 	}
 	pg.fileNum = r.fileNum
 	if keep {
@@ -336,5 +359,5 @@ func (r *Reader) page(j int, src blockSource) (*indexPage, error) {
 	if src == viaCache {
 		r.cache.addPage(r.fileNum, off, pg)
 	}
-	return pg, nil
+	return pg, true, nil
 }

@@ -38,6 +38,11 @@ type PartitionIter struct {
 	bi     int // next block to consider, or the current one while blk != nil
 	blk    *loadedBlock
 	ci     int // next cell index in blk
+	// stop is where the bounds end in blk: forward, the first cell
+	// after End (blk.len() if none); in reverse, the last cell before
+	// Start (-1 if none). Found once per block by binary search, so
+	// that handing out a cell compares no keys.
+	stop int
 	// held are the blocks loaded so far, released by Close: cells handed
 	// out alias them and may outlive the iterator's move to another
 	// block (a merge keeps the previous cell while it looks ahead).
@@ -48,6 +53,7 @@ type PartitionIter struct {
 	done    bool
 	err     error
 	read    int
+	cached  int
 	skipped int
 }
 
@@ -138,25 +144,25 @@ func (it *PartitionIter) Next() bool {
 			return false
 		}
 		if it.o.Reverse {
-			if it.ci < 0 {
+			if it.ci <= it.stop {
+				if it.stop >= 0 {
+					it.finish() // the rest is before Start
+					return false
+				}
 				it.blk, it.bi = nil, it.bi-1
 				continue
-			}
-			if !base.AfterStart(it.blk.clustering(it.ci), it.o.Start) {
-				it.finish()
-				return false
 			}
 			it.blk.cell(it.ci, &it.cell)
 			it.ci--
 			return true
 		}
-		if it.ci >= it.blk.len() {
+		if it.ci >= it.stop {
+			if it.stop < it.blk.len() {
+				it.finish() // the rest is after End
+				return false
+			}
 			it.blk, it.bi = nil, it.bi+1
 			continue
-		}
-		if !base.BeforeEnd(it.blk.clustering(it.ci), it.o.End) {
-			it.finish()
-			return false
 		}
 		it.blk.cell(it.ci, &it.cell)
 		it.ci++
@@ -179,21 +185,40 @@ func (it *PartitionIter) loadNext() bool {
 			it.step()
 			continue
 		}
-		b, err := it.r.loadBlock(it.pg, it.bi, viaCache)
-		if err != nil {
-			it.err = err
-			return false
+		// The cache is asked first so that the trace can tell cached
+		// blocks from those read and decoded (a miss asks twice: a map
+		// lookup next to a block read).
+		b := it.r.cache.get(it.r.fileNum, it.pg.blocks.fileOffs[it.bi])
+		if b != nil {
+			it.cached++
+		} else {
+			var err error
+			if b, err = it.r.loadBlock(it.pg, it.bi, viaCache); err != nil {
+				it.err = err
+				return false
+			}
 		}
 		it.read++
 		it.held = append(it.held, b)
 		it.blk = b
 		blk := b.block
+		n := blk.len()
 		if it.o.Reverse {
-			// The last cell at or before End.
-			it.ci = sort.Search(blk.len(), func(i int) bool { return !base.BeforeEnd(blk.clustering(i), it.o.End) }) - 1
+			// From the last cell at or before End down to the first
+			// at or after Start.
+			it.ci = sort.Search(n, func(i int) bool { return !base.BeforeEnd(blk.clustering(i), it.o.End) }) - 1
+			it.stop = -1
+			if !base.AfterStart(blk.clustering(0), it.o.Start) {
+				it.stop = sort.Search(n, func(i int) bool { return base.AfterStart(blk.clustering(i), it.o.Start) }) - 1
+			}
 		} else {
-			// The first cell at or after Start.
-			it.ci = sort.Search(blk.len(), func(i int) bool { return base.AfterStart(blk.clustering(i), it.o.Start) })
+			// From the first cell at or after Start up to the last at
+			// or before End.
+			it.ci = sort.Search(n, func(i int) bool { return base.AfterStart(blk.clustering(i), it.o.Start) })
+			it.stop = n
+			if !base.BeforeEnd(blk.clustering(n-1), it.o.End) {
+				it.stop = sort.Search(n, func(i int) bool { return !base.BeforeEnd(blk.clustering(i), it.o.End) })
+			}
 		}
 		return true
 	}
@@ -224,6 +249,10 @@ func (it *PartitionIter) Err() error { return it.err }
 // BlocksRead is the number of data blocks loaded (from the cache or the
 // file).
 func (it *PartitionIter) BlocksRead() int { return it.read }
+
+// BlocksCached is how many of the BlocksRead came from the cache; the
+// others were read from the file and decoded.
+func (it *PartitionIter) BlocksCached() int { return it.cached }
 
 // BlocksSkipped is the number of blocks SkipBlock turned away.
 func (it *PartitionIter) BlocksSkipped() int { return it.skipped }

@@ -37,7 +37,14 @@ type PartitionInfo struct {
 	// block index.
 	pg                    *indexPage
 	firstBlock, numBlocks int
+	// pageFromFile: FindPartition read pg from the file (not resident,
+	// not cached).
+	pageFromFile bool
 }
+
+// IndexPageRead reports whether FindPartition read the partition's index
+// page from the file to find it (a cold lookup), for read traces.
+func (p PartitionInfo) IndexPageRead() bool { return p.pageFromFile }
 
 // Partition entry flag bits.
 const (

@@ -262,13 +262,14 @@ func (r *Reader) FindPartition(key []byte) (PartitionInfo, bool, error) {
 	if j < 0 {
 		return PartitionInfo{}, false, nil
 	}
-	pg, err := r.page(j, viaCache)
+	pg, fromFile, err := r.pageFrom(j, viaCache)
 	if err != nil {
 		return PartitionInfo{}, false, err
 	}
 	info, ok := pg.parts.find(key, &r.ranges, pg.base)
 	if ok {
 		info.pg = pg
+		info.pageFromFile = fromFile
 	}
 	return info, ok, nil
 }

@@ -443,3 +443,35 @@ func TestWritersReuseZstdEncoders(t *testing.T) {
 		t.Fatalf("%d Writers created %d zstd encoders, want them pooled", tables, n)
 	}
 }
+
+// TestIndexPagesS2InZstdFiles checks that a zstd file's index pages are
+// compressed with S2 (pageCompression), and the other codecs' files'
+// pages with the file's own, and that they read back.
+func TestIndexPagesS2InZstdFiles(t *testing.T) {
+	parts := benchTable(3)[:4]
+	for _, tc := range []struct {
+		file, page Compression
+	}{{CompressionZstd, CompressionS2}, {CompressionS2, CompressionS2}, {CompressionNone, CompressionNone}} {
+		f, _ := writeTable(t, parts, WriterOptions{Compression: tc.file, NoDictionary: true})
+		r := openTable(t, f, nil)
+		if len(r.top.pages) < 2 {
+			t.Fatalf("%v: got %d index pages, want several", tc.file, len(r.top.pages))
+		}
+		for j := range r.top.pages {
+			ref := &r.top.pages[j]
+			frame := make([]byte, ref.storedLen+blockTrailerLen)
+			if err := r.readAt(frame, ref.offset()); err != nil {
+				t.Fatal(err)
+			}
+			if got := Compression(frame[ref.storedLen]); got != tc.page {
+				t.Fatalf("%v file: index page %d compressed with %v, want %v", tc.file, j, got, tc.page)
+			}
+			if _, err := r.page(j, fromDisk); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := r.Check(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -410,8 +410,12 @@ func BenchmarkDecodeDataBlock(b *testing.B) {
 				b.Run("decompress", func(b *testing.B) {
 					b.SetBytes(int64(len(raw)))
 					b.ReportAllocs()
+					defer reportCPUPerOp(b)()
+					// One buffer reused, as block reads reuse
+					// released blocks' buffers (recycleRawMin).
+					dst := make([]byte, 0, max(len(raw), recycleRawMin))
 					for b.Loop() {
-						if _, err := d.decodeDataFrame(frame, uint64(len(raw)), nil, fd); err != nil {
+						if _, err := d.decodeDataFrame(frame, uint64(len(raw)), dst, fd); err != nil {
 							b.Fatal(err)
 						}
 					}
@@ -421,6 +425,7 @@ func BenchmarkDecodeDataBlock(b *testing.B) {
 				b.Run("decode", func(b *testing.B) {
 					b.SetBytes(int64(len(raw)))
 					b.ReportAllocs()
+					defer reportCPUPerOp(b)()
 					for b.Loop() {
 						if _, _, err := decodeBlock(raw, formatVersion2); err != nil {
 							b.Fatal(err)
@@ -442,5 +447,18 @@ func BenchmarkWriteSmallSSTables(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		writeTable(b, parts, WriterOptions{Compression: CompressionZstd, ZstdLevel: 7})
+	}
+}
+
+// reportCPUPerOp starts counting processCPU and returns what reports it
+// per op as "cpu-ns/op":
+//
+//	defer reportCPUPerOp(b)()
+func reportCPUPerOp(b *testing.B) func() {
+	cpu0 := processCPU(b)
+	return func() {
+		if b.N > 0 {
+			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+		}
 	}
 }

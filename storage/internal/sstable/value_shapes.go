@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"slices"
+	"sync"
 
 	"github.com/eventide/eventide/storage/internal/base"
 )
@@ -24,8 +25,8 @@ import (
 //     shape 1, and so on. A column stores the prefix its entries share once,
 //     the lengths of the rest, and the rest.
 //
-// The writer ends a zstd block at every column, so each column gets literal
-// and sequence tables of its own. On the issue 2 event workload this
+// The writer ends a zstd block at every column (of at least minZstdPart
+// bytes), so each column gets literal and sequence tables of its own. On the issue 2 event workload this
 // shrinks the values from 29 to about 21 bytes per event.
 //
 // Decoding does not parse JSON: a value is its shape with the holes filled
@@ -309,11 +310,53 @@ type shapeColumn struct {
 	off int
 }
 
+// shapeScratch is what decoding one block's shaped values uses only while
+// it runs (and the value lengths, until the block's cells are decoded):
+// pooled, so that a block read allocates no more than what the block
+// keeps. Everything in it that points into a block's bytes is cleared
+// before it goes back to the pool.
+type shapeScratch struct {
+	shapes   [][]byte
+	colBase  []int
+	perShape []int
+	cols     []shapeColumn
+	leads    []byte
+	tails    [][]byte
+	lens     []uint32
+}
+
+var shapeScratchPool = sync.Pool{New: func() any { return new(shapeScratch) }}
+
+func getShapeScratch() *shapeScratch { return shapeScratchPool.Get().(*shapeScratch) }
+
+// put clears what aliases a block and returns sc to the pool.
+func (sc *shapeScratch) put() {
+	clear(sc.shapes)
+	clear(sc.cols)
+	clear(sc.tails)
+	shapeScratchPool.Put(sc)
+}
+
+// resize returns s with length n, reusing its array when it is large
+// enough; its contents are not cleared.
+func resize[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}
+
 // decodeShapedValues reconstructs the n values of a block from its shapes
 // and values sections. It returns them concatenated, in dst's array if it
 // is large enough, with their lengths. limit bounds the reconstructed
 // bytes.
 func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) ([]byte, []uint32, error) {
+	return decodeShapedValuesWith(new(shapeScratch), shapesSec, valuesSec, n, limit, dst)
+}
+
+// decodeShapedValuesWith is decodeShapedValues using sc's buffers; the
+// lengths it returns are sc's, valid until sc is reused.
+func decodeShapedValuesWith(sc *shapeScratch, shapesSec, valuesSec []byte, n, limit int, dst []byte) ([]byte, []uint32, error) {
 	c := cursor{b: shapesSec}
 	nshapes := c.length("value shape count", 1)
 	if c.err != nil {
@@ -322,8 +365,10 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) (
 	if nshapes == 0 || nshapes > maxShapes {
 		return nil, nil, base.CorruptionErrorf("cannot decode value shapes: got %d shapes, want 1..%d", nshapes, maxShapes)
 	}
-	shapes := make([][]byte, nshapes)
-	colBase := make([]int, nshapes+1)
+	sc.shapes = resize(sc.shapes, nshapes)
+	sc.colBase = resize(sc.colBase, nshapes+1)
+	shapes, colBase := sc.shapes, sc.colBase
+	colBase[0] = 0
 	for s := range shapes {
 		shapes[s] = c.bytes("value shape")
 		if c.err == nil && len(shapes[s]) == 0 {
@@ -339,7 +384,9 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) (
 	if c.err != nil {
 		return nil, nil, c.err
 	}
-	perShape := make([]int, nshapes)
+	sc.perShape = resize(sc.perShape, nshapes)
+	perShape := sc.perShape
+	clear(perShape)
 	scan := idx
 	for i := 0; i < n; i++ {
 		s := scan.next()
@@ -354,7 +401,9 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) (
 	for s, shape := range shapes {
 		total += uint64(perShape[s]) * uint64(len(shape)-(colBase[s+1]-colBase[s]))
 	}
-	cols := make([]shapeColumn, ncols)
+	sc.cols = resize(sc.cols, ncols)
+	cols := sc.cols
+	clear(cols)
 	dataOff := 0
 	for s := range shapes {
 		for k := colBase[s]; k < colBase[s+1]; k++ {
@@ -367,13 +416,16 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) (
 			if c.err != nil {
 				return nil, nil, c.err
 			}
-			sum := uint64(0)
-			scan := col.lens
-			for i := 0; i < perShape[s]; i++ {
-				sum += scan.next()
-				if sum > uint64(len(valuesSec)-dataOff) {
-					return nil, nil, base.CorruptionErrorf("cannot decode value column %d: its lengths pass the %d bytes of values left", k, len(valuesSec)-dataOff)
+			sum, ok := col.lens.sum()
+			if !ok {
+				sum = 0
+				scan := col.lens
+				for i := 0; i < perShape[s] && sum <= uint64(len(valuesSec)-dataOff); i++ {
+					sum += scan.next()
 				}
+			}
+			if sum > uint64(len(valuesSec)-dataOff) {
+				return nil, nil, base.CorruptionErrorf("cannot decode value column %d: its lengths pass the %d bytes of values left", k, len(valuesSec)-dataOff)
 			}
 			col.data = valuesSec[dataOff : dataOff+int(sum)]
 			dataOff += int(sum)
@@ -407,8 +459,9 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) (
 	// Tails are kept in leads too (within the shapes' bytes counted
 	// above), and leads has copySlack spare bytes at its end, so that
 	// every lead and tail can be copied with copyShort.
-	leads := make([]byte, 0, leadBytes+copySlack)
-	tails := make([][]byte, nshapes)
+	sc.leads = resize(sc.leads, leadBytes+copySlack)[:0]
+	sc.tails = resize(sc.tails, nshapes)
+	leads, tails := sc.leads, sc.tails
 	for s, shape := range shapes {
 		from := 0
 		for k := colBase[s]; k < colBase[s+1]; k++ {
@@ -432,7 +485,8 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) (
 	// The values end at total; the copySlack bytes after it are scratch
 	// for copyShort's whole-word stores.
 	out = out[:total+copySlack]
-	lens := make([]uint32, n)
+	sc.lens = resize(sc.lens, n)
+	lens := sc.lens
 	o := 0
 	for i := 0; i < n; i++ {
 		s := int(idx.next())
