@@ -65,10 +65,16 @@ type DB struct {
 	// walErr so that Apply clears it cheaply.
 	walErr, flushErr, compactErr error
 	compactRetries               int // mu: compactions failed in a row for lack of space
-	// lastRewriteMicros is when (engine clock) the picker last chose a
-	// closed window's S2-to-zstd rewrite, or Open's time (mu).
-	lastRewriteMicros int64
-	walFailing        atomic.Bool
+	// lastRewriteNanos is when (scheduling clock) the picker last chose
+	// a closed window's S2-to-zstd rewrite, or Open's time (mu).
+	lastRewriteNanos int64
+	// rewriteRecheck is set while a timer is due to run the picker again
+	// once the writes have been quiet for rewriteQuietPeriod (mu).
+	rewriteRecheck bool
+	// lastApplyNanos is when (scheduling clock) the last batch was
+	// applied: the idle rewrite waits until writes have been quiet.
+	lastApplyNanos atomic.Int64
+	walFailing     atomic.Bool
 
 	flushSignal   chan struct{}
 	compactSignal chan struct{}
@@ -116,7 +122,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		closing:       make(chan struct{}),
 	}
 	db.cond = sync.NewCond(&db.mu)
-	db.lastRewriteMicros = opts.Clock.Now().UnixMicro()
+	db.lastRewriteNanos = opts.schedulingClock.Now().UnixNano()
 	if opts.BlockCacheSize > 0 {
 		db.cache = sstable.NewCache(opts.BlockCacheSize)
 		if opts.PoisonReleasedBlocks {
@@ -508,6 +514,7 @@ func (db *DB) apply(ctx context.Context, b *Batch, sync bool) error {
 		db.clearTransientError(&db.walErr)
 	}
 	db.metrics.applied(b, time.Since(start))
+	db.lastApplyNanos.Store(db.opts.schedulingClock.Now().UnixNano())
 	if full {
 		db.rotateMemtable(false)
 	}
