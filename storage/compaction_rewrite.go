@@ -23,7 +23,12 @@ import (
 //   - rate-limited when it is never idle (a sustained ingest always has a
 //     compaction due, or a batch applied within the quiet period): one
 //     rewrite every rewriteIntervalWhenBusy, ahead of the other work, so
-//     closed windows still reach their compact form.
+//     closed windows still reach their compact form. Under steady writes
+//     (a pipeline applying a batch every few milliseconds) this is the
+//     path that runs: six rewrites an hour, more than the one window an
+//     hour the events table (WindowSeconds 3600) closes. A table with
+//     much shorter windows under steady writes would keep some closed
+//     windows in S2 until the writes pause.
 //
 // Both periods are wall-clock time (Options.schedulingClock), not the
 // engine's Clock: they are about sharing the machine, and the data's time
