@@ -3,8 +3,14 @@ package storage
 import (
 	"context"
 	"errors"
+	"io"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/eventide/eventide/storage/vfs"
 )
 
 // TestApplyStalledHonoursContext: a write stalled behind compaction returns
@@ -82,5 +88,144 @@ func TestApplyStalledHonoursContext(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a stalled Apply did not return when the DB closed")
+	}
+}
+
+// walSyncFS holds or fails the fsyncs of WAL segments on demand (the
+// other files sync normally).
+type walSyncFS struct {
+	vfs.FS
+	// gate, when set, holds every WAL fsync until a value is received
+	// from it.
+	gate     atomic.Pointer[chan struct{}]
+	failSync atomic.Bool
+}
+
+var errInjectedSync = errors.New("injected wal fsync failure")
+
+func (fs *walSyncFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
+	if err != nil || filepath.Base(filepath.Dir(name)) != walDirName {
+		return f, err
+	}
+	return &walSyncFile{File: f, fs: fs}, nil
+}
+
+func (fs *walSyncFS) Create(name string) (vfs.File, error) {
+	f, err := fs.FS.Create(name)
+	return fs.wrap(name, f, err)
+}
+
+func (fs *walSyncFS) OpenReadWrite(name string) (vfs.File, error) {
+	f, err := fs.FS.OpenReadWrite(name)
+	return fs.wrap(name, f, err)
+}
+
+type walSyncFile struct {
+	vfs.File
+	fs *walSyncFS
+}
+
+func (f *walSyncFile) sync(do func() error) error {
+	if gate := f.fs.gate.Load(); gate != nil {
+		<-*gate
+	}
+	if f.fs.failSync.Load() {
+		return errInjectedSync
+	}
+	return do()
+}
+
+func (f *walSyncFile) Sync() error     { return f.sync(f.File.Sync) }
+func (f *walSyncFile) SyncData() error { return f.sync(func() error { return vfs.SyncData(f.File) }) }
+
+func (f *walSyncFile) WriteAt(p []byte, off int64) (int, error) {
+	return f.File.(io.WriterAt).WriteAt(p, off)
+}
+
+func (f *walSyncFile) Seek(off int64, whence int) (int64, error) {
+	return f.File.(io.Seeker).Seek(off, whence)
+}
+
+// TestApplyInsertsWhileWALSyncs: Apply puts a batch into the memtable
+// once its WAL record is written, while the record's fsync runs, and
+// returns only after the fsync; for one writer the memtable insert then
+// costs no time of its own (it was half of loadtest/peers' ingest loop
+// besides the fsync wait). A batch whose fsync fails fails Apply, stops
+// the engine for good (Health, later writes, Flush), and its memtable is
+// never flushed; it is durable after a restart only if the WAL on disk
+// holds it, as with any failed fsync.
+func TestApplyInsertsWhileWALSyncs(t *testing.T) {
+	fsys := &walSyncFS{FS: vfs.Default}
+	dir := t.TempDir()
+	opts := DefaultOptions()
+	opts.FS = fsys
+	opts.DisableAutoCompaction = true
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.CreateTable(TableDef{Name: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(ck string) *Batch {
+		var b Batch
+		b.Put("t", []byte("p"), []byte(ck), []byte("x"), []byte("v"), 1)
+		return &b
+	}
+	rowsOf := func() int {
+		rows, _ := readAll(t, db, SliceQuery{Table: "t", Partition: []byte("p")})
+		return len(rows)
+	}
+
+	gate := make(chan struct{})
+	fsys.gate.Store(&gate)
+	var releaseOnce sync.Once
+	release := func() {
+		releaseOnce.Do(func() {
+			fsys.gate.Store(nil)
+			close(gate)
+		})
+	}
+	// Before db.Close on a failure, which would wait for the held fsync.
+	defer release()
+	applied := make(chan error, 1)
+	go func() { applied <- db.Apply(context.Background(), put("a")) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for rowsOf() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the batch never reached the memtable while its WAL fsync was held")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-applied:
+		t.Fatalf("Apply returned (%v) before its WAL fsync", err)
+	default:
+	}
+	release()
+	if err := <-applied; err != nil {
+		t.Fatal(err)
+	}
+
+	fsys.failSync.Store(true)
+	if err := db.Apply(context.Background(), put("b")); !errors.Is(err, errInjectedSync) {
+		t.Fatalf("Apply with a failing WAL fsync: %v, want the injected failure", err)
+	}
+	fsys.failSync.Store(false)
+	if h := db.Health(); h.Err == nil || !h.Permanent {
+		t.Fatalf("after a failed WAL fsync: health %+v, want a permanent failure", h)
+	}
+	if err := db.Apply(context.Background(), put("c")); err == nil {
+		t.Fatal("a write after a failed WAL fsync succeeded")
+	}
+	if err := db.Flush(); err == nil {
+		t.Fatal("Flush after a failed WAL fsync succeeded: it would write a batch that was never durable")
+	}
+	db.mu.Lock()
+	ssts := len(db.current.sstables[db.tables["t"].id])
+	db.mu.Unlock()
+	if ssts != 0 {
+		t.Fatalf("%d SSTables after a failed WAL fsync, want none", ssts)
 	}
 }

@@ -39,8 +39,10 @@ func putWindowRows(t *testing.T, db *DB, table string, n int) {
 // compaction is due, and never for an s2 table or a window already zstd.
 func TestIdleRewriteClosedWindow(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 11, 21, 12, 0, 30, 0, time.UTC)}
+	wall := &fakeClock{now: time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)}
 	opts := DefaultOptions()
 	opts.Clock = clock
+	opts.schedulingClock = wall
 	opts.DisableAutoCompaction = true
 	db, err := Open(t.TempDir(), opts)
 	if err != nil {
@@ -72,8 +74,9 @@ func TestIdleRewriteClosedWindow(t *testing.T) {
 		t.Fatalf("active window: picked %q, want nothing", c.reason)
 	}
 
-	// The window closes.
+	// The window closes, and the writes have been quiet long enough.
 	clock.Advance(2 * time.Minute)
+	wall.Advance(rewriteQuietPeriod)
 	// Busy: a frozen memtable waits for a flush, or a compaction runs.
 	db.mu.Lock()
 	db.current.imms = append(db.current.imms, &immMemtable{mem: memtable.New()})
@@ -151,8 +154,10 @@ func TestIdleRewriteInBackground(t *testing.T) {
 // rewriteIntervalWhenBusy, ahead of the other work.
 func TestRewriteRateLimitedWhenBusy(t *testing.T) {
 	clock := &fakeClock{now: time.Date(2026, 11, 21, 12, 0, 30, 0, time.UTC)}
+	wall := &fakeClock{now: time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)}
 	opts := DefaultOptions()
 	opts.Clock = clock
+	opts.schedulingClock = wall
 	opts.DisableAutoCompaction = true
 	db, err := Open(t.TempDir(), opts)
 	if err != nil {
@@ -185,12 +190,71 @@ func TestRewriteRateLimitedWhenBusy(t *testing.T) {
 	if c := pick(); c == nil || isRewrite(c) {
 		t.Fatalf("busy, just opened: picked %+v, want the merge of window 2", c)
 	}
+	// The interval is wall-clock time: the engine clock moving on does
+	// not count (a replay moves it hours in seconds).
 	clock.Advance(rewriteIntervalWhenBusy)
+	if c := pick(); c == nil || isRewrite(c) {
+		t.Fatalf("busy for %s of the engine clock only: picked %+v, want the merge of window 2", rewriteIntervalWhenBusy, c)
+	}
+	wall.Advance(rewriteIntervalWhenBusy)
 	c := pick()
 	if !isRewrite(c) || c.inputs[0].props.Compression != sstable.CompressionS2 {
 		t.Fatalf("busy for %s: picked %+v, want the rewrite of window 1", rewriteIntervalWhenBusy, c)
 	}
 	if c := pick(); c == nil || isRewrite(c) {
 		t.Fatalf("right after a rewrite: picked %+v, want the merge of window 2 again", c)
+	}
+}
+
+// TestRewriteWaitsForQuietWrites: while batches keep arriving, a closed
+// window's lone S2 SSTable is not rewritten, however far the engine clock
+// runs ahead (a replay, or loadtest/peers' clock at each batch's event
+// time, closes a window every few hundred milliseconds, and each rewrite
+// used to take a core from the writer); once no batch has been applied for
+// rewriteQuietPeriod of wall-clock time, it is.
+func TestRewriteWaitsForQuietWrites(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 11, 21, 12, 0, 30, 0, time.UTC)}
+	wall := &fakeClock{now: time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)}
+	opts := DefaultOptions()
+	opts.Clock = clock
+	opts.schedulingClock = wall
+	opts.DisableAutoCompaction = true
+	db, err := Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.CreateTable(TableDef{Name: "ev", Compaction: TimeWindow, WindowSeconds: 60}); err != nil {
+		t.Fatal(err)
+	}
+	pick := func() *compaction {
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		return db.pickCompactionLocked()
+	}
+	// A replay: each minute of the engine clock (one window) is one
+	// flush, written within a few milliseconds of wall-clock time.
+	for w := range 5 {
+		putWindowRows(t, db, "ev", 100)
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(time.Minute)
+		wall.Advance(10 * time.Millisecond)
+		if w > 0 {
+			// The writes of the next window go on in the background.
+			if c := pick(); c != nil {
+				t.Fatalf("window %d closed during the writes: picked %q, want nothing", w, c.reason)
+			}
+		}
+	}
+	wall.Advance(rewriteQuietPeriod - 10*time.Millisecond - time.Nanosecond)
+	if c := pick(); c != nil {
+		t.Fatalf("writes quiet for just under %s: picked %q, want nothing", rewriteQuietPeriod, c.reason)
+	}
+	wall.Advance(time.Nanosecond)
+	c := pick()
+	if c == nil || len(c.inputs) != 1 || c.inputs[0].props.Compression != sstable.CompressionS2 || c.intermediate {
+		t.Fatalf("writes quiet for %s: picked %+v, want the rewrite of a closed window", rewriteQuietPeriod, c)
 	}
 }

@@ -65,10 +65,16 @@ type DB struct {
 	// walErr so that Apply clears it cheaply.
 	walErr, flushErr, compactErr error
 	compactRetries               int // mu: compactions failed in a row for lack of space
-	// lastRewriteMicros is when (engine clock) the picker last chose a
-	// closed window's S2-to-zstd rewrite, or Open's time (mu).
-	lastRewriteMicros int64
-	walFailing        atomic.Bool
+	// lastRewriteNanos is when (scheduling clock) the picker last chose
+	// a closed window's S2-to-zstd rewrite, or Open's time (mu).
+	lastRewriteNanos int64
+	// rewriteRecheck is set while a timer is due to run the picker again
+	// once the writes have been quiet for rewriteQuietPeriod (mu).
+	rewriteRecheck bool
+	// lastApplyNanos is when (scheduling clock) the last batch was
+	// applied: the idle rewrite waits until writes have been quiet.
+	lastApplyNanos atomic.Int64
+	walFailing     atomic.Bool
 
 	flushSignal   chan struct{}
 	compactSignal chan struct{}
@@ -116,7 +122,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		closing:       make(chan struct{}),
 	}
 	db.cond = sync.NewCond(&db.mu)
-	db.lastRewriteMicros = opts.Clock.Now().UnixMicro()
+	db.lastRewriteNanos = opts.schedulingClock.Now().UnixNano()
 	if opts.BlockCacheSize > 0 {
 		db.cache = sstable.NewCache(opts.BlockCacheSize)
 		if opts.PoisonReleasedBlocks {
@@ -436,6 +442,9 @@ func (db *DB) NowMicros() int64 { return db.opts.Clock.Now().UnixMicro() }
 // Apply returns as soon as it is), Apply writes nothing and returns an
 // error wrapping ctx.Err(). A batch that reached the WAL is not
 // interrupted (its write and fsync take no longer than any other).
+// Readers may see the batch once its WAL record is written, while its
+// fsync runs; when that fsync fails, Apply returns the error and the
+// engine refuses every later write (Health: permanent) until a restart.
 func (db *DB) Apply(ctx context.Context, b *Batch) error { return db.apply(ctx, b, true) }
 
 // ApplyNoSync writes the batch like Apply, atomically and in order, but
@@ -483,9 +492,18 @@ func (db *DB) apply(ctx context.Context, b *Batch, sync bool) error {
 	*buf = appendRecord((*buf)[:0], b.mutations)
 	start := time.Now()
 
+	// The batch goes into the memtable once its WAL record is written,
+	// while the record's fsync runs (the group commit's flusher does it),
+	// and Apply returns when both are done: for a single writer the
+	// memtable insert costs no time of its own (as in Pebble's commit
+	// pipeline, readers may see a batch up to one fsync before Apply
+	// returns). A failed write leaves nothing in the memtable and may be
+	// retried; a failed fsync fails the WAL for good, and the memtable
+	// holding the batch can then never be flushed (see below).
 	db.commitMu.RLock()
+	var waitDurable func() error
 	if sync {
-		err = db.wal.Append(*buf)
+		waitDurable, err = db.wal.AppendStaged(*buf)
 	} else {
 		err = db.wal.AppendNoSync(*buf)
 	}
@@ -496,18 +514,27 @@ func (db *DB) apply(ctx context.Context, b *Batch, sync bool) error {
 			db.applyToMemtable(mem, &b.mutations[i])
 		}
 		db.memMu.Unlock()
+		if waitDurable != nil {
+			err = waitDurable()
+		}
 	}
 	full := db.mutable.SizeBytes() >= db.opts.MemtableSize
+	if err != nil {
+		// Under commitMu: the background error is set before any
+		// rotation could freeze a memtable holding a batch whose fsync
+		// failed (a rotation needs the WAL, failed for good, anyway).
+		db.walError("append", err)
+	}
 	db.commitMu.RUnlock()
 	db.recordBufs.Put(buf)
 	if err != nil {
-		db.walError("append", err)
 		return fmt.Errorf("cannot apply batch: %w", err)
 	}
 	if db.walFailing.Load() && db.walFailing.CompareAndSwap(true, false) {
 		db.clearTransientError(&db.walErr)
 	}
 	db.metrics.applied(b, time.Since(start))
+	db.lastApplyNanos.Store(db.opts.schedulingClock.Now().UnixNano())
 	if full {
 		db.rotateMemtable(false)
 	}

@@ -63,9 +63,10 @@
 // and merging_iter.go (slices), compaction.go and
 // compaction_picker.go (STCS, TWCS and tombstone compactions),
 // compaction_rewrite.go (S2-to-zstd rewrite of closed windows, when idle
-// or rate-limited), metrics.go, check.go, filenames.go; internal/base
-// (cells, reconciliation, range tombstone fragments), internal/memtable,
-// internal/wal and internal/sstable (on-disk formats, see FORMAT.md);
+// and writes were quiet for a second, or rate-limited), metrics.go,
+// check.go, filenames.go; internal/base (cells, reconciliation, range
+// tombstone fragments), internal/memtable, internal/wal and
+// internal/sstable (on-disk formats, see FORMAT.md);
 // vfs (the filesystem interface, and MemFS, a filesystem that can crash
 // below the page cache, for tests).
 //

@@ -106,6 +106,12 @@ type Options struct {
 	// (0: its default, 32 KiB), for tests whose files are too small for
 	// a dictionary (the metamorphic test).
 	dictionarySampleSize int
+	// schedulingClock times background work that is about the machine,
+	// not the data: how long writes have been quiet, how often a busy
+	// engine may rewrite a window (compaction_rewrite.go). It is the
+	// wall clock (SystemClock) but in tests; Clock, the data's time, may
+	// run far ahead of it (a replay, a benchmark's clock).
+	schedulingClock Clock
 }
 
 // DefaultOptions returns the defaults.
@@ -134,6 +140,9 @@ func (o *Options) fillDefaults() {
 	}
 	if o.FS == nil {
 		o.FS = d.FS
+	}
+	if o.schedulingClock == nil {
+		o.schedulingClock = SystemClock
 	}
 	if o.WALSyncInterval <= 0 {
 		o.WALSyncInterval = d.WALSyncInterval

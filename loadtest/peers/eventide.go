@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -39,6 +40,9 @@ func openEventide(dir string, clock *benchClock, autoCompact bool, mem memoryCon
 	opts.BlockSize = mem.eventideBlockSize
 	opts.SSTableDictionary = mem.eventideDictionary
 	opts.Clock = clock
+	if mem.eventideLog {
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	opts.DisableAutoCompaction = !autoCompact
 	db, err := storage.Open(dir, opts)
 	if err != nil {
@@ -160,6 +164,9 @@ func (e *eventideEngine) slice(q storage.SliceQuery) (int, error) {
 	e.last = it.Stats()
 	return n, err
 }
+
+// metricsString is the engine's metrics table (for -ingestprofile).
+func (e *eventideEngine) metricsString() string { return e.db.Metrics().String() }
 
 func (e *eventideEngine) lastTrace() string { return e.last.String() }
 

@@ -43,6 +43,11 @@
 // each read phase with the engine's trace of each. Every run splits each
 // read phase's latencies into cold queries (the first of a partition in
 // that phase, which find none of its blocks cached) and warm ones.
+//
+// To study the ingest: -ingestprofile P writes CPU, mutex and block
+// profiles of the latest phase's ingest loop alone (P-<engine>-ingest-
+// {cpu,mutex,block}.pprof) and prints Eventide's metrics after it;
+// -eventide-log prints each of Eventide's flushes and compactions.
 package main
 
 import (
@@ -71,9 +76,12 @@ type config struct {
 	sameProcess  bool
 	memBreakdown bool
 	readProfile  string
-	slowest      int
-	mem          memoryConfig
-	phases       map[string]bool
+	// ingestProfile is -ingestprofile's prefix: CPU, mutex and block
+	// profiles of the latest phase's ingest loop alone.
+	ingestProfile string
+	slowest       int
+	mem           memoryConfig
+	phases        map[string]bool
 	// deleteSettle is how long the delete phase leaves background
 	// compaction to work after the deletes before it reads.
 	deleteSettle time.Duration
@@ -95,6 +103,9 @@ type memoryConfig struct {
 	eventideBlockSize int
 	// eventideDictionary is Eventide's SSTableDictionary.
 	eventideDictionary bool
+	// eventideLog sends Eventide's log (flushes, compactions, stalls;
+	// debug level) to stderr.
+	eventideLog bool
 }
 
 // Equal-memory mode (-equal-memory): every engine gets this memtable and
@@ -152,9 +163,11 @@ func main() {
 	flag.BoolVar(&cfg.reuse, "reuse", false, "with -dir: reuse the stores an earlier run with the same workload flags left there, and run only the read phases")
 	flag.StringVar(&cfg.readProfile, "readprofile", "", "write a CPU profile of each read phase alone to PREFIX-<engine>-<phase>.pprof, and allocation profiles before and after it to PREFIX-<engine>-<phase>-allocs-{before,after}.pprof")
 	flag.BoolVar(&cfg.memBreakdown, "membreakdown", false, "print the runtime's memory classes (and Eventide's memtable and cache bytes) at the peak RSS of each ingest")
+	flag.StringVar(&cfg.ingestProfile, "ingestprofile", "", "write CPU, mutex and block profiles of the latest phase's ingest loop alone (not its flush and compaction) to PREFIX-<engine>-ingest-{cpu,mutex,block}.pprof")
 	flag.IntVar(&cfg.slowest, "slowest", 0, "print the N slowest queries of each read phase, with the engine's trace")
 	eventideBlockKiB := flag.Int("eventide-block-size", 0, "Eventide's SSTable block size in KiB (0: storage.DefaultOptions)")
 	eventideDictionary := flag.Bool("eventide-dictionary", false, "Eventide's SSTables compressed against a per-file zstd dictionary in 16 KiB blocks (storage.Options.SSTableDictionary)")
+	eventideLog := flag.Bool("eventide-log", false, "print Eventide's log (each flush, compaction and stall) to stderr")
 	eventideCacheMiB := flag.Int64("eventide-cache", 0, "Eventide's block cache in MiB (0: storage.DefaultOptions)")
 	pebbleCacheMiB := flag.Int64("pebble-cache", 0, "Pebble's block cache in MiB (0: Pebble's default, 8 MiB)")
 	goleveldbCacheMiB := flag.Int64("goleveldb-cache", 0, "goleveldb's block cache in MiB (0: goleveldb's default, 8 MiB)")
@@ -175,6 +188,7 @@ func main() {
 	}
 	cfg.mem.eventideBlockSize = *eventideBlockKiB << 10
 	cfg.mem.eventideDictionary = *eventideDictionary
+	cfg.mem.eventideLog = *eventideLog
 	cfg.phases = map[string]bool{}
 	for _, p := range splitComma(*phases) {
 		if p != "latest" && p != "expiry" && p != "delete" {
@@ -666,6 +680,10 @@ func buildLatest(name, dir string, cfg config, gen *generator, clock *benchClock
 	if cfg.memBreakdown {
 		probe = startMemProbe(e)
 	}
+	stopProfiles, err := startIngestProfiles(cfg.ingestProfile, name)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	for b := 0; b*cfg.batch < cfg.events; b++ {
 		evs := gen.batch(b)
@@ -676,6 +694,12 @@ func buildLatest(name, dir string, cfg config, gen *generator, clock *benchClock
 		progress.add(len(evs))
 	}
 	r.ingestSeconds = time.Since(start).Seconds()
+	if err := stopProfiles(); err != nil {
+		return nil, err
+	}
+	if m, ok := e.(interface{ metricsString() string }); ok && cfg.ingestProfile != "" {
+		fmt.Fprintf(os.Stderr, "%s after ingest:\n%s", name, m.metricsString())
+	}
 	r.eventsPerSecond = float64(cfg.events) / r.ingestSeconds
 	r.peakRSSBytes = peakRSS()
 	progress.done()
@@ -943,4 +967,48 @@ func (p *progress) add(n int) {
 
 func (p *progress) done() {
 	fmt.Fprintf(os.Stderr, "%s: %d events in %s\n", p.what, p.count, time.Since(p.start).Round(time.Millisecond))
+}
+
+// startIngestProfiles starts -ingestprofile's profiles of one engine's
+// ingest loop (none when prefix is empty); the function it returns stops
+// them and writes them out. The mutex and block profiles sample every
+// event while they run, which costs some speed: compare ingest rates of
+// runs without the flag.
+func startIngestProfiles(prefix, engine string) (func() error, error) {
+	if prefix == "" {
+		return func() error { return nil }, nil
+	}
+	name := func(kind string) string { return fmt.Sprintf("%s-%s-ingest-%s.pprof", prefix, engine, kind) }
+	f, err := os.Create(name("cpu"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot profile the ingest (is -cpuprofile also set?): %w", err)
+	}
+	runtime.SetMutexProfileFraction(1)
+	runtime.SetBlockProfileRate(1)
+	return func() error {
+		pprof.StopCPUProfile()
+		runtime.SetMutexProfileFraction(0)
+		runtime.SetBlockProfileRate(0)
+		if err := f.Close(); err != nil {
+			return err
+		}
+		for _, kind := range []string{"mutex", "block"} {
+			out, err := os.Create(name(kind))
+			if err != nil {
+				return err
+			}
+			if err := pprof.Lookup(kind).WriteTo(out, 0); err != nil {
+				out.Close()
+				return err
+			}
+			if err := out.Close(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil
 }

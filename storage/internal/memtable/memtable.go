@@ -13,7 +13,11 @@
 //     in large pointer-free slabs, nodes linked by offsets, so the garbage
 //     collector has nothing to scan per entry and an insert allocates
 //     nothing on average. Level 0 has back links: reverse iteration (the
-//     latest-N query) is a step per cell, not a search.
+//     latest-N query) is a step per cell, not a search. An insert starts
+//     from where the last insert into its partition went (a splice, kept
+//     for up to 64 partitions), so a partition's keys arriving in order
+//     (TimeUUID DESC clustering: each new event before the last) cost a
+//     step per level instead of a search from the head.
 //   - Lifetime: where the platform has anonymous mmap the slabs are mapped
 //     from the OS, outside the Go heap (arena.go), never reused, and
 //     unmapped when the last reference is dropped (Ref, Unref: storage's

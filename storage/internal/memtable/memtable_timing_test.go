@@ -61,3 +61,32 @@ func BenchmarkLatest50(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkApplyCellEvents inserts cells shaped like loadtest/peers'
+// events: 20 partitions (event types of one hour) taken at random, each
+// partition's TimeUUID clustering keys DESC (every new key of a partition
+// before the ones it holds), 200-byte values.
+func BenchmarkApplyCellEvents(b *testing.B) {
+	const perMemtable = 100_000
+	value := make([]byte, 200)
+	c := base.Cell{Column: []byte("data"), Kind: base.KindLive, LocalDeletionTime: base.NoDeletionTime, Value: value}
+	var pks [20][]byte
+	for i := range pks {
+		pks[i] = fmt.Appendf(nil, "01112610|type%02d", i)
+	}
+	var ck [16]byte
+	rng := uint64(1)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(value)))
+	for done := 0; done < b.N; done += perMemtable {
+		m := New()
+		for i := 0; i < min(perMemtable, b.N-done); i++ {
+			rng = rng*6364136223846793005 + 1442695040888963407
+			binary.BigEndian.PutUint64(ck[:], ^uint64(done+i))
+			binary.BigEndian.PutUint64(ck[8:], rng)
+			c.Clustering = ck[:]
+			c.Timestamp = int64(i)
+			m.ApplyCell(1, pks[rng>>59%20], &c)
+		}
+	}
+}

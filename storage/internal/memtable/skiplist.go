@@ -108,9 +108,14 @@ type skiplist struct {
 	slabs *slabs
 
 	// Writer only.
-	rng      *rand.Rand
-	nodeUsed int // words used in the last node slab
-	dataUsed int // bytes used in the last data slab
+	// splices remembers, per partition (direct-mapped by a hash of table
+	// and partition), the search path of the partition's last insert.
+	splices [spliceSlots]splice
+	// spliceHits counts the inserts placed from a splice (for tests).
+	spliceHits int
+	rng        *rand.Rand
+	nodeUsed   int // words used in the last node slab
+	dataUsed   int // bytes used in the last data slab
 	// arenaBytes is the slab bytes used. Slabs are at most 1 MiB, so what
 	// the last ones leave unused is small against a memtable's size.
 	arenaBytes int64
@@ -318,6 +323,82 @@ func (s *skiplist) findLessThan(k *key) uint64 {
 // first returns the first node, or 0.
 func (s *skiplist) first() uint64 { return s.next(s.head, 0) }
 
+// spliceSlots is the number of partitions whose last insert position is
+// remembered: more than the partitions a batch of events spreads over
+// (loadtest/peers: 20 event types in an hour or two).
+const spliceSlots = 64
+
+// splice is where the last insert into a partition went: prev[i] was the
+// rightmost node before its key at level i, for i < height (the list's
+// height then). Nodes are never removed and never move, so each prev[i]
+// stays before every key after prev[0], and a later key of the partition
+// just after prev[0] at level 0 needs only a step per level: Eventide's
+// clustering keys are TimeUUIDs DESC, so each new event of a partition goes
+// right before the one inserted last, after the same prev[0]. A full
+// search there costs twice as many key comparisons; it was most of the
+// memtable insert's CPU in loadtest/peers' ingest.
+type splice struct {
+	table   uint32
+	partRef uint64 // arena ref of the partition key
+	partLen int
+	height  int // 0: an empty slot
+	prev    [maxHeight]uint64
+}
+
+// spliceSlot returns the splice slot of (table, partition): FNV-1a.
+func spliceSlot(table uint32, partition []byte) int {
+	h := uint32(2166136261) ^ table
+	h *= 16777619
+	for _, b := range partition {
+		h ^= uint32(b)
+		h *= 16777619
+	}
+	return int(h % spliceSlots)
+}
+
+// maxSpliceSteps bounds how far a remembered splice is followed at level
+// 0 before the full search is cheaper.
+const maxSpliceSteps = 4
+
+// findWithSplice is findGreaterOrEqual (with prev) for a key of the
+// partition sp was remembered for, starting from sp instead of the head.
+// It reports false, having filled nothing, when sp does not hold k's place
+// closely enough (k is before sp.prev[0], or more than maxSpliceSteps
+// nodes after it at level 0); the caller then searches from the head.
+func (s *skiplist) findWithSplice(k *key, sp *splice, prev *[maxHeight]uint64) (uint64, bool) {
+	x := sp.prev[0]
+	if x != s.head && s.compareNode(x, k) >= 0 {
+		return 0, false
+	}
+	next := s.next(x, 0)
+	for steps := 0; next != 0 && s.compareNode(next, k) < 0; steps++ {
+		if steps == maxSpliceSteps {
+			return 0, false
+		}
+		x, next = next, s.next(next, 0)
+	}
+	prev[0] = x
+	// Above level 0, sp.prev[i] is at or before sp.prev[0], so before
+	// k: walk right from it to the last node before k (nodes inserted
+	// since are the only ones it can pass).
+	height := int(s.height.Load())
+	for level := 1; level < height; level++ {
+		y := s.head
+		if level < sp.height {
+			y = sp.prev[level]
+		}
+		for {
+			n := s.next(y, level)
+			if n == 0 || s.compareNode(n, k) >= 0 {
+				break
+			}
+			y = n
+		}
+		prev[level] = y
+	}
+	return next, true
+}
+
 // upsertSharingPartition finds the node for k or inserts one holding c;
 // it reports whether it inserted. The new node's partition key is shared
 // with an adjacent node of the same partition (cells of a partition are
@@ -325,7 +406,19 @@ func (s *skiplist) first() uint64 { return s.next(s.head, 0) }
 // the arena. Writer only.
 func (s *skiplist) upsertSharingPartition(k key, c *base.Cell) (uint64, bool) {
 	var prev [maxHeight]uint64
-	x := s.findGreaterOrEqual(&k, &prev)
+	sp := &s.splices[spliceSlot(k.table, k.partition)]
+	hit := sp.height > 0 && sp.table == k.table && bytes.Equal(s.data(sp.partRef, sp.partLen), k.partition)
+	var x uint64
+	found := false
+	if hit {
+		x, found = s.findWithSplice(&k, sp, &prev)
+		if found {
+			s.spliceHits++
+		}
+	}
+	if !found {
+		x = s.findGreaterOrEqual(&k, &prev)
+	}
 	if x != 0 && s.compareNode(x, &k) == 0 {
 		return x, false
 	}
@@ -373,5 +466,6 @@ func (s *skiplist) upsertSharingPartition(k key, c *base.Cell) (uint64, bool) {
 	if x != 0 {
 		atomic.StoreUint64(&s.node(x)[nodePrev], ref)
 	}
+	*sp = splice{table: k.table, partRef: partRef, partLen: len(k.partition), height: int(s.height.Load()), prev: prev}
 	return ref, true
 }

@@ -18,6 +18,10 @@
 //     written before it), or at the latest SyncInterval after its write,
 //     when the flusher fsyncs what is left unsynced. A crash loses an
 //     unsynced suffix of the log, never a record before a durable one.
+//   - AppendStaged is Append in two steps: it returns once the record is
+//     written (write errors as AppendNoSync's), and its result waits for
+//     the fsync Append would have waited for, so the caller can work
+//     between the write and the fsync.
 //   - Every segment except the newest was fsynced before its successor was
 //     created, so only the newest may end in a torn write. A new segment is
 //     preallocated (its size fsynced before its first record) and sealed by

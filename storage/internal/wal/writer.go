@@ -277,6 +277,31 @@ func (w *Writer) Append(rec []byte) error { return w.appendRecord(rec, true) }
 // the one the flusher may be doing when the record arrives.
 func (w *Writer) AppendNoSync(rec []byte) error { return w.appendRecord(rec, false) }
 
+// AppendStaged adds rec to the log as one record, like Append, in two
+// steps: it returns once the record is written to the segment file (as
+// AppendNoSync does, with the same write errors), and the function it
+// returns waits until the record is durable, as Append would have
+// (SyncAlways: the fsync of its group commit; SyncPeriodic: nothing more)
+// and returns that error. Call it exactly once. In between, the caller
+// may do work that needs the write to have succeeded but not the fsync
+// (DB.Apply inserts the batch into its memtable there, while the fsync
+// runs). rec may be reused once AppendStaged returns.
+func (w *Writer) AppendStaged(rec []byte) (waitDurable func() error, err error) {
+	b, err := w.enqueue(rec, true)
+	if err != nil {
+		return nil, err
+	}
+	<-b.written
+	if b.writeErr != nil {
+		// done is closed with the same error: nothing is left to wait for.
+		return nil, b.writeErr
+	}
+	return func() error {
+		<-b.done
+		return b.err
+	}, nil
+}
+
 // appendRecord is Append (waitSync) or AppendNoSync.
 //
 // A failed write (a full disk: ENOSPC) fails the Appends of its group
@@ -287,19 +312,34 @@ func (w *Writer) AppendNoSync(rec []byte) error { return w.appendRecord(rec, fal
 // retried fsync could falsely succeed), the Writer is failed for good: every
 // later call returns that error, also reported by Err.
 func (w *Writer) appendRecord(rec []byte, waitSync bool) error {
+	b, err := w.enqueue(rec, waitSync)
+	if err != nil {
+		return err
+	}
+	if !waitSync {
+		<-b.written
+		return b.writeErr
+	}
+	<-b.done
+	return b.err
+}
+
+// enqueue adds rec to the pending batch (counting a sync waiter if
+// waitSync), wakes the flusher and returns the batch.
+func (w *Writer) enqueue(rec []byte, waitSync bool) (*batch, error) {
 	if len(rec) > MaxRecordSize {
-		return fmt.Errorf("cannot append wal record of %d bytes: above the %d byte limit", len(rec), MaxRecordSize)
+		return nil, fmt.Errorf("cannot append wal record of %d bytes: above the %d byte limit", len(rec), MaxRecordSize)
 	}
 	hdr := recordHeader(rec)
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	if w.failed != nil {
 		err := w.failed
 		w.mu.Unlock()
-		return err
+		return nil, err
 	}
 	b := w.pending
 	b.buf = append(b.buf, hdr[:]...)
@@ -314,12 +354,7 @@ func (w *Writer) appendRecord(rec []byte, waitSync bool) error {
 	case w.wake <- struct{}{}:
 	default:
 	}
-	if !waitSync {
-		<-b.written
-		return b.writeErr
-	}
-	<-b.done
-	return b.err
+	return b, nil
 }
 
 // Err returns the error that failed the Writer for good, or nil while it

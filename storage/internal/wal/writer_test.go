@@ -458,8 +458,11 @@ type faultFS struct {
 	vfs.FS
 	err                                          error
 	failWrite, failWriteAt, failSync, failCreate atomic.Bool
-	mu                                           sync.Mutex
-	syncs                                        map[string]int // mu: path -> successful fsyncs
+	// syncGate, when set, holds every Sync until a value is received
+	// from it (or it is closed).
+	syncGate atomic.Pointer[chan struct{}]
+	mu       sync.Mutex
+	syncs    map[string]int // mu: path -> successful fsyncs
 }
 
 func (fs *faultFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
@@ -520,6 +523,9 @@ func (f *faultFile) Seek(off int64, whence int) (int64, error) {
 }
 
 func (f *faultFile) Sync() error {
+	if gate := f.fs.syncGate.Load(); gate != nil {
+		<-*gate
+	}
 	if f.fs.failSync.Load() {
 		return f.fs.err
 	}
@@ -588,6 +594,66 @@ func TestWriteFailureIsUndone(t *testing.T) {
 	}
 	if res.TruncatedBytes == 0 {
 		t.Fatal("the unrestorable partial write was not cut as a torn tail")
+	}
+}
+
+// TestAppendStaged: AppendStaged returns once its record is written,
+// while the fsync is still running (held here), and the function it
+// returns waits for that fsync; a failed write is its own error (nothing
+// to wait for), a failed fsync the waiting function's.
+func TestAppendStaged(t *testing.T) {
+	dir := t.TempDir()
+	fs := &faultFS{FS: vfs.Default, err: errors.New("injected fault")}
+	w := openWriter(t, Options{FS: fs, Dir: dir}, 1)
+	gate := make(chan struct{})
+	fs.syncGate.Store(&gate)
+	wait, err := w.AppendStaged(testRecord(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	durable := make(chan error, 1)
+	go func() { durable <- wait() }()
+	select {
+	case err := <-durable:
+		t.Fatalf("the record was reported durable (%v) while its fsync was held", err)
+	default:
+	}
+	// The record is written: a reader of the file sees it before the fsync.
+	data, err := os.ReadFile(segmentPath(dir, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, testRecord(0)) {
+		t.Fatal("AppendStaged returned before its record was written")
+	}
+	gate <- struct{}{}
+	if err := <-durable; err != nil {
+		t.Fatalf("after the fsync: %v", err)
+	}
+	fs.syncGate.Store(nil)
+
+	fs.failWrite.Store(true)
+	if wait, err := w.AppendStaged(testRecord(1)); !errors.Is(err, fs.err) || wait != nil {
+		t.Fatalf("a failed write: %v (wait %v), want the injected fault and nothing to wait for", err, wait != nil)
+	}
+	fs.failWrite.Store(false)
+	fs.failSync.Store(true)
+	wait, err = w.AppendStaged(testRecord(2))
+	if err != nil {
+		t.Fatalf("the write of a record whose fsync fails: %v", err)
+	}
+	if err := wait(); !errors.Is(err, fs.err) {
+		t.Fatalf("a failed fsync: %v, want the injected fault", err)
+	}
+	w.Close()
+	got, _ := replayAll(t, dir, 1)
+	if len(got) < 1 || got[0].rec != string(testRecord(0)) {
+		t.Fatalf("replayed %d records, want the durable one first", len(got))
+	}
+	for _, r := range got {
+		if r.rec == string(testRecord(1)) {
+			t.Fatal("the record whose write failed was replayed")
+		}
 	}
 }
 

@@ -1,0 +1,105 @@
+package memtable
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"testing"
+
+	"github.com/eventide/eventide/storage/internal/base"
+)
+
+// checkSkiplist verifies the list's structure: at every level the nodes
+// are in strictly increasing key order, every node at a level is also at
+// the level below, and level 0's back links point at each node's
+// predecessor.
+func checkSkiplist(t *testing.T, s *skiplist) {
+	t.Helper()
+	height := int(s.height.Load())
+	var below map[uint64]bool
+	for level := 0; level < height; level++ {
+		here := map[uint64]bool{}
+		var prevKey *key
+		prev := s.head
+		for x := s.next(s.head, level); x != 0; x = s.next(x, level) {
+			k := s.key(x)
+			if prevKey != nil && compareKeys(prevKey, &k) >= 0 {
+				t.Fatalf("level %d: %q/%q/%q after %q/%q/%q", level, k.partition, k.clustering, k.column, prevKey.partition, prevKey.clustering, prevKey.column)
+			}
+			if level == 0 {
+				if p := s.node(x)[nodePrev]; p != prev {
+					t.Fatalf("node %q/%q: back link %d, want %d", k.partition, k.clustering, p, prev)
+				}
+			} else if !below[x] {
+				t.Fatalf("level %d holds a node missing from level %d", level, level-1)
+			}
+			here[x] = true
+			prevKey, prev = &k, x
+		}
+		below = here
+	}
+}
+
+// TestSpliceInserts: inserts placed from a partition's remembered splice
+// (each new key of a partition right before the one inserted last, as
+// TimeUUID DESC clustering keys arrive) keep the list ordered, hold the
+// same cells as a sorted map, and are most inserts of that pattern;
+// other patterns (ascending, random, overwrites, more partitions than
+// splice slots, several tables) fall back to the full search and stay
+// correct.
+func TestSpliceInserts(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		partitions int
+		order      func(rng *rand.Rand, i int) uint64
+		minHits    float64 // share of inserts placed from a splice
+	}{
+		{"descending", 20, func(_ *rand.Rand, i int) uint64 { return ^uint64(i) }, 0.9},
+		{"descending, more partitions than slots", 300, func(_ *rand.Rand, i int) uint64 { return ^uint64(i) }, 0},
+		{"ascending", 20, func(_ *rand.Rand, i int) uint64 { return uint64(i) }, 0},
+		{"random with overwrites", 20, func(rng *rand.Rand, _ int) uint64 { return rng.Uint64N(3000) }, 0},
+		{"roughly descending", 20, func(rng *rand.Rand, i int) uint64 { return ^uint64(i + rng.IntN(50)) }, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, uint64(tc.partitions)))
+			m := New()
+			ref := map[string]string{}
+			const n = 20000
+			for i := range n {
+				table := uint32(1 + rng.IntN(2))
+				pk := fmt.Appendf(nil, "26112410|type%03d", rng.IntN(tc.partitions))
+				ck := binary.BigEndian.AppendUint64(nil, tc.order(rng, i))
+				v := fmt.Sprint(i)
+				c := base.Cell{Clustering: ck, Column: []byte("data"), Kind: base.KindLive, Timestamp: int64(i), LocalDeletionTime: base.NoDeletionTime, Value: []byte(v)}
+				m.ApplyCell(table, pk, &c)
+				ref[fmt.Sprintf("%d|%s|%x", table, pk, ck)] = v
+			}
+			checkSkiplist(t, m.list)
+			want := make([]string, 0, len(ref))
+			for k := range ref {
+				want = append(want, k)
+			}
+			sort.Strings(want)
+			var got []string
+			for x := m.list.first(); x != 0; x = m.list.next(x, 0) {
+				k := m.list.key(x)
+				var c base.Cell
+				m.list.cell(x, &c)
+				id := fmt.Sprintf("%d|%s|%x", k.table, k.partition, k.clustering)
+				if ref[id] != string(c.Value) {
+					t.Fatalf("%s holds %q, want %q", id, c.Value, ref[id])
+				}
+				got = append(got, id)
+			}
+			if !bytes.Equal([]byte(fmt.Sprint(got)), []byte(fmt.Sprint(want))) {
+				t.Fatalf("the list holds %d keys, the map %d, or in another order", len(got), len(want))
+			}
+			if hits := float64(m.list.spliceHits) / float64(len(ref)); hits < tc.minHits {
+				t.Fatalf("%.0f%% of inserts placed from a splice, want at least %.0f%%", 100*hits, 100*tc.minHits)
+			}
+			t.Logf("%d cells, %.0f%% placed from a splice", len(ref), 100*float64(m.list.spliceHits)/float64(len(ref)))
+		})
+	}
+}
