@@ -18,7 +18,8 @@ import (
 // P cmd/query spent 15-16% less CPU per latest-50 request (two runs of
 // base and one-P deployments side by side, 2 CPUs shared with NATS, two
 // storage nodes and the harness: BENCHMARKS.md, "Issue 12 ... session
-// s9-query"), and one P still serves about 7,000 such requests a second.
+// s9-query"); at the 130-160 µs each took, one CPU covers about 6,000 such
+// requests a second (derived from that, not a measured ceiling).
 // On larger hosts the runtime's default stands. GOMAXPROCS, when set,
 // wins (GOMAXPROCS=2 gives a small host's cmd/query both CPUs).
 const SmallHostCPUs = 2
