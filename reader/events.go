@@ -96,10 +96,14 @@ const (
 	maxPooledPageArena  = 64 << 10
 )
 
-// get returns a page with room for limit+1 events, recycled when one
-// is at hand.
+// get returns a page with room for limit+1 events, up to the most a
+// recycled page keeps (appends grow it past that), recycled when one is
+// at hand. Room for a large limit up front made every page of a query
+// with one (the load harness polls for its probes with limit 10,000 a
+// hundred times a second, and finds a few) a 360 KiB allocation the pool
+// would not keep.
 func (pp *eventPages) get(limit int) *EventPage {
-	n := min(limit+1, 4096)
+	n := min(limit+1, maxPooledPageEvents)
 	if p, _ := pp.pool.Get().(*EventPage); p != nil {
 		p.Events = slices.Grow(p.Events[:0], n)
 		return p
@@ -240,7 +244,7 @@ func (r *Reader) walkEvents(qs *queryState, q EventQuery, from, to time.Time, af
 		var e schema.Event
 		var err error
 		if cap(arena) == 0 {
-			arena = make([]byte, 0, arenaSize(row, limit-len(page.Events)))
+			arena = make([]byte, 0, arenaSize(row, min(limit-len(page.Events), maxPooledPageEvents)))
 		}
 		e, arena, err = catalog.DecodeEventOfType(q.Type, row, arena)
 		if err != nil {

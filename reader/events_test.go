@@ -488,6 +488,43 @@ func TestEventPageRelease(t *testing.T) {
 	}
 }
 
+// TestEventPageLargeLimitFewEvents: a page of a query with a large limit
+// that finds few events (the load harness's probe polls: limit 10,000)
+// is small enough to be recycled; it had room for 4,096 events.
+func TestEventPageLargeLimitFewEvents(t *testing.T) {
+	now := time.Date(2026, 11, 24, 2, 30, 0, 0, time.UTC)
+	clock := &fixedClock{now: now}
+	db := openStore(t, clock)
+	var batch storage.Batch
+	for i := range 3 {
+		at := now.Add(-time.Duration(i) * time.Second)
+		id, err := bucket.NewTimeUUID(at, [8]byte{0x80, byte(i), 2, 3, 4, 5, 6, 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := schema.Event{ID: id, Type: "probe", Data: fmt.Appendf(nil, `{"probe":%d}`, i)}
+		if err := catalog.PutEvent(&batch, &e, 0, 0, at.UnixMicro()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustApply(t, db, &batch)
+	r, err := New(db, Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.Events(context.Background(), EventQuery{Type: "probe", From: now.Add(-time.Minute), To: now.Add(time.Minute), Limit: 10000, Order: Asc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Events) != 3 {
+		t.Fatalf("%d events; want 3", len(p.Events))
+	}
+	if cap(p.Events) > maxPooledPageEvents || cap(p.arena) > maxPooledPageArena {
+		t.Errorf("a page of 3 events has room for %d events and %d bytes of data: more than a recycled page keeps (%d, %d)",
+			cap(p.Events), cap(p.arena), maxPooledPageEvents, maxPooledPageArena)
+	}
+}
+
 // TestEventPagePoolKeepsOnlyDashboardPages: a released page above the
 // recycling bounds (the load harness's 10,000-event probe pages) is left
 // to the garbage collector; kept, such pages made the pool hold 14 MiB

@@ -18,8 +18,10 @@
 //
 // Configuration is flags, each with an EVENTIDE_* environment variable
 // (run with -h, or see the README's "Split mode"). The garbage collector
-// runs at DefaultGCPercent (400) unless GOGC is set (gc.go). Exit codes: 0 after a
-// clean shutdown, 1 on a failure, 2 for an invalid configuration.
+// runs at DefaultGCPercent (400) unless GOGC is set (gc.go), and on a host
+// of at most SmallHostCPUs CPUs with GOMAXPROCS=1 unless GOMAXPROCS is set
+// (procs.go). Exit codes: 0 after a clean shutdown, 1 on a failure, 2 for
+// an invalid configuration.
 // SIGINT or SIGTERM shuts down: /readyz turns 503, HTTP drains, the NATS
 // connection closes; a second signal exits at once.
 package main
@@ -30,14 +32,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 
 	"github.com/eventide/eventide/cmd/internal/cli"
 	"github.com/eventide/eventide/internal/natsconn"
 )
 
 func main() {
+	// In main, not run: the tests run run in their own process.
+	procs := applyMaxProcs(os.LookupEnv, runtime.GOMAXPROCS)
 	ctx, stop := shutdownOnSignal(os.Stderr)
-	err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr, "gomaxprocs", procs)
 	stop()
 	if err != nil && !errors.Is(err, errHelp) {
 		fmt.Fprintln(os.Stderr, "eventide query:", err)
@@ -57,7 +62,8 @@ func shutdownOnSignal(stderr io.Writer) (context.Context, func()) {
 
 // run runs the process until ctx is cancelled or a part fails, then
 // shuts down.
-func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) error {
+// startAttrs are logged with the start-up line.
+func run(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer, startAttrs ...any) error {
 	build := readBuildInfo()
 	if wantsVersion(args) {
 		fmt.Fprintln(stdout, build)
@@ -70,7 +76,7 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	logger := cli.NewLogger(cfg.LogLevel, cfg.LogFormat, stderr)
 	gc := applyGCPercent(lookupEnv)
 	logger.Info("eventide query starting", append([]any{"version", build.Version, "revision", build.Revision, "go", build.GoVersion,
-		"gc_percent", gc}, cfg.logAttrs()...)...)
+		"gc_percent", gc}, append(startAttrs, cfg.logAttrs()...)...)...)
 	s, err := start(ctx, cfg, build, logger)
 	if err != nil {
 		if ctx.Err() != nil {

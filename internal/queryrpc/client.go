@@ -79,6 +79,35 @@ type Client struct {
 
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	// endpoints caches each node endpoint's subject and metrics
+	// (endpointKey -> *nodeEndpoint): the label lookups and the subject's
+	// concatenation were per request.
+	endpoints sync.Map
+}
+
+type endpointKey struct{ node, endpoint string }
+
+// nodeEndpoint is one endpoint of one node: its subject and metrics.
+type nodeEndpoint struct {
+	subject               string
+	ok, unavailable, fail prometheus.Counter
+	duration              prometheus.Observer
+}
+
+func (c *Client) nodeEndpoint(node, endpoint string) *nodeEndpoint {
+	k := endpointKey{node, endpoint}
+	if e, ok := c.endpoints.Load(k); ok {
+		return e.(*nodeEndpoint)
+	}
+	e := &nodeEndpoint{
+		subject:     c.subject(node, endpoint),
+		ok:          c.requests.WithLabelValues(node, endpoint, "ok"),
+		unavailable: c.requests.WithLabelValues(node, endpoint, "unavailable"),
+		fail:        c.requests.WithLabelValues(node, endpoint, "error"),
+		duration:    c.duration.WithLabelValues(node, endpoint),
+	}
+	got, _ := c.endpoints.LoadOrStore(k, e)
+	return got.(*nodeEndpoint)
 }
 
 // NewClient returns a client of the nodes cfg names.
@@ -218,21 +247,22 @@ var errUnavailable = errors.New("node unavailable")
 // may say more).
 func (c *Client) request(ctx context.Context, node, endpoint string, build func(deadline time.Time) []byte) (msg *nats.Msg, err error) {
 	start := time.Now()
+	ep := c.nodeEndpoint(node, endpoint)
 	defer func() {
-		result := "ok"
 		switch {
 		case errors.Is(err, errUnavailable):
-			result = "unavailable"
+			ep.unavailable.Inc()
 		case err != nil:
-			result = "error"
+			ep.fail.Inc()
+		default:
+			ep.ok.Inc()
 		}
-		c.requests.WithLabelValues(node, endpoint, result).Inc()
-		c.duration.WithLabelValues(node, endpoint).Observe(time.Since(start).Seconds())
+		ep.duration.Observe(time.Since(start).Seconds())
 	}()
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.NodeTimeout)
 	defer cancel()
 	deadline, _ := cctx.Deadline()
-	subject := c.subject(node, endpoint)
+	subject := ep.subject
 	msg, err = c.nc.RequestWithContext(cctx, subject, build(deadline))
 	if err != nil {
 		if ctx.Err() != nil {

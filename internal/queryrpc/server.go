@@ -76,7 +76,10 @@ type Server struct {
 	cfg ServerConfig
 	svc micro.Service
 	nc  *nats.Conn
-	sem chan struct{}
+	// jobs hands a read request to an idle worker; workers counts the
+	// workers started (at most MaxConcurrent). See concurrently.
+	jobs    chan readJob
+	workers chan struct{}
 	// buffers recycle the encoding buffers of slice replies.
 	buffers replyBuffers
 	// stop cancels the slices under way at Stop.
@@ -86,8 +89,9 @@ type Server struct {
 
 // Serve registers the storage service of cfg.Node on nc: the endpoints
 // slice, walk, freshness, health and stats. The slice and walk endpoints
-// run each request in its own goroutine (at most MaxConcurrent at once,
-// both together; more wait in NATS's subscription buffer).
+// run each request on a worker goroutine of the node (at most
+// MaxConcurrent at once, both together; more wait in NATS's subscription
+// buffer).
 func Serve(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 	if err := checkToken("node", cfg.Node); err != nil {
 		return nil, err
@@ -116,7 +120,7 @@ func Serve(nc *nats.Conn, cfg ServerConfig) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, nc: nc, sem: make(chan struct{}, cfg.MaxConcurrent), ctx: ctx, stop: cancel}
+	s := &Server{cfg: cfg, nc: nc, jobs: make(chan readJob), workers: make(chan struct{}, cfg.MaxConcurrent), ctx: ctx, stop: cancel}
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     cfg.Version,
@@ -172,21 +176,51 @@ func (s *Server) Stop() error {
 
 // concurrently returns the handler of a read endpoint: micro calls a
 // handler from its subscription's goroutine, one request at a time, so
-// each request is served on a goroutine of its own, at most
-// MaxConcurrent at once (the semaphore holds the next ones back), and
-// refused with 503 once the node is stopping.
+// each request is served by a worker goroutine, at most MaxConcurrent at
+// once (the next ones wait for a worker), and refused with 503 once the
+// node is stopping.
+//
+// Workers are started as requests need them and live until Stop: a
+// goroutine started per request began with a small stack and grew it in
+// every walk (runtime.newstack was a tenth of a node's CPU per latest-50
+// request); a worker's stack has grown once.
 func (s *Server) concurrently(serve func(micro.Request)) micro.HandlerFunc {
 	return func(req micro.Request) {
-		select {
-		case s.sem <- struct{}{}:
-		case <-s.ctx.Done():
+		if s.ctx.Err() != nil {
 			req.Error("503", "node is stopping", nil)
 			return
 		}
-		go func() {
-			defer func() { <-s.sem }()
-			serve(req)
-		}()
+		j := readJob{serve: serve, req: req}
+		select {
+		case s.jobs <- j: // an idle worker takes it
+			return
+		default:
+		}
+		select {
+		case s.jobs <- j:
+		case s.workers <- struct{}{}:
+			go s.work(j)
+		case <-s.ctx.Done():
+			req.Error("503", "node is stopping", nil)
+		}
+	}
+}
+
+// readJob is one read request for a worker.
+type readJob struct {
+	serve func(micro.Request)
+	req   micro.Request
+}
+
+// work serves j, then the requests handed to it, until Stop.
+func (s *Server) work(j readJob) {
+	for {
+		j.serve(j.req)
+		select {
+		case j = <-s.jobs:
+		case <-s.ctx.Done():
+			return
+		}
 	}
 }
 

@@ -179,7 +179,7 @@ func (p *walkReplies) get() *walkReply {
 }
 
 func (p *walkReplies) put(r *walkReply) {
-	if cap(r.Rows) > maxPooledWalkRows || cap(r.slab) > 8*maxPooledWalkRows {
+	if cap(r.Rows) > maxPooledWalkRows || cap(r.slab) > 8*maxPooledWalkRows || r.cells > 8*maxPooledWalkRows {
 		return
 	}
 	// Drop the references into the message, so a pooled reply does not

@@ -591,8 +591,11 @@ type walkReply struct {
 	Partitions int
 	Groups     []int
 	Rows       []storage.Row
-	// slab holds the rows' cells (decoder.row).
-	slab []storage.Cell
+	// slab holds the rows' cells (decoder.row); cells is how many the
+	// last decode into this reply held, the room its next decode starts
+	// with.
+	slab  []storage.Cell
+	cells int
 }
 
 // appendWalkReplyHeader appends a walk reply's version, flags, stats and
@@ -643,7 +646,15 @@ func decodeWalkReply(src []byte, groups int) (*walkReply, error) {
 func decodeWalkReplyInto(src []byte, groups int, r *walkReply) error {
 	d := decoder{b: src, what: "walk reply"}
 	d.version(walkReplyV1)
-	*r = walkReply{Rows: r.Rows[:0], Groups: r.Groups[:0], slab: r.slab[:0]}
+	// A slab that ran out mid-reply was replaced by one sized for the
+	// rows left, and that smaller slab is what r kept: without room for
+	// the whole of the last reply up front, a reply a little larger than
+	// the one before allocated a slab every time.
+	slab := r.slab[:0]
+	if cap(slab) < r.cells {
+		slab = make([]storage.Cell, 0, r.cells+r.cells/4)
+	}
+	*r = walkReply{Rows: r.Rows[:0], Groups: r.Groups[:0], slab: slab}
 	r.More = d.replyFlags()
 	d.stats(&r.Stats)
 	r.Partitions = d.int("partitions sliced")
@@ -662,6 +673,7 @@ func decodeWalkReplyInto(src []byte, groups int, r *walkReply) error {
 		row := d.row(i, n-i, &r.slab)
 		r.Groups = append(r.Groups, g)
 		r.Rows = append(r.Rows, row)
+		r.cells += len(row.Cells)
 	}
 	return d.end()
 }

@@ -79,3 +79,37 @@ func BenchmarkDecodeWalkReply(b *testing.B) {
 		}
 	})
 }
+
+// TestDecodeWalkReplyRecycledSlab: decoding replies whose rows differ in
+// cell count (events with and without a user) into one recycled reply
+// allocates nothing once it has seen them: the reply keeps room for the
+// cells of the last one. It kept only the slab that ran out last, sized
+// for the rows left, and allocated again on every reply.
+func TestDecodeWalkReplyRecycledSlab(t *testing.T) {
+	msg := func(firstCells int) []byte {
+		rows := latestReply().Rows
+		rows[0].Cells = rows[0].Cells[:firstCells]
+		b := appendWalkReplyHeader(nil, false, &reader.Trace{Rows: len(rows), Partitions: 1})
+		b = appendUvarint(b, len(rows))
+		for i := range rows {
+			b = appendWalkRow(b, 0, &rows[i])
+		}
+		return b
+	}
+	a, b := msg(1), msg(2) // the first row without its user cell, then with
+	r := &walkReply{}
+	decode := func() {
+		for _, m := range [][]byte{a, b, a} {
+			if err := decodeWalkReplyInto(m, 1, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	decode()
+	if n := testing.AllocsPerRun(20, decode); n != 0 {
+		t.Errorf("%v allocations per three decodes into a recycled reply; want 0", n)
+	}
+	if got := len(r.Rows); got != 51 || len(r.Rows[0].Cells) != 1 || len(r.Rows[50].Cells) != 2 {
+		t.Errorf("decoded %d rows, first with %d cells", got, len(r.Rows[0].Cells))
+	}
+}

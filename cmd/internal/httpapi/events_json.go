@@ -73,7 +73,8 @@ func (a *api) appendEvent(dst []byte, e *schema.Event) []byte {
 // json.RawMessage a.eventJSON makes of it: compacted, with <, >, &, U+2028
 // and U+2029 escaped; data that is not JSON becomes a string.
 func (a *api) appendEventData(dst []byte, e *schema.Event) []byte {
-	if !validJSON(e.Data) {
+	valid, spaced := scanJSON(e.Data)
+	if !valid {
 		// The writer stores only JSON objects; never let one bad row
 		// fail every page that holds it.
 		a.logger.Warn("stored event data is not JSON; returning it as a string", "id", e.ID, "type", e.Type)
@@ -81,8 +82,12 @@ func (a *api) appendEventData(dst []byte, e *schema.Event) []byte {
 	}
 	// Valid JSON with nothing to compact or escape is its own encoding:
 	// what the writer stores from a compact producer, the usual case.
-	// (U+2028 and U+2029 are the only escaped runes that start with 0xe2.)
-	if bytes.IndexAny(e.Data, " \t\r\n<>&") < 0 && bytes.IndexByte(e.Data, 0xe2) < 0 {
+	// Spaces inside strings stay (only whitespace between tokens is
+	// compacted; tabs and newlines cannot be in a valid string); U+2028
+	// and U+2029 are the only escaped runes that start with 0xe2. The
+	// byte searches are vectorized, unlike one IndexAny over the set.
+	if !spaced && bytes.IndexByte(e.Data, '<') < 0 && bytes.IndexByte(e.Data, '>') < 0 &&
+		bytes.IndexByte(e.Data, '&') < 0 && bytes.IndexByte(e.Data, 0xe2) < 0 {
 		return append(dst, e.Data...)
 	}
 	b, err := json.Marshal(json.RawMessage(e.Data))

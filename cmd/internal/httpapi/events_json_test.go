@@ -93,6 +93,8 @@ func FuzzAppendEvent(f *testing.F) {
 		{"\xff\x00", `"\`, `[1, 2`},
 		{"é", "", "\t{\"a\":\"\xe2\x80\xa8\"}\n"},
 		{"", "", ""},
+		{"", "", `{"s":"spaces inside strings stay","t":"a\tb"}`},
+		{"", "", `{"s":"a b" }`},
 	} {
 		f.Add(s[0], s[1], []byte(s[2]), int64(1_700_000_000_123_456))
 	}
@@ -144,7 +146,8 @@ func BenchmarkEventsResponse(b *testing.B) {
 	})
 }
 
-// FuzzValidJSON holds validJSON to json.Valid.
+// FuzzValidJSON holds validJSON to json.Valid, and scanJSON's "spaced"
+// to whether json.Compact changes the value.
 func FuzzValidJSON(f *testing.F) {
 	for _, s := range []string{
 		`{"seq":1,"pad":"xx"}`, ` { "a" : [1, -2.5e+3, true, false, null, {}, [], "\u00e9\n"] } `, `[]`, `{}`, `""`, `0`, `-0.1E-2`,
@@ -157,6 +160,17 @@ func FuzzValidJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if got, want := validJSON(b), json.Valid(b); got != want {
 			t.Fatalf("validJSON(%q) = %v, json.Valid %v", b, got, want)
+		}
+		valid, spaced := scanJSON(b)
+		if !valid {
+			return
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, b); err != nil {
+			t.Fatal(err)
+		}
+		if want := !bytes.Equal(compact.Bytes(), b); spaced != want {
+			t.Fatalf("scanJSON(%q): spaced %v; json.Compact gives %q", b, spaced, compact.Bytes())
 		}
 	})
 }

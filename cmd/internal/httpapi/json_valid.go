@@ -7,61 +7,68 @@ package httpapi
 // of the all-in-one's /v1/events handler at 20,000 events/s).
 // FuzzValidJSON holds it to json.Valid.
 func validJSON(b []byte) bool {
+	valid, _ := scanJSON(b)
+	return valid
+}
+
+// scanJSON is validJSON, and says too whether b has whitespace outside
+// its strings (where json.Compact drops it).
+func scanJSON(b []byte) (valid, spaced bool) {
 	var stackSpace [64]byte
 	stack := stackSpace[:0] // the open containers, '{' or '['
-	i := skipSpace(b, 0)
+	i := skipSpace(b, 0, &spaced)
 	for {
 		// A value starts at i.
 		if i >= len(b) {
-			return false
+			return false, spaced
 		}
 		switch c := b[i]; c {
 		case '{', '[':
 			if len(stack) == maxJSONDepth {
-				return false
+				return false, spaced
 			}
 			stack = append(stack, c)
-			i = skipSpace(b, i+1)
+			i = skipSpace(b, i+1, &spaced)
 			if i < len(b) && b[i] == c+2 { // '}' is '{'+2, ']' is '['+2
 				stack = stack[:len(stack)-1]
 				i++
 				break
 			}
 			if c == '{' {
-				if i = objectKey(b, i); i < 0 {
-					return false
+				if i = objectKey(b, i, &spaced); i < 0 {
+					return false, spaced
 				}
 			}
 			continue
 		case '"':
 			if i = stringEnd(b, i); i < 0 {
-				return false
+				return false, spaced
 			}
 		case 't':
 			if i = literalEnd(b, i, "true"); i < 0 {
-				return false
+				return false, spaced
 			}
 		case 'f':
 			if i = literalEnd(b, i, "false"); i < 0 {
-				return false
+				return false, spaced
 			}
 		case 'n':
 			if i = literalEnd(b, i, "null"); i < 0 {
-				return false
+				return false, spaced
 			}
 		default:
 			if i = numberEnd(b, i); i < 0 {
-				return false
+				return false, spaced
 			}
 		}
 		// After a value: close containers, or a comma and the next value.
 		for {
-			i = skipSpace(b, i)
+			i = skipSpace(b, i, &spaced)
 			if len(stack) == 0 {
-				return i == len(b)
+				return i == len(b), spaced
 			}
 			if i >= len(b) {
-				return false
+				return false, spaced
 			}
 			top := stack[len(stack)-1]
 			if b[i] == top+2 {
@@ -70,12 +77,12 @@ func validJSON(b []byte) bool {
 				continue
 			}
 			if b[i] != ',' {
-				return false
+				return false, spaced
 			}
-			i = skipSpace(b, i+1)
+			i = skipSpace(b, i+1, &spaced)
 			if top == '{' {
-				if i = objectKey(b, i); i < 0 {
-					return false
+				if i = objectKey(b, i, &spaced); i < 0 {
+					return false, spaced
 				}
 			}
 			break
@@ -86,27 +93,33 @@ func validJSON(b []byte) bool {
 // maxJSONDepth is encoding/json's nesting limit.
 const maxJSONDepth = 10000
 
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
-		i++
+// skipSpace returns the index of the first byte at or after i that is
+// not whitespace, setting *spaced when there is any.
+func skipSpace(b []byte, i int, spaced *bool) int {
+	j := i
+	for j < len(b) && (b[j] == ' ' || b[j] == '\n' || b[j] == '\r' || b[j] == '\t') {
+		j++
 	}
-	return i
+	if j != i {
+		*spaced = true
+	}
+	return j
 }
 
 // objectKey checks a member's key and colon at i; it returns where the
 // member's value starts, or -1.
-func objectKey(b []byte, i int) int {
+func objectKey(b []byte, i int, spaced *bool) int {
 	if i >= len(b) || b[i] != '"' {
 		return -1
 	}
 	if i = stringEnd(b, i); i < 0 {
 		return -1
 	}
-	i = skipSpace(b, i)
+	i = skipSpace(b, i, spaced)
 	if i >= len(b) || b[i] != ':' {
 		return -1
 	}
-	return skipSpace(b, i+1)
+	return skipSpace(b, i+1, spaced)
 }
 
 // stringEnd returns the index after the string starting at b[i] == '"',
