@@ -90,7 +90,8 @@ func (eb *eventBatch) Write(ctx context.Context, b *storage.Batch) error {
 		if err := w.rows.Put(b, &ev.event, ev.subPartitions, ev.remainingTTLSeconds, writeMicros); err != nil {
 			return fmt.Errorf("BUG: writer: a validated event does not store: %w", err)
 		}
-		if stores == nil || stores(schema.EventsTable, eventPartition(ev)) {
+		ev.storedHere = stores == nil || stores(schema.EventsTable, eventPartition(ev))
+		if ev.storedHere {
 			eb.stored++
 		}
 		k := countKey{ev.event.Type, ev.event.Time().Truncate(time.Minute)}
@@ -134,7 +135,7 @@ func (eb *eventBatch) Stored() {
 	w.rejected.Add(uint64(len(eb.letters)))
 	perType := map[string]int{}
 	for i := range eb.events {
-		if w.cfg.StoresPartition == nil || w.cfg.StoresPartition(schema.EventsTable, eventPartition(&eb.events[i])) {
+		if eb.events[i].storedHere {
 			perType[eb.events[i].event.Type]++
 		}
 	}
@@ -152,7 +153,7 @@ func (eb *eventBatch) Stored() {
 		// nodes' tails gets each event once.
 		buf := w.storedBuf[:0]
 		for i := range eb.events {
-			if w.cfg.StoresPartition == nil || w.cfg.StoresPartition(schema.EventsTable, eventPartition(&eb.events[i])) {
+			if eb.events[i].storedHere {
 				buf = append(buf, StoredEvent{Seq: eb.events[i].seq, Event: eb.events[i].event})
 			}
 		}

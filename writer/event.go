@@ -96,6 +96,10 @@ type parsedEvent struct {
 	// rounded up; always >= 1.
 	remainingTTLSeconds int32
 	subPartitions       int
+	// storedHere is set by eventBatch.Write: whether this writer stores
+	// the event's partition (always, unless Config.StoresPartition says
+	// otherwise). Stored reads it rather than hashing the partition again.
+	storedHere bool
 }
 
 // msgIdentity is where a message sits in the stream: the input of the ids
