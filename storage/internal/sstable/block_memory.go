@@ -2,6 +2,7 @@ package sstable
 
 import (
 	"math/bits"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -33,30 +34,39 @@ import (
 // with poisonByte when it is put back, so a reader that broke that rule
 // reads garbage at once instead of the right bytes until the buffer is
 // reused. Slabs are never unmapped while the arena lives (a slab's chunks
-// may be anywhere on the free lists); the arena's bytes are bounded by what
-// its blocks hold at their peak: the cache's capacity plus the blocks
-// pinned by open iterators, in each class. Once the Cache is unreachable
-// (the store closed), every slab is unmapped.
+// may be anywhere on the free lists), so the arena's mapped bytes are
+// bounded by what its blocks held at their peak, in each class: the
+// cache's capacity plus the blocks pinned by open iterators. What it keeps
+// resident is bounded tighter: once the free chunks exceed retainFree
+// bytes, a chunk of whole pages put back is first handed back to the OS
+// (madvise MADV_DONTNEED; it stays mapped and is faulted in again, zeroed,
+// when reused), so a shift from one size class to another does not keep
+// both resident. Once the Cache is unreachable (the store closed), every
+// slab is unmapped.
 type blockArena struct {
 	classes [arenaClasses]arenaClass
 	// mmap: buffers are mapped from the OS (a Cache's arena); otherwise
 	// they are Go allocations.
 	mmap   bool
 	poison bool
-	mu     sync.Mutex
-	slabs  [][]byte // mapped slabs, to unmap at release
+	// retainFree is how many bytes of free chunks stay resident (0:
+	// all); beyond it, freed chunks of whole pages are decommitted.
+	retainFree int64
+	mu         sync.Mutex
+	slabs      [][]byte // mapped slabs, to unmap at release
 	// mapped counts the bytes mapped (or allocated) for buffers: slabs
 	// and large buffers; idle the bytes of free chunks and of slabs not
-	// carved yet.
-	mapped, idle atomic.Int64
+	// carved yet; warm the bytes of free chunks not decommitted.
+	mapped, idle, warm atomic.Int64
 }
 
 // arenaClass is one size class: its free chunks and the rest of the slab
 // being carved.
 type arenaClass struct {
 	mu   sync.Mutex
-	free []unsafe.Pointer
-	cur  []byte // the uncarved rest of the newest slab
+	free []unsafe.Pointer // resident
+	cold []unsafe.Pointer // decommitted
+	cur  []byte           // the uncarved rest of the newest slab
 }
 
 const (
@@ -89,9 +99,10 @@ func arenaClassBytes(c int) int {
 }
 
 // newMappedArena returns an arena that maps its buffers from the OS where
-// it can, and unmaps them once owner is unreachable.
-func newMappedArena(owner *Cache) *blockArena {
-	a := &blockArena{mmap: mmapBlocks}
+// it can, keeps up to retainFree bytes of free buffers resident, and
+// unmaps them once owner is unreachable.
+func newMappedArena(owner *Cache, retainFree int64) *blockArena {
+	a := &blockArena{mmap: mmapBlocks, retainFree: retainFree}
 	if a.mmap {
 		runtime.AddCleanup(owner, func(a *blockArena) { a.releaseAll() }, a)
 	}
@@ -121,6 +132,15 @@ func (a *blockArena) alloc(n int) []byte {
 		p := cl.free[k-1]
 		cl.free[k-1] = nil
 		cl.free = cl.free[:k-1]
+		cl.mu.Unlock()
+		a.idle.Add(-int64(size))
+		a.warm.Add(-int64(size))
+		return unsafe.Slice((*byte)(p), size)[:n]
+	}
+	if k := len(cl.cold); k > 0 {
+		p := cl.cold[k-1]
+		cl.cold[k-1] = nil
+		cl.cold = cl.cold[:k-1]
 		cl.mu.Unlock()
 		a.idle.Add(-int64(size))
 		return unsafe.Slice((*byte)(p), size)[:n]
@@ -179,12 +199,25 @@ func (a *blockArena) free(b []byte) {
 	if arenaClassBytes(c) != size {
 		panic("BUG: sstable block buffer freed with a capacity that is no size class")
 	}
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	cold := a.mmap && a.retainFree > 0 && !a.poison && size%pageBytes == 0 && a.warm.Load() >= a.retainFree &&
+		decommitBlockMemory(b)
 	cl := &a.classes[c]
 	cl.mu.Lock()
-	cl.free = append(cl.free, unsafe.Pointer(unsafe.SliceData(b)))
+	if cold {
+		cl.cold = append(cl.cold, p)
+	} else {
+		cl.free = append(cl.free, p)
+	}
 	cl.mu.Unlock()
 	a.idle.Add(int64(size))
+	if !cold {
+		a.warm.Add(int64(size))
+	}
 }
+
+// pageBytes is the OS page size: chunks of whole pages can be decommitted.
+var pageBytes = os.Getpagesize()
 
 // releaseAll unmaps every slab. Only for an arena nothing can use any
 // more.
@@ -201,6 +234,10 @@ func (a *blockArena) releaseAll() {
 
 // inUse is the bytes of buffers handed out and not put back.
 func (a *blockArena) inUse() int64 { return a.mapped.Load() - a.idle.Load() }
+
+// resident is an upper bound of the bytes the arena keeps resident: the
+// buffers in use and the free ones not decommitted.
+func (a *blockArena) resident() int64 { return a.inUse() + a.warm.Load() }
 
 // cellsIn returns n packed cells laid over the start of buf, which must
 // hold them and be aligned for them (arena buffers are: slabs are page

@@ -192,3 +192,44 @@ func TestScannerReleasesBlocks(t *testing.T) {
 		})
 	}
 }
+
+// TestArenaDecommitsFreeBuffers checks that free buffers beyond retainFree
+// are handed back to the OS (on Linux): they read as zeros when reused,
+// and the arena counts no more than retainFree (plus one buffer) warm.
+func TestArenaDecommitsFreeBuffers(t *testing.T) {
+	if !mmapBlocks || runtime.GOOS != "linux" {
+		t.Skip("free buffers are decommitted on Linux only")
+	}
+	const size, n, retain = 32 << 10, 64, 256 << 10
+	a := &blockArena{mmap: true, retainFree: retain}
+	defer a.releaseAll()
+	var bufs [][]byte
+	for range n {
+		b := a.alloc(size)
+		for i := range b {
+			b[i] = 1
+		}
+		bufs = append(bufs, b)
+	}
+	for _, b := range bufs {
+		a.free(b)
+	}
+	if w := a.warm.Load(); w > retain+size {
+		t.Fatalf("%d bytes of free buffers warm, want at most %d", w, retain+size)
+	}
+	if a.inUse() != 0 {
+		t.Fatalf("%d bytes in use after freeing everything", a.inUse())
+	}
+	zeroed := 0
+	for range n {
+		b := a.alloc(size)
+		if b[0] == 0 && b[size-1] == 0 {
+			zeroed++
+		} else if b[0] != 1 {
+			t.Fatalf("a reused warm buffer reads %#x, want its old bytes", b[0])
+		}
+	}
+	if want := n - retain/size; zeroed < want-1 || zeroed > want {
+		t.Fatalf("%d of %d reused buffers were decommitted, want about %d", zeroed, n, want)
+	}
+}

@@ -83,7 +83,9 @@ func NewCache(capacityBytes int64) *Cache {
 		n *= 2
 	}
 	c := &Cache{shards: make([]cacheShard, n)}
-	c.blocks.arena = newMappedArena(c)
+	// Free buffers beyond an eighth of the capacity go back to the OS
+	// (see blockArena).
+	c.blocks.arena = newMappedArena(c, max(capacityBytes/8, 1<<20))
 	c.rangeBudget.Store(capacityBytes / 4)
 	for i := range c.shards {
 		s := &c.shards[i]

@@ -53,6 +53,10 @@ type blockPool struct {
 	// are copied into the block's arena buffer (their size is known only
 	// once they are rebuilt).
 	scratch sync.Pool // of *[]byte
+	// valsRatio is the last shaped block's values per decompressed byte
+	// (fixed point, valsRatioShift), an eighth more; 0 when the last
+	// block had no shaped values. See valsBuffer.
+	valsRatio atomic.Int64
 }
 
 // poisonByte fills the buffers of released blocks when poisoning is on.
@@ -95,42 +99,99 @@ func (p *blockPool) putScratch(b []byte) {
 // cellBytes is the room n packed cells take at the start of mem.
 func cellBytes(n int) int { return n * int(cellStructSize) }
 
-// adopt moves what a freshly decoded block b aliases outside mem (its row
-// keys, and shaped values from their scratch buffer) into an arena
-// buffer, so that the block holds nothing on the Go heap but its struct and
-// column dictionary, and makes lb own the buffers. mem holds b's cells
-// and, when b aliases them, the decompressed bytes.
-func (p *blockPool) adopt(lb *loadedBlock, b *block, mem []byte) {
+// valsBuffer returns an arena buffer to rebuild the shaped values of a
+// block of rawLen decompressed bytes into, sized from the last shaped
+// block's ratio of values to decompressed bytes, or nil if the last block
+// had no shaped values (then a block that has them is rebuilt into a
+// scratch buffer and copied). A guess too small costs that copy; the
+// decoder never writes past the buffer's capacity.
+func (p *blockPool) valsBuffer(rawLen int) []byte {
+	r := p.valsRatio.Load()
+	if r == 0 || rawLen == 0 {
+		return nil
+	}
+	n := int(int64(rawLen)*r>>valsRatioShift) + copySlack + 64
+	return p.arena.alloc(n)[:0]
+}
+
+// valsRatioShift is the fixed point of blockPool.valsRatio.
+const valsRatioShift = 8
+
+// observeVals records a decoded block's shaped values' size (0: none).
+func (p *blockPool) observeVals(rawLen, vals int) {
+	if vals == 0 || rawLen == 0 {
+		p.valsRatio.Store(0)
+		return
+	}
+	// An eighth more than this block needed, for the next one's.
+	p.valsRatio.Store(int64(vals+copySlack) << valsRatioShift / int64(rawLen) * 9 / 8)
+}
+
+// adopt moves what a freshly decoded block b aliases outside the arena
+// (its row keys, and shaped values rebuilt into a scratch buffer) into
+// arena buffers, so that the block holds nothing on the Go heap but its
+// struct and column dictionary, and makes lb own the buffers. mem holds
+// b's cells and, when b aliases them, the decompressed bytes (its length
+// ends where they end); vals is the
+// buffer from valsBuffer b's shaped values were rebuilt into, if they fit
+// (nil if there was none).
+func (p *blockPool) adopt(lb *loadedBlock, b *block, mem, vals []byte, rawLen int) {
 	n := len(b.cells)
 	keys := len(b.keys)
 	if b.aliasesRaw {
+		p.arena.free(vals)
+		p.observeVals(rawLen, 0)
 		if in := cellsIn(mem, n); unsafe.SliceData(in) != unsafe.SliceData(b.cells) {
 			copy(in, b.cells) // the decoder did not take mem's cells
 			b.cells = in
 		}
-		if keys > 0 {
+		lb.mem, lb.extra = mem, nil
+		// The keys go after the decompressed bytes if the size class
+		// left room, else in a buffer of their own.
+		if used := len(mem); keys > 0 && used+keys <= cap(mem) {
+			k := mem[used : used+keys : used+keys]
+			copy(k, b.keys)
+			b.keys = k
+			lb.mem = mem[:cap(mem)]
+		} else if keys > 0 {
 			extra := p.arena.alloc(keys)
 			copy(extra, b.keys)
 			b.keys = extra[:keys:keys]
 			lb.extra = extra
 		}
-		lb.mem = mem
 	} else {
 		// Shaped values: the decompressed bytes are no longer needed, so
-		// cells, keys and values go to one buffer and mem goes back.
-		vals := len(b.data)
+		// mem goes back once the cells are out of it.
+		nv := len(b.data)
+		p.observeVals(rawLen, nv)
 		cb := cellBytes(n)
-		extra := p.arena.alloc(cb + keys + vals)
-		cells := cellsIn(extra, n)
+		inPlace := cap(vals) > 0 && nv > 0 && unsafe.SliceData(b.data) == unsafe.SliceData(vals)
+		if !inPlace {
+			p.arena.free(vals)
+			extra := p.arena.alloc(nv)
+			copy(extra, b.data)
+			p.putScratch(b.data[:0])
+			b.data, vals = extra[:nv:nv], extra
+		}
+		// Cells and keys after the values if they fit, else in a buffer
+		// of their own.
+		off := roundUp(nv, 8)
+		var rest []byte
+		if off+cb+keys <= cap(vals) {
+			rest = vals[off:cap(vals)]
+			lb.mem = nil
+		} else {
+			rest = p.arena.alloc(cb + keys)
+			lb.mem = rest
+		}
+		cells := cellsIn(rest, n)
 		copy(cells, b.cells)
-		copy(extra[cb:], b.keys)
-		copy(extra[cb+keys:], b.data)
-		p.putScratch(b.data[:0])
+		copy(rest[cb:], b.keys)
 		b.cells = cells
-		b.keys = extra[cb : cb+keys : cb+keys]
-		b.data = extra[cb+keys : cb+keys+vals : cb+keys+vals]
+		b.keys = rest[cb : cb+keys : cb+keys]
+		b.data = vals[:nv:nv]
 		p.arena.free(mem)
-		lb.mem, lb.extra = nil, extra
+		lb.extra = vals[:cap(vals)]
 	}
 	b.meta.MinClustering = b.clustering(0)
 	b.meta.MaxClustering = b.clustering(n - 1)

@@ -391,7 +391,11 @@ func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *reada
 		arena.free(mem)
 		return nil, r.wrapAt(off, fmt.Sprintf("data block %d", i), err)
 	}
-	scratch := r.recycled.getScratch()
+	vals := r.recycled.valsBuffer(rawLen)
+	scratch := vals
+	if scratch == nil {
+		scratch = r.recycled.getScratch()
+	}
 	b, tail, err := decodeBlockInto(raw, r.props.FormatVersion, cellsIn(mem, ncells)[:0], scratch)
 	if err == nil && len(tail) != 0 {
 		err = base.CorruptionErrorf("cannot decode block: got %d trailing bytes", len(tail))
@@ -400,12 +404,16 @@ func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *reada
 		err = checkBlockMeta(&b.meta, &h.meta)
 	}
 	if err != nil {
-		r.recycled.putScratch(scratch)
+		if vals != nil {
+			arena.free(vals)
+		} else {
+			r.recycled.putScratch(scratch)
+		}
 		arena.free(mem)
 		return nil, r.wrapAt(off, fmt.Sprintf("data block %d", i), err)
 	}
 	lb := r.recycled.get()
-	r.recycled.adopt(lb, b, mem)
+	r.recycled.adopt(lb, b, mem, vals, rawLen)
 	if src == viaCache {
 		r.cache.add(r.fileNum, off, lb)
 	}

@@ -208,6 +208,7 @@ func BenchmarkScanPartition(b *testing.B) {
 					if n != benchEvents || it.Err() != nil {
 						b.Fatalf("read %d cells: %v", n, it.Err())
 					}
+					it.Close()
 				}
 			})
 		}
