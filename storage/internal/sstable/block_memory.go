@@ -20,8 +20,9 @@ import (
 // without a Cache, buffers are Go allocations recycled the same way.
 //
 // Buffers come in size classes (two per power of two, from 64 bytes to
-// 128 KiB, so at most a third of a buffer is slack), carved from slabs of
-// at least 256 KiB mapped on demand; a released buffer goes on its class's
+// 1 MiB, so at most a third of a buffer is slack), carved from slabs of
+// at least 256 KiB (two buffers of the class) mapped on demand, and on
+// Linux populated at once (MAP_POPULATE); a released buffer goes on its class's
 // free list for the next block of that size. Larger buffers (a block of
 // one huge cell) are mapped and unmapped one by one.
 //
@@ -71,7 +72,7 @@ type arenaClass struct {
 
 const (
 	arenaMinClassShift = 6 // 64 bytes
-	arenaMaxClassShift = 17
+	arenaMaxClassShift = 20
 	arenaMaxClassBytes = 1 << arenaMaxClassShift
 	// Two classes per power of two (2^k and 3*2^(k-1)) from 2^6 to 2^17.
 	arenaClasses   = 2*(arenaMaxClassShift-arenaMinClassShift) + 1
@@ -146,7 +147,7 @@ func (a *blockArena) alloc(n int) []byte {
 		return unsafe.Slice((*byte)(p), size)[:n]
 	}
 	if len(cl.cur) < size {
-		slab := a.newSlab(max(arenaSlabBytes, 4*size))
+		slab := a.newSlab(max(arenaSlabBytes, 2*size))
 		// What was left of the previous slab is smaller than a chunk and
 		// stays unused.
 		cl.cur = slab

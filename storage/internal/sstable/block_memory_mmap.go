@@ -14,7 +14,7 @@ const mmapBlocks = true
 func mapBlockMemory(n int) []byte {
 	page := syscall.Getpagesize()
 	n = (n + page - 1) / page * page
-	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON|mapPopulate)
 	if err != nil {
 		return nil
 	}

@@ -83,9 +83,11 @@ func NewCache(capacityBytes int64) *Cache {
 		n *= 2
 	}
 	c := &Cache{shards: make([]cacheShard, n)}
-	// Free buffers beyond an eighth of the capacity go back to the OS
-	// (see blockArena).
-	c.blocks.arena = newMappedArena(c, max(capacityBytes/8, 1<<20))
+	// Free buffers beyond the capacity go back to the OS (see
+	// blockArena). An eighth made a full cache's evictions and reads
+	// decommit and fault buffers in all the time (blocks move between
+	// size classes): window slices in loadtest/peers took 1.5x as long.
+	c.blocks.arena = newMappedArena(c, max(capacityBytes, 4<<20))
 	c.rangeBudget.Store(capacityBytes / 4)
 	for i := range c.shards {
 		s := &c.shards[i]

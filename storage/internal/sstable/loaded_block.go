@@ -111,6 +111,9 @@ func (p *blockPool) valsBuffer(rawLen int) []byte {
 		return nil
 	}
 	n := int(int64(rawLen)*r>>valsRatioShift) + copySlack + 64
+	if n > arenaMaxClassBytes {
+		return nil
+	}
 	return p.arena.alloc(n)[:0]
 }
 
