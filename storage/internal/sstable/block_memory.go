@@ -21,8 +21,8 @@ import (
 //
 // Buffers come in size classes (two per power of two, from 64 bytes to
 // 1 MiB, so at most a third of a buffer is slack), carved from slabs of
-// at least 256 KiB (two buffers of the class) mapped on demand, and on
-// Linux populated at once (MAP_POPULATE); a released buffer goes on its class's
+// 64 to 256 KiB (see arenaSlabFor) mapped on demand, and on Linux
+// populated at once (MAP_POPULATE); a released buffer goes on its class's
 // free list for the next block of that size. Larger buffers (a block of
 // one huge cell) are mapped and unmapped one by one.
 //
@@ -78,6 +78,18 @@ const (
 	arenaClasses   = 2*(arenaMaxClassShift-arenaMinClassShift) + 1
 	arenaSlabBytes = 256 << 10
 )
+
+// arenaSlabFor is the size of the slabs class size's buffers are carved
+// from: 16 buffers, but at least 64 KiB and at most arenaSlabBytes, and
+// one buffer for the largest classes. A slab is populated when it is
+// mapped, so what a class has not carved yet is resident too: small
+// classes get small slabs.
+func arenaSlabFor(size int) int {
+	if size >= arenaSlabBytes/2 {
+		return size
+	}
+	return min(max(16*size, 64<<10), arenaSlabBytes)
+}
 
 // arenaClassOf returns the class of a buffer of n bytes (n <= arenaMaxClassBytes).
 func arenaClassOf(n int) int {
@@ -147,7 +159,7 @@ func (a *blockArena) alloc(n int) []byte {
 		return unsafe.Slice((*byte)(p), size)[:n]
 	}
 	if len(cl.cur) < size {
-		slab := a.newSlab(max(arenaSlabBytes, 2*size))
+		slab := a.newSlab(arenaSlabFor(size))
 		// What was left of the previous slab is smaller than a chunk and
 		// stays unused.
 		cl.cur = slab
