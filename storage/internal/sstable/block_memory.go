@@ -54,7 +54,8 @@ type blockArena struct {
 	// all); beyond it, freed chunks of whole pages are decommitted.
 	retainFree int64
 	mu         sync.Mutex
-	slabs      [][]byte // mapped slabs, to unmap at release
+	slabs      [][]byte                  // mapped slabs, to unmap at release
+	large      map[unsafe.Pointer][]byte // large buffers (mapped one by one) in use
 	// mapped counts the bytes mapped (or allocated) for buffers: slabs
 	// and large buffers; idle the bytes of free chunks and of slabs not
 	// carved yet; warm the bytes of free chunks not decommitted.
@@ -127,15 +128,21 @@ func newMappedArena(owner *Cache, retainFree int64) *blockArena {
 // are not zeroed.
 func (a *blockArena) alloc(n int) []byte {
 	if n > arenaMaxClassBytes {
+		var b []byte
 		if a.mmap {
-			if b := mapBlockMemory(n); b != nil {
-				a.mapped.Add(int64(cap(b)))
-				return b[:n]
-			}
+			b = mapBlockMemory(n)
 		}
-		b := make([]byte, n)
-		a.mapped.Add(int64(n))
-		return b
+		if b == nil {
+			b = make([]byte, n)
+		}
+		a.mu.Lock()
+		if a.large == nil {
+			a.large = map[unsafe.Pointer][]byte{}
+		}
+		a.large[unsafe.Pointer(unsafe.SliceData(b))] = b
+		a.mu.Unlock()
+		a.mapped.Add(int64(cap(b)))
+		return b[:n]
 	}
 	c := arenaClassOf(n)
 	size := arenaClassBytes(c)
@@ -203,8 +210,11 @@ func (a *blockArena) free(b []byte) {
 	}
 	if size > arenaMaxClassBytes {
 		a.mapped.Add(-int64(size))
+		a.mu.Lock()
+		delete(a.large, unsafe.Pointer(unsafe.SliceData(b)))
+		a.mu.Unlock()
 		if a.mmap {
-			unmapBlockMemory(b) // a Go-allocated one fails to unmap: left to the GC
+			unmapBlockMemory(b) // one that fell back to the Go heap is not unmapped: left to the GC
 		}
 		return
 	}
@@ -232,16 +242,20 @@ func (a *blockArena) free(b []byte) {
 // pageBytes is the OS page size: chunks of whole pages can be decommitted.
 var pageBytes = os.Getpagesize()
 
-// releaseAll unmaps every slab. Only for an arena nothing can use any
-// more.
+// releaseAll unmaps every slab and large buffer. Only for an arena
+// nothing can use any more.
 func (a *blockArena) releaseAll() {
 	a.mu.Lock()
-	slabs := a.slabs
-	a.slabs = nil
+	slabs, large := a.slabs, a.large
+	a.slabs, a.large = nil, nil
 	a.mu.Unlock()
 	for _, b := range slabs {
 		unmapBlockMemory(b)
 		a.mapped.Add(-int64(len(b)))
+	}
+	for _, b := range large {
+		unmapBlockMemory(b)
+		a.mapped.Add(-int64(cap(b)))
 	}
 }
 

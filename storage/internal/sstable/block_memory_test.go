@@ -71,6 +71,9 @@ func TestArenaRecyclesAndPoisons(t *testing.T) {
 			if a.mapped.Load() <= 0 {
 				t.Fatal("no slab counted as mapped")
 			}
+			// A large buffer still in use when the arena goes is
+			// unmapped (or dropped) with it.
+			a.alloc(arenaMaxClassBytes + 1)
 			a.releaseAll()
 			if got := a.mapped.Load(); got != 0 {
 				t.Fatalf("%d bytes mapped after releaseAll", got)
