@@ -308,8 +308,8 @@ func (r *Reader) loadBlock(pg *indexPage, i int, src blockSource) (*loadedBlock,
 
 // readahead serves a sequential reader (the Scanner) block frames out of
 // large reads: compacting a file of one-row partitions was one pread per
-// ~50-byte block. Each fill is a new buffer, never reused, so a block that
-// aliases its frame (stored uncompressed) stays valid.
+// ~50-byte block. Its buffer is reused from fill to fill: no block keeps
+// its frame (one stored uncompressed is copied into the block's buffer).
 type readahead struct {
 	buf []byte
 	off uint64 // file offset of buf[0]
@@ -327,7 +327,12 @@ func (ra *readahead) frame(r *Reader, off uint64, n int) ([]byte, error) {
 	if end := uint64(r.props.FileBytes); off < end && off+size > end {
 		size = max(end-off, uint64(n))
 	}
-	buf := make([]byte, size)
+	buf := ra.buf[:0]
+	if uint64(cap(buf)) < size {
+		buf = make([]byte, size)
+	}
+	buf = buf[:size]
+	ra.buf = buf[:0] // nothing cached while it is overwritten
 	if err := r.readAt(buf, off); err != nil {
 		return nil, err
 	}
