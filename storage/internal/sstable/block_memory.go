@@ -21,8 +21,9 @@ import (
 //
 // Buffers come in size classes (two per power of two, from 64 bytes to
 // 1 MiB, so at most a third of a buffer is slack), carved from slabs of
-// 64 to 256 KiB (see arenaSlabFor) mapped on demand, and on Linux
-// populated at once (MAP_POPULATE); a released buffer goes on its class's
+// 64 to 256 KiB (see arenaSlabFor) mapped on demand, a buffer's pages
+// faulted in with one call when it is first carved (Linux,
+// prefaultBlockMemory); a released buffer goes on its class's
 // free list for the next block of that size. Larger buffers (a block of
 // one huge cell) are mapped and unmapped one by one.
 //
@@ -82,9 +83,8 @@ const (
 
 // arenaSlabFor is the size of the slabs class size's buffers are carved
 // from: 16 buffers, but at least 64 KiB and at most arenaSlabBytes, and
-// one buffer for the largest classes. A slab is populated when it is
-// mapped, so what a class has not carved yet is resident too: small
-// classes get small slabs.
+// one buffer for the largest classes (fewer mappings, and little of a
+// slab mapped but never used).
 func arenaSlabFor(size int) int {
 	if size >= arenaSlabBytes/2 {
 		return size
@@ -163,7 +163,9 @@ func (a *blockArena) alloc(n int) []byte {
 		cl.cold = cl.cold[:k-1]
 		cl.mu.Unlock()
 		a.idle.Add(-int64(size))
-		return unsafe.Slice((*byte)(p), size)[:n]
+		b := unsafe.Slice((*byte)(p), size)[:n]
+		prefaultBlockMemory(b)
+		return b
 	}
 	if len(cl.cur) < size {
 		slab := a.newSlab(arenaSlabFor(size))
@@ -175,6 +177,9 @@ func (a *blockArena) alloc(n int) []byte {
 	cl.cur = cl.cur[size:]
 	cl.mu.Unlock()
 	a.idle.Add(-int64(size))
+	if a.mmap {
+		prefaultBlockMemory(b[:n])
+	}
 	return b[:n]
 }
 

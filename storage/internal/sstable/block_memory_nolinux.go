@@ -2,8 +2,11 @@
 
 package sstable
 
-// mapPopulate: MAP_POPULATE is Linux's.
+// mapPopulate: slabs are not populated when mapped (see the Linux file).
 const mapPopulate = 0
+
+// prefaultBlockMemory does nothing: pages fault in as they are written.
+func prefaultBlockMemory([]byte) {}
 
 // decommitBlockMemory does nothing: free buffers are decommitted on Linux
 // only.
