@@ -489,6 +489,18 @@ func (ws *windowSink) Add(c *base.Cell) error {
 	return o.p.w.Add(c)
 }
 
+// closeScanners releases the blocks of the scanners opened so far. A
+// merged cell aliases the blocks of its sources (a Scanner holds the one
+// it reads and the one before, enough for a merge that keeps one cell while
+// it steps), so the scanners are closed only once the merge is done.
+func closeScanners(scanners []*sstable.Scanner) {
+	for _, s := range scanners {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
 // scannerSource adapts one input's current partition to a cellSource.
 type scannerSource struct{ s *sstable.Scanner }
 
@@ -505,6 +517,7 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 	var st compactionStats
 	scanners := make([]*sstable.Scanner, len(c.inputs))
 	live := make([]bool, len(c.inputs))
+	defer closeScanners(scanners)
 	for i, h := range c.inputs {
 		scanners[i] = h.reader.NewScanner()
 		live[i] = scanners[i].NextPartition()

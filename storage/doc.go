@@ -73,12 +73,15 @@
 // Memory: the engine's own memory is a budget set by Options, about
 // MemtableSize x (1 + MaxImmutableMemtables) of memtable arena plus
 // BlockCacheSize of decoded blocks (32 MiB x 3 + 32 MiB at the defaults).
-// The memtable arena is mapped from the OS outside the Go heap (where the
-// platform has mmap), so the garbage collector's heap goal, twice the
-// live heap at GOGC=100, does not double it, and a flushed memtable is
-// unmapped as soon as the last version holding it (a read in progress)
-// is dropped. Rows a read returns are valid until its Next or Close, as
-// their bytes may be in a memtable's arena or a recycled block. Metrics
-// reports MemtableMappedBytes and BlockCacheBytes; docs/ARCHITECTURE.md
+// The memtable arena and the decoded data blocks' buffers are mapped from
+// the OS outside the Go heap (where the platform has mmap), so the garbage
+// collector's heap goal, twice the live heap at GOGC=100, does not double
+// them; a flushed memtable is unmapped as soon as the last version
+// holding it (a read in progress) is dropped, and a block's buffers are
+// reused for the next block read once neither the cache nor any read
+// or compaction holds it. Rows a read returns are valid until its Next or
+// Close, as their bytes may be in a memtable's arena or a recycled block.
+// Metrics reports MemtableMappedBytes, BlockCacheBytes and
+// BlockCacheMappedBytes; docs/ARCHITECTURE.md
 // ("The engine's memory") says how to size the budget.
 package storage

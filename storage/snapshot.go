@@ -121,6 +121,7 @@ func (s *Snapshot) ExportTable(ctx context.Context, dir, table string, first int
 func mergeForExport(ctx context.Context, inputs []*sstHandle, sink *exportSink, keep func(partition, clustering []byte) bool) error {
 	scanners := make([]*sstable.Scanner, len(inputs))
 	live := make([]bool, len(inputs))
+	defer closeScanners(scanners)
 	for i, h := range inputs {
 		scanners[i] = h.reader.NewScanner()
 		live[i] = scanners[i].NextPartition()

@@ -67,9 +67,25 @@
 // garbage collector does not scan cached blocks) over its expanded keys
 // and its bytes (or, for shaped values, a buffer the values are rebuilt
 // into), and shared through the Cache; iterators hand out base.Cells whose
-// slices alias the block, so iteration allocates nothing per cell. Blocks are reference-counted: a PartitionIter holds every block it
-// loaded until Close (so the cells it returned are valid until then), the
-// cache holds one reference, and the buffers of a block nobody references
-// any more are reused for the next block read instead of being left to
-// the garbage collector.
+// slices alias the block, so iteration allocates nothing per cell.
+//
+// Block memory and the lifetime of cells: a decoded block's buffers (its
+// decompressed bytes, packed cells, expanded keys and rebuilt values) come
+// from the Cache's block arena (block_memory.go), slabs mapped from the OS
+// outside the Go heap, so that the garbage collector neither scans nor
+// counts them (a Reader without a Cache, or a platform without mmap, uses
+// Go allocations recycled the same way). Blocks are reference-counted: the
+// cache holds one reference, a PartitionIter holds every block it loaded
+// until Close, a Scanner the block it reads and the one before, Check
+// each block while it checks it. When the last reference goes, the
+// buffers go back to the arena's free lists and are reused for the next
+// block read; with Cache.PoisonReleased they are first overwritten with
+// 0xdb. So the invariant every caller keeps: a cell's bytes are valid only
+// while the iterator or scanner that returned it holds the block, that
+// is until PartitionIter.Close, or until the Scanner has loaded the
+// second block after the cell's (see Scanner); whoever needs them longer
+// copies them. A stray slice into a released buffer does not keep it
+// alive (it is not Go memory) and reads poison or another block's bytes.
+// The arena's memory is bounded by the cache's capacity plus the blocks
+// iterators and scanners hold beyond it; CacheMetrics.MappedBytes reports it.
 package sstable

@@ -273,11 +273,19 @@ func (it *PartitionIter) Close() {
 // compaction. It uses cached blocks but does not fill the cache.
 //
 //	s := r.NewScanner()
+//	defer s.Close()
 //	for s.NextPartition() {
 //		info := s.Partition()
 //		for s.NextCell() { use(s.Cell()) }
 //	}
 //	if err := s.Err(); err != nil { ... }
+//
+// The bytes a Cell aliases stay valid until the scanner has moved past
+// the block after theirs: it holds the current block and the one before,
+// and releases a block when it loads (or, at NextPartition, leaves) the
+// second block after it. A merge that keeps the last cell of one source
+// while it advances that source (compaction's) therefore sees valid bytes
+// for as long as it holds the cell, up to its own next step.
 type Scanner struct {
 	r      *Reader
 	page   int        // index of the next page to walk
@@ -286,14 +294,13 @@ type Scanner struct {
 	info   PartitionInfo
 	has    bool
 	bi, hi int
-	// blk is never released: the Scanner has no Close, and compaction's
-	// merge keeps cells across NextCell calls. Its blocks are simply
-	// not recycled.
-	blk  *loadedBlock
-	ci   int
-	cell base.Cell
-	err  error
-	ra   readahead
+	// blk is the block cells come from; prev the one before, still
+	// held (see above). Both are released by Close.
+	blk, prev *loadedBlock
+	ci        int
+	cell      base.Cell
+	err       error
+	ra        readahead
 }
 
 // NewScanner returns a scanner positioned before the first partition.
@@ -301,10 +308,22 @@ func (r *Reader) NewScanner() *Scanner {
 	return &Scanner{r: r}
 }
 
+// hold makes b (which may be nil) the current block, releasing the one
+// before the current one.
+func (s *Scanner) hold(b *loadedBlock) {
+	if s.prev != nil {
+		s.prev.release()
+	}
+	s.prev, s.blk = s.blk, b
+}
+
 // NextPartition moves to the next partition, skipping the rest of the
 // current one's cells. It returns false at the end or on error.
 func (s *Scanner) NextPartition() bool {
-	s.has, s.blk = false, nil
+	s.has = false
+	if s.blk != nil {
+		s.hold(nil)
+	}
 	if s.err != nil {
 		return false
 	}
@@ -349,7 +368,6 @@ func (s *Scanner) NextCell() bool {
 			return true
 		}
 		if s.bi >= s.hi {
-			s.blk = nil
 			return false
 		}
 		b, err := s.r.loadBlockAhead(s.pg, s.bi, cacheIfPresent, &s.ra)
@@ -358,14 +376,25 @@ func (s *Scanner) NextCell() bool {
 			s.has = false
 			return false
 		}
-		s.blk, s.ci = b, 0
+		s.hold(b)
+		s.ci = 0
 		s.bi++
 	}
 }
 
-// Cell returns the current cell, valid until the next NextCell or
-// NextPartition; it must not be modified.
+// Cell returns the current cell; it must not be modified. Its bytes stay
+// valid as the Scanner doc says.
 func (s *Scanner) Cell() *base.Cell { return &s.cell }
 
 // Err returns the error that stopped the scan, if any.
 func (s *Scanner) Err() error { return s.err }
+
+// Close releases the blocks the scanner holds: cells it returned are
+// invalid afterwards. The scanner is then at its end.
+func (s *Scanner) Close() {
+	s.hold(nil)
+	s.hold(nil)
+	s.has = false
+	s.page = len(s.r.top.pages)
+	s.w = partitionWalker{}
+}

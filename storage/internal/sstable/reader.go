@@ -64,7 +64,7 @@ func Open(f vfs.File, path string, fileNum uint64, cache *Cache) (*Reader, error
 		r.dec, r.recycled = &cache.dec, &cache.blocks
 		r.ranges.budget = &cache.rangeBudget
 	} else {
-		r.dec, r.ownDec, r.recycled = &decompressor{}, true, &blockPool{}
+		r.dec, r.ownDec, r.recycled = &decompressor{}, true, &blockPool{arena: &blockArena{}}
 	}
 	if err := r.load(uint64(st.Size())); err != nil {
 		if r.ownDec {
@@ -309,8 +309,8 @@ func (r *Reader) loadBlock(pg *indexPage, i int, src blockSource) (*loadedBlock,
 
 // readahead serves a sequential reader (the Scanner) block frames out of
 // large reads: compacting a file of one-row partitions was one pread per
-// ~50-byte block. Each fill is a new buffer, never reused, so a block that
-// aliases its frame (stored uncompressed) stays valid.
+// ~50-byte block. Its buffer is reused from fill to fill: no block keeps
+// its frame (one stored uncompressed is copied into the block's buffer).
 type readahead struct {
 	buf []byte
 	off uint64 // file offset of buf[0]
@@ -328,7 +328,12 @@ func (ra *readahead) frame(r *Reader, off uint64, n int) ([]byte, error) {
 	if end := uint64(r.props.FileBytes); off < end && off+size > end {
 		size = max(end-off, uint64(n))
 	}
-	buf := make([]byte, size)
+	buf := ra.buf[:0]
+	if uint64(cap(buf)) < size {
+		buf = make([]byte, size)
+	}
+	buf = buf[:size]
+	ra.buf = buf[:0] // nothing cached while it is overwritten
 	if err := r.readAt(buf, off); err != nil {
 		return nil, err
 	}
@@ -367,60 +372,38 @@ func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *reada
 			return nil, err
 		}
 	}
-	// Only blocks read through the cache are released by their readers
-	// (iterators); the Scanner's and Check's never are, so they neither
-	// take pooled buffers (which would never come back) nor get buffers
-	// rounded up for reuse: a one-row partition's block is a few dozen
-	// bytes, and compacting a million of them allocated and cleared
-	// 36 KiB for each.
-	pooled := src == viaCache
-	var lb *loadedBlock
-	if pooled {
-		lb = r.recycled.get()
-	} else {
-		lb = &loadedBlock{}
-		lb.refs.Store(1)
+	// The block lives in arena buffers (see blockArena): its cells and
+	// decompressed bytes in mem, sized up front from the index entry; a
+	// frame stored uncompressed is copied there too, so that no block
+	// keeps a frame or a readahead buffer alive.
+	arena := r.recycled.arena
+	rawLen, ncells := int(h.rawLen), h.meta.Cells
+	if h.rawLen > maxBlockRawLen || uint64(ncells) > h.rawLen {
+		// decodeDataFrame or checkBlockMeta rejects such an entry; do
+		// not size a buffer by it.
+		rawLen, ncells = 0, 0
 	}
-	var cells []packedCell
-	var vals []byte
-	if old := lb.block; old != nil {
-		cells = old.cells
-		if !old.aliasesRaw {
-			vals = old.data // shaped values' own buffer
-		}
-	}
-	// Buffers are allocated a little larger than needed so that a
-	// recycled one fits the next block, whose size differs by a few
-	// bytes or cells.
-	dst := lb.raw
-	switch {
-	case uint64(cap(dst)) >= h.rawLen:
-	case pooled:
-		dst = r.recycled.rawBuffer(int(h.rawLen))
-	default:
-		dst = r.recycled.rawBufferIfAny(int(h.rawLen))
-		if dst == nil {
-			dst = make([]byte, 0, h.rawLen)
-		}
-	}
-	if cap(cells) < h.meta.Cells {
-		if pooled {
-			cells = make([]packedCell, 0, roundUp(h.meta.Cells, recycleCellsStep))
-		} else {
-			cells = make([]packedCell, 0, h.meta.Cells)
-		}
-	}
+	cb := cellBytes(ncells)
+	// zstdOutputSlack past the block lets zstd copy in whole words.
+	mem := arena.alloc(cb + rawLen + zstdOutputSlack)
+	dst := mem[cb:cb:len(mem)]
 	raw, err := r.dec.decodeDataFrame(frame, h.rawLen, dst, r.dict)
-	// A block stored uncompressed aliases its frame, which then belongs
-	// to the block.
-	aliasesFrame := err == nil && len(raw) > 0 && &raw[0] == &frame[0]
-	if !aliasesFrame && bufp != nil {
+	if err == nil && len(raw) > 0 && &raw[:1][0] != &dst[:1][0] {
+		raw = append(dst, raw...)
+	}
+	if bufp != nil {
 		r.frames.Put(bufp)
 	}
 	if err != nil {
+		arena.free(mem)
 		return nil, r.wrapAt(off, fmt.Sprintf("data block %d", i), err)
 	}
-	b, tail, err := decodeBlockInto(raw, r.props.FormatVersion, cells, vals)
+	vals := r.recycled.valsBuffer(rawLen)
+	scratch := vals
+	if scratch == nil {
+		scratch = r.recycled.getScratch()
+	}
+	b, tail, err := decodeBlockInto(raw, r.props.FormatVersion, cellsIn(mem, ncells)[:0], scratch)
 	if err == nil && len(tail) != 0 {
 		err = base.CorruptionErrorf("cannot decode block: got %d trailing bytes", len(tail))
 	}
@@ -428,26 +411,16 @@ func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *reada
 		err = checkBlockMeta(&b.meta, &h.meta)
 	}
 	if err != nil {
+		if vals != nil {
+			arena.free(vals)
+		} else {
+			r.recycled.putScratch(scratch)
+		}
+		arena.free(mem)
 		return nil, r.wrapAt(off, fmt.Sprintf("data block %d", i), err)
 	}
-	inDst := cap(dst) > 0 && len(raw) > 0 && &raw[:1][0] == &dst[:1][0]
-	switch {
-	case aliasesFrame || !b.aliasesRaw:
-		// The block keeps nothing of dst (a block of shaped values
-		// copies what it keeps): the next read can decompress into it
-		// at once instead of it waiting for this block's release.
-		lb.raw = nil
-		r.recycled.putRaw(dst)
-	case inDst:
-		// Decompressed into the buffer: keep all of its capacity (the
-		// decompressor sees only rawLen of it).
-		lb.raw = dst[:len(raw)]
-		b.size += int64(cap(dst) - len(raw))
-	default:
-		lb.raw = raw
-	}
-	lb.block = b
-	b.size += int64(cap(b.cells)-len(b.cells)) * cellStructSize
+	lb := r.recycled.get()
+	r.recycled.adopt(lb, b, mem, vals, rawLen)
 	if src == viaCache {
 		r.cache.add(r.fileNum, off, lb)
 	}
@@ -504,26 +477,40 @@ func (r *Reader) checkPage(pg *indexPage) (int64, error) {
 		}
 		cells += e.info.Cells
 		var last base.Cell
-		haveLast := false
+		// prev is the block last aliases, released once the next block
+		// is checked against it.
+		var prev *loadedBlock
+		releasePrev := func() {
+			if prev != nil {
+				prev.release()
+				prev = nil
+			}
+		}
 		var minTS, maxTS int64
 		for i := e.info.firstBlock; i < e.info.firstBlock+e.info.numBlocks; i++ {
 			b, err := r.loadBlock(pg, i, fromDisk)
 			if err != nil {
+				releasePrev()
 				return 0, err
 			}
 			var first base.Cell
 			b.cell(0, &first)
-			if haveLast && base.CompareCellKeys(last.Clustering, last.Column, first.Clustering, first.Column) >= 0 {
-				return 0, r.corruptf(pg.blocks.fileOffs[i], "data block %d of partition %x: first cell %x/%q does not sort after the previous block's last %x/%q",
+			if prev != nil && base.CompareCellKeys(last.Clustering, last.Column, first.Clustering, first.Column) >= 0 {
+				err := r.corruptf(pg.blocks.fileOffs[i], "data block %d of partition %x: first cell %x/%q does not sort after the previous block's last %x/%q",
 					i, w.key, first.Clustering, first.Column, last.Clustering, last.Column)
+				releasePrev()
+				b.release()
+				return 0, err
 			}
+			releasePrev()
 			b.cell(b.len()-1, &last)
-			haveLast = true
+			prev = b
 			if i == e.info.firstBlock {
 				minTS, maxTS = b.meta.MinTimestamp, b.meta.MaxTimestamp
 			}
 			minTS, maxTS = min(minTS, b.meta.MinTimestamp), max(maxTS, b.meta.MaxTimestamp)
 		}
+		releasePrev()
 		if e.info.Cells > 0 && (minTS < e.info.MinTimestamp || maxTS > e.info.MaxTimestamp) {
 			return 0, r.corruptf(pg.blocks.fileOffs[e.info.firstBlock], "partition %x: cells span timestamps %d..%d, index says %d..%d",
 				w.key, minTS, maxTS, e.info.MinTimestamp, e.info.MaxTimestamp)

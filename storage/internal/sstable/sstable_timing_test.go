@@ -208,6 +208,7 @@ func BenchmarkScanPartition(b *testing.B) {
 					if n != benchEvents || it.Err() != nil {
 						b.Fatalf("read %d cells: %v", n, it.Err())
 					}
+					it.Close()
 				}
 			})
 		}
@@ -412,8 +413,9 @@ func BenchmarkDecodeDataBlock(b *testing.B) {
 					b.ReportAllocs()
 					defer reportCPUPerOp(b)()
 					// One buffer reused, as block reads reuse
-					// released blocks' buffers (recycleRawMin).
-					dst := make([]byte, 0, max(len(raw), recycleRawMin))
+					// released blocks' arena buffers, with the
+					// slack they are allocated with.
+					dst := make([]byte, 0, len(raw)+zstdOutputSlack)
 					for b.Loop() {
 						if _, err := d.decodeDataFrame(frame, uint64(len(raw)), dst, fd); err != nil {
 							b.Fatal(err)

@@ -1,0 +1,285 @@
+package sstable
+
+import (
+	"math/bits"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// blockArena hands out the buffers decoded data blocks live in: the
+// decompressed bytes, the packed cells, the expanded row keys and shaped
+// values (see loadedBlock). A Cache's arena maps them from the OS
+// (block_memory_mmap.go), outside the Go heap: the garbage collector
+// neither scans them nor counts them towards its heap goal, which is twice
+// the live heap at GOGC=100, so a full 32 MiB cache on the heap cost up
+// to 64 MiB of resident memory and made every collection cycle come
+// sooner. Where there is no mmap, or a mapping fails, and for a Reader
+// without a Cache, buffers are Go allocations recycled the same way.
+//
+// Buffers come in size classes (two per power of two, from 64 bytes to
+// 1 MiB, so at most a third of a buffer is slack), carved from slabs of
+// 64 to 256 KiB (see arenaSlabFor) mapped on demand, a buffer's pages
+// faulted in with one call when it is first carved (Linux,
+// prefaultBlockMemory); a released buffer goes on its class's
+// free list for the next block of that size. Larger buffers (a block of
+// one huge cell) are mapped and unmapped one by one.
+//
+// Lifetime: a buffer is put back only when the block it belongs to has no
+// reference left (loadedBlock.release): the cache holds one, and every
+// iterator or scanner that may still hand out cells of the block another.
+// Nothing outside the package sees buffers, only cells aliasing them, and
+// a cell is valid only while its iterator holds the block (see the package
+// doc). With poisoning on (Cache.PoisonReleased) a buffer is overwritten
+// with poisonByte when it is put back, so a reader that broke that rule
+// reads garbage at once instead of the right bytes until the buffer is
+// reused. Slabs are never unmapped while the arena lives (a slab's chunks
+// may be anywhere on the free lists), so the arena's mapped bytes are
+// bounded by what its blocks held at their peak, in each class: the
+// cache's capacity plus the blocks pinned by open iterators. What it keeps
+// resident is bounded tighter: once the free chunks exceed retainFree
+// bytes, a chunk of whole pages put back is first handed back to the OS
+// (madvise MADV_DONTNEED; it stays mapped and is faulted in again, zeroed,
+// when reused), so a shift from one size class to another does not keep
+// both resident. Once the Cache is unreachable (the store closed), every
+// slab is unmapped.
+type blockArena struct {
+	classes [arenaClasses]arenaClass
+	// mmap: buffers are mapped from the OS (a Cache's arena); otherwise
+	// they are Go allocations.
+	mmap   bool
+	poison bool
+	// retainFree is how many bytes of free chunks stay resident (0:
+	// all); beyond it, freed chunks of whole pages are decommitted.
+	retainFree int64
+	mu         sync.Mutex
+	slabs      [][]byte                  // mapped slabs, to unmap at release
+	large      map[unsafe.Pointer][]byte // large buffers (mapped one by one) in use
+	// mapped counts the bytes mapped (or allocated) for buffers: slabs
+	// and large buffers; idle the bytes of free chunks and of slabs not
+	// carved yet; warm the bytes of free chunks not decommitted.
+	mapped, idle, warm atomic.Int64
+}
+
+// arenaClass is one size class: its free chunks and the rest of the slab
+// being carved.
+type arenaClass struct {
+	mu   sync.Mutex
+	free []unsafe.Pointer // resident
+	cold []unsafe.Pointer // decommitted
+	cur  []byte           // the uncarved rest of the newest slab
+}
+
+const (
+	arenaMinClassShift = 6 // 64 bytes
+	arenaMaxClassShift = 20
+	arenaMaxClassBytes = 1 << arenaMaxClassShift
+	// Two classes per power of two (2^k and 3*2^(k-1)) from 2^6 to 2^17.
+	arenaClasses   = 2*(arenaMaxClassShift-arenaMinClassShift) + 1
+	arenaSlabBytes = 256 << 10
+)
+
+// arenaSlabFor is the size of the slabs class size's buffers are carved
+// from: 16 buffers, but at least 64 KiB and at most arenaSlabBytes, and
+// one buffer for the largest classes (fewer mappings, and little of a
+// slab mapped but never used).
+func arenaSlabFor(size int) int {
+	if size >= arenaSlabBytes/2 {
+		return size
+	}
+	return min(max(16*size, 64<<10), arenaSlabBytes)
+}
+
+// arenaClassOf returns the class of a buffer of n bytes (n <= arenaMaxClassBytes).
+func arenaClassOf(n int) int {
+	if n <= 1<<arenaMinClassShift {
+		return 0
+	}
+	e := bits.Len(uint(n - 1)) // 2^(e-1) < n <= 2^e
+	if n <= 3<<(e-2) {
+		return 2*(e-arenaMinClassShift) - 1
+	}
+	return 2 * (e - arenaMinClassShift)
+}
+
+// arenaClassBytes is the size of class c's buffers.
+func arenaClassBytes(c int) int {
+	if c%2 == 0 {
+		return 1 << (arenaMinClassShift + c/2)
+	}
+	return 3 << (arenaMinClassShift + c/2 - 1)
+}
+
+// newMappedArena returns an arena that maps its buffers from the OS where
+// it can, keeps up to retainFree bytes of free buffers resident, and
+// unmaps them once owner is unreachable.
+func newMappedArena(owner *Cache, retainFree int64) *blockArena {
+	a := &blockArena{mmap: mmapBlocks, retainFree: retainFree}
+	if a.mmap {
+		runtime.AddCleanup(owner, func(a *blockArena) { a.releaseAll() }, a)
+	}
+	return a
+}
+
+// alloc returns a buffer of length n whose capacity is its class's size
+// (or n rounded up to whole pages beyond the largest class). Its bytes
+// are not zeroed.
+func (a *blockArena) alloc(n int) []byte {
+	if n > arenaMaxClassBytes {
+		var b []byte
+		if a.mmap {
+			b = mapBlockMemory(n)
+		}
+		if b == nil {
+			b = make([]byte, n)
+		}
+		a.mu.Lock()
+		if a.large == nil {
+			a.large = map[unsafe.Pointer][]byte{}
+		}
+		a.large[unsafe.Pointer(unsafe.SliceData(b))] = b
+		a.mu.Unlock()
+		a.mapped.Add(int64(cap(b)))
+		return b[:n]
+	}
+	c := arenaClassOf(n)
+	size := arenaClassBytes(c)
+	cl := &a.classes[c]
+	cl.mu.Lock()
+	if k := len(cl.free); k > 0 {
+		p := cl.free[k-1]
+		cl.free[k-1] = nil
+		cl.free = cl.free[:k-1]
+		cl.mu.Unlock()
+		a.idle.Add(-int64(size))
+		a.warm.Add(-int64(size))
+		return unsafe.Slice((*byte)(p), size)[:n]
+	}
+	if k := len(cl.cold); k > 0 {
+		p := cl.cold[k-1]
+		cl.cold[k-1] = nil
+		cl.cold = cl.cold[:k-1]
+		cl.mu.Unlock()
+		a.idle.Add(-int64(size))
+		b := unsafe.Slice((*byte)(p), size)[:n]
+		prefaultBlockMemory(b)
+		return b
+	}
+	if len(cl.cur) < size {
+		slab := a.newSlab(arenaSlabFor(size))
+		// What was left of the previous slab is smaller than a chunk and
+		// stays unused.
+		cl.cur = slab
+	}
+	b := cl.cur[:size:size]
+	cl.cur = cl.cur[size:]
+	cl.mu.Unlock()
+	a.idle.Add(-int64(size))
+	if a.mmap {
+		prefaultBlockMemory(b[:n])
+	}
+	return b[:n]
+}
+
+// newSlab maps (or allocates) a slab of n bytes.
+func (a *blockArena) newSlab(n int) []byte {
+	var b []byte
+	if a.mmap {
+		b = mapBlockMemory(n)
+	}
+	if b == nil {
+		b = make([]byte, n)
+	}
+	a.mu.Lock()
+	a.slabs = append(a.slabs, b) // keeps Go-allocated slabs alive too
+	a.mu.Unlock()
+	a.mapped.Add(int64(len(b)))
+	a.idle.Add(int64(len(b)))
+	return b
+}
+
+// free puts back a buffer from alloc that nothing refers to any more,
+// poisoning it first if the arena poisons.
+func (a *blockArena) free(b []byte) {
+	size := cap(b)
+	if size == 0 {
+		return
+	}
+	b = b[:size]
+	if a.poison {
+		for i := range b {
+			b[i] = poisonByte
+		}
+	}
+	if size > arenaMaxClassBytes {
+		a.mapped.Add(-int64(size))
+		a.mu.Lock()
+		delete(a.large, unsafe.Pointer(unsafe.SliceData(b)))
+		a.mu.Unlock()
+		if a.mmap {
+			unmapBlockMemory(b) // one that fell back to the Go heap is not unmapped: left to the GC
+		}
+		return
+	}
+	c := arenaClassOf(size)
+	if arenaClassBytes(c) != size {
+		panic("BUG: sstable block buffer freed with a capacity that is no size class")
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	cold := a.mmap && a.retainFree > 0 && !a.poison && size%pageBytes == 0 && a.warm.Load() >= a.retainFree &&
+		decommitBlockMemory(b)
+	cl := &a.classes[c]
+	cl.mu.Lock()
+	if cold {
+		cl.cold = append(cl.cold, p)
+	} else {
+		cl.free = append(cl.free, p)
+	}
+	cl.mu.Unlock()
+	a.idle.Add(int64(size))
+	if !cold {
+		a.warm.Add(int64(size))
+	}
+}
+
+// pageBytes is the OS page size: chunks of whole pages can be decommitted.
+var pageBytes = os.Getpagesize()
+
+// releaseAll unmaps every slab and large buffer. Only for an arena
+// nothing can use any more.
+func (a *blockArena) releaseAll() {
+	a.mu.Lock()
+	slabs, large := a.slabs, a.large
+	a.slabs, a.large = nil, nil
+	a.mu.Unlock()
+	for _, b := range slabs {
+		unmapBlockMemory(b)
+		a.mapped.Add(-int64(len(b)))
+	}
+	for _, b := range large {
+		unmapBlockMemory(b)
+		a.mapped.Add(-int64(cap(b)))
+	}
+}
+
+// inUse is the bytes of buffers handed out and not put back.
+func (a *blockArena) inUse() int64 { return a.mapped.Load() - a.idle.Load() }
+
+// resident is an upper bound of the bytes the arena keeps resident: the
+// buffers in use and the free ones not decommitted.
+func (a *blockArena) resident() int64 { return a.inUse() + a.warm.Load() }
+
+// cellsIn returns n packed cells laid over the start of buf, which must
+// hold them and be aligned for them (arena buffers are: slabs are page
+// aligned, and classes are multiples of 32 bytes).
+func cellsIn(buf []byte, n int) []packedCell {
+	if n == 0 {
+		return nil
+	}
+	if uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%unsafe.Alignof(packedCell{}) != 0 || int64(len(buf)) < int64(n)*cellStructSize {
+		panic("BUG: packed cells laid over a misaligned or short buffer")
+	}
+	return unsafe.Slice((*packedCell)(unsafe.Pointer(unsafe.SliceData(buf))), n)
+}
