@@ -458,7 +458,9 @@ func (f *Fanout) applyChunk(ctx context.Context, pc *preparedChunk) (done bool, 
 // allocations. A new buffer per chunk, never reused, because a batch's
 // keys may be kept by the storage engine after Apply.
 func (f *Fanout) nextFollowers(ctx context.Context, j *job) (names [][]byte, more bool, err error) {
-	q := storage.SliceQuery{Table: catalog.FollowersTable, Partition: []byte(j.author)}
+	// A post's follower list is read once per post, in order: through
+	// the block cache without filling it.
+	q := storage.SliceQuery{Table: catalog.FollowersTable, Partition: []byte(j.author), NoCacheFill: true}
 	if j.hasCursor {
 		q.Start = storage.Bound{Key: catalog.NameKey(j.cursor)}
 	}

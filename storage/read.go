@@ -32,6 +32,12 @@ type SliceQuery struct {
 	// MaxTombstones aborts the read with ErrTooManyTombstones once more
 	// tombstones than this were scanned; 0 means no limit.
 	MaxTombstones int
+	// NoCacheFill reads through the block cache without filling it: the
+	// blocks it holds are used, the ones read from SSTables are not
+	// added (a bulk scan, such as the fan-out's walk of a follower list,
+	// would otherwise evict the blocks that queries keep hot, and fill
+	// the cache's memory with blocks read once).
+	NoCacheFill bool
 }
 
 // Cell is a live cell of a row.
@@ -297,7 +303,7 @@ func (it *RowIterator) open(tableID uint32) {
 		it.stats.SSTablesRead++
 		idx := i
 		pi := c.h.reader.NewPartitionIter(c.info, sstable.IterOptions{
-			Start: q.Start, End: q.End, Reverse: q.Reverse,
+			Start: q.Start, End: q.End, Reverse: q.Reverse, NoCacheFill: q.NoCacheFill,
 			SkipBlock: func(b sstable.BlockMeta) bool {
 				return b.MaxLocalDeletionTime < it.now && !olderDataOverlaps(idx, b.MaxTimestamp, b.MinClustering, b.MaxClustering, false)
 			},

@@ -20,6 +20,11 @@ type IterOptions struct {
 	// may overlap [Start, End] before it is read; returning true skips
 	// the block unread.
 	SkipBlock func(BlockMeta) bool
+	// NoCacheFill uses the blocks the cache holds but does not add the
+	// ones it reads from the file: a bulk scan (the fan-out's walk of a
+	// million followers) must not evict the blocks queries keep hot.
+	// Its blocks are released to the arena when the iterator closes.
+	NoCacheFill bool
 }
 
 // PartitionIter iterates over the cells of one partition within clustering
@@ -192,8 +197,12 @@ func (it *PartitionIter) loadNext() bool {
 		if b != nil {
 			it.cached++
 		} else {
+			src := viaCache
+			if it.o.NoCacheFill {
+				src = cacheIfPresent
+			}
 			var err error
-			if b, err = it.r.loadBlock(it.pg, it.bi, viaCache); err != nil {
+			if b, err = it.r.loadBlock(it.pg, it.bi, src); err != nil {
 				it.err = err
 				return false
 			}
