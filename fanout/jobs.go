@@ -563,7 +563,9 @@ func (f *Fanout) untrackedStart(user []byte, id uuid.UUID) uint32 {
 // after a cut, else the rows it read plus the copy.
 func (f *Fanout) trim(ctx context.Context, b *storage.Batch, partition, key []byte, ts int64) (uint32, error) {
 	f.m.trimChecks.Inc()
-	it, err := f.db.Slice(ctx, storage.SliceQuery{Table: catalog.TimelineTable, Partition: partition, Limit: f.opts.TimelineCap})
+	// Through the block cache without filling it: a post's trim checks
+	// touch up to one timeline per follower, each read once.
+	it, err := f.db.Slice(ctx, storage.SliceQuery{Table: catalog.TimelineTable, Partition: partition, Limit: f.opts.TimelineCap, NoCacheFill: true})
 	if err != nil {
 		return 0, fmt.Errorf("cannot read timeline of %s to trim it: %w", partition, err)
 	}

@@ -33,10 +33,11 @@ type SliceQuery struct {
 	// tombstones than this were scanned; 0 means no limit.
 	MaxTombstones int
 	// NoCacheFill reads through the block cache without filling it: the
-	// blocks it holds are used, the ones read from SSTables are not
-	// added (a bulk scan, such as the fan-out's walk of a follower list,
-	// would otherwise evict the blocks that queries keep hot, and fill
-	// the cache's memory with blocks read once).
+	// data blocks and index pages it holds are used, the ones read from
+	// SSTables are not added (a bulk scan, such as the fan-out's walk of
+	// a follower list or its trim checks of a million timelines, would
+	// otherwise evict the blocks that queries keep hot, and fill the
+	// cache's memory with blocks read once).
 	NoCacheFill bool
 }
 
@@ -226,7 +227,11 @@ func (it *RowIterator) open(tableID uint32) {
 			it.stats.SSTablesSkippedByBloom++
 			continue
 		}
-		info, ok, err := h.reader.FindPartition(q.Partition)
+		find := h.reader.FindPartition
+		if q.NoCacheFill {
+			find = h.reader.FindPartitionNoCacheFill
+		}
+		info, ok, err := find(q.Partition)
 		if info.IndexPageRead() {
 			it.stats.IndexPagesRead++
 		}

@@ -24,6 +24,8 @@ type IterOptions struct {
 	// ones it reads from the file: a bulk scan (the fan-out's walk of a
 	// million followers) must not evict the blocks queries keep hot.
 	// Its blocks are released to the arena when the iterator closes.
+	// (Its partition's index page is found with
+	// Reader.FindPartitionNoCacheFill.)
 	NoCacheFill bool
 }
 

@@ -258,11 +258,22 @@ func (r *Reader) KeyRange() (first, last []byte) { return r.top.firstKey(), r.to
 // the one index page that may hold it (read through the cache). The error
 // is an I/O error or corruption of that page.
 func (r *Reader) FindPartition(key []byte) (PartitionInfo, bool, error) {
+	return r.findPartition(key, viaCache)
+}
+
+// FindPartitionNoCacheFill is FindPartition for a bulk scan: a cached
+// index page is used, one read from the file is not added to the cache
+// (IterOptions.NoCacheFill).
+func (r *Reader) FindPartitionNoCacheFill(key []byte) (PartitionInfo, bool, error) {
+	return r.findPartition(key, cacheIfPresent)
+}
+
+func (r *Reader) findPartition(key []byte, src blockSource) (PartitionInfo, bool, error) {
 	j := r.top.search(key)
 	if j < 0 {
 		return PartitionInfo{}, false, nil
 	}
-	pg, fromFile, err := r.pageFrom(j, viaCache)
+	pg, fromFile, err := r.pageFrom(j, src)
 	if err != nil {
 		return PartitionInfo{}, false, err
 	}
