@@ -246,7 +246,7 @@ func pickTimeWindow(t *tableState, free []*sstHandle, nowMicros int64) *compacti
 // [bucketLow, bucketHigh] times the bucket's average, and every SSTable
 // under minSSTableSize shares one bucket. bucketLow and bucketHigh are
 // Cassandra's defaults; its minimum of 50 MB is not: it assumes flushes of
-// tens of MB, and a flush of a 32 MiB memtable of events writes ~2-3 MB
+// tens of MB, and a flush of a 16 MiB memtable of events writes ~1-1.5 MB
 // of compressed data here. With 50 MB, every three new flushes of a window
 // were merged into the window's one growing SSTable, rewriting it each
 // time (the ingest benchmark compacted 8, 15, 22, ... 49 MB in a row);

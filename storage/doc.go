@@ -72,7 +72,7 @@
 //
 // Memory: the engine's own memory is a budget set by Options, about
 // MemtableSize x (1 + MaxImmutableMemtables) of memtable arena plus
-// BlockCacheSize of decoded blocks (32 MiB x 3 + 32 MiB at the defaults).
+// BlockCacheSize of decoded blocks (16 MiB x 3 + 32 MiB at the defaults).
 // The memtable arena and the decoded data blocks' buffers are mapped from
 // the OS outside the Go heap (where the platform has mmap), so the garbage
 // collector's heap goal, twice the live heap at GOGC=100, does not double

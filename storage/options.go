@@ -64,6 +64,9 @@ type Options struct {
 	// frozen and queued for flushing. The memtables' arena, mapped
 	// outside the Go heap, peaks at about MemtableSize x (1 +
 	// MaxImmutableMemtables) while flushes lag behind the writes.
+	// Default 16 MiB: 32 MiB ingested no faster in loadtest/peers and
+	// cost 24-32 MiB more resident memory under write load
+	// (BENCHMARKS.md, session 9 end).
 	MemtableSize int64
 	// MaxImmutableMemtables is how many frozen memtables may wait for a
 	// flush before writers stall.
@@ -122,7 +125,7 @@ func DefaultOptions() Options {
 		WALSyncMode:           WALSync,
 		WALSyncInterval:       100 * time.Millisecond,
 		WALSegmentSize:        64 << 20,
-		MemtableSize:          32 << 20,
+		MemtableSize:          16 << 20,
 		MaxImmutableMemtables: 2,
 		StallSSTablesPerTable: 48,
 		BlockCacheSize:        32 << 20,

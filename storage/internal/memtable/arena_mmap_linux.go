@@ -17,8 +17,8 @@ const madvHugePage = 14
 // mapHugeSlab maps n bytes (a multiple of hugePageBytes) aligned to a
 // huge page and asks for transparent huge pages, or returns nil. A
 // memtable's skiplist is searched at random across its whole arena: with
-// 4 KiB pages a 32 MiB memtable spans 8,192 pages, more than the TLB
-// holds, each faulted in on its own; with 2 MiB pages, 16.
+// 4 KiB pages a 16 MiB memtable spans 4,096 pages, more than the TLB
+// holds, each faulted in on its own; with 2 MiB pages, 8.
 func mapHugeSlab(n int) []byte {
 	addr, _, errno := syscall.Syscall6(syscall.SYS_MMAP, 0, uintptr(n+hugePageBytes),
 		syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON, ^uintptr(0), 0)
