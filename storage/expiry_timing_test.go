@@ -24,23 +24,7 @@ func BenchmarkExpiredRead(b *testing.B) {
 		b.Run(mode, func(b *testing.B) {
 			start := time.Unix(1_800_000_000, 0)
 			clock := &fakeClock{now: start}
-			opts := DefaultOptions()
-			opts.Clock = clock
-			opts.DisableAutoCompaction = true
-			opts.WALSyncMode = WALPeriodic
-			partitions := 8
-			if mode == "cold" {
-				opts.BlockCacheSize = 1 << 20
-				partitions = 200
-			}
-			db, err := Open(b.TempDir(), opts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { db.Close() })
-			if err := db.CreateTable(TableDef{Name: "t"}); err != nil {
-				b.Fatal(err)
-			}
+			db, partitions := openSliceBenchDB(b, mode, clock)
 			rng := rand.New(rand.NewPCG(3, 4))
 			var batch Batch
 			for p := range partitions {

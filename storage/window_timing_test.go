@@ -23,22 +23,7 @@ func BenchmarkWindowSlice(b *testing.B) {
 	const rows, window = 520, 52
 	for _, mode := range []string{"cached", "cold"} {
 		b.Run(mode, func(b *testing.B) {
-			opts := DefaultOptions()
-			opts.DisableAutoCompaction = true
-			opts.WALSyncMode = WALPeriodic
-			partitions := 8
-			if mode == "cold" {
-				opts.BlockCacheSize = 1 << 20
-				partitions = 200
-			}
-			db, err := Open(b.TempDir(), opts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { db.Close() })
-			if err := db.CreateTable(TableDef{Name: "t"}); err != nil {
-				b.Fatal(err)
-			}
+			db, partitions := openSliceBenchDB(b, mode, nil)
 			rng := rand.New(rand.NewPCG(1, 2))
 			now := time.Now().UnixMicro()
 			var batch Batch
@@ -111,4 +96,33 @@ func processCPUTime(b *testing.B) int64 {
 func benchEventJSON(rng *rand.Rand, i int) []byte {
 	return fmt.Appendf(nil, `{"id":"%016x","seq":%d,"user":"u%06d","kind":"click","ok":%t,"score":%.3f,"path":"/p/%d/item/%d","ua":"Mozilla/5.0 (X11; Linux x86_64)","ts":%d}`,
 		rng.Uint64(), i, rng.IntN(1000000), rng.IntN(2) == 0, rng.Float64()*100, rng.IntN(50), rng.IntN(10000), 1700000000000+int64(i)*7)
+}
+
+// openSliceBenchDB opens the store of a read benchmark with one table "t",
+// no automatic compaction and periodic WAL syncs: in mode "cached" with
+// the default cache and 8 partitions to fill, in mode "cold" with a 1 MiB
+// cache and 200 partitions, so that most reads miss it. clock, if not
+// nil, is the engine's clock.
+func openSliceBenchDB(b *testing.B, mode string, clock Clock) (*DB, int) {
+	b.Helper()
+	opts := DefaultOptions()
+	if clock != nil {
+		opts.Clock = clock
+	}
+	opts.DisableAutoCompaction = true
+	opts.WALSyncMode = WALPeriodic
+	partitions := 8
+	if mode == "cold" {
+		opts.BlockCacheSize = 1 << 20
+		partitions = 200
+	}
+	db, err := Open(b.TempDir(), opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	if err := db.CreateTable(TableDef{Name: "t"}); err != nil {
+		b.Fatal(err)
+	}
+	return db, partitions
 }

@@ -128,13 +128,7 @@ func newMappedArena(owner *Cache, retainFree int64) *blockArena {
 // are not zeroed.
 func (a *blockArena) alloc(n int) []byte {
 	if n > arenaMaxClassBytes {
-		var b []byte
-		if a.mmap {
-			b = mapBlockMemory(n)
-		}
-		if b == nil {
-			b = make([]byte, n)
-		}
+		b := a.mapOrMake(n)
 		a.mu.Lock()
 		if a.large == nil {
 			a.large = map[unsafe.Pointer][]byte{}
@@ -183,15 +177,20 @@ func (a *blockArena) alloc(n int) []byte {
 	return b[:n]
 }
 
+// mapOrMake maps n bytes outside the Go heap, or allocates them on it
+// where the arena does not map (or the mapping failed).
+func (a *blockArena) mapOrMake(n int) []byte {
+	if a.mmap {
+		if b := mapBlockMemory(n); b != nil {
+			return b
+		}
+	}
+	return make([]byte, n)
+}
+
 // newSlab maps (or allocates) a slab of n bytes.
 func (a *blockArena) newSlab(n int) []byte {
-	var b []byte
-	if a.mmap {
-		b = mapBlockMemory(n)
-	}
-	if b == nil {
-		b = make([]byte, n)
-	}
+	b := a.mapOrMake(n)
 	a.mu.Lock()
 	a.slabs = append(a.slabs, b) // keeps Go-allocated slabs alive too
 	a.mu.Unlock()
