@@ -28,13 +28,8 @@ func TestApplyStalledHonoursContext(t *testing.T) {
 	if err := db.CreateTable(TableDef{Name: "t"}); err != nil {
 		t.Fatal(err)
 	}
-	put := func(ck string) *Batch {
-		var b Batch
-		b.Put("t", []byte("p"), []byte(ck), []byte("x"), []byte("v"), 1)
-		return &b
-	}
 	for _, ck := range []string{"a", "b"} {
-		if err := db.Apply(context.Background(), put(ck)); err != nil {
+		if err := db.Apply(context.Background(), putRow(ck)); err != nil {
 			t.Fatal(err)
 		}
 		if err := db.Flush(); err != nil {
@@ -54,7 +49,7 @@ func TestApplyStalledHonoursContext(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- db.Apply(ctx, put("c")) }()
+	go func() { done <- db.Apply(ctx, putRow("c")) }()
 	waitStalls(1)
 	cancel()
 	select {
@@ -72,11 +67,11 @@ func TestApplyStalledHonoursContext(t *testing.T) {
 	// An expired deadline before any wait also fails at once.
 	expired, cancel2 := context.WithDeadline(context.Background(), time.Unix(0, 0))
 	defer cancel2()
-	if err := db.Apply(expired, put("d")); !errors.Is(err, context.DeadlineExceeded) {
+	if err := db.Apply(expired, putRow("d")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Apply with an expired deadline: %v, want context.DeadlineExceeded", err)
 	}
 
-	go func() { done <- db.Apply(context.Background(), put("e")) }()
+	go func() { done <- db.Apply(context.Background(), putRow("e")) }()
 	waitStalls(2)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -156,23 +151,7 @@ func (f *walSyncFile) Seek(off int64, whence int) (int64, error) {
 // holds it, as with any failed fsync.
 func TestApplyInsertsWhileWALSyncs(t *testing.T) {
 	fsys := &walSyncFS{FS: vfs.Default}
-	dir := t.TempDir()
-	opts := DefaultOptions()
-	opts.FS = fsys
-	opts.DisableAutoCompaction = true
-	db, err := Open(dir, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.CreateTable(TableDef{Name: "t"}); err != nil {
-		t.Fatal(err)
-	}
-	put := func(ck string) *Batch {
-		var b Batch
-		b.Put("t", []byte("p"), []byte(ck), []byte("x"), []byte("v"), 1)
-		return &b
-	}
+	db := openTestDBIn(t, t.TempDir(), &fakeClock{now: time.Now()}, func(o *Options) { o.FS = fsys }, TableDef{Name: "t"})
 	rowsOf := func() int {
 		rows, _ := readAll(t, db, SliceQuery{Table: "t", Partition: []byte("p")})
 		return len(rows)
@@ -190,7 +169,7 @@ func TestApplyInsertsWhileWALSyncs(t *testing.T) {
 	// Before db.Close on a failure, which would wait for the held fsync.
 	defer release()
 	applied := make(chan error, 1)
-	go func() { applied <- db.Apply(context.Background(), put("a")) }()
+	go func() { applied <- db.Apply(context.Background(), putRow("a")) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for rowsOf() != 1 {
 		if time.Now().After(deadline) {
@@ -209,14 +188,14 @@ func TestApplyInsertsWhileWALSyncs(t *testing.T) {
 	}
 
 	fsys.failSync.Store(true)
-	if err := db.Apply(context.Background(), put("b")); !errors.Is(err, errInjectedSync) {
+	if err := db.Apply(context.Background(), putRow("b")); !errors.Is(err, errInjectedSync) {
 		t.Fatalf("Apply with a failing WAL fsync: %v, want the injected failure", err)
 	}
 	fsys.failSync.Store(false)
 	if h := db.Health(); h.Err == nil || !h.Permanent {
 		t.Fatalf("after a failed WAL fsync: health %+v, want a permanent failure", h)
 	}
-	if err := db.Apply(context.Background(), put("c")); err == nil {
+	if err := db.Apply(context.Background(), putRow("c")); err == nil {
 		t.Fatal("a write after a failed WAL fsync succeeded")
 	}
 	if err := db.Flush(); err == nil {
@@ -228,4 +207,11 @@ func TestApplyInsertsWhileWALSyncs(t *testing.T) {
 	if ssts != 0 {
 		t.Fatalf("%d SSTables after a failed WAL fsync, want none", ssts)
 	}
+}
+
+// putRow is a batch of one cell in row ck of partition "p" of table "t".
+func putRow(ck string) *Batch {
+	var b Batch
+	b.Put("t", []byte("p"), []byte(ck), []byte("x"), []byte("v"), 1)
+	return &b
 }

@@ -38,25 +38,9 @@ func putWindowRows(t *testing.T, db *DB, table string, n int) {
 // window is active, not while a memtable waits for a flush or another
 // compaction is due, and never for an s2 table or a window already zstd.
 func TestIdleRewriteClosedWindow(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 11, 21, 12, 0, 30, 0, time.UTC)}
-	wall := &fakeClock{now: time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)}
-	opts := DefaultOptions()
-	opts.Clock = clock
-	opts.schedulingClock = wall
-	opts.DisableAutoCompaction = true
-	db, err := Open(t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for _, def := range []TableDef{
-		{Name: "ev", Compaction: TimeWindow, WindowSeconds: 60},
-		{Name: "fast", Compaction: TimeWindow, WindowSeconds: 60, Compression: "s2"},
-	} {
-		if err := db.CreateTable(def); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db, clock, wall := openRewriteTestDB(t,
+		TableDef{Name: "ev", Compaction: TimeWindow, WindowSeconds: 60},
+		TableDef{Name: "fast", Compaction: TimeWindow, WindowSeconds: 60, Compression: "s2"})
 	putWindowRows(t, db, "ev", 200)
 	putWindowRows(t, db, "fast", 200)
 	if err := db.Flush(); err != nil {
@@ -153,20 +137,7 @@ func TestIdleRewriteInBackground(t *testing.T) {
 // due still rewrites a closed window's lone S2 SSTable, one every
 // rewriteIntervalWhenBusy, ahead of the other work.
 func TestRewriteRateLimitedWhenBusy(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 11, 21, 12, 0, 30, 0, time.UTC)}
-	wall := &fakeClock{now: time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)}
-	opts := DefaultOptions()
-	opts.Clock = clock
-	opts.schedulingClock = wall
-	opts.DisableAutoCompaction = true
-	db, err := Open(t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.CreateTable(TableDef{Name: "ev", Compaction: TimeWindow, WindowSeconds: 60}); err != nil {
-		t.Fatal(err)
-	}
+	db, clock, wall := openRewriteTestDB(t, TableDef{Name: "ev", Compaction: TimeWindow, WindowSeconds: 60})
 	// Window 1: one flush. Window 2: two flushes, a merge due for good
 	// (nothing runs it here).
 	putWindowRows(t, db, "ev", 100)
@@ -213,20 +184,7 @@ func TestRewriteRateLimitedWhenBusy(t *testing.T) {
 // used to take a core from the writer); once no batch has been applied for
 // rewriteQuietPeriod of wall-clock time, it is.
 func TestRewriteWaitsForQuietWrites(t *testing.T) {
-	clock := &fakeClock{now: time.Date(2026, 11, 21, 12, 0, 30, 0, time.UTC)}
-	wall := &fakeClock{now: time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)}
-	opts := DefaultOptions()
-	opts.Clock = clock
-	opts.schedulingClock = wall
-	opts.DisableAutoCompaction = true
-	db, err := Open(t.TempDir(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.CreateTable(TableDef{Name: "ev", Compaction: TimeWindow, WindowSeconds: 60}); err != nil {
-		t.Fatal(err)
-	}
+	db, clock, wall := openRewriteTestDB(t, TableDef{Name: "ev", Compaction: TimeWindow, WindowSeconds: 60})
 	pick := func() *compaction {
 		db.mu.Lock()
 		defer db.mu.Unlock()
@@ -257,4 +215,15 @@ func TestRewriteWaitsForQuietWrites(t *testing.T) {
 	if c == nil || len(c.inputs) != 1 || c.inputs[0].props.Compression != sstable.CompressionS2 || c.intermediate {
 		t.Fatalf("writes quiet for %s: picked %+v, want the rewrite of a closed window", rewriteQuietPeriod, c)
 	}
+}
+
+// openRewriteTestDB opens a store with tables defs, no automatic
+// compaction, an engine clock in a window of 2026-11-21 and a scheduling
+// (wall) clock of its own, both fake.
+func openRewriteTestDB(t *testing.T, defs ...TableDef) (db *DB, clock, wall *fakeClock) {
+	t.Helper()
+	clock = &fakeClock{now: time.Date(2026, 11, 21, 12, 0, 30, 0, time.UTC)}
+	wall = &fakeClock{now: time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)}
+	db = openTestDBIn(t, t.TempDir(), clock, func(o *Options) { o.schedulingClock = wall }, defs...)
+	return db, clock, wall
 }

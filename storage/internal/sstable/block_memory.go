@@ -142,19 +142,13 @@ func (a *blockArena) alloc(n int) []byte {
 	size := arenaClassBytes(c)
 	cl := &a.classes[c]
 	cl.mu.Lock()
-	if k := len(cl.free); k > 0 {
-		p := cl.free[k-1]
-		cl.free[k-1] = nil
-		cl.free = cl.free[:k-1]
+	if p := popChunk(&cl.free); p != nil {
 		cl.mu.Unlock()
 		a.idle.Add(-int64(size))
 		a.warm.Add(-int64(size))
 		return unsafe.Slice((*byte)(p), size)[:n]
 	}
-	if k := len(cl.cold); k > 0 {
-		p := cl.cold[k-1]
-		cl.cold[k-1] = nil
-		cl.cold = cl.cold[:k-1]
+	if p := popChunk(&cl.cold); p != nil {
 		cl.mu.Unlock()
 		a.idle.Add(-int64(size))
 		b := unsafe.Slice((*byte)(p), size)[:n]
@@ -175,6 +169,19 @@ func (a *blockArena) alloc(n int) []byte {
 		prefaultBlockMemory(b[:n])
 	}
 	return b[:n]
+}
+
+// popChunk takes the last chunk off a free list, or returns nil if it is
+// empty.
+func popChunk(list *[]unsafe.Pointer) unsafe.Pointer {
+	k := len(*list)
+	if k == 0 {
+		return nil
+	}
+	p := (*list)[k-1]
+	(*list)[k-1] = nil
+	*list = (*list)[:k-1]
+	return p
 }
 
 // mapOrMake maps n bytes outside the Go heap, or allocates them on it
