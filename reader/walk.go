@@ -19,7 +19,12 @@ import (
 // overlap: every key of group i comes before (in the walk's order) every
 // key of group i+1, as each hour's event ids lie in that hour. A walk cut
 // short (a remote reply's byte budget) then resumes from the group of the
-// last row with the bound moved past its key.
+// last row with the bound moved past its key. A group of several
+// partitions has read ahead to each one's next row when the walk is cut
+// there, so the resumed walk reads those rows and the tombstones before
+// them again, and the trace and the tombstone limit count them twice.
+// A remote reply is cut right after the row that spends its budget, so
+// with one partition per group nothing is read twice.
 type Walk struct {
 	Table  string
 	Groups [][][]byte

@@ -70,9 +70,11 @@ type ReadStats struct {
 	// TombstonesScanned counts every dead cell the read walked: cell
 	// tombstones, expired cells (an expired cell is a tombstone), cells
 	// shadowed by a deletion, and the range/row/partition deletions
-	// themselves. Expired cells in blocks or SSTables skipped unread are
-	// not walked and not counted here: they count in BlocksSkipped and
-	// SSTablesSkippedExpired.
+	// themselves: a partition deletion when the read opens, a range or
+	// row deletion when the walk reaches it (a read that stops early
+	// does not count those beyond). Expired cells in blocks or SSTables
+	// skipped unread are not walked and not counted here: they count in
+	// BlocksSkipped and SSTablesSkippedExpired.
 	TombstonesScanned int
 	MemtablesRead     int
 	SSTablesRead      int
@@ -137,12 +139,15 @@ type RowIterator struct {
 	// deletion gathers the partition deletion and the range tombstones
 	// of every source (each source's already fragmented);
 	// rangeSources counts the sources that had ranges, and ranges is the
-	// cursor over their fragments that moves with the scan.
-	deletion     base.PartitionDeletions
-	rangeSources int
-	ranges       base.RangeCursor
-	sstIters     []*sstable.PartitionIter
-	stats        ReadStats
+	// cursor over their fragments that moves with the scan;
+	// rangesCounted is how many of them are counted as scanned
+	// tombstones (countRanges).
+	deletion      base.PartitionDeletions
+	rangeSources  int
+	ranges        base.RangeCursor
+	rangesCounted int
+	sstIters      []*sstable.PartitionIter
+	stats         ReadStats
 
 	row      Row
 	building rowBuilder
@@ -347,7 +352,6 @@ func (it *RowIterator) addDeletions(d *base.PartitionDeletions) {
 	if len(run) == 0 {
 		return
 	}
-	it.stats.TombstonesScanned += len(run)
 	it.rangeSources++
 	if it.rangeSources == 1 {
 		it.deletion.Ranges = run
@@ -368,7 +372,7 @@ func (it *RowIterator) Next() bool {
 		it.finish()
 		return false
 	}
-	if it.tooManyTombstones() { // range and partition deletions counted at open
+	if it.tooManyTombstones() { // a partition deletion is counted at open
 		return false
 	}
 	b := &it.building
@@ -376,6 +380,12 @@ func (it *RowIterator) Next() bool {
 		if !it.pending && !it.merge.Next() {
 			if err := it.merge.Err(); err != nil {
 				it.fail(err)
+				return false
+			}
+			// The walk reached the slice's end, past every deletion
+			// within its bounds.
+			it.countRanges(it.ranges.Len())
+			if it.tooManyTombstones() {
 				return false
 			}
 			if b.inRow && len(b.cells) > 0 {
@@ -409,6 +419,9 @@ func (it *RowIterator) Next() bool {
 			b.clustering = c.Clustering
 			b.cells = b.cells[:0]
 			b.deletion = it.deletion.Partition.Max(it.ranges.Deletion(c.Clustering))
+			if it.countRanges(it.ranges.Reached()) && it.tooManyTombstones() {
+				return false
+			}
 		}
 		if b.deletion.Deletes(c.Timestamp) || !c.IsLive(it.now) {
 			it.stats.TombstonesScanned++
@@ -426,6 +439,19 @@ func (it *RowIterator) Next() bool {
 		}
 		b.cells = append(b.cells, cell)
 	}
+}
+
+// countRanges counts the range and row deletions the walk has reached,
+// reached of them in scan order (base.RangeCursor.Reached), as scanned
+// tombstones: each once, when the walk gets to it. It reports whether it
+// counted any.
+func (it *RowIterator) countRanges(reached int) bool {
+	if reached <= it.rangesCounted {
+		return false
+	}
+	it.stats.TombstonesScanned += reached - it.rangesCounted
+	it.rangesCounted = reached
+	return true
 }
 
 // tooManyTombstones fails the read once it has scanned more tombstones

@@ -283,12 +283,16 @@ func (s *Server) runSlice(ctx context.Context, q storage.SliceQuery, budget int,
 	defer func() { buf.rows = rows }()
 	n, more := 0, false
 	for it.Next() {
-		if n > 0 && len(rows) >= budget {
+		rows = appendRow(rows, it.Row())
+		n++
+		// Cut as soon as the budget is spent, before reading the next
+		// row: the request that resumes after this row reads what lies
+		// beyond it, so reading it here too would count its rows and
+		// tombstones twice in the trace and against MaxTombstones.
+		if len(rows) >= budget {
 			more = true
 			break
 		}
-		rows = appendRow(rows, it.Row())
-		n++
 	}
 	if err := it.Close(); err != nil {
 		return nil, err

@@ -40,12 +40,14 @@ func (s *Server) serveWalk(req micro.Request) {
 	rows := buf.rows[:0]
 	n, more := 0, false
 	tr, err := reader.RunWalk(ctx, s.cfg.Store, &r.Walk, func(group int, row *storage.Row) bool {
-		if n > 0 && len(rows) >= budget {
+		rows = appendWalkRow(rows, group, row)
+		n++
+		// Cut as soon as the budget is spent, as a slice does
+		// (runSlice): the resumed walk reads what lies past this row.
+		if len(rows) >= budget {
 			more = true
 			return false
 		}
-		rows = appendWalkRow(rows, group, row)
-		n++
 		return true
 	})
 	buf.rows = rows

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -255,6 +256,88 @@ func TestWalkGroupsMatchesRunWalk(t *testing.T) {
 			}
 			if len(want) == 0 || want[len(want)-1].group == 0 && limit != 1 {
 				t.Errorf("budget %d, limit %d: the walk ends in group %d after %d rows; the fixture should reach later groups", budget, limit, want[len(want)-1].group, len(want))
+			}
+		}
+	}
+}
+
+// TestWalkGroupsCountsTombstonesOnce: a walk that byte budgets cut into
+// several requests reads the rows and counts the tombstones the same walk
+// over the local store does, so its trace says what was read and a
+// tombstone limit the local walk meets exactly does not fail remotely.
+// The node cuts a reply right after the row that spends its budget:
+// reading on to the next row, as it did, scanned the tombstones between
+// the two, which the next request, resuming after the row, scanned and
+// counted again. With several partitions in a group, the walk has read
+// ahead to each partition's next row when it is cut, and those rows and
+// tombstones are read again (reader.Walk says so): the remote counts are
+// then at least the local ones.
+func TestWalkGroupsCountsTombstonesOnce(t *testing.T) {
+	f := newWalkFixture(t)
+	var whole, single [][][]byte // four sub-partitions per hour; one
+	for h := range 8 {
+		keys, err := bucket.PartitionsFor(f.now.Add(-time.Duration(h)*time.Hour), "hot", 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g [][]byte
+		for _, k := range keys {
+			g = append(g, []byte(k.String()))
+		}
+		whole = append(whole, g)
+		single = append(single, g[:1])
+	}
+	for _, c := range []struct {
+		name   string
+		groups [][][]byte
+		exact  bool
+	}{{"one partition per group", single, true}, {"four partitions per group", whole, false}} {
+		for _, reverse := range []bool{false, true} {
+			// An event's clustering key sorts newest first: a forward walk
+			// goes from the newest hour back, a reverse one the other way.
+			w := reader.Walk{Table: schema.EventsTable, Groups: slices.Clone(c.groups), Reverse: reverse}
+			if reverse {
+				slices.Reverse(w.Groups)
+			}
+			var localRows, remoteRows []string
+			want, err := reader.RunWalk(t.Context(), f.db, &w, func(_ int, r *storage.Row) bool {
+				localRows = append(localRows, string(r.Clustering))
+				return true
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want.Tombstones < 20 {
+				t.Fatalf("%s: the local walk scanned %d tombstones; the fixture deletes every 5th row", c.name, want.Tombstones)
+			}
+			for _, budget := range []int{0, 1, 300, 2000} {
+				client, err := NewClient(f.nc, ClientConfig{Owners: []string{"local"}, ByteBudget: budget})
+				if err != nil {
+					t.Fatal(err)
+				}
+				remoteRows = remoteRows[:0]
+				got, err := client.WalkGroups(t.Context(), &w, func(_ int, r *storage.Row) bool {
+					remoteRows = append(remoteRows, string(r.Clustering))
+					return true
+				})
+				if err != nil {
+					t.Fatalf("%s, reverse %v, budget %d: %v", c.name, reverse, budget, err)
+				}
+				if !slices.Equal(remoteRows, localRows) {
+					t.Errorf("%s, reverse %v, budget %d: the remote walk emitted %d rows, the local one %d, or others", c.name, reverse, budget, len(remoteRows), len(localRows))
+				}
+				if got.Rows < want.Rows || got.Tombstones < want.Tombstones || c.exact && (got.Rows != want.Rows || got.Tombstones != want.Tombstones) {
+					t.Errorf("%s, reverse %v, budget %d: the remote walk read %d rows and counted %d tombstones, the local one %d and %d",
+						c.name, reverse, budget, got.Rows, got.Tombstones, want.Rows, want.Tombstones)
+				}
+				if !c.exact {
+					continue
+				}
+				limited := w
+				limited.MaxTombstones = want.Tombstones
+				if _, err := client.WalkGroups(t.Context(), &limited, func(int, *storage.Row) bool { return true }); err != nil {
+					t.Errorf("%s, reverse %v, budget %d: a walk allowed the %d tombstones the local walk scans failed: %v", c.name, reverse, budget, want.Tombstones, err)
+				}
 			}
 		}
 	}

@@ -190,6 +190,8 @@ type RangeCursor struct {
 	frags   []RangeTombstone
 	reverse bool
 	i       int
+	// covers says whether frags[i] covered the last key asked.
+	covers bool
 }
 
 // NewRangeCursor returns a cursor over frags, which must be fragmented
@@ -220,7 +222,8 @@ func (c *RangeCursor) Deletion(ck []byte) DeletionTime {
 			}
 			c.i++
 		}
-		if c.i < len(c.frags) && AfterStart(ck, c.frags[c.i].Start) {
+		c.covers = c.i < len(c.frags) && AfterStart(ck, c.frags[c.i].Start)
+		if c.covers {
 			return c.frags[c.i].Deletion
 		}
 		return LiveDeletion
@@ -233,11 +236,30 @@ func (c *RangeCursor) Deletion(ck []byte) DeletionTime {
 		}
 		c.i--
 	}
-	if c.i >= 0 && BeforeEnd(ck, c.frags[c.i].End) {
+	c.covers = c.i >= 0 && BeforeEnd(ck, c.frags[c.i].End)
+	if c.covers {
 		return c.frags[c.i].Deletion
 	}
 	return LiveDeletion
 }
+
+// Reached returns how many fragments the scan has reached by the last key
+// asked of Deletion: those it passed, and the one covering the key. A
+// slice counts a range or row deletion as scanned once its walk reaches
+// it, so a read that stops early does not count the deletions beyond.
+func (c *RangeCursor) Reached() int {
+	n := c.i
+	if c.reverse {
+		n = len(c.frags) - 1 - c.i
+	}
+	if c.covers {
+		n++
+	}
+	return n
+}
+
+// Len returns the number of fragments of the cursor.
+func (c *RangeCursor) Len() int { return len(c.frags) }
 
 // OverlappingFragments returns the run of frags (fragmented, see
 // IsFragmented) that intersect [start, end], as a subslice of frags.

@@ -21,6 +21,18 @@ func bruteDeletion(ranges []RangeTombstone, ck []byte) DeletionTime {
 // TestFragmentRangesRandomized compares fragments and both cursor
 // directions with the brute-force answer for every key of a small key
 // space, over random mixes of rows, ranges and open ends.
+// bruteReached counts the fragments a scan in the given direction has
+// reached at ck: those that begin at or before ck in scan order.
+func bruteReached(frags []RangeTombstone, ck []byte, reverse bool) int {
+	n := 0
+	for i := range frags {
+		if !reverse && AfterStart(ck, frags[i].Start) || reverse && BeforeEnd(ck, frags[i].End) {
+			n++
+		}
+	}
+	return n
+}
+
 func TestFragmentRangesRandomized(t *testing.T) {
 	seed := rand.Uint64()
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -62,11 +74,17 @@ func TestFragmentRangesRandomized(t *testing.T) {
 			if got, want := fwd.Deletion(ck), bruteDeletion(ranges, ck); got != want {
 				t.Fatalf("seed %d round %d: forward at %q: got %+v, want %+v\nranges %v\nfrags %v", seed, round, ck, got, want, ranges, frags)
 			}
+			if got, want := fwd.Reached(), bruteReached(frags, ck, false); got != want {
+				t.Fatalf("seed %d round %d: forward at %q: reached %d fragments, want %d\nfrags %v", seed, round, ck, got, want, frags)
+			}
 		}
 		rev := NewRangeCursor(frags, true)
 		for i := len(probes) - 1; i >= 0; i-- {
 			if got, want := rev.Deletion(probes[i]), bruteDeletion(ranges, probes[i]); got != want {
 				t.Fatalf("seed %d round %d: reverse at %q: got %+v, want %+v\nranges %v\nfrags %v", seed, round, probes[i], got, want, ranges, frags)
+			}
+			if got, want := rev.Reached(), bruteReached(frags, probes[i], true); got != want {
+				t.Fatalf("seed %d round %d: reverse at %q: reached %d fragments, want %d\nfrags %v", seed, round, probes[i], got, want, frags)
 			}
 		}
 		// The run overlapping a random slice is exactly the fragments
