@@ -353,6 +353,96 @@ func checkShardValues(t *testing.T, where string, args, env []string) {
 }
 
 // packageOf maps a container entrypoint to the command it runs.
+// TestKubernetesSnapshots: the k8s/snapshots overlay patches every
+// storage StatefulSet of the base (its target selects them by label), its
+// container name and variables match the base's ingest container and
+// cmd/ingest's flags, and the volume it mounts is a ReadWriteMany claim
+// it defines, mounted where the snapshot variables point.
+func TestKubernetesSnapshots(t *testing.T) {
+	dir := filepath.Join("k8s", "snapshots")
+	kust := readYAMLDocs(t, filepath.Join(dir, "kustomization.yaml"))[0]
+	base := readYAMLDocs(t, filepath.Join("k8s", "kustomization.yaml"))[0]
+	if kust["namespace"] != base["namespace"] {
+		t.Errorf("overlay namespace %v, base %v", kust["namespace"], base["namespace"])
+	}
+	for _, r := range strs(kust["resources"]) {
+		if _, err := os.Stat(filepath.Join(dir, r)); err != nil {
+			t.Errorf("overlay resource: %v", err)
+		}
+	}
+	claims := map[string]bool{}
+	for _, d := range readYAMLDocs(t, filepath.Join(dir, "pvc.yaml")) {
+		if d["kind"] != "PersistentVolumeClaim" {
+			continue
+		}
+		spec := d["spec"].(map[string]any)
+		if !slices.Contains(strs(spec["accessModes"]), "ReadWriteMany") {
+			t.Errorf("pvc.yaml: claim %v is not ReadWriteMany: the node that imports a snapshot is not the one that wrote it", d["metadata"])
+		}
+		claims[fmt.Sprint(d["metadata"].(map[string]any)["name"])] = true
+	}
+	// The storage StatefulSets of the base, by their labels.
+	var storage []map[string]any
+	for _, d := range readYAMLDocs(t, filepath.Join("k8s", "storage.yaml")) {
+		if d["kind"] == "StatefulSet" {
+			storage = append(storage, d)
+		}
+	}
+	patches, _ := kust["patches"].([]any)
+	if len(patches) != 1 {
+		t.Fatalf("overlay has %d patches, want the one of the storage StatefulSets", len(patches))
+	}
+	patch := patches[0].(map[string]any)
+	target := patch["target"].(map[string]any)
+	label, value, _ := strings.Cut(fmt.Sprint(target["labelSelector"]), "=")
+	matched := 0
+	for _, d := range storage {
+		labels, _ := d["metadata"].(map[string]any)["labels"].(map[string]any)
+		if target["kind"] == "StatefulSet" && fmt.Sprint(labels[label]) == value {
+			matched++
+		}
+	}
+	if matched != len(storage) || matched < 2 {
+		t.Errorf("the patch's target %v selects %d of the %d storage StatefulSets", target, matched, len(storage))
+	}
+	p := readYAMLDocs(t, filepath.Join(dir, fmt.Sprint(patch["path"])))[0]
+	pod := p["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	volumes := map[string]string{} // volume name -> claim
+	for _, v := range pod["volumes"].([]any) {
+		v := v.(map[string]any)
+		pvc, _ := v["persistentVolumeClaim"].(map[string]any)
+		volumes[fmt.Sprint(v["name"])] = fmt.Sprint(pvc["claimName"])
+	}
+	baseContainers := storage[0]["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)
+	for _, c := range pod["containers"].([]any) {
+		c := c.(map[string]any)
+		if name := fmt.Sprint(c["name"]); !slices.ContainsFunc(baseContainers, func(b any) bool { return b.(map[string]any)["name"] == name }) {
+			t.Errorf("the patch's container %q is not in the storage StatefulSets: it would add a container, not patch one", name)
+		}
+		mounts := map[string]string{} // mount path -> claim
+		for _, m := range c["volumeMounts"].([]any) {
+			m := m.(map[string]any)
+			claim := volumes[fmt.Sprint(m["name"])]
+			if !claims[claim] {
+				t.Errorf("mount %v: volume %v is not a claim of pvc.yaml", m["mountPath"], m["name"])
+			}
+			mounts[fmt.Sprint(m["mountPath"])] = claim
+		}
+		var env []string
+		for _, e := range c["env"].([]any) {
+			e := e.(map[string]any)
+			env = append(env, fmt.Sprint(e["name"])+"="+fmt.Sprint(e["value"]))
+			switch e["name"] {
+			case "EVENTIDE_SNAPSHOT_DIR", "EVENTIDE_RESTORE_SHARDS_FROM":
+				if mounts[fmt.Sprint(e["value"])] == "" {
+					t.Errorf("%s=%v is not where the snapshot volume is mounted (%v)", e["name"], e["value"], mounts)
+				}
+			}
+		}
+		checkFlags(t, "k8s/snapshots patch", "cmd/ingest", nil, env)
+	}
+}
+
 func packageOf(entrypoint string) string {
 	switch filepath.Base(entrypoint) {
 	case "ingest":
