@@ -449,3 +449,57 @@ func TestZstdPartsAtLeastMinimum(t *testing.T) {
 		prev = sp
 	}
 }
+
+// TestHeadBlocksS2 checks that a zstd file compresses the first block of
+// each partition of several blocks with S2 and every other data block
+// with zstd (a partition of one block included), and that ZstdHeadBlocks
+// keeps head blocks zstd; both read back the same cells.
+func TestHeadBlocksS2(t *testing.T) {
+	rng := rand.New(rand.NewPCG(51, 52))
+	parts := []testPartition{
+		eventPartition(rng, []byte("a-large"), 600),
+		eventPartition(rng, []byte("b-small"), 10),
+		eventPartition(rng, []byte("c-large"), 400),
+	}
+	for _, zstdHeads := range []bool{false, true} {
+		f, _ := writeTable(t, parts, WriterOptions{Compression: CompressionZstd, NoDictionary: true, ZstdHeadBlocks: zstdHeads})
+		r := openTable(t, f, nil)
+		var got []string
+		for j := range r.top.pages {
+			pg, err := r.page(j, fromDisk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := pg.parts.walker()
+			for {
+				e, ok, err := w.next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					break
+				}
+				for i := e.info.firstBlock; i < e.info.firstBlock+e.info.numBlocks; i++ {
+					h := pg.blocks.handle(i)
+					c := Compression(f.data[pg.blocks.fileOffs[i]+h.storedLen])
+					got = append(got, fmt.Sprintf("%s/%d:%s", w.key, i-e.info.firstBlock, c))
+				}
+			}
+		}
+		checkTable(t, r, parts, CompressionZstd)
+		r.Close()
+		for _, s := range got {
+			head := strings.HasSuffix(strings.Split(s, ":")[0], "/0") && !strings.HasPrefix(s, "b-small")
+			want := "zstd"
+			if head && !zstdHeads {
+				want = "s2"
+			}
+			if !strings.HasSuffix(s, ":"+want) {
+				t.Fatalf("ZstdHeadBlocks=%v: blocks %v: want %s for %s", zstdHeads, got, want, s)
+			}
+		}
+		if len(got) < 5 {
+			t.Fatalf("blocks %v: want the large partitions in several", got)
+		}
+	}
+}
