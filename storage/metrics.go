@@ -261,7 +261,7 @@ type Metrics struct {
 	// memory").
 	BlockCacheMappedBytes int64
 	// BlockCachePinnedIndexBytes is what the open SSTables' index pages
-	// pinned at open take (on the Go heap, within an eighth of
+	// pinned at open take (on the Go heap, within a sixteenth of
 	// BlockCacheCapacity and counted against it; docs/ARCHITECTURE.md,
 	// "The engine's memory").
 	BlockCachePinnedIndexBytes int64

@@ -27,7 +27,7 @@ type Cache struct {
 	// capacity, on top of it.
 	rangeBudget atomic.Int64
 	// pinBudget is what is left of the bytes the readers may pin index
-	// pages in when they open (Reader.pinPages): an eighth of the
+	// pages in when they open (Reader.pinPages): a sixteenth of the
 	// capacity, taken out of it; pinned is what they pin now.
 	pinBudget atomic.Int64
 	pinned    atomic.Int64
@@ -207,7 +207,7 @@ func (s *cacheShard) insert(e *cacheEntry) {
 
 // pinnedIndexShare: the readers of a cache may pin index pages in up to
 // capacity/pinnedIndexShare bytes (Reader.pinPages).
-const pinnedIndexShare = 8
+const pinnedIndexShare = 16
 
 // reservePin takes n bytes of the pinning budget, if that much is left.
 func (c *Cache) reservePin(n int64) bool {

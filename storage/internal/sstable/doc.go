@@ -57,7 +57,7 @@
 // read, like a data block) and looks the key up in it; a PartitionInfo
 // keeps its page, so an iterator never looks it up again. With a Cache,
 // Open also reads, validates and pins every index page of the file for
-// the Reader's life when they fit the cache's pinning budget (an eighth
+// the Reader's life when they fit the cache's pinning budget (a sixteenth
 // of its capacity, shared by its readers and taken out of the capacity,
 // CacheMetrics.PinnedIndexBytes; Close gives it back), so lookups in such
 // files never read a page from the file; a page that fails to read or

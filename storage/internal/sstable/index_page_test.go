@@ -302,15 +302,16 @@ func TestPinnedPagesCheckReadsTheFile(t *testing.T) {
 // TestCacheCapacityLessPinned checks that pinned index pages are taken out
 // of the cache's capacity: blocks are evicted down to the rest.
 func TestCacheCapacityLessPinned(t *testing.T) {
-	c := NewCache(100 << 10) // one shard
-	if !c.reservePin(12 << 10) {
-		t.Fatal("a pin within an eighth of the capacity was refused")
+	c := NewCache(160 << 10) // one shard
+	budget := int64(160<<10) / pinnedIndexShare
+	if !c.reservePin(budget - 100) {
+		t.Fatal("a pin within the budget was refused")
 	}
-	if c.reservePin(1 << 10) {
-		t.Fatal("a pin beyond an eighth of the capacity was granted")
+	if c.reservePin(200) {
+		t.Fatal("a pin beyond the budget was granted")
 	}
 	for i := range 50 {
-		b := &loadedBlock{block: &block{size: 10 << 10}}
+		b := &loadedBlock{block: &block{size: 5 << 10}}
 		b.refs.Store(1)
 		c.add(1, uint64(i), b)
 		b.release()

@@ -85,7 +85,7 @@ func Open(f vfs.File, path string, fileNum uint64, cache *Cache) (*Reader, error
 // pins and prefetches the partitions of its partitioned indexes the same
 // way): a lookup then never reads a page from the file, which was the
 // slowest step of a cold read (BENCHMARKS.md, s10-read). A file whose
-// pages do not fit is read on demand, as before: the budget (an eighth of
+// pages do not fit is read on demand, as before: the budget (a sixteenth of
 // the cache's capacity, taken out of it) keeps files of many small
 // partitions from pinning unbounded memory. Pinning is best-effort: a
 // page that cannot be read or does not validate is left to the lookup
