@@ -311,7 +311,7 @@ func TestShapedValuesRecycledBuffer(t *testing.T) {
 		bb.add(&p.cells[i], i > 0 && bytes.Equal(p.cells[i-1].Clustering, p.cells[i].Clustering))
 	}
 	raw, _, _ := bb.finish(nil)
-	fresh, _, err := decodeBlockInto(raw, formatVersion2, nil, nil)
+	fresh, _, err := decodeBlockInto(raw, formatVersion2, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,9 @@ func TestShapedValuesRecycledBuffer(t *testing.T) {
 	total := len(fresh.data)
 	for _, size := range []int{total, total + copySlack, total + 1000} {
 		garbage := bytes.Repeat([]byte{0xAA}, size)
-		blk, _, err := decodeBlockInto(raw, formatVersion2, nil, garbage[:0])
+		// Recycled key buffers too: one too small, one with room.
+		keys := bytes.Repeat([]byte{0xBB}, size/4)
+		blk, _, err := decodeBlockInto(raw, formatVersion2, nil, garbage[:0], keys[:0])
 		if err != nil {
 			t.Fatalf("recycled buffer of %d bytes: %v", size, err)
 		}

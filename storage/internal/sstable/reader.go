@@ -475,7 +475,12 @@ func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *reada
 	if scratch == nil {
 		scratch = r.recycled.getScratch()
 	}
-	b, tail, err := decodeBlockInto(raw, r.props.FormatVersion, cellsIn(mem, ncells)[:0], scratch)
+	keys := keyScratch.Get().(*[]byte)
+	defer keyScratch.Put(keys)
+	b, tail, err := decodeBlockInto(raw, r.props.FormatVersion, cellsIn(mem, ncells)[:0], scratch, (*keys)[:0])
+	if err == nil && cap(b.keys) > cap(*keys) && cap(b.keys) <= maxKeyScratch {
+		*keys = b.keys[:0:cap(b.keys)] // grown: the next block reuses it once adopt has copied the keys
+	}
 	if err == nil && len(tail) != 0 {
 		err = base.CorruptionErrorf("cannot decode block: got %d trailing bytes", len(tail))
 	}
@@ -498,6 +503,14 @@ func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *reada
 	}
 	return lb, nil
 }
+
+// keyScratch holds the buffers a block's row keys are expanded into while
+// it is decoded: adopt copies them into the block's arena memory, so the
+// expansion need not allocate on the Go heap for every block read.
+var keyScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxKeyScratch bounds the key buffers keyScratch keeps.
+const maxKeyScratch = 256 << 10
 
 // checkBlockMeta compares what a block holds with what its index entry
 // says; the iterators rely on the entry to seek and to skip.
