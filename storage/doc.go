@@ -81,7 +81,7 @@
 // reused for the next block read once neither the cache nor any read
 // or compaction holds it. Rows a read returns are valid until its Next or
 // Close, as their bytes may be in a memtable's arena or a recycled block.
-// Metrics reports MemtableMappedBytes, BlockCacheBytes and
-// BlockCacheMappedBytes; docs/ARCHITECTURE.md
+// Metrics reports MemtableMappedBytes, BlockCacheBytes,
+// BlockCacheMappedBytes and BlockCachePinnedIndexBytes; docs/ARCHITECTURE.md
 // ("The engine's memory") says how to size the budget.
 package storage

@@ -300,34 +300,61 @@ func TestSliceSkipsSSTablesByBloomFilter(t *testing.T) {
 // of index pages read from the file: a cold read of a reopened store finds
 // nothing cached, the same read again finds everything.
 func TestReadStatsCachedBlocksAndIndexPages(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
-	dir := t.TempDir()
-	db := openTestDBIn(t, dir, clock, nil, TableDef{Name: "t"})
-	value := []byte(strings.Repeat("v", 200))
-	apply(t, db, func(b *Batch) {
-		for i := range 1000 {
-			b.Put("t", []byte("p"), fmt.Appendf(nil, "k%04d", i), []byte("c"), value, int64(100+i))
-		}
-	})
-	if err := db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openTestDBIn(t, dir, clock, nil)
-	q := SliceQuery{Table: "t", Partition: []byte("p")}
-	rows, cold := readAll(t, db, q)
-	if len(rows) != 1000 {
-		t.Fatalf("got %d rows, want 1000", len(rows))
-	}
-	if cold.BlocksRead < 2 || cold.BlocksCached != 0 || cold.IndexPagesRead != 1 {
-		t.Fatalf("cold read: got %d blocks, %d cached, %d index pages from the file; want >= 2, 0, 1 (%s)",
-			cold.BlocksRead, cold.BlocksCached, cold.IndexPagesRead, cold)
-	}
-	_, warm := readAll(t, db, q)
-	if warm.BlocksRead != cold.BlocksRead || warm.BlocksCached != warm.BlocksRead || warm.IndexPagesRead != 0 {
-		t.Fatalf("warm read: got %d blocks, %d cached, %d index pages from the file; want %d, %d, 0 (%s)",
-			warm.BlocksRead, warm.BlocksCached, warm.IndexPagesRead, cold.BlocksRead, cold.BlocksRead, warm)
+	for _, tc := range []struct {
+		name      string
+		cacheSize int64
+		// pagesRead is what the cold read reads of index pages from the
+		// file: none when Open pinned them (the default cache's budget
+		// has room), one when the budget is too small to pin (a cache
+		// of 4 KiB, which holds the page but none of the 32 KiB blocks).
+		pagesRead int
+	}{
+		{"pinned", 0, 0},
+		{"not pinned", 4 << 10, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+			dir := t.TempDir()
+			tweak := func(o *Options) {
+				if tc.cacheSize > 0 {
+					o.BlockCacheSize = tc.cacheSize
+				}
+			}
+			db := openTestDBIn(t, dir, clock, tweak, TableDef{Name: "t"})
+			value := []byte(strings.Repeat("v", 200))
+			apply(t, db, func(b *Batch) {
+				for i := range 1000 {
+					b.Put("t", []byte("p"), fmt.Appendf(nil, "k%04d", i), []byte("c"), value, int64(100+i))
+				}
+			})
+			if err := db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			db = openTestDBIn(t, dir, clock, tweak)
+			if m := db.Metrics(); (m.BlockCachePinnedIndexBytes > 0) != (tc.pagesRead == 0) {
+				t.Fatalf("%d bytes of index pages pinned, want pinned: %v", m.BlockCachePinnedIndexBytes, tc.pagesRead == 0)
+			}
+			q := SliceQuery{Table: "t", Partition: []byte("p")}
+			rows, cold := readAll(t, db, q)
+			if len(rows) != 1000 {
+				t.Fatalf("got %d rows, want 1000", len(rows))
+			}
+			if cold.BlocksRead < 2 || cold.BlocksCached != 0 || cold.IndexPagesRead != tc.pagesRead {
+				t.Fatalf("cold read: got %d blocks, %d cached, %d index pages from the file; want >= 2, 0, %d (%s)",
+					cold.BlocksRead, cold.BlocksCached, cold.IndexPagesRead, tc.pagesRead, cold)
+			}
+			_, warm := readAll(t, db, q)
+			wantCached := cold.BlocksRead
+			if tc.cacheSize > 0 {
+				wantCached = 0
+			}
+			if warm.BlocksRead != cold.BlocksRead || warm.BlocksCached != wantCached || warm.IndexPagesRead != 0 {
+				t.Fatalf("warm read: got %d blocks, %d cached, %d index pages from the file; want %d, %d, 0 (%s)",
+					warm.BlocksRead, warm.BlocksCached, warm.IndexPagesRead, cold.BlocksRead, wantCached, warm)
+			}
+		})
 	}
 }

@@ -181,10 +181,11 @@ func engineMemory(e engine) func() string {
 	}
 	return func() string {
 		m := ev.db.Metrics()
-		return fmt.Sprintf("  %-45s %8.1f\n  %-45s %8.1f\n  %-45s %8d\n  %-45s %8.1f\n",
+		return fmt.Sprintf("  %-45s %8.1f\n  %-45s %8.1f\n  %-45s %8d\n  %-45s %8.1f\n  %-45s %8.2f\n",
 			"eventide memtable bytes (all)", mib(m.MemtableBytes),
 			"eventide memtable mapped bytes", mib(m.MemtableMappedBytes),
 			"eventide frozen memtables", m.FrozenMemtables,
-			"eventide block cache bytes", mib(m.BlockCacheBytes))
+			"eventide block cache bytes", mib(m.BlockCacheBytes),
+			"eventide pinned index page bytes", mib(m.BlockCachePinnedIndexBytes))
 	}
 }

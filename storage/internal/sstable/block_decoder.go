@@ -75,12 +75,13 @@ func (b *block) cell(i int, c *base.Cell) {
 // The cells alias raw, which must not change afterwards (unless the block
 // says otherwise: see block.aliasesRaw).
 func decodeBlock(raw []byte, version uint32) (*block, []byte, error) {
-	return decodeBlockInto(raw, version, nil, nil)
+	return decodeBlockInto(raw, version, nil, nil, nil)
 }
 
-// decodeBlockInto is decodeBlock decoding the cells into cells' array and
-// shaped values into vals' array when they are large enough.
-func decodeBlockInto(raw []byte, version uint32, cells []packedCell, valsDst []byte) (*block, []byte, error) {
+// decodeBlockInto is decodeBlock decoding the cells into cells' array,
+// shaped values into vals' array and expanded row keys into keysDst's
+// array when they are large enough.
+func decodeBlockInto(raw []byte, version uint32, cells []packedCell, valsDst, keysDst []byte) (*block, []byte, error) {
 	c := cursor{b: raw}
 	n := c.length("block cell count", 1)
 	rows := c.length("block row count", 1)
@@ -182,7 +183,7 @@ func decodeBlockInto(raw []byte, version uint32, cells []packedCell, valsDst []b
 		return nil, nil, err
 	}
 
-	keys, err := newRowKeyReader(rowSec.b, keyEnc, rows, len(raw))
+	keys, err := newRowKeyReader(rowSec.b, keyEnc, rows, len(raw), keysDst)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -317,15 +318,19 @@ type rowKeyReader struct {
 
 // newRowKeyReader checks the row key section of rows keys in encoding enc
 // and expands it, rejecting keys that would expand to more than
-// max(rawLen, maxBlockKeyBytes) bytes.
-func newRowKeyReader(sec []byte, enc, rows, rawLen int) (rowKeyReader, error) {
+// max(rawLen, maxBlockKeyBytes) bytes, into dst's array if it is large
+// enough.
+func newRowKeyReader(sec []byte, enc, rows, rawLen int, dst []byte) (rowKeyReader, error) {
 	limit := max(rawLen, maxBlockKeyBytes)
 	if enc == rowKeysPrefix {
 		keyBytes, err := rowKeyBytes(sec, rows, limit)
 		if err != nil {
 			return rowKeyReader{}, err
 		}
-		return rowKeyReader{arena: make([]byte, 0, keyBytes), sec: cursor{b: sec}}, nil
+		if cap(dst) < keyBytes {
+			dst = make([]byte, 0, keyBytes)
+		}
+		return rowKeyReader{arena: dst[:0], sec: cursor{b: sec}}, nil
 	}
 	c := cursor{b: sec}
 	l := c.uvarint("row key length")
@@ -347,7 +352,12 @@ func newRowKeyReader(sec []byte, enc, rows, rawLen int) (rowKeyReader, error) {
 	if c.err != nil {
 		return rowKeyReader{}, c.err
 	}
-	arena := make([]byte, rows*keyLen)
+	var arena []byte
+	if cap(dst) >= rows*keyLen {
+		arena = dst[:rows*keyLen]
+	} else {
+		arena = make([]byte, rows*keyLen)
+	}
 	v := binary.BigEndian.Uint64(first)
 	for r := 0; r < rows; r++ {
 		if r > 0 {

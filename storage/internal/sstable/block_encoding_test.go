@@ -311,7 +311,7 @@ func TestShapedValuesRecycledBuffer(t *testing.T) {
 		bb.add(&p.cells[i], i > 0 && bytes.Equal(p.cells[i-1].Clustering, p.cells[i].Clustering))
 	}
 	raw, _, _ := bb.finish(nil)
-	fresh, _, err := decodeBlockInto(raw, formatVersion2, nil, nil)
+	fresh, _, err := decodeBlockInto(raw, formatVersion2, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,9 @@ func TestShapedValuesRecycledBuffer(t *testing.T) {
 	total := len(fresh.data)
 	for _, size := range []int{total, total + copySlack, total + 1000} {
 		garbage := bytes.Repeat([]byte{0xAA}, size)
-		blk, _, err := decodeBlockInto(raw, formatVersion2, nil, garbage[:0])
+		// Recycled key buffers too: one too small, one with room.
+		keys := bytes.Repeat([]byte{0xBB}, size/4)
+		blk, _, err := decodeBlockInto(raw, formatVersion2, nil, garbage[:0], keys[:0])
 		if err != nil {
 			t.Fatalf("recycled buffer of %d bytes: %v", size, err)
 		}
@@ -447,5 +449,59 @@ func TestZstdPartsAtLeastMinimum(t *testing.T) {
 			t.Fatalf("splits %v of a %d-byte block: a part of %d bytes at %d", splits, len(raw), sp-prev, prev)
 		}
 		prev = sp
+	}
+}
+
+// TestHeadBlocksS2 checks that a zstd file compresses the first block of
+// each partition of several blocks with S2 and every other data block
+// with zstd (a partition of one block included), and that ZstdHeadBlocks
+// keeps head blocks zstd; both read back the same cells.
+func TestHeadBlocksS2(t *testing.T) {
+	rng := rand.New(rand.NewPCG(51, 52))
+	parts := []testPartition{
+		eventPartition(rng, []byte("a-large"), 600),
+		eventPartition(rng, []byte("b-small"), 10),
+		eventPartition(rng, []byte("c-large"), 400),
+	}
+	for _, zstdHeads := range []bool{false, true} {
+		f, _ := writeTable(t, parts, WriterOptions{Compression: CompressionZstd, NoDictionary: true, ZstdHeadBlocks: zstdHeads})
+		r := openTable(t, f, nil)
+		var got []string
+		for j := range r.top.pages {
+			pg, err := r.page(j, fromDisk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := pg.parts.walker()
+			for {
+				e, ok, err := w.next()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					break
+				}
+				for i := e.info.firstBlock; i < e.info.firstBlock+e.info.numBlocks; i++ {
+					h := pg.blocks.handle(i)
+					c := Compression(f.data[pg.blocks.fileOffs[i]+h.storedLen])
+					got = append(got, fmt.Sprintf("%s/%d:%s", w.key, i-e.info.firstBlock, c))
+				}
+			}
+		}
+		checkTable(t, r, parts, CompressionZstd)
+		r.Close()
+		for _, s := range got {
+			head := strings.HasSuffix(strings.Split(s, ":")[0], "/0") && !strings.HasPrefix(s, "b-small")
+			want := "zstd"
+			if head && !zstdHeads {
+				want = "s2"
+			}
+			if !strings.HasSuffix(s, ":"+want) {
+				t.Fatalf("ZstdHeadBlocks=%v: blocks %v: want %s for %s", zstdHeads, got, want, s)
+			}
+		}
+		if len(got) < 5 {
+			t.Fatalf("blocks %v: want the large partitions in several", got)
+		}
 	}
 }

@@ -26,6 +26,11 @@ type Cache struct {
 	// decoded range tombstones in (rangeCache): a quarter of the
 	// capacity, on top of it.
 	rangeBudget atomic.Int64
+	// pinBudget is what is left of the bytes the readers may pin index
+	// pages in when they open (Reader.pinPages): a sixteenth of the
+	// capacity, taken out of it; pinned is what they pin now.
+	pinBudget atomic.Int64
+	pinned    atomic.Int64
 }
 
 // maxCacheShards spreads lock contention; minCacheShardBytes keeps each
@@ -42,6 +47,10 @@ type CacheMetrics struct {
 	Blocks       int64
 	Bytes        int64
 	Capacity     int64
+	// PinnedIndexBytes is what the open readers' pinned index pages
+	// take (see Reader): on the Go heap, counted against Capacity, so
+	// the cache holds that much less of blocks and other pages.
+	PinnedIndexBytes int64
 	// MappedBytes is the block arena's memory (see blockArena): mapped
 	// from the OS outside the Go heap, or, where there is no mmap,
 	// allocated on it. It holds the cached blocks, the blocks iterators
@@ -61,6 +70,7 @@ type cacheEntry struct {
 }
 
 type cacheShard struct {
+	c        *Cache
 	mu       sync.Mutex
 	capacity int64
 	size     int64 // data blocks and index pages
@@ -89,8 +99,10 @@ func NewCache(capacityBytes int64) *Cache {
 	// size classes): window slices in loadtest/peers took 1.5x as long.
 	c.blocks.arena = newMappedArena(c, max(capacityBytes, 4<<20))
 	c.rangeBudget.Store(capacityBytes / 4)
+	c.pinBudget.Store(capacityBytes / pinnedIndexShare)
 	for i := range c.shards {
 		s := &c.shards[i]
+		s.c = c
 		s.capacity = capacityBytes / int64(n)
 		s.entries = map[cacheKey]*cacheEntry{}
 		s.lru.next, s.lru.prev = &s.lru, &s.lru
@@ -175,9 +187,10 @@ func (s *cacheShard) insert(e *cacheEntry) {
 	if e.page != nil {
 		s.pageBytes += e.size
 	}
-	for s.size > s.capacity {
+	capacity := s.capacity - s.c.pinned.Load()/int64(len(s.c.shards))
+	for s.size > capacity && s.size > 0 {
 		old := s.lru.prev
-		if old == &s.lru || s.pageBytes > s.capacity/2 {
+		if old == &s.lru || s.pageBytes > capacity/2 {
 			old = s.plru.prev
 		}
 		s.unlink(old)
@@ -190,6 +203,26 @@ func (s *cacheShard) insert(e *cacheEntry) {
 			old.blk.release()
 		}
 	}
+}
+
+// pinnedIndexShare: the readers of a cache may pin index pages in up to
+// capacity/pinnedIndexShare bytes (Reader.pinPages).
+const pinnedIndexShare = 16
+
+// reservePin takes n bytes of the pinning budget, if that much is left.
+func (c *Cache) reservePin(n int64) bool {
+	if c.pinBudget.Add(-n) < 0 {
+		c.pinBudget.Add(n)
+		return false
+	}
+	c.pinned.Add(n)
+	return true
+}
+
+// releasePin gives n bytes back to the pinning budget.
+func (c *Cache) releasePin(n int64) {
+	c.pinned.Add(-n)
+	c.pinBudget.Add(n)
 }
 
 // getPage returns the cached index page at (fileNum, offset), or nil.
@@ -255,6 +288,7 @@ func (c *Cache) Metrics() CacheMetrics {
 	}
 	m.Hits, m.Misses = c.hits.Load(), c.misses.Load()
 	m.MappedBytes, m.InUseBytes = c.blocks.arena.mapped.Load(), c.blocks.arena.inUse()
+	m.PinnedIndexBytes = c.pinned.Load()
 	for i := range c.shards {
 		s := &c.shards[i]
 		s.mu.Lock()

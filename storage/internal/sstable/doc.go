@@ -55,7 +55,13 @@
 // partition) resident. FindPartition binary-searches the page index, reads
 // the page through the Cache (checksummed and fully validated when it is
 // read, like a data block) and looks the key up in it; a PartitionInfo
-// keeps its page, so an iterator never looks it up again. The Cache evicts
+// keeps its page, so an iterator never looks it up again. With a Cache,
+// Open also reads, validates and pins every index page of the file for
+// the Reader's life when they fit the cache's pinning budget (a sixteenth
+// of its capacity, shared by its readers and taken out of the capacity,
+// CacheMetrics.PinnedIndexBytes; Close gives it back), so lookups in such
+// files never read a page from the file; a page that fails to read or
+// validate at Open is left to the lookup that needs it, which reports it. The Cache evicts
 // data blocks before index pages while pages take at most half of it.
 // Pages are never recycled: an evicted page stays valid for whoever still holds a
 // PartitionInfo of it. A Reader opened without a Cache keeps the pages it

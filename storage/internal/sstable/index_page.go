@@ -50,6 +50,9 @@ type pageRef struct {
 	storedLen, rawLen  uint64 // the page's frame, at dataOff + dataLen
 	// resident is the whole index of a version 1-3 file, always loaded.
 	resident *indexPage
+	// pinned is the page read at Open (Reader.pinPages), nil if it was
+	// not; set before the Reader is shared and never changed after.
+	pinned *indexPage
 }
 
 func (p *pageRef) offset() uint64 { return p.dataOff + p.dataLen }
@@ -319,6 +322,9 @@ func (r *Reader) pageFrom(j int, src blockSource) (*indexPage, bool, error) {
 	if ref.resident != nil {
 		return ref.resident, false, nil
 	}
+	if ref.pinned != nil && src != fromDisk {
+		return ref.pinned, false, nil
+	}
 	off := ref.offset()
 	// Without a cache, pages read for lookups stay with the reader (as
 	// whole indexes did before version 4), so a store without a block
@@ -334,25 +340,10 @@ func (r *Reader) pageFrom(j int, src blockSource) (*indexPage, bool, error) {
 			return pg, false, nil
 		}
 	}
-	// The page keeps its bytes (infos alias them), so the frame is not
-	// pooled: a page stored uncompressed aliases it.
-	frame := make([]byte, ref.storedLen+blockTrailerLen)
-	if err := r.readAt(frame, off); err != nil {
+	pg, err := r.readPage(j)
+	if err != nil {
 		return nil, false, err
 	}
-	raw, err := r.dec.decodeBlockFrame(frame, ref.rawLen, nil)
-	if err != nil {
-		return nil, false, r.wrapAt(off, fmt.Sprintf("index page %d", j), err)
-	}
-	var next []byte
-	if j+1 < len(r.top.pages) {
-		next = r.top.key(j + 1)
-	}
-	pg, err := decodeIndexPage(raw, ref, r.top.key(j), next, r.top.lastKey)
-	if err != nil {
-		return nil, false, r.wrapAt(off, fmt.Sprintf("index page %d", j), err)
-	}
-	pg.fileNum = r.fileNum
 	if keep {
 		r.ownPages[j].CompareAndSwap(nil, pg)
 	}
@@ -360,4 +351,30 @@ func (r *Reader) pageFrom(j int, src blockSource) (*indexPage, bool, error) {
 		r.cache.addPage(r.fileNum, off, pg)
 	}
 	return pg, true, nil
+}
+
+// readPage reads index page j from the file, checks and decodes it.
+func (r *Reader) readPage(j int) (*indexPage, error) {
+	ref := &r.top.pages[j]
+	off := ref.offset()
+	// The page keeps its bytes (infos alias them), so the frame is not
+	// pooled: a page stored uncompressed aliases it.
+	frame := make([]byte, ref.storedLen+blockTrailerLen)
+	if err := r.readAt(frame, off); err != nil {
+		return nil, err
+	}
+	raw, err := r.dec.decodeBlockFrame(frame, ref.rawLen, nil)
+	if err != nil {
+		return nil, r.wrapAt(off, fmt.Sprintf("index page %d", j), err)
+	}
+	var next []byte
+	if j+1 < len(r.top.pages) {
+		next = r.top.key(j + 1)
+	}
+	pg, err := decodeIndexPage(raw, ref, r.top.key(j), next, r.top.lastKey)
+	if err != nil {
+		return nil, r.wrapAt(off, fmt.Sprintf("index page %d", j), err)
+	}
+	pg.fileNum = r.fileNum
+	return pg, nil
 }

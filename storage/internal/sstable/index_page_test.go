@@ -208,3 +208,115 @@ func TestReaderWithoutCacheKeepsPages(t *testing.T) {
 		t.Fatal("a reader without a cache read the same index page twice")
 	}
 }
+
+// TestOpenPinsIndexPages checks that a Reader with a cache reads and keeps
+// every index page at Open when the cache's pinning budget has room, so
+// that no lookup reads a page from the file; that the pinned bytes are
+// counted against the cache's capacity and given back by Close; and that
+// a file whose pages do not fit the budget is read on demand.
+func TestOpenPinsIndexPages(t *testing.T) {
+	rng := rand.New(rand.NewPCG(44, 0))
+	parts := manyPartitions(rng, 3000)
+	f, _ := writeTable(t, parts, WriterOptions{Compression: CompressionZstd})
+
+	cache := NewCache(64 << 20)
+	r := openTable(t, f, cache)
+	if len(r.top.pages) < 10 {
+		t.Fatalf("%d index pages, want many", len(r.top.pages))
+	}
+	pinned := r.PinnedIndexBytes()
+	if pinned <= 0 {
+		t.Fatal("a reader with room in its cache's budget pinned no index pages")
+	}
+	if m := cache.Metrics(); m.PinnedIndexBytes != pinned || m.Blocks != 0 {
+		t.Fatalf("cache metrics: %d pinned bytes and %d entries, want %d and 0", m.PinnedIndexBytes, m.Blocks, pinned)
+	}
+	var raw int64
+	for i := range r.top.pages {
+		raw += int64(r.top.pages[i].rawLen)
+	}
+	if pinned < raw || pinned > 2*raw+int64(len(r.top.pages))*indexPageOverhead*2 {
+		t.Fatalf("pinned %d bytes for %d bytes of decompressed pages", pinned, raw)
+	}
+	for _, p := range parts {
+		info, ok, err := r.FindPartition(p.key)
+		if err != nil || !ok {
+			t.Fatalf("FindPartition(%q): %v, %v", p.key, ok, err)
+		}
+		if info.IndexPageRead() {
+			t.Fatalf("FindPartition(%q) read its index page from the file", p.key)
+		}
+	}
+	checkTable(t, r, parts, CompressionZstd)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if m := cache.Metrics(); m.PinnedIndexBytes != 0 {
+		t.Fatalf("after Close the cache still counts %d pinned bytes", m.PinnedIndexBytes)
+	}
+
+	// Two readers share the budget: the second pins only if both fit.
+	small := NewCache(pinned * pinnedIndexShare * 3 / 2)
+	r1 := openTable(t, f, small)
+	defer r1.Close()
+	r2 := openTable(t, f, small)
+	defer r2.Close()
+	if r1.PinnedIndexBytes() == 0 || r2.PinnedIndexBytes() != 0 {
+		t.Fatalf("budget for 1.5 files' pages: pinned %d and %d bytes, want the first file only", r1.PinnedIndexBytes(), r2.PinnedIndexBytes())
+	}
+	if m := small.Metrics(); m.PinnedIndexBytes > m.Capacity/pinnedIndexShare {
+		t.Fatalf("%d bytes pinned, budget %d", m.PinnedIndexBytes, m.Capacity/pinnedIndexShare)
+	}
+	info, ok, err := r2.FindPartition(parts[1500].key)
+	if err != nil || !ok || !info.IndexPageRead() {
+		t.Fatalf("unpinned reader: FindPartition: %v, %v, read its page from the file %v; want found, from the file", ok, err, info.IndexPageRead())
+	}
+}
+
+// TestPinnedPagesCheckReadsTheFile damages an index page after Open pinned
+// it: lookups use the pinned copy, but Check still reads and verifies every
+// page from the file.
+func TestPinnedPagesCheckReadsTheFile(t *testing.T) {
+	rng := rand.New(rand.NewPCG(42, 0))
+	parts := manyPartitions(rng, 3000)
+	f, _ := writeTable(t, parts, WriterOptions{Compression: CompressionNone})
+	file := &memFile{data: bytes.Clone(f.data)}
+	r, err := Open(file, corruptPath, 9, NewCache(64<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.PinnedIndexBytes() == 0 {
+		t.Fatal("no pages pinned")
+	}
+	ref := r.top.pages[3]
+	file.data[ref.offset()+6] ^= 0x40
+	if _, ok, err := r.FindPartition(r.top.key(3)); err != nil || !ok {
+		t.Fatalf("FindPartition in the pinned page: %v, %v", ok, err)
+	}
+	if err := r.Check(); !errors.Is(err, base.ErrCorruption) {
+		t.Fatalf("Check: got %v, want corruption", err)
+	}
+}
+
+// TestCacheCapacityLessPinned checks that pinned index pages are taken out
+// of the cache's capacity: blocks are evicted down to the rest.
+func TestCacheCapacityLessPinned(t *testing.T) {
+	c := NewCache(160 << 10) // one shard
+	budget := int64(160<<10) / pinnedIndexShare
+	if !c.reservePin(budget - 100) {
+		t.Fatal("a pin within the budget was refused")
+	}
+	if c.reservePin(200) {
+		t.Fatal("a pin beyond the budget was granted")
+	}
+	for i := range 50 {
+		b := &loadedBlock{block: &block{size: 5 << 10}}
+		b.refs.Store(1)
+		c.add(1, uint64(i), b)
+		b.release()
+	}
+	if m := c.Metrics(); m.Bytes > m.Capacity-m.PinnedIndexBytes {
+		t.Fatalf("cache holds %d bytes with %d pinned, capacity %d", m.Bytes, m.PinnedIndexBytes, m.Capacity)
+	}
+}

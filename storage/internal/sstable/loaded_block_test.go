@@ -128,3 +128,51 @@ func TestUncachedReadsRecycleBlocks(t *testing.T) {
 	}
 	t.Logf("%d misses, %.0f bytes allocated per miss", missed, perMiss)
 }
+
+// TestBlockReadKeysOffHeap checks that reading a data block from the file
+// does not allocate its expanded row keys on the Go heap: they are
+// expanded into a pooled buffer and copied into the block's arena memory
+// (they used to be a fresh Go allocation per block read, ~16 bytes a row).
+func TestBlockReadKeysOffHeap(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocations")
+	}
+	rng := rand.New(rand.NewPCG(61, 62))
+	p := eventPartition(rng, []byte("p"), 4000)
+	for _, comp := range []Compression{CompressionS2, CompressionZstd} {
+		f, _ := writeTable(t, []testPartition{p}, WriterOptions{Compression: comp, NoDictionary: true})
+		r := openTable(t, f, NewCache(32<<20))
+		info, ok := r.Partition(p.key)
+		if !ok {
+			t.Fatal("partition missing")
+		}
+		load := func() int {
+			rows := 0
+			for i := info.firstBlock; i < info.firstBlock+info.numBlocks; i++ {
+				b, err := r.loadBlock(info.pg, i, fromDisk)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rows += b.len()
+				b.release()
+			}
+			return rows
+		}
+		load() // fills the pools
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		const rounds = 5
+		rows := 0
+		for range rounds {
+			rows += load()
+		}
+		runtime.ReadMemStats(&after)
+		r.Close()
+		perRow := float64(after.TotalAlloc-before.TotalAlloc) / float64(rows)
+		t.Logf("%s: %.1f bytes allocated per row read from the file", comp, perRow)
+		// The keys alone are 16 bytes a row.
+		if perRow >= 8 {
+			t.Fatalf("%s: reading blocks allocates %.1f bytes per row, want under 8 (row keys off the Go heap)", comp, perRow)
+		}
+	}
+}

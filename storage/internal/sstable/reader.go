@@ -37,6 +37,9 @@ type Reader struct {
 	// ranges keeps decoded partition entries that hold many range
 	// tombstones (see partitionIndex.find).
 	ranges rangeCache
+	// pinnedBytes is what the index pages pinned at Open (pageRef.pinned)
+	// take of the cache's pinning budget, given back by Close.
+	pinnedBytes int64
 
 	// frames recycles the buffers compressed blocks are read into: a
 	// block keeps only its decompressed bytes, and an iterator lives for
@@ -73,8 +76,62 @@ func Open(f vfs.File, path string, fileNum uint64, cache *Cache) (*Reader, error
 		r.dict.close()
 		return nil, err
 	}
+	r.pinPages()
 	return r, nil
 }
+
+// pinPages reads, validates and keeps every index page of a version 4
+// file, if the cache's pinning budget has room for all of them (RocksDB
+// pins and prefetches the partitions of its partitioned indexes the same
+// way): a lookup then never reads a page from the file, which was the
+// slowest step of a cold read (BENCHMARKS.md, s10-read). A file whose
+// pages do not fit is read on demand, as before: the budget (a sixteenth of
+// the cache's capacity, taken out of it) keeps files of many small
+// partitions from pinning unbounded memory. Pinning is best-effort: a
+// page that cannot be read or does not validate is left to the lookup
+// that needs it, which reports the error as before.
+func (r *Reader) pinPages() {
+	if r.cache == nil || len(r.top.pages) == 0 || r.top.pages[0].resident != nil {
+		return
+	}
+	// Reserve by the pages' decompressed bytes plus their overhead
+	// (decodeIndexPage's size), then settle on the decoded sizes.
+	var want int64
+	for i := range r.top.pages {
+		ref := &r.top.pages[i]
+		want += int64(ref.rawLen) + int64(ref.blocks)*12 + int64(ref.partitions)*8/restartInterval + indexPageOverhead
+	}
+	want += int64(len(r.top.pages)) * 2 * 64 // first keys, estimated
+	if !r.cache.reservePin(want) {
+		return
+	}
+	pinned := make([]*indexPage, len(r.top.pages))
+	var got int64
+	for j := range r.top.pages {
+		pg, err := r.readPage(j)
+		if err != nil {
+			r.cache.releasePin(want)
+			return
+		}
+		pinned[j] = pg
+		got += pg.size
+	}
+	if got > want && !r.cache.reservePin(got-want) {
+		r.cache.releasePin(want)
+		return
+	}
+	if got < want {
+		r.cache.releasePin(want - got)
+	}
+	for j, pg := range pinned {
+		r.top.pages[j].pinned = pg
+	}
+	r.pinnedBytes = got
+}
+
+// PinnedIndexBytes is what the index pages the Reader pinned at Open take
+// (0 if it pinned none).
+func (r *Reader) PinnedIndexBytes() int64 { return r.pinnedBytes }
 
 func (r *Reader) corruptf(off uint64, format string, args ...any) error {
 	return base.CorruptionErrorf("sstable %s at offset %d: %s", r.path, off, fmt.Sprintf(format, args...))
@@ -288,6 +345,10 @@ func (r *Reader) findPartition(key []byte, src blockSource) (PartitionInfo, bool
 // Close closes the file. Iterators must not be used afterwards.
 func (r *Reader) Close() error {
 	r.ranges.release()
+	if r.pinnedBytes > 0 {
+		r.cache.releasePin(r.pinnedBytes)
+		r.pinnedBytes = 0
+	}
 	if r.ownDec {
 		r.dec.close()
 	}
@@ -414,7 +475,12 @@ func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *reada
 	if scratch == nil {
 		scratch = r.recycled.getScratch()
 	}
-	b, tail, err := decodeBlockInto(raw, r.props.FormatVersion, cellsIn(mem, ncells)[:0], scratch)
+	keys := keyScratch.Get().(*[]byte)
+	defer keyScratch.Put(keys)
+	b, tail, err := decodeBlockInto(raw, r.props.FormatVersion, cellsIn(mem, ncells)[:0], scratch, (*keys)[:0])
+	if err == nil && cap(b.keys) > cap(*keys) && cap(b.keys) <= maxKeyScratch {
+		*keys = b.keys[:0:cap(b.keys)] // grown: the next block reuses it once adopt has copied the keys
+	}
 	if err == nil && len(tail) != 0 {
 		err = base.CorruptionErrorf("cannot decode block: got %d trailing bytes", len(tail))
 	}
@@ -437,6 +503,14 @@ func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *reada
 	}
 	return lb, nil
 }
+
+// keyScratch holds the buffers a block's row keys are expanded into while
+// it is decoded: adopt copies them into the block's arena memory, so the
+// expansion need not allocate on the Go heap for every block read.
+var keyScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxKeyScratch bounds the key buffers keyScratch keeps.
+const maxKeyScratch = 256 << 10
 
 // checkBlockMeta compares what a block holds with what its index entry
 // says; the iterators rely on the entry to seek and to skip.

@@ -319,6 +319,10 @@ type WriterOptions struct {
 	// CreatedAtSeconds is recorded in the properties as the file's
 	// creation time (unix seconds, the engine's clock).
 	CreatedAtSeconds int64
+	// ZstdHeadBlocks compresses the first block of each partition with
+	// zstd like the others in a zstd file. By default a zstd file's head
+	// blocks are S2 (see blockCompression).
+	ZstdHeadBlocks bool
 	// NoDictionary keeps a zstd file from getting a dictionary: its data
 	// blocks are compressed on their own, as before format version 5.
 	NoDictionary bool
@@ -404,6 +408,7 @@ type pendingBlock struct {
 	rawEnd int    // end of its bytes in Writer.pendRaw
 	splits []int  // compressor splits, relative to its start
 	entry  []byte // its block index entry after the stored length
+	head   bool   // a partition's first block, not its last (blockCompression)
 }
 
 // writeBuffers pools the Writers' 256 KiB write buffers across SSTables.
@@ -539,7 +544,7 @@ func (w *Writer) Add(c *base.Cell) error {
 	}
 	if !w.blk.empty() && (w.blk.size()+cellSize(c, !sameRow) > target ||
 		(!sameRow && w.blk.keyBytes+len(c.Clustering) > maxBlockKeyBytes)) {
-		if err := w.flushBlock(); err != nil {
+		if err := w.flushBlock(true); err != nil {
 			return err
 		}
 	}
@@ -582,19 +587,20 @@ func (w *Writer) EstimatedSize() int64 {
 }
 
 // flushBlock compresses, frames and writes the open block and records it
-// in the block index.
-func (w *Writer) flushBlock() error {
+// in the block index. more says the partition has cells after it.
+func (w *Writer) flushBlock(more bool) error {
 	var meta BlockMeta
 	var splits []int
 	w.rawBuf, meta, splits = w.blk.finish(w.rawBuf[:0])
 	h := blockHandle{rawLen: uint64(len(w.rawBuf)), meta: meta}
+	head := w.cur.numBlocks == 0 && more
 	if !w.dictDone {
 		// Held back: its entry without the stored length (0 is one
 		// byte), its bytes, its splits.
 		entry := appendBlockIndexEntry(nil, &h)[1:]
 		w.pendRaw = append(w.pendRaw, w.rawBuf...)
-		w.pending = append(w.pending, pendingBlock{rawEnd: len(w.pendRaw), splits: append([]int(nil), splits...), entry: entry})
-	} else if err := w.writeBlock(w.rawBuf, splits, &h); err != nil {
+		w.pending = append(w.pending, pendingBlock{rawEnd: len(w.pendRaw), splits: append([]int(nil), splits...), entry: entry, head: head})
+	} else if err := w.writeBlock(w.rawBuf, splits, &h, head); err != nil {
 		return err
 	}
 	w.pageBlocks++
@@ -623,9 +629,9 @@ func (w *Writer) flushBlock() error {
 
 // writeBlock compresses, frames and writes one data block and appends its
 // block index entry (h without its stored length).
-func (w *Writer) writeBlock(raw []byte, splits []int, h *blockHandle) error {
+func (w *Writer) writeBlock(raw []byte, splits []int, h *blockHandle, head bool) error {
 	var stored int
-	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], raw, w.opts.Compression, splits, true)
+	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], raw, w.blockCompression(head), splits, true)
 	w.countDictBlock(stored)
 	if err := w.write(w.frameBuf); err != nil {
 		return err
@@ -634,6 +640,21 @@ func (w *Writer) writeBlock(raw []byte, splits []int, h *blockHandle) error {
 	w.blockIndex = appendBlockIndexEntry(w.blockIndex, h)
 	w.dataBytes += uint64(len(w.frameBuf))
 	return nil
+}
+
+// blockCompression is the compression of a data block: the file's, but S2
+// for the first block of a partition of several blocks in a zstd file
+// unless ZstdHeadBlocks (a partition of one block, such as a timeline's
+// or a small table's, stays zstd: its reads decode it all anyway). With the newest rows first (a DESC TimeUUID clustering)
+// the head block is the one every cold "latest N" read and every read of
+// a mostly expired partition decodes, and zstd's entropy tables cost a
+// cold read of it about twice S2's CPU (BENCHMARKS.md, s10-read); the
+// head block is at most headBlockSize, one block of a partition's many.
+func (w *Writer) blockCompression(head bool) Compression {
+	if head && w.opts.Compression == CompressionZstd && !w.opts.ZstdHeadBlocks {
+		return CompressionS2
+	}
+	return w.opts.Compression
 }
 
 // countDictBlock counts the block framed in frameBuf (payload of stored
@@ -663,7 +684,7 @@ func (w *Writer) fixDict() error {
 		raw := w.pendRaw[start:pb.rawEnd]
 		start = pb.rawEnd
 		var stored int
-		w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], raw, w.opts.Compression, pb.splits, true)
+		w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], raw, w.blockCompression(pb.head), pb.splits, true)
 		w.countDictBlock(stored)
 		if err := w.write(w.frameBuf); err != nil {
 			return err
@@ -688,7 +709,7 @@ func (w *Writer) write(b []byte) error {
 // finishPartition writes the open block and the partition's index entry.
 func (w *Writer) finishPartition() error {
 	if !w.blk.empty() {
-		if err := w.flushBlock(); err != nil {
+		if err := w.flushBlock(false); err != nil {
 			return err
 		}
 	}
