@@ -107,3 +107,19 @@ func BenchmarkBatchStored(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
 }
+
+// BenchmarkParseEvent times the validation of one loadtest-like body
+// (~200 bytes: time, user, data with a padding string), the per-event
+// part of Prepare.
+func BenchmarkParseEvent(b *testing.B) {
+	v := parseTestValidator(b)
+	body := []byte(fmt.Sprintf(`{"time":%d,"user":"u4242","data":{"seq":123456,"pad":"%s"}}`,
+		parseTestNow.Add(-time.Minute).UnixMilli(), strings.Repeat("x", 140)))
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, rej := v.parse("events.click", body, msgIdentity{stream: DefaultStream, seq: 1}, parseTestNow); rej != nil {
+			b.Fatal(rej)
+		}
+	}
+}
