@@ -42,7 +42,7 @@ type eventBatch struct {
 // Prepare validates deliveries into events and dead letters.
 func (w *Writer) Prepare(ds []consumer.Delivery, epoch uint64) consumer.Batch {
 	now := w.cfg.Now()
-	eb := &eventBatch{w: w}
+	eb := &eventBatch{w: w, events: make([]parsedEvent, 0, len(ds))}
 	for _, d := range ds {
 		id := msgIdentity{stream: w.cfg.Stream, epoch: epoch, seq: d.Seq}
 		ev, rej := w.validator.parse(d.Msg.Subject(), d.Msg.Data(), id, now)
