@@ -135,7 +135,10 @@ func (eb *eventBatch) Stored() {
 	w := eb.w
 	w.ingested.Add(uint64(eb.stored))
 	w.rejected.Add(uint64(len(eb.letters)))
-	perType := map[string]int{}
+	if w.storedPerType == nil {
+		w.storedPerType = map[string]int{}
+	}
+	perType := w.storedPerType
 	for i := range eb.events {
 		if eb.events[i].storedHere {
 			perType[eb.events[i].event.Type]++
@@ -144,6 +147,7 @@ func (eb *eventBatch) Stored() {
 	for typ, n := range perType {
 		w.m.ingestedOf(typ).Add(float64(n))
 	}
+	clear(perType)
 	for _, r := range eb.reasons {
 		w.m.rejected.WithLabelValues(r).Inc()
 	}
