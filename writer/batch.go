@@ -20,10 +20,12 @@ import (
 // letters, waits for their acks, and adds the events and their per-minute
 // counts to the storage batch the loop applies with the checkpoint.
 
-// countKey is one per-minute counter.
-type countKey struct {
-	eventType string
-	minute    time.Time
+// minuteCount is one per-minute counter of a batch: the minute as Unix
+// seconds / 60 (event times are from the year 2000 on, so the division
+// floors), a cheaper map key than a time.Time.
+type minuteCount struct {
+	eventType  string
+	unixMinute int64
 }
 
 // eventBatch is one fetch's worth of messages, validated.
@@ -40,7 +42,7 @@ type eventBatch struct {
 // Prepare validates deliveries into events and dead letters.
 func (w *Writer) Prepare(ds []consumer.Delivery, epoch uint64) consumer.Batch {
 	now := w.cfg.Now()
-	eb := &eventBatch{w: w}
+	eb := &eventBatch{w: w, events: make([]parsedEvent, 0, len(ds))}
 	for _, d := range ds {
 		id := msgIdentity{stream: w.cfg.Stream, epoch: epoch, seq: d.Seq}
 		ev, rej := w.validator.parse(d.Msg.Subject(), d.Msg.Data(), id, now)
@@ -81,8 +83,8 @@ func (eb *eventBatch) Write(ctx context.Context, b *storage.Batch) error {
 	}
 	writeMicros := w.db.NowMicros()
 	var counts []int64
-	countIndex := map[countKey]int{}
-	var keys []countKey
+	countIndex := map[minuteCount]int{}
+	var keys []minuteCount
 	stores := w.cfg.StoresPartition
 	eb.stored = 0
 	for i := range eb.events {
@@ -94,7 +96,7 @@ func (eb *eventBatch) Write(ctx context.Context, b *storage.Batch) error {
 		if ev.storedHere {
 			eb.stored++
 		}
-		k := countKey{ev.event.Type, ev.event.Time().Truncate(time.Minute)}
+		k := minuteCount{ev.event.Type, ev.event.Time().Unix() / 60}
 		j, ok := countIndex[k]
 		if !ok {
 			j = len(counts)
@@ -105,7 +107,7 @@ func (eb *eventBatch) Write(ctx context.Context, b *storage.Batch) error {
 		counts[j]++
 	}
 	for j, k := range keys {
-		if err := catalog.AddCount(b, k.eventType, k.minute, counts[j]); err != nil {
+		if err := catalog.AddCount(b, k.eventType, time.Unix(k.unixMinute*60, 0), counts[j]); err != nil {
 			return fmt.Errorf("BUG: writer: a validated event cannot be counted: %w", err)
 		}
 	}
@@ -133,7 +135,10 @@ func (eb *eventBatch) Stored() {
 	w := eb.w
 	w.ingested.Add(uint64(eb.stored))
 	w.rejected.Add(uint64(len(eb.letters)))
-	perType := map[string]int{}
+	if w.storedPerType == nil {
+		w.storedPerType = map[string]int{}
+	}
+	perType := w.storedPerType
 	for i := range eb.events {
 		if eb.events[i].storedHere {
 			perType[eb.events[i].event.Type]++
@@ -142,6 +147,7 @@ func (eb *eventBatch) Stored() {
 	for typ, n := range perType {
 		w.m.ingestedOf(typ).Add(float64(n))
 	}
+	clear(perType)
 	for _, r := range eb.reasons {
 		w.m.rejected.WithLabelValues(r).Inc()
 	}

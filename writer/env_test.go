@@ -279,7 +279,13 @@ func publishAll(ctx context.Context, js jetstream.JetStream, evs []genEvent) err
 	return nil
 }
 
-// countKey and want counts of a set of events.
+// countKey is one per-minute counter.
+type countKey struct {
+	eventType string
+	minute    time.Time
+}
+
+// wantCounts is the per-minute counts of a set of events.
 func wantCounts(evs []genEvent) map[countKey]int64 {
 	m := map[countKey]int64{}
 	for _, ev := range evs {

@@ -213,15 +213,17 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 	// strings; stored raw in data, it would make every page that returns
 	// the event invalid JSON, and decoded in user or author it would be
 	// silently changed to U+FFFD.
-	if !utf8.Valid(body) {
+	if fields.nonASCII && !utf8.Valid(body) {
 		at := firstInvalidUTF8(body)
 		return p, reject(reasonInvalidUTF8, "body is not valid UTF-8: invalid byte 0x%02x at offset %d", body[at], at)
 	}
 	// An escaped lone UTF-16 surrogate ("\ud800" without its pair) is no
 	// character: encoding/json decodes it to U+FFFD and strict parsers
 	// refuse the page, as with invalid UTF-8.
-	if at := loneSurrogateEscape(body); at >= 0 {
-		return p, reject(reasonInvalidUTF8, "body escapes a lone UTF-16 surrogate (%s at offset %d), which is no Unicode character; escape a pair, or send the character as UTF-8", body[at:at+6], at)
+	if fields.uEscape {
+		if at := loneSurrogateEscape(body); at >= 0 {
+			return p, reject(reasonInvalidUTF8, "body escapes a lone UTF-16 surrogate (%s at offset %d), which is no Unicode character; escape a pair, or send the character as UTF-8", body[at:at+6], at)
+		}
 	}
 	if fields.depth > MaxNestingDepth {
 		return p, reject(reasonTooDeep, "body nests objects and arrays %d deep, more than the %d allowed", fields.depth, MaxNestingDepth)
@@ -352,8 +354,10 @@ func (v *validator) parse(subject string, body []byte, id msgIdentity, now time.
 		if raw[0] != '{' {
 			return p, reject(reasonInvalidData, "data must be a JSON object, got %s", clip(raw))
 		}
-		if num, ok := numberOutOfRange(raw); ok {
-			return p, reject(reasonInvalidData, "data holds the number %s, outside the range of a 64-bit float", clip(num))
+		if fields.bigNumber {
+			if num, ok := numberOutOfRange(raw); ok {
+				return p, reject(reasonInvalidData, "data holds the number %s, outside the range of a 64-bit float", clip(num))
+			}
 		}
 		data = raw
 	}

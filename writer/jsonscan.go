@@ -25,6 +25,13 @@ type eventFields struct {
 	// depth is the deepest nesting of objects and arrays in the body:
 	// 1 for an object holding only scalars.
 	depth int
+	// What the scan saw, so that the checks parse makes on top of JSON's
+	// grammar read the body again only when they can fail:
+	// nonASCII: a string holds a byte above 0x7f (only strings can; the
+	// body may then be invalid UTF-8). uEscape: a string holds a \uXXXX
+	// escape (maybe a lone surrogate). bigNumber: a number has an exponent
+	// or more than 300 bytes (maybe outside a float64's range).
+	nonASCII, uEscape, bigNumber bool
 }
 
 // slot returns where the value of a top-level key goes, nil for a key that
@@ -75,6 +82,7 @@ func scanEventFields(body []byte) (f eventFields, ok bool) {
 		return eventFields{}, false
 	}
 	f.depth = s.maxDepth
+	f.nonASCII, f.uEscape, f.bigNumber = s.nonASCII, s.uEscape, s.bigNumber
 	return f, true
 }
 
@@ -83,7 +91,28 @@ type jsonScanner struct {
 	b               []byte
 	i               int
 	depth, maxDepth int
+	// As eventFields' flags of the same names.
+	nonASCII, uEscape, bigNumber bool
 }
+
+// bigNumberBytes is the length above which a number without an exponent
+// may be out of a float64's range (1 followed by 309 zeros is): such
+// numbers are parsed (numberOutOfRange), shorter ones never need to be.
+const bigNumberBytes = 300
+
+// strSpecial marks the bytes str cannot skip over: the closing quote, the
+// escape, control characters (invalid unescaped) and bytes above 0x7f
+// (noted for the UTF-8 check).
+var strSpecial = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	for c := 0x80; c < 0x100; c++ {
+		t[c] = true
+	}
+	return t
+}()
 
 func (s *jsonScanner) skipSpace() {
 	for s.i < len(s.b) {
@@ -211,41 +240,53 @@ func (s *jsonScanner) afterMember(closer byte) (more, ok bool) {
 // one of \" \\ \/ \b \f \n \r \t \uXXXX; other bytes (even invalid UTF-8)
 // are accepted, as encoding/json does.
 func (s *jsonScanner) str() bool {
-	s.i++ // '"'
-	for s.i < len(s.b) {
-		c := s.b[s.i]
+	b, i := s.b, s.i+1 // past '"'
+	for i < len(b) {
+		c := b[i]
+		if !strSpecial[c] {
+			i++
+			continue
+		}
 		switch {
 		case c == '"':
-			s.i++
+			s.i = i + 1
 			return true
 		case c == '\\':
-			s.i++
-			if s.i >= len(s.b) {
+			i++
+			if i >= len(b) {
+				s.i = i
 				return false
 			}
-			switch s.b[s.i] {
+			switch b[i] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.i++
+				i++
 			case 'u':
-				s.i++
-				if s.i+4 > len(s.b) {
+				s.uEscape = true
+				i++
+				if i+4 > len(b) {
+					s.i = i
 					return false
 				}
-				for _, h := range s.b[s.i : s.i+4] {
+				for _, h := range b[i : i+4] {
 					if !isHex(h) {
+						s.i = i
 						return false
 					}
 				}
-				s.i += 4
+				i += 4
 			default:
+				s.i = i
 				return false
 			}
 		case c < 0x20:
+			s.i = i
 			return false
-		default:
-			s.i++
+		default: // above 0x7f
+			s.nonASCII = true
+			i++
 		}
 	}
+	s.i = i
 	return false
 }
 
@@ -255,6 +296,15 @@ func isHex(c byte) bool {
 
 // number skips -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
 func (s *jsonScanner) number() bool {
+	start := s.i
+	ok := s.numberToken()
+	if s.i-start > bigNumberBytes {
+		s.bigNumber = true
+	}
+	return ok
+}
+
+func (s *jsonScanner) numberToken() bool {
 	if s.b[s.i] == '-' {
 		s.i++
 	}
@@ -275,6 +325,7 @@ func (s *jsonScanner) number() bool {
 		}
 	}
 	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.bigNumber = true
 		s.i++
 		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
 			s.i++

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // jsonScanCases are bodies whose verdict or fields are easy to get wrong;
@@ -22,6 +23,9 @@ var jsonScanCases = []string{
 	`{"user":"bad` + "\xff" + `"}`,     // invalid UTF-8 is accepted, and decoded as U+FFFD
 	`{"id":null,"time":true,"data":false}`,
 	`{"a":[]}`, `{"a":[ ]}`, `{"a":{ }}`,
+	`{"data":{"s":"\ud800"}}`, `{"data":{"s":"\ud83d\ude00x"}}`, // a lone surrogate; a pair
+	`{"data":{"n":1e400,"m":-2E-3}}`, `{"data":{"n":1` + strings.Repeat("0", 310) + `}}`, // exponents; a long number
+	`{"data":{"n":1` + strings.Repeat("0", 299) + `}}`, // 300 bytes: never out of range
 	// Invalid.
 	``, `{`, `}`, `[]`, `"x"`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{,"a":1}`, `{"a":1 "b":2}`,
 	`{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":1e}`, `{"a":-}`, `{"a":+1}`, `{"a":tru}`, `{"a":nul}`,
@@ -60,6 +64,16 @@ func checkScanAgainstEncodingJSON(t *testing.T, body []byte) {
 	}
 	if !ok {
 		return
+	}
+	// parse skips the checks whose flag is false: each must then pass.
+	if !got.nonASCII && !utf8.Valid(body) {
+		t.Fatalf("body %q: invalid UTF-8, but the scanner saw no byte above 0x7f", clip(body))
+	}
+	if at := loneSurrogateEscape(body); !got.uEscape && at >= 0 {
+		t.Fatalf("body %q: a lone surrogate escape at %d, but the scanner saw no \\u escape", clip(body), at)
+	}
+	if num, out := numberOutOfRange(body); !got.bigNumber && out {
+		t.Fatalf("body %q: number %s is out of range, but the scanner saw no big number", clip(body), num)
 	}
 	for name, raw := range map[string][]byte{
 		"type": got.typ, "id": got.id, "time": got.time, "ttl": got.ttl,

@@ -48,6 +48,9 @@ type Writer struct {
 	// storedBuf is Config.OnStored's argument, reused (Stored runs on one
 	// goroutine).
 	storedBuf []StoredEvent
+	// storedPerType is Stored's count of a batch's events by type, reused
+	// (cleared after each batch) for the same reason.
+	storedPerType map[string]int
 	// rows builds the events' rows; only batches' Write uses it, and one
 	// runs at a time.
 	rows catalog.EventRowBuilder

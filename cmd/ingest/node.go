@@ -749,11 +749,20 @@ Or open the dashboard in a browser:
 // tailPublish feeds the node's live tail and publishes the same events
 // for cmd/query's relay (queryrpc.TailPublisher, on
 // eventide.tail.<node-id>): the events this node stored, once durable.
+// With the embedded NATS server, whose subscriptions the node can see,
+// they are published only while something subscribes
+// (queryrpc.ListenedTailPublisher): an all-in-one with no cmd/query
+// attached does not copy every event through NATS for nobody.
 // Both reuse buffers from call to call, and a node of several shards has a
 // writer per shard calling OnStored from its own goroutine: the calls are
 // serialised.
 func (n *node) tailPublish(logger *slog.Logger) func([]writer.StoredEvent) {
-	local, remote := n.tail.WriterHook(), queryrpc.TailPublisher(n.nc, n.cfg.Shard.NodeID, logger.With("component", "tail"))
+	tailLogger := logger.With("component", "tail")
+	remote := queryrpc.TailPublisher(n.nc, n.cfg.Shard.NodeID, tailLogger)
+	if n.ns != nil {
+		remote = queryrpc.ListenedTailPublisher(n.nc, n.cfg.Shard.NodeID, tailLogger, natsembed.Interest(n.ns))
+	}
+	local := n.tail.WriterHook()
 	var mu sync.Mutex
 	return func(evs []writer.StoredEvent) {
 		mu.Lock()

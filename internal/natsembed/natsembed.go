@@ -9,7 +9,8 @@
 //
 // It owns nothing after start: streams and consumers belong to package
 // writer, the connection to whoever calls nats.Connect. StreamsHealth says
-// when a stream of the server failed in a way only a restart clears.
+// when a stream of the server failed in a way only a restart clears;
+// Interest tells a publisher whether anything subscribes to a subject.
 //
 // Use:
 //
@@ -118,6 +119,17 @@ func Start(cfg Config) (*natsserver.Server, error) {
 func Stop(ns *natsserver.Server) {
 	ns.Shutdown()
 	ns.WaitForShutdown()
+}
+
+// Interest returns a function reporting whether any subscription of the
+// server's global account (the embedded server's only one: it has no
+// authentication) matches subject, wildcards included. A publisher in the
+// same process uses it to skip building messages nobody would receive; it
+// reads the server's subscription list under a read lock, so call it per
+// batch rather than per message.
+func Interest(ns *natsserver.Server) func(subject string) bool {
+	acc := ns.GlobalAccount()
+	return acc.SubscriptionInterest
 }
 
 // natsLogger adapts slog to nats-server's Logger.

@@ -26,9 +26,10 @@
 //
 // Live tail: each node publishes the events it stores on the core NATS
 // subject eventide.tail.<node> (TailPublisher, gathering what is stored
-// within DefaultTailCoalesce into one message); a query service relays
-// them, in stream order, into its own tail.Broadcaster (StartTailRelay,
-// TailRelay.Feed). See tail.go.
+// within DefaultTailCoalesce into one message; ListenedTailPublisher, on a
+// server that can say whether anything subscribes, only while something
+// does); a query service relays them, in stream order, into its own
+// tail.Broadcaster (StartTailRelay, TailRelay.Feed). See tail.go.
 //
 // The messages are a versioned compact binary format documented byte by
 // byte at the top of wire.go; every decoder refuses unknown versions and

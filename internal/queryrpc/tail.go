@@ -133,7 +133,22 @@ const DefaultTailCoalesce = 5 * time.Millisecond
 // them with /v1/events). It may be called from several goroutines; it
 // copies what it is given before it returns.
 func TailPublisher(nc *nats.Conn, node string, logger *slog.Logger) func([]writer.StoredEvent) {
-	return newTailPublisher(nc, node, logger, DefaultTailCoalesce).add
+	return newTailPublisher(nc, node, logger, DefaultTailCoalesce, nil).add
+}
+
+// ListenedTailPublisher is TailPublisher for a node that can ask its NATS
+// server whether any subscription matches a subject (the all-in-one, whose
+// server runs in its process: natsembed.Interest). Stored events that
+// arrive while nothing subscribes to the node's tail subject are neither
+// encoded nor published: core NATS would drop them at the server, so no
+// subscriber can tell the difference, and a node with no query service
+// attached (the all-in-one's usual case) stops spending a copy of every
+// event through its NATS connection and server. A query service's relay
+// subscribes before it reads the nodes' positions (StartTailRelay), and
+// the server registers a subscription before it routes the client's next
+// message, so every event stored after that position finds the interest.
+func ListenedTailPublisher(nc *nats.Conn, node string, logger *slog.Logger, interest func(subject string) bool) func([]writer.StoredEvent) {
+	return newTailPublisher(nc, node, logger, DefaultTailCoalesce, interest).add
 }
 
 // tailPublisher gathers stored events, encoded, until its timer publishes
@@ -143,6 +158,9 @@ type tailPublisher struct {
 	subject  string
 	logger   *slog.Logger
 	coalesce time.Duration
+	// interest reports whether anything subscribes to subject; nil when
+	// the connection cannot tell (then every event is published).
+	interest func(subject string) bool
 
 	mu      sync.Mutex
 	events  []tailPending // encoded events waiting, in arrival order
@@ -158,15 +176,15 @@ type tailPending struct {
 	start, end int
 }
 
-func newTailPublisher(nc *nats.Conn, node string, logger *slog.Logger, coalesce time.Duration) *tailPublisher {
+func newTailPublisher(nc *nats.Conn, node string, logger *slog.Logger, coalesce time.Duration, interest func(string) bool) *tailPublisher {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &tailPublisher{nc: nc, subject: DefaultTailSubjectPrefix + "." + node, logger: logger, coalesce: coalesce}
+	return &tailPublisher{nc: nc, subject: DefaultTailSubjectPrefix + "." + node, logger: logger, coalesce: coalesce, interest: interest}
 }
 
 func (p *tailPublisher) add(stored []writer.StoredEvent) {
-	if len(stored) == 0 {
+	if len(stored) == 0 || p.interest != nil && !p.interest(p.subject) {
 		return
 	}
 	p.mu.Lock()

@@ -209,7 +209,7 @@ func TestTailPublisherCoalesces(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.Flush()
-	p := newTailPublisher(connect(), "node-a", nil, time.Hour)
+	p := newTailPublisher(connect(), "node-a", nil, time.Hour, nil)
 	shard0, shard1 := stored(2, 5, 9), stored(3, 4)
 	p.add(shard0)
 	p.add(shard1)
@@ -243,5 +243,74 @@ func TestTailPublisherCoalesces(t *testing.T) {
 	}
 	if msg, err := sub.NextMsg(50 * time.Millisecond); err == nil {
 		t.Fatalf("a second message: %d bytes", len(msg.Data))
+	}
+}
+
+// TestListenedTailPublisherOnlyWithInterest: on a connection to the
+// embedded server, stored events go out only while a subscription matches
+// the node's tail subject (a relay's wildcard included); before one
+// exists, and after it is gone, nothing is published.
+func TestListenedTailPublisherOnlyWithInterest(t *testing.T) {
+	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { natsembed.Stop(ns) })
+	pubNC, err := nats.Connect("", nats.InProcessServer(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pubNC.Close()
+	p := newTailPublisher(pubNC, "node-a", nil, 0, natsembed.Interest(ns))
+	published := func() uint64 {
+		t.Helper()
+		if err := pubNC.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		return pubNC.Stats().OutMsgs
+	}
+
+	p.add(stored(1, 2))
+	if n := published(); n != 0 {
+		t.Fatalf("%d messages published with no subscriber", n)
+	}
+
+	relayNC, err := nats.Connect(ns.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relayNC.Close()
+	sub, err := relayNC.SubscribeSync(DefaultTailSubjectPrefix + ".*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := relayNC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p.add(stored(3, 4))
+	if n := published(); n != 1 {
+		t.Fatalf("%d messages published with a subscriber, want 1", n)
+	}
+	msg, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := decodeTailBatch(nil, msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[0].Seq != 3 || evs[1].Seq != 4 {
+		t.Fatalf("received %+v, want the events of sequences 3 and 4", evs)
+	}
+
+	if err := sub.Unsubscribe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := relayNC.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	p.add(stored(5))
+	if n := published(); n != 1 {
+		t.Fatalf("%d messages published in all, want still 1 once the subscriber left", n)
 	}
 }
