@@ -144,6 +144,7 @@ type Consumer struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	cons    jetstream.Consumer
+	pull    *puller
 	db      *storage.DB
 	h       Handler
 	log     *slog.Logger
@@ -233,6 +234,7 @@ func New(ctx context.Context, nc *nats.Conn, db *storage.DB, cfg Config, h Handl
 		warn:    NewRateLimitedLogger(cfg.Logger, 10*time.Second),
 		m:       cfg.Metrics,
 		resetOK: serverAtLeast(nc.ConnectedServerVersion(), 2, 14) && !cfg.NoConsumerReset,
+		pull:    newPuller(nc, cfg.Stream, cfg.Durable),
 	}
 	s, err := js.Stream(ctx, cfg.Stream)
 	if err != nil {
@@ -312,6 +314,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return errors.New("consumer: Run is already running")
 	}
 	defer c.running.Store(false)
+	defer c.pull.close()
 	c.draining.Store(false)
 	c.log.Info("consumer: running", "stream", c.cfg.Stream, "consumer", c.cfg.Durable,
 		"checkpoint", c.ckpt.Seq, "epoch", c.ckpt.Epoch)
@@ -503,49 +506,29 @@ func (c *Consumer) fetch(ctx context.Context) ([]jetstream.Msg, error) {
 
 func (c *Consumer) fetchPending(ctx context.Context) ([]jetstream.Msg, error) {
 	if c.loaded {
-		msgs, err := c.fetchFull(ctx)
+		msgs, err := c.pull.pull(ctx, nil, c.cfg.FetchBatch, c.cfg.FetchMaxBytes, c.cfg.FetchLinger)
 		if len(msgs) > 0 || err != nil {
 			return msgs, err
 		}
 		// Nothing came within the linger: wait for a first message.
 	}
-	msgs, err := c.fetchReady(nil, c.cfg.FetchBatch, c.cfg.FetchMaxBytes)
+	msgs, err := c.pull.pull(ctx, nil, c.cfg.FetchBatch, c.cfg.FetchMaxBytes, readyPullExpiry)
 	if len(msgs) > 0 || err != nil {
 		return msgs, err
 	}
-	fctx, cancel := context.WithTimeout(ctx, c.cfg.FetchWait)
-	defer cancel()
-	first, err := c.cons.Fetch(1, jetstream.FetchContext(fctx))
-	if err != nil {
-		return nil, err
-	}
-	if msgs, err = collect(first, msgs); len(msgs) == 0 || err != nil {
+	if msgs, err = c.pull.pull(ctx, msgs, 1, 0, c.cfg.FetchWait); len(msgs) == 0 || err != nil {
 		return msgs, err
 	}
 	if left := c.cfg.FetchMaxBytes - msgSize(msgs[0]); left > 0 && c.cfg.FetchBatch > 1 {
 		// An error here is reported by the next fetch; the one in hand is
 		// processed.
-		msgs, _ = c.fetchReady(msgs, c.cfg.FetchBatch-1, left)
+		msgs, _ = c.pull.pull(ctx, msgs, c.cfg.FetchBatch-1, left, readyPullExpiry)
 	}
 	return msgs, nil
 }
 
-// fetchFull is one pull request for a full batch that the server ends
-// when the batch is full (in messages or bytes) or after FetchLinger.
-func (c *Consumer) fetchFull(ctx context.Context) ([]jetstream.Msg, error) {
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	batch, err := c.cons.Fetch(c.cfg.FetchBatch, jetstream.FetchMaxBytes(c.cfg.FetchMaxBytes), jetstream.FetchMaxWait(c.cfg.FetchLinger))
-	if err != nil {
-		return nil, err
-	}
-	return collect(batch, nil)
-}
-
-// readyPullExpiry is how long a pull for what is ready stays open. A pull
-// bounded in bytes cannot be a no-wait pull with this client, so it is one
-// that expires almost at once: the server delivers what it has and then
+// readyPullExpiry is how long a pull for what is ready stays open: it
+// expires almost at once, so the server delivers what it has and then
 // ends the pull.
 const readyPullExpiry = time.Millisecond
 
@@ -557,28 +540,6 @@ func msgSize(m jetstream.Msg) int {
 		n += HeaderSize(h)
 	}
 	return n
-}
-
-// fetchReady appends to msgs what the consumer has ready, up to n messages
-// and maxBytes bytes.
-func (c *Consumer) fetchReady(msgs []jetstream.Msg, n, maxBytes int) ([]jetstream.Msg, error) {
-	batch, err := c.cons.Fetch(n, jetstream.FetchMaxBytes(maxBytes), jetstream.FetchMaxWait(readyPullExpiry))
-	if err != nil {
-		return msgs, err
-	}
-	return collect(batch, msgs)
-}
-
-// collect appends the messages of a pull to msgs.
-func collect(batch jetstream.MessageBatch, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
-	err := batch.Error()
-	if errors.Is(err, jetstream.ErrNoMessages) {
-		err = nil
-	}
-	return msgs, err
 }
 
 // Delivery is a received message with its place in the stream.

@@ -105,6 +105,10 @@
 //     message); after a fetch that brought nothing, the next waits for a
 //     first message and takes only what else is ready, so a message after
 //     a quiet spell is not held back.
+//   - Pull requests (JetStream's CONSUMER.MSG.NEXT, pull.go) go out over
+//     one inbox subscription, replaced at every reposition so that
+//     deliveries made for requests sent before it are dropped; a fetch
+//     subscribes nothing of its own.
 //
 // Only one process may run per durable name: two would take deliveries
 // from each other, which each treats as lost, and would contend for one
