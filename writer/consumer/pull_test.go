@@ -162,3 +162,42 @@ func TestFetchKeepsOneInbox(t *testing.T) {
 		t.Errorf("%d subscriptions after the fetch, %d before", got, subs)
 	}
 }
+
+// FuzzPullRequest: every request the consumer can send reads back, through
+// the server's own type, as what was meant.
+func FuzzPullRequest(f *testing.F) {
+	f.Add(1000, 16<<20, int64(5*time.Millisecond))
+	f.Add(1, 0, int64(100*time.Millisecond))
+	f.Fuzz(func(t *testing.T, batch, maxBytes int, expires int64) {
+		if batch < 1 || maxBytes < 0 || expires < 1 {
+			return // the consumer's bounds (Config defaults and flags)
+		}
+		var got server.JSApiConsumerGetNextRequest
+		b := appendPullRequest(nil, batch, maxBytes, time.Duration(expires))
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if got.Batch != batch || got.MaxBytes != maxBytes || got.Expires != time.Duration(expires) {
+			t.Fatalf("%s read as %+v", b, got)
+		}
+	})
+}
+
+// FuzzPullEnded: any status ends a pull except a heartbeat, and only the
+// normal ends carry no error.
+func FuzzPullEnded(f *testing.F) {
+	for _, s := range [][2]string{{"404", "No Messages"}, {"408", "Request Timeout"}, {"409", "Message Size Exceeds MaxBytes"},
+		{"100", "Idle Heartbeat"}, {"409", "Consumer Deleted"}, {"", ""}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, status, desc string) {
+		h := nats.Header{}
+		h.Set("Status", status)
+		h.Set("Description", desc)
+		done, err := pullEnded(h)
+		normal := status == "404" || status == "408" || (status == "409" && desc == "Message Size Exceeds MaxBytes")
+		if done != (status != "100") || (err == nil) != (normal || status == "100") {
+			t.Fatalf("%q %q: done %v, err %v", status, desc, done, err)
+		}
+	})
+}
