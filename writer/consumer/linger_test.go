@@ -13,7 +13,7 @@ import (
 
 // lingerConsumer creates a Consumer on a fresh stream and positions it
 // after its (empty) checkpoint, as Run does before its first fetch.
-func lingerConsumer(t *testing.T, cfg Config) (*Consumer, jetstream.JetStream) {
+func lingerConsumer(t testing.TB, cfg Config) (*Consumer, jetstream.JetStream) {
 	t.Helper()
 	nc, js := startJetStream(t)
 	ctx := context.Background()
