@@ -35,10 +35,11 @@ type WorkerConfig struct {
 	// Consumer is the worker's durable consumer name, default
 	// DefaultConsumer. It must differ from the writer's.
 	Consumer string
-	// FetchBatch, FetchWait, FetchMaxBytes: as in consumer.Config
+	// FetchBatch, FetchWait, FetchLinger, FetchMaxBytes: as in consumer.Config
 	// (defaults there).
 	FetchBatch    int
 	FetchWait     time.Duration
+	FetchLinger   time.Duration
 	FetchMaxBytes int
 	// ResetCheckpoint: as in consumer.Config.
 	ResetCheckpoint bool
@@ -99,6 +100,7 @@ func NewWorker(ctx context.Context, nc *nats.Conn, db *storage.DB, f *Fanout, cf
 		FetchBatch:      cfg.FetchBatch,
 		FetchMaxBytes:   cfg.FetchMaxBytes,
 		FetchWait:       cfg.FetchWait,
+		FetchLinger:     cfg.FetchLinger,
 		ResetCheckpoint: cfg.ResetCheckpoint,
 		Logger:          cfg.Logger,
 		Metrics:         m,

@@ -24,8 +24,10 @@ const (
 	DefaultFetchBatch = consumer.DefaultFetchBatch
 	DefaultFetchWait  = consumer.DefaultFetchWait
 	DefaultFetchBytes = consumer.DefaultFetchBytes
-	DefaultMaxPayload = 64 << 10
-	DefaultMaxSkew    = 5 * time.Minute
+	// DefaultFetchLinger is consumer.DefaultFetchLinger.
+	DefaultFetchLinger = consumer.DefaultFetchLinger
+	DefaultMaxPayload  = 64 << 10
+	DefaultMaxSkew     = 5 * time.Minute
 
 	// DLQSubjects are the subjects of the default dead-letter stream
 	// (Config.DLQSubjects gives those of any configuration). A rejected
@@ -53,6 +55,10 @@ type Config struct {
 
 	FetchBatch int           // most messages per fetch (and per storage batch), default 1000
 	FetchWait  time.Duration // longest wait for a first message when none is ready, default 100ms
+	// FetchLinger is how long a fetch waits for its batch to fill while
+	// messages keep coming (consumer.Config.FetchLinger): default 5ms,
+	// negative never.
+	FetchLinger time.Duration
 	// FetchMaxBytes bounds the bytes of one fetch (as the server counts
 	// them: subject, headers and body), default 16 MiB. A single message
 	// larger than it is still fetched, alone.

@@ -15,7 +15,8 @@
 //	err = w.Health() // for readiness: nil, or what is wrong
 //
 // Each fetch of up to FetchBatch messages and FetchMaxBytes bytes (a
-// single larger message is fetched alone) becomes one atomic storage.Batch
+// single larger message is fetched alone; under load a fetch waits up to
+// FetchLinger for its batch to fill) becomes one atomic storage.Batch
 // holding every valid event (catalog.PutEvent), the per-minute counts
 // (catalog.AddCount) and the checkpoint (catalog.PutCheckpoint with the
 // highest stream sequence of the fetch). Rejected messages are published

@@ -123,6 +123,7 @@ func New(ctx context.Context, nc *nats.Conn, db *storage.DB, cfg Config) (*Write
 		FetchBatch:      cfg.FetchBatch,
 		FetchMaxBytes:   cfg.FetchMaxBytes,
 		FetchWait:       cfg.FetchWait,
+		FetchLinger:     cfg.FetchLinger,
 		AckWait:         cfg.ackWait,
 		ResetCheckpoint: cfg.ResetCheckpoint,
 		NoConsumerReset: cfg.noConsumerReset,

@@ -130,6 +130,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 			Replicas:      1,
 			FetchBatch:    writer.DefaultFetchBatch,
 			FetchWait:     writer.DefaultFetchWait,
+			FetchLinger:   writer.DefaultFetchLinger,
 			FetchMaxBytes: writer.DefaultFetchBytes,
 			MaxPayload:    writer.DefaultMaxPayload,
 			MaxSkew:       writer.DefaultMaxSkew,
@@ -216,7 +217,8 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.Var(retention, "retention", "retention `policy` of the events stream: limits, interest or workqueue")
 	fs.Var(cli.Int{N: &w.FetchBatch, Lo: 1, Hi: 1 << 20}, "fetch-batch", "most messages (`N`) per fetch, and per storage batch")
 	fs.Var(cli.Int{N: &w.FetchMaxBytes, Lo: 1 << 10, Hi: 1 << 30}, "fetch-max-bytes", "most `bytes` per fetch; one larger message is still fetched, alone")
-	fs.Var(cli.Duration{D: &w.FetchWait, Min: time.Millisecond}, "fetch-wait", "longest wait (`duration`) for a first message when none is ready; a fetch never waits to fill up")
+	fs.Var(cli.Duration{D: &w.FetchWait, Min: time.Millisecond}, "fetch-wait", "longest wait (`duration`) for a first message when none is ready")
+	fs.Var(cli.Duration{D: &w.FetchLinger, Min: 0}, "fetch-linger", "while messages keep coming, how long (`duration`) a fetch waits for its batch to fill (--fetch-batch or --fetch-max-bytes) before it takes what has arrived; 0: never waits to fill up")
 	fs.Var(cli.Int{N: &w.MaxPayload, Lo: 1, Hi: 64 << 20}, "max-payload", "largest accepted event in `bytes`; larger ones go to the dead-letter stream")
 	fs.Var(cli.Duration{D: &w.MaxSkew, Min: time.Second}, "max-skew", "how far ahead of now an event time may be (`duration`)")
 	fs.Var(cli.Bool{B: &w.ResetCheckpoint}, "reset-checkpoint",
@@ -264,6 +266,9 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	}
 	c.LogFormat = logFormat.Value
 	w.Retention = retention.Value
+	if w.FetchLinger == 0 {
+		w.FetchLinger = -1 // off; the writer's zero value is its default
+	}
 	w.Types, r.Types = c.Types, c.Types
 	fo.Options.LargeThreshold = int64(fo.threshold)
 	if c.explicit["stream"] && !c.explicit["dlq-stream"] && w.Stream != writer.DefaultStream {

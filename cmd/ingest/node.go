@@ -410,6 +410,7 @@ func (n *node) startFanout(ctx context.Context, wcfg writer.Config, reg promethe
 		Consumer:        fc.Consumer,
 		FetchBatch:      wcfg.FetchBatch,
 		FetchWait:       wcfg.FetchWait,
+		FetchLinger:     wcfg.FetchLinger,
 		FetchMaxBytes:   wcfg.FetchMaxBytes,
 		ResetCheckpoint: wcfg.ResetCheckpoint,
 		Logger:          opts.Logger,

@@ -31,6 +31,9 @@ const (
 	DefaultFetchBatch = 1000
 	DefaultFetchWait  = 100 * time.Millisecond
 	DefaultFetchBytes = 16 << 20
+	// DefaultFetchLinger is how long a fetch under load waits for its
+	// batch to fill (Config.FetchLinger).
+	DefaultFetchLinger = 5 * time.Millisecond
 	// DefaultAckWait is how long JetStream waits for an ack before it
 	// redelivers. Generous, because a batch can wait on a storage stall;
 	// the loop also sends InProgress every AckWait/3 while a batch is not
@@ -57,7 +60,17 @@ type Config struct {
 	FetchBatch    int           // most messages per fetch (and per storage batch), default 1000
 	FetchMaxBytes int           // most bytes per fetch (a larger message is fetched alone), default 16 MiB
 	FetchWait     time.Duration // longest wait for a first message when none is ready, default 100ms
-	AckWait       time.Duration // the consumer's AckWait, default 60s
+	// FetchLinger is how long a fetch waits for its batch to fill
+	// (FetchBatch messages or FetchMaxBytes bytes) while messages keep
+	// coming (the fetch before brought some): one pull request that ends
+	// when the batch is full or the linger is over, whichever is first.
+	// It trades up to this much latency for larger batches under load
+	// (fewer pull requests, acks, storage batches and fsyncs per
+	// message). When it brings nothing, the next fetch waits for a first
+	// message as before (FetchWait). Default 5ms; negative: never wait
+	// for a batch to fill.
+	FetchLinger time.Duration
+	AckWait     time.Duration // the consumer's AckWait, default 60s
 
 	// ResetCheckpoint lets New start over from the beginning of the
 	// stream when the stored checkpoint is past the stream's last
@@ -86,6 +99,9 @@ func (cfg Config) withDefaults() (Config, error) {
 	}
 	if cfg.FetchWait <= 0 {
 		cfg.FetchWait = DefaultFetchWait
+	}
+	if cfg.FetchLinger == 0 {
+		cfg.FetchLinger = DefaultFetchLinger
 	}
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = DefaultAckWait
@@ -128,6 +144,7 @@ type Consumer struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	cons    jetstream.Consumer
+	pull    *puller
 	db      *storage.DB
 	h       Handler
 	log     *slog.Logger
@@ -146,6 +163,9 @@ type Consumer struct {
 	// one, so a jump means deliveries this consumer never saw.
 	nextDeliverySeq uint64
 	lastIdleCheck   time.Time
+	// loaded: the last fetch brought messages, so the next one lingers
+	// for a full batch (Config.FetchLinger).
+	loaded bool
 
 	// storeBatch is the storage batch of the batch being committed; one
 	// commit runs at a time.
@@ -214,6 +234,7 @@ func New(ctx context.Context, nc *nats.Conn, db *storage.DB, cfg Config, h Handl
 		warn:    NewRateLimitedLogger(cfg.Logger, 10*time.Second),
 		m:       cfg.Metrics,
 		resetOK: serverAtLeast(nc.ConnectedServerVersion(), 2, 14) && !cfg.NoConsumerReset,
+		pull:    newPuller(nc, cfg.Stream, cfg.Durable),
 	}
 	s, err := js.Stream(ctx, cfg.Stream)
 	if err != nil {
@@ -293,6 +314,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return errors.New("consumer: Run is already running")
 	}
 	defer c.running.Store(false)
+	defer c.pull.close()
 	c.draining.Store(false)
 	c.log.Info("consumer: running", "stream", c.cfg.Stream, "consumer", c.cfg.Durable,
 		"checkpoint", c.ckpt.Seq, "epoch", c.ckpt.Epoch)
@@ -458,13 +480,15 @@ func (c *Consumer) setPending(n uint64) {
 	c.pendingKnown.Store(true)
 }
 
-// fetch returns the next messages to process: whatever the consumer has
-// ready, up to FetchBatch messages and FetchMaxBytes bytes, without
+// fetch returns the next messages to process, up to FetchBatch messages
+// and FetchMaxBytes bytes. Under load (the last fetch brought messages) it
+// is one pull request that lingers up to FetchLinger for the batch to
+// fill. Otherwise it takes whatever the consumer has ready without
 // waiting; when nothing is ready, it waits up to FetchWait for the first
-// message and then takes whatever else is ready within the bounds. A batch
-// is therefore what arrived while the previous one was being stored: large
-// under load (few fsyncs), small when traffic is light (low latency), never
-// held back to fill up.
+// message and then takes whatever else is ready within the bounds. A
+// batch is therefore large under load (few pull requests, acks and
+// fsyncs per message), and a message that arrives after a quiet spell is
+// not held back to fill one.
 //
 // The byte bound is the server's (a pull request's max_bytes), so a burst
 // of large messages is never pushed at the client faster than it stores
@@ -475,30 +499,36 @@ func (c *Consumer) setPending(n uint64) {
 // message at the head of the stream is fetched alone instead of wedging
 // the writer.
 func (c *Consumer) fetch(ctx context.Context) ([]jetstream.Msg, error) {
-	msgs, err := c.fetchReady(nil, c.cfg.FetchBatch, c.cfg.FetchMaxBytes)
+	msgs, err := c.fetchPending(ctx)
+	c.loaded = len(msgs) > 0 && c.cfg.FetchLinger > 0
+	return msgs, err
+}
+
+func (c *Consumer) fetchPending(ctx context.Context) ([]jetstream.Msg, error) {
+	if c.loaded {
+		msgs, err := c.pull.pull(ctx, nil, c.cfg.FetchBatch, c.cfg.FetchMaxBytes, c.cfg.FetchLinger)
+		if len(msgs) > 0 || err != nil {
+			return msgs, err
+		}
+		// Nothing came within the linger: wait for a first message.
+	}
+	msgs, err := c.pull.pull(ctx, nil, c.cfg.FetchBatch, c.cfg.FetchMaxBytes, readyPullExpiry)
 	if len(msgs) > 0 || err != nil {
 		return msgs, err
 	}
-	fctx, cancel := context.WithTimeout(ctx, c.cfg.FetchWait)
-	defer cancel()
-	first, err := c.cons.Fetch(1, jetstream.FetchContext(fctx))
-	if err != nil {
-		return nil, err
-	}
-	if msgs, err = collect(first, msgs); len(msgs) == 0 || err != nil {
+	if msgs, err = c.pull.pull(ctx, msgs, 1, 0, c.cfg.FetchWait); len(msgs) == 0 || err != nil {
 		return msgs, err
 	}
 	if left := c.cfg.FetchMaxBytes - msgSize(msgs[0]); left > 0 && c.cfg.FetchBatch > 1 {
 		// An error here is reported by the next fetch; the one in hand is
 		// processed.
-		msgs, _ = c.fetchReady(msgs, c.cfg.FetchBatch-1, left)
+		msgs, _ = c.pull.pull(ctx, msgs, c.cfg.FetchBatch-1, left, readyPullExpiry)
 	}
 	return msgs, nil
 }
 
-// readyPullExpiry is how long a pull for what is ready stays open. A pull
-// bounded in bytes cannot be a no-wait pull with this client, so it is one
-// that expires almost at once: the server delivers what it has and then
+// readyPullExpiry is how long a pull for what is ready stays open: it
+// expires almost at once, so the server delivers what it has and then
 // ends the pull.
 const readyPullExpiry = time.Millisecond
 
@@ -510,28 +540,6 @@ func msgSize(m jetstream.Msg) int {
 		n += HeaderSize(h)
 	}
 	return n
-}
-
-// fetchReady appends to msgs what the consumer has ready, up to n messages
-// and maxBytes bytes.
-func (c *Consumer) fetchReady(msgs []jetstream.Msg, n, maxBytes int) ([]jetstream.Msg, error) {
-	batch, err := c.cons.Fetch(n, jetstream.FetchMaxBytes(maxBytes), jetstream.FetchMaxWait(readyPullExpiry))
-	if err != nil {
-		return msgs, err
-	}
-	return collect(batch, msgs)
-}
-
-// collect appends the messages of a pull to msgs.
-func collect(batch jetstream.MessageBatch, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
-	err := batch.Error()
-	if errors.Is(err, jetstream.ErrNoMessages) {
-		err = nil
-	}
-	return msgs, err
 }
 
 // Delivery is a received message with its place in the stream.

@@ -122,7 +122,7 @@ func TestHandlerExactlyOnce(t *testing.T) {
 // cmd/ingest does) and connects to it; both end with the test.
 // openStore opens a store in a temporary directory, closed at the
 // test's end.
-func openStore(t *testing.T) *storage.DB {
+func openStore(t testing.TB) *storage.DB {
 	t.Helper()
 	db, err := storage.Open(t.TempDir(), storage.DefaultOptions())
 	if err != nil {
@@ -132,7 +132,7 @@ func openStore(t *testing.T) *storage.DB {
 	return db
 }
 
-func startJetStream(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+func startJetStream(t testing.TB) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	s, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir()})
 	if err != nil {

@@ -98,6 +98,17 @@
 //     checkpoint then skips the other sequences like stored ones.
 //   - Each fetch is bounded by FetchBatch messages and FetchMaxBytes bytes
 //     (server side); a single larger message is fetched alone.
+//   - Batch size: while messages keep coming (the last fetch brought
+//     some), a fetch is one pull request that waits up to FetchLinger for
+//     the batch to fill, so under load a batch holds what arrives in that
+//     time (fewer pull requests, acks, storage batches and fsyncs per
+//     message); after a fetch that brought nothing, the next waits for a
+//     first message and takes only what else is ready, so a message after
+//     a quiet spell is not held back.
+//   - Pull requests (JetStream's CONSUMER.MSG.NEXT, pull.go) go out over
+//     one inbox subscription, replaced at every reposition so that
+//     deliveries made for requests sent before it are dropped; a fetch
+//     subscribes nothing of its own.
 //
 // Only one process may run per durable name: two would take deliveries
 // from each other, which each treats as lost, and would contend for one

@@ -98,6 +98,13 @@ func (c *Consumer) upgradeAckPolicy(ctx context.Context) error {
 func (c *Consumer) repositionConsumer(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	// Deliveries for pull requests sent before the reposition must not be
+	// taken for the new ones, which restart at consumer sequence 1: a new
+	// inbox, whose old one the server stops delivering to before it
+	// handles the reposition (one connection keeps the order).
+	if err := c.pull.reset(); err != nil {
+		return err
+	}
 	if c.resetOK {
 		// The reset request is answered by the consumer itself: if it was
 		// deleted from outside, nothing would answer. Create it first.
