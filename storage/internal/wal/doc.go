@@ -21,7 +21,10 @@
 //   - AppendStaged is Append in two steps: it returns once the record is
 //     written (write errors as AppendNoSync's), and its result waits for
 //     the fsync Append would have waited for, so the caller can work
-//     between the write and the fsync.
+//     between the write and the fsync. In SyncAlways mode it writes on the
+//     caller's goroutine when no other write or fsync is in progress, so
+//     that the caller's work does not wait for the Go scheduler to take a
+//     processor back from the flusher's fsync.
 //   - Every segment except the newest was fsynced before its successor was
 //     created, so only the newest may end in a torn write. A new segment is
 //     preallocated (its size fsynced before its first record) and sealed by

@@ -7,6 +7,7 @@ import (
 	"io"
 	iofs "io/fs"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,9 +127,10 @@ func newBatch(buf []byte) *batch {
 // Appends copy their record into the pending batch and wait. One flusher
 // goroutine takes the whole pending batch, writes it with one write and, in
 // SyncAlways mode, one fsync, then wakes every waiter of that batch; records
-// that arrive meanwhile form the next batch. Rotate, Sync and Close do their
-// I/O under the same lock as the flusher, so file operations never
-// interleave.
+// that arrive meanwhile form the next batch. AppendStaged, when no write or
+// fsync is in progress, writes the pending batch itself and leaves only the
+// fsync to the flusher. Rotate, Sync and Close do their I/O under the same
+// lock as the flusher, so file operations never interleave.
 type Writer struct {
 	opts Options
 	log  *slog.Logger
@@ -156,6 +158,9 @@ type Writer struct {
 	segSize         int64    // ioMu
 	unsyncedRecords int      // ioMu: written since the last fsync
 	unsyncedBytes   int      // ioMu
+	// awaitingSync are the written batches whose Appends wait for the
+	// next fsync (SyncAlways mode); syncLocked releases them.
+	awaitingSync []*batch // ioMu
 }
 
 // Open creates segment firstSegment, which must not exist, syncs it and the
@@ -286,10 +291,24 @@ func (w *Writer) AppendNoSync(rec []byte) error { return w.appendRecord(rec, fal
 // may do work that needs the write to have succeeded but not the fsync
 // (DB.Apply inserts the batch into its memtable there, while the fsync
 // runs). rec may be reused once AppendStaged returns.
+//
+// In SyncAlways mode, when no other write or fsync is in progress,
+// AppendStaged writes the pending records itself, on the calling
+// goroutine, and leaves only the fsync to the flusher goroutine, which it
+// then lets start before it returns (it yields once). Handing the write to
+// the flusher instead would leave the caller runnable on the processor
+// (P) of the flusher, which goes straight on into its fsync: the caller
+// could run again only when the Go scheduler took that processor back
+// from the system call, or when the fsync ended, so on two processors the
+// caller's work and the fsync hardly overlapped.
 func (w *Writer) AppendStaged(rec []byte) (waitDurable func() error, err error) {
-	b, err := w.enqueue(rec, true)
+	direct := w.opts.Mode == SyncAlways
+	b, err := w.enqueue(rec, true, !direct)
 	if err != nil {
 		return nil, err
+	}
+	if direct {
+		w.writeDirect()
 	}
 	<-b.written
 	if b.writeErr != nil {
@@ -312,7 +331,7 @@ func (w *Writer) AppendStaged(rec []byte) (waitDurable func() error, err error) 
 // retried fsync could falsely succeed), the Writer is failed for good: every
 // later call returns that error, also reported by Err.
 func (w *Writer) appendRecord(rec []byte, waitSync bool) error {
-	b, err := w.enqueue(rec, waitSync)
+	b, err := w.enqueue(rec, waitSync, true)
 	if err != nil {
 		return err
 	}
@@ -325,8 +344,8 @@ func (w *Writer) appendRecord(rec []byte, waitSync bool) error {
 }
 
 // enqueue adds rec to the pending batch (counting a sync waiter if
-// waitSync), wakes the flusher and returns the batch.
-func (w *Writer) enqueue(rec []byte, waitSync bool) (*batch, error) {
+// waitSync), wakes the flusher if wake and returns the batch.
+func (w *Writer) enqueue(rec []byte, waitSync, wake bool) (*batch, error) {
 	if len(rec) > MaxRecordSize {
 		return nil, fmt.Errorf("cannot append wal record of %d bytes: above the %d byte limit", len(rec), MaxRecordSize)
 	}
@@ -349,12 +368,42 @@ func (w *Writer) enqueue(rec []byte, waitSync bool) (*batch, error) {
 		b.syncWaiters++
 	}
 	w.mu.Unlock()
+	if wake {
+		w.wakeFlusher()
+	}
+	return b, nil
+}
 
+func (w *Writer) wakeFlusher() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
-	return b, nil
+}
+
+// writeDirect is AppendStaged's write on the caller's goroutine, after
+// its enqueue: when the I/O lock is free it writes the pending batch
+// (the caller's record, and any others') and wakes the flusher to fsync
+// it, then yields once, so that the flusher enters its fsync (and the
+// scheduler can take its processor back from the system call) while the
+// caller goes on; when the lock is busy (the flusher or another writer is
+// writing or syncing), it wakes the flusher, which writes the batch after
+// what it is doing, with group commit as for Append.
+func (w *Writer) writeDirect() {
+	if !w.ioMu.TryLock() {
+		w.wakeFlusher()
+		return
+	}
+	if w.f != nil {
+		// The error is the batch's: its waiters see it.
+		_ = w.writePendingLocked()
+	}
+	needSync := len(w.awaitingSync) > 0
+	w.ioMu.Unlock()
+	if needSync {
+		w.wakeFlusher()
+		runtime.Gosched()
+	}
 }
 
 // Err returns the error that failed the Writer for good, or nil while it
@@ -479,9 +528,37 @@ func (w *Writer) flushLoop() {
 	}
 }
 
-// flushLocked writes the pending batch, syncs it in SyncAlways mode, wakes
-// its waiters and rotates if the segment reached its target size.
+// flushLocked writes the pending batch, fsyncs it and every written batch
+// that waits for an fsync (SyncAlways mode), wakes their waiters and
+// rotates if the segment reached its target size.
 func (w *Writer) flushLocked() error {
+	err := w.writePendingLocked()
+	if len(w.awaitingSync) > 0 {
+		if serr := w.syncLocked(); err == nil {
+			err = serr
+		}
+	}
+
+	// Rotating after waking the waiters keeps file creation off their
+	// latency; the next batch waits for it under ioMu instead.
+	if err == nil && w.segSize >= w.opts.SegmentTargetSize {
+		if rerr := w.rotateLocked(); rerr != nil {
+			if ferr := w.failure(); ferr != nil {
+				return ferr
+			}
+			// Not fatal: the segment grows past its target and the next
+			// write tries again.
+			w.log.Warn("cannot rotate wal segment; appending to the current one", "err", rerr)
+		}
+	}
+	return err
+}
+
+// writePendingLocked writes the pending batch, if it holds records, and
+// wakes its waiters for the write; its Appends that wait for an fsync
+// (SyncAlways mode) are left in awaitingSync, the others are done. It
+// returns the write's error, or the Writer's failure.
+func (w *Writer) writePendingLocked() error {
 	w.mu.Lock()
 	b := w.pending
 	if b.records == 0 {
@@ -500,29 +577,17 @@ func (w *Writer) flushLocked() error {
 	b.writeErr = err
 	close(b.written)
 	if err == nil && w.opts.Mode == SyncAlways && b.syncWaiters > 0 {
-		err = w.syncLocked()
+		w.awaitingSync = append(w.awaitingSync, b)
+	} else {
+		b.err = err
+		close(b.done)
 	}
-	b.err = err
-	close(b.done)
 
 	w.mu.Lock()
 	if cap(b.buf) <= maxRetainedBufferSize {
 		w.spare = b.buf[:0]
 	}
 	w.mu.Unlock()
-
-	// Rotating after waking the waiters keeps file creation off their
-	// latency; the next batch waits for it under ioMu instead.
-	if err == nil && w.segSize >= w.opts.SegmentTargetSize {
-		if rerr := w.rotateLocked(); rerr != nil {
-			if ferr := w.failure(); ferr != nil {
-				return ferr
-			}
-			// Not fatal: the segment grows past its target and the next
-			// write tries again.
-			w.log.Warn("cannot rotate wal segment; appending to the current one", "err", rerr)
-		}
-	}
 	return err
 }
 
@@ -575,7 +640,20 @@ func (w *Writer) writeLocked(b *batch) error {
 	return nil
 }
 
+// syncLocked fsyncs the current segment if anything written to it is
+// unsynced, and releases the batches awaiting an fsync with its result.
 func (w *Writer) syncLocked() error {
+	err := w.syncDataLocked()
+	for i, b := range w.awaitingSync {
+		b.err = err
+		close(b.done)
+		w.awaitingSync[i] = nil
+	}
+	w.awaitingSync = w.awaitingSync[:0]
+	return err
+}
+
+func (w *Writer) syncDataLocked() error {
 	if err := w.failure(); err != nil {
 		return err
 	}
