@@ -22,8 +22,8 @@
 //     written (write errors as AppendNoSync's), and its result waits for
 //     the fsync Append would have waited for, so the caller can work
 //     between the write and the fsync. In SyncAlways mode it writes on the
-//     caller's goroutine when no other write or fsync is in progress, so
-//     that the caller's work does not wait for the Go scheduler to take a
+//     caller's goroutine (after any write or fsync in progress), so that
+//     the caller's work does not wait for the Go scheduler to take a
 //     processor back from the flusher's fsync.
 //   - Every segment except the newest was fsynced before its successor was
 //     created, so only the newest may end in a torn write. A new segment is

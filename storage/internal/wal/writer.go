@@ -127,9 +127,8 @@ func newBatch(buf []byte) *batch {
 // Appends copy their record into the pending batch and wait. One flusher
 // goroutine takes the whole pending batch, writes it with one write and, in
 // SyncAlways mode, one fsync, then wakes every waiter of that batch; records
-// that arrive meanwhile form the next batch. AppendStaged, when no write or
-// fsync is in progress, writes the pending batch itself and leaves only the
-// fsync to the flusher. Rotate, Sync and Close do their I/O under the same
+// that arrive meanwhile form the next batch. AppendStaged (SyncAlways mode)
+// writes the pending batch itself and leaves only the fsync to the flusher. Rotate, Sync and Close do their I/O under the same
 // lock as the flusher, so file operations never interleave.
 type Writer struct {
 	opts Options
@@ -292,10 +291,10 @@ func (w *Writer) AppendNoSync(rec []byte) error { return w.appendRecord(rec, fal
 // (DB.Apply inserts the batch into its memtable there, while the fsync
 // runs). rec may be reused once AppendStaged returns.
 //
-// In SyncAlways mode, when no other write or fsync is in progress,
-// AppendStaged writes the pending records itself, on the calling
-// goroutine, and leaves only the fsync to the flusher goroutine, which it
-// then lets start before it returns (it yields once). Handing the write to
+// In SyncAlways mode AppendStaged writes the pending records itself, on
+// the calling goroutine (after any write or fsync in progress), and leaves
+// only the fsync to the flusher goroutine, which it then lets start before
+// it returns (it yields once). Handing the write to
 // the flusher instead would leave the caller runnable on the processor
 // (P) of the flusher, which goes straight on into its fsync: the caller
 // could run again only when the Go scheduler took that processor back
@@ -382,18 +381,15 @@ func (w *Writer) wakeFlusher() {
 }
 
 // writeDirect is AppendStaged's write on the caller's goroutine, after
-// its enqueue: when the I/O lock is free it writes the pending batch
-// (the caller's record, and any others') and wakes the flusher to fsync
-// it, then yields once, so that the flusher enters its fsync (and the
-// scheduler can take its processor back from the system call) while the
-// caller goes on; when the lock is busy (the flusher or another writer is
-// writing or syncing), it wakes the flusher, which writes the batch after
-// what it is doing, with group commit as for Append.
+// its enqueue: it takes the I/O lock (waiting for a write or fsync in
+// progress, as it would have waited for the flusher), writes the pending
+// batch, unless another writer or the flusher already took it (the
+// caller's record, and any others': group commit as for Append), wakes
+// the flusher to fsync it, and yields once, so that the flusher enters
+// its fsync (and the scheduler can take its processor back from the
+// system call) while the caller goes on.
 func (w *Writer) writeDirect() {
-	if !w.ioMu.TryLock() {
-		w.wakeFlusher()
-		return
-	}
+	w.ioMu.Lock()
 	if w.f != nil {
 		// The error is the batch's: its waiters see it.
 		_ = w.writePendingLocked()
