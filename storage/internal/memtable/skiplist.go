@@ -111,8 +111,10 @@ type skiplist struct {
 	// splices remembers, per partition (direct-mapped by a hash of table
 	// and partition), the search path of the partition's last insert.
 	splices [spliceSlots]splice
-	// spliceHits counts the inserts placed from a splice (for tests).
-	spliceHits int
+	// spliceHits counts the inserts placed from a splice, and
+	// spliceUpperCompares the key comparisons their search made above
+	// level 0 (for tests).
+	spliceHits, spliceUpperCompares int
 	rng        *rand.Rand
 	nodeUsed   int // words used in the last node slab
 	dataUsed   int // bytes used in the last data slab
@@ -361,19 +363,31 @@ func spliceSlot(table uint32, partition []byte) int {
 const maxSpliceSteps = 4
 
 // findWithSplice is findGreaterOrEqual (with prev) for a key of the
-// partition sp was remembered for, starting from sp instead of the head.
-// It reports false, having filled nothing, when sp does not hold k's place
-// closely enough (k is before sp.prev[0], or more than maxSpliceSteps
-// nodes after it at level 0); the caller then searches from the head.
-func (s *skiplist) findWithSplice(k *key, sp *splice, prev *[maxHeight]uint64) (uint64, bool) {
+// partition sp was remembered for, starting from sp instead of the head,
+// for a node of height h: prev is filled for the levels below h only (the
+// only ones the node is linked into); above them it keeps sp's, which
+// are still before k (nodes never move), so the splice stays valid with
+// a search of about one step per level of the new node instead of one per
+// level of the list (about 11 at 2,000,000 cells, against 1.3 on
+// average). It also reports whether the node it returns (the first >=
+// k) holds k. It reports ok false, having filled nothing, when sp does
+// not hold k's place closely enough (k is before sp.prev[0], or more than
+// maxSpliceSteps nodes after it at level 0); the caller then searches
+// from the head.
+func (s *skiplist) findWithSplice(k *key, sp *splice, prev *[maxHeight]uint64, h int) (next uint64, equal, ok bool) {
 	x := sp.prev[0]
 	if x != s.head && s.compareNode(x, k) >= 0 {
-		return 0, false
+		return 0, false, false
 	}
-	next := s.next(x, 0)
-	for steps := 0; next != 0 && s.compareNode(next, k) < 0; steps++ {
+	next = s.next(x, 0)
+	for steps := 0; next != 0; steps++ {
+		c := s.compareNode(next, k)
+		if c >= 0 {
+			equal = c == 0
+			break
+		}
 		if steps == maxSpliceSteps {
-			return 0, false
+			return 0, false, false
 		}
 		x, next = next, s.next(next, 0)
 	}
@@ -387,16 +401,24 @@ func (s *skiplist) findWithSplice(k *key, sp *splice, prev *[maxHeight]uint64) (
 		if level < sp.height {
 			y = sp.prev[level]
 		}
+		if level >= h {
+			prev[level] = y
+			continue
+		}
 		for {
 			n := s.next(y, level)
-			if n == 0 || s.compareNode(n, k) >= 0 {
+			if n == 0 {
+				break
+			}
+			s.spliceUpperCompares++
+			if s.compareNode(n, k) >= 0 {
 				break
 			}
 			y = n
 		}
 		prev[level] = y
 	}
-	return next, true
+	return next, equal, true
 }
 
 // upsertSharingPartition finds the node for k or inserts one holding c;
@@ -408,22 +430,29 @@ func (s *skiplist) upsertSharingPartition(k key, c *base.Cell) (uint64, bool) {
 	var prev [maxHeight]uint64
 	sp := &s.splices[spliceSlot(k.table, k.partition)]
 	hit := sp.height > 0 && sp.table == k.table && bytes.Equal(s.data(sp.partRef, sp.partLen), k.partition)
+	// The height is drawn before the search, which then needs the
+	// levels below it only (findWithSplice); an overwrite draws one too.
+	h := s.randomHeight()
 	var x uint64
-	found := false
+	found, equal := false, false
 	if hit {
-		x, found = s.findWithSplice(&k, sp, &prev)
+		x, equal, found = s.findWithSplice(&k, sp, &prev, h)
 		if found {
 			s.spliceHits++
 		}
 	}
 	if !found {
 		x = s.findGreaterOrEqual(&k, &prev)
+		equal = x != 0 && s.compareNode(x, &k) == 0
 	}
-	if x != 0 && s.compareNode(x, &k) == 0 {
+	if equal {
 		return x, false
 	}
 	var partRef uint64
 	switch p := prev[0]; {
+	case hit:
+		// The splice's partition key is in the arena already.
+		partRef = sp.partRef
 	case p != s.head && s.table(p) == k.table && bytes.Equal(s.partition(p), k.partition):
 		partRef = s.node(p)[nodePartRef]
 	case x != 0 && s.table(x) == k.table && bytes.Equal(s.partition(x), k.partition):
@@ -437,7 +466,6 @@ func (s *skiplist) upsertSharingPartition(k key, c *base.Cell) (uint64, bool) {
 	copy(kb[copy(kb, k.clustering):], k.column)
 	cellRef := s.writeCell(c)
 
-	h := s.randomHeight()
 	cur := int(s.height.Load())
 	if h > cur {
 		for i := cur; i < h; i++ {
