@@ -115,9 +115,9 @@ type skiplist struct {
 	// spliceUpperCompares the key comparisons their search made above
 	// level 0 (for tests).
 	spliceHits, spliceUpperCompares int
-	rng        *rand.Rand
-	nodeUsed   int // words used in the last node slab
-	dataUsed   int // bytes used in the last data slab
+	rng                             *rand.Rand
+	nodeUsed                        int // words used in the last node slab
+	dataUsed                        int // bytes used in the last data slab
 	// arenaBytes is the slab bytes used. Slabs are at most 1 MiB, so what
 	// the last ones leave unused is small against a memtable's size.
 	arenaBytes int64
