@@ -330,7 +330,9 @@ func (s *skiplist) first() uint64 { return s.next(s.head, 0) }
 // (loadtest/peers: 20 event types in an hour or two).
 const spliceSlots = 64
 
-// splice is where the last insert into a partition went: prev[i] was the
+// splice is where the last insert into a partition went, of those at
+// either end of the partition's run of nodes or placed by a full search
+// (see the end of upsertSharingPartition): prev[i] was the
 // rightmost node before its key at level i, for i < height (the list's
 // height then). Nodes are never removed and never move, so each prev[i]
 // stays before every key after prev[0], and a later key of the partition
@@ -494,6 +496,18 @@ func (s *skiplist) upsertSharingPartition(k key, c *base.Cell) (uint64, bool) {
 	if x != 0 {
 		atomic.StoreUint64(&s.node(x)[nodePrev], ref)
 	}
-	*sp = splice{table: k.table, partRef: partRef, partLen: len(k.partition), height: int(s.height.Load()), prev: prev}
+	// A key placed inside its partition's run of nodes (not first, not
+	// last) leaves the splice as it was: with TimeUUID DESC keys that is
+	// an event older than the newest one of its partition (event times
+	// jitter), and the next event, newer again, goes back to the front,
+	// which the old splice still points at, but which is before the new
+	// node's predecessor (a splice from there would miss it; measured: a
+	// fifth of the peers' inserts searched from the head that way). Keys
+	// at either end (DESC or ascending) and full searches renew it.
+	atFront := prev[0] == s.head || s.node(prev[0])[nodePartRef] != partRef
+	atBack := x == 0 || s.node(x)[nodePartRef] != partRef
+	if !found || atFront || atBack {
+		*sp = splice{table: k.table, partRef: partRef, partLen: len(k.partition), height: int(s.height.Load()), prev: prev}
+	}
 	return ref, true
 }
