@@ -90,3 +90,34 @@ func BenchmarkApplyCellEvents(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkApplyCellEventsJittered is BenchmarkApplyCellEvents with
+// loadtest/peers' event times: each key jittered by about the gap between
+// two events of its partition either way, so many an event is older than
+// its partition's newest and goes inside the partition's run.
+func BenchmarkApplyCellEventsJittered(b *testing.B) {
+	const perMemtable = 250_000 // about a 64 MiB memtable of these cells
+	value := make([]byte, 200)
+	c := base.Cell{Column: []byte("data"), Kind: base.KindLive, LocalDeletionTime: base.NoDeletionTime, Value: value}
+	var pks [20][]byte
+	for i := range pks {
+		pks[i] = fmt.Appendf(nil, "01112610|type%02d", i)
+	}
+	var ck [16]byte
+	rng := uint64(1)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(value)))
+	for done := 0; done < b.N; done += perMemtable {
+		m := New()
+		for i := 0; i < min(perMemtable, b.N-done); i++ {
+			rng = rng*6364136223846793005 + 1442695040888963407
+			// Events 100 apart, jittered by up to +-2,400: +-1.2 gaps of
+			// a partition (20 partitions).
+			binary.BigEndian.PutUint64(ck[:], ^uint64((done+i)*100+int(rng>>40%4800)))
+			binary.BigEndian.PutUint64(ck[8:], rng)
+			c.Clustering = ck[:]
+			c.Timestamp = int64(i)
+			m.ApplyCell(1, pks[rng>>59%20], &c)
+		}
+	}
+}
