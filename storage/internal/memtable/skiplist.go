@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/eventide/eventide/storage/internal/base"
 )
@@ -279,6 +280,31 @@ func (s *skiplist) randomHeight() int {
 		h++
 	}
 	return h
+}
+
+// prefetchAhead starts loading what a walk at level 0 from ref reads
+// next: the key and cell data of the next node, and the node after it
+// (whose words the next call's data prefetch reads). A flush walks the
+// nodes in key order, which is not the order they were allocated in, so
+// without it each cell costs a cache miss for its node and another for
+// its data, one after the other.
+func (s *skiplist) prefetchAhead(ref uint64) {
+	next := s.next(ref, 0)
+	if next == 0 {
+		return
+	}
+	n := s.node(next)
+	prefetch(s.dataAddr(n[nodeKeyRef]))
+	prefetch(s.dataAddr(atomic.LoadUint64(&n[nodeCell])))
+	if after := atomic.LoadUint64(&n[nodeNext]); after != 0 {
+		prefetch(uintptr(unsafe.Pointer(&s.node(after)[0])))
+	}
+}
+
+// dataAddr is the address of the data ref's first byte.
+func (s *skiplist) dataAddr(ref uint64) uintptr {
+	slab := (*s.dataSlabs.Load())[ref>>32]
+	return uintptr(unsafe.Pointer(unsafe.SliceData(slab))) + uintptr(ref&(1<<32-1))
 }
 
 // findGreaterOrEqual returns the first node >= k (0 if none), filling
