@@ -494,7 +494,7 @@ func (db *DB) apply(ctx context.Context, b *Batch, sync bool) error {
 
 	// The batch goes into the memtable once its WAL record is written,
 	// while the record's fsync runs (the group commit's flusher does it;
-	// the write itself is done on this goroutine, see
+	// a single writer's write is done on this goroutine, see
 	// wal.Writer.AppendStaged), and Apply returns when both are done: for
 	// a single writer the memtable insert costs no time of its own (as in
 	// Pebble's commit pipeline, readers may see a batch up to one fsync
