@@ -493,13 +493,14 @@ func (db *DB) apply(ctx context.Context, b *Batch, sync bool) error {
 	start := time.Now()
 
 	// The batch goes into the memtable once its WAL record is written,
-	// while the record's fsync runs (the group commit's flusher does it),
-	// and Apply returns when both are done: for a single writer the
-	// memtable insert costs no time of its own (as in Pebble's commit
-	// pipeline, readers may see a batch up to one fsync before Apply
-	// returns). A failed write leaves nothing in the memtable and may be
-	// retried; a failed fsync fails the WAL for good, and the memtable
-	// holding the batch can then never be flushed (see below).
+	// while the record's fsync runs (the group commit's flusher does it;
+	// a single writer's write is done on this goroutine, see
+	// wal.Writer.AppendStaged), and Apply returns when both are done: for
+	// a single writer the memtable insert costs no time of its own (as in
+	// Pebble's commit pipeline, readers may see a batch up to one fsync
+	// before Apply returns). A failed write leaves nothing in the memtable
+	// and may be retried; a failed fsync fails the WAL for good, and the
+	// memtable holding the batch can then never be flushed (see below).
 	db.commitMu.RLock()
 	var waitDurable func() error
 	if sync {

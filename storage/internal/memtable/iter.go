@@ -153,6 +153,7 @@ func (it *TableIter) Next() bool {
 		return false
 	}
 	it.list.cell(it.cur, &it.cell)
+	it.list.prefetchAhead(it.cur)
 	return true
 }
 

@@ -90,3 +90,73 @@ func BenchmarkApplyCellEvents(b *testing.B) {
 		}
 	}
 }
+
+// fillJittered fills m with n cells as BenchmarkApplyCellEventsJittered
+// inserts them.
+func fillJittered(m *Memtable, n int) {
+	value := make([]byte, 200)
+	c := base.Cell{Column: []byte("data"), Kind: base.KindLive, LocalDeletionTime: base.NoDeletionTime, Value: value}
+	var pks [20][]byte
+	for i := range pks {
+		pks[i] = fmt.Appendf(nil, "01112610|type%02d", i)
+	}
+	var ck [16]byte
+	rng := uint64(1)
+	for i := range n {
+		rng = rng*6364136223846793005 + 1442695040888963407
+		binary.BigEndian.PutUint64(ck[:], ^uint64(i*100+int(rng>>40%4800)))
+		binary.BigEndian.PutUint64(ck[8:], rng)
+		c.Clustering = ck[:]
+		c.Timestamp = int64(i)
+		m.ApplyCell(1, pks[rng>>59%20], &c)
+	}
+}
+
+// BenchmarkTableIter walks a 250,000-cell memtable filled in the peers'
+// insert order, as a flush does (one op: one cell), and reports the
+// value bytes it read so the walk cannot be optimised away.
+func BenchmarkTableIter(b *testing.B) {
+	const cells = 250_000
+	m := New()
+	fillJittered(m, cells)
+	b.ResetTimer()
+	var sum int
+	for done := 0; done < b.N; done += cells {
+		it := m.NewTableIter(1)
+		for n := 0; n < min(cells, b.N-done) && it.Next(); n++ {
+			sum += len(it.Cell().Value) + len(it.Partition())
+		}
+	}
+	b.ReportMetric(float64(sum)/float64(b.N), "bytes/cell")
+}
+
+// BenchmarkApplyCellEventsJittered is BenchmarkApplyCellEvents with
+// loadtest/peers' event times: each key jittered by about the gap between
+// two events of its partition either way, so many an event is older than
+// its partition's newest and goes inside the partition's run.
+func BenchmarkApplyCellEventsJittered(b *testing.B) {
+	const perMemtable = 250_000 // about a 64 MiB memtable of these cells
+	value := make([]byte, 200)
+	c := base.Cell{Column: []byte("data"), Kind: base.KindLive, LocalDeletionTime: base.NoDeletionTime, Value: value}
+	var pks [20][]byte
+	for i := range pks {
+		pks[i] = fmt.Appendf(nil, "01112610|type%02d", i)
+	}
+	var ck [16]byte
+	rng := uint64(1)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(value)))
+	for done := 0; done < b.N; done += perMemtable {
+		m := New()
+		for i := 0; i < min(perMemtable, b.N-done); i++ {
+			rng = rng*6364136223846793005 + 1442695040888963407
+			// Events 100 apart, jittered by up to +-2,400: +-1.2 gaps of
+			// a partition (20 partitions).
+			binary.BigEndian.PutUint64(ck[:], ^uint64((done+i)*100+int(rng>>40%4800)))
+			binary.BigEndian.PutUint64(ck[8:], rng)
+			c.Clustering = ck[:]
+			c.Timestamp = int64(i)
+			m.ApplyCell(1, pks[rng>>59%20], &c)
+		}
+	}
+}

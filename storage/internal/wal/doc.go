@@ -21,7 +21,11 @@
 //   - AppendStaged is Append in two steps: it returns once the record is
 //     written (write errors as AppendNoSync's), and its result waits for
 //     the fsync Append would have waited for, so the caller can work
-//     between the write and the fsync.
+//     between the write and the fsync. In SyncAlways mode, when its record
+//     is the only one pending and no fsync runs (a single writer), it
+//     writes on the caller's goroutine, so that the caller's work does not
+//     wait for the Go scheduler to take a processor back from the
+//     flusher's fsync; concurrent writers keep the flusher's group commit.
 //   - Every segment except the newest was fsynced before its successor was
 //     created, so only the newest may end in a torn write. A new segment is
 //     preallocated (its size fsynced before its first record) and sealed by

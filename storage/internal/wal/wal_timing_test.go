@@ -42,7 +42,32 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendStaged is BenchmarkAppend's SyncAlways mode through
+// AppendStaged (DB.Apply's path), whose caller writes the pending records
+// itself: one appender, and many sharing the write and the fsync.
+//
+//	go test ./storage/internal/wal/ -run '^$' -bench AppendStaged
+func BenchmarkAppendStaged(b *testing.B) {
+	procs := runtime.GOMAXPROCS(0)
+	for _, parallelism := range []int{0, 8, 128} {
+		appenders := max(1, parallelism*procs)
+		b.Run(fmt.Sprintf("record=4096/appenders=%d", appenders), func(b *testing.B) {
+			benchmarkAppendWith(b, SyncAlways, 4096, parallelism, func(w *Writer, rec []byte) error {
+				wait, err := w.AppendStaged(rec)
+				if err != nil {
+					return err
+				}
+				return wait()
+			})
+		})
+	}
+}
+
 func benchmarkAppend(b *testing.B, mode SyncMode, size, parallelism int) {
+	benchmarkAppendWith(b, mode, size, parallelism, (*Writer).Append)
+}
+
+func benchmarkAppendWith(b *testing.B, mode SyncMode, size, parallelism int, appendRec func(w *Writer, rec []byte) error) {
 	var syncs atomic.Int64
 	w, err := Open(Options{FS: vfs.Default, Dir: b.TempDir(), Mode: mode,
 		OnSync: func(int, int, time.Duration) { syncs.Add(1) }}, 1)
@@ -58,7 +83,7 @@ func benchmarkAppend(b *testing.B, mode SyncMode, size, parallelism int) {
 	b.ResetTimer()
 	if parallelism == 0 {
 		for i := 0; i < b.N; i++ {
-			if err := w.Append(rec); err != nil {
+			if err := appendRec(w, rec); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -66,7 +91,7 @@ func benchmarkAppend(b *testing.B, mode SyncMode, size, parallelism int) {
 		b.SetParallelism(parallelism)
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				if err := w.Append(rec); err != nil {
+				if err := appendRec(w, rec); err != nil {
 					b.Error(err)
 					return
 				}

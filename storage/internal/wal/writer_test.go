@@ -461,8 +461,10 @@ type faultFS struct {
 	// syncGate, when set, holds every Sync until a value is received
 	// from it (or it is closed).
 	syncGate atomic.Pointer[chan struct{}]
-	mu       sync.Mutex
-	syncs    map[string]int // mu: path -> successful fsyncs
+	// writeHook, when set, is called before every Write.
+	writeHook atomic.Pointer[func()]
+	mu        sync.Mutex
+	syncs     map[string]int // mu: path -> successful fsyncs
 }
 
 func (fs *faultFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
@@ -504,6 +506,9 @@ type faultFile struct {
 
 // Write fails after writing half the bytes, as a full disk would.
 func (f *faultFile) Write(p []byte) (int, error) {
+	if hook := f.fs.writeHook.Load(); hook != nil {
+		(*hook)()
+	}
 	if f.fs.failWrite.Load() {
 		n, _ := f.File.Write(p[:len(p)/2])
 		return n, f.fs.err
