@@ -132,9 +132,34 @@ func TestMetricsServed(t *testing.T) {
 
 // startDeployCluster starts the three nodes of deploy/nats on loopback:
 // the configs as they are, but for listen addresses, routes and the store.
+//
+// The ports are picked free and then released, so another test process
+// may take one before a node binds it (the node then never takes
+// connections); the cluster is then started again on new ports, at most
+// three times.
 func startDeployCluster(t *testing.T) []*natsserver.Server {
 	t.Helper()
 	setNATSSecrets(t)
+	for attempt := 1; ; attempt++ {
+		servers, notReady := tryDeployCluster(t)
+		if notReady == "" {
+			return servers
+		}
+		for _, s := range servers {
+			s.Shutdown()
+			s.WaitForShutdown()
+		}
+		if attempt == 3 {
+			t.Fatalf("%s did not take connections (three clusters on fresh ports)", notReady)
+		}
+		t.Logf("%s did not take connections; starting the cluster again on other ports", notReady)
+	}
+}
+
+// tryDeployCluster is one attempt of startDeployCluster: the servers, and
+// the name of one that did not take connections (empty: all did).
+func tryDeployCluster(t *testing.T) ([]*natsserver.Server, string) {
+	t.Helper()
 	client, cluster, monitor := make([]int, 3), make([]int, 3), make([]int, 3)
 	for i := range 3 {
 		client[i], cluster[i], monitor[i] = freePort(t), freePort(t), freePort(t)
@@ -186,10 +211,10 @@ func startDeployCluster(t *testing.T) []*natsserver.Server {
 	}
 	for _, s := range servers {
 		if !s.ReadyForConnections(20 * time.Second) {
-			t.Fatalf("%s did not take connections", s.Name())
+			return servers, s.Name()
 		}
 	}
-	return servers
+	return servers, ""
 }
 
 // clusterURL is the comma-separated client URLs of servers.
