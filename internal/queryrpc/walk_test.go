@@ -84,6 +84,25 @@ func newWalkFixture(t *testing.T) *walkFixture {
 	return f
 }
 
+// hotGroups is the walk groups of the hot type's last 8 hours, newest
+// first: each hour's 4 sub-partitions.
+func (f *walkFixture) hotGroups(t *testing.T) [][][]byte {
+	t.Helper()
+	var groups [][][]byte
+	for h := range 8 {
+		keys, err := bucket.PartitionsFor(f.now.Add(-time.Duration(h)*time.Hour), "hot", 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g [][]byte
+		for _, k := range keys {
+			g = append(g, []byte(k.String()))
+		}
+		groups = append(groups, g)
+	}
+	return groups
+}
+
 // remote is a reader through a client of the node with byteBudget per
 // reply, and the count of walk requests it sends.
 func (f *walkFixture) remote(t *testing.T, byteBudget int, failTombstones int) (*reader.Reader, func() float64) {
@@ -212,18 +231,7 @@ func testEventWalkTombstoneHour(t *testing.T, f *walkFixture, budget int) {
 // groups.
 func TestWalkGroupsMatchesRunWalk(t *testing.T) {
 	f := newWalkFixture(t)
-	var groups [][][]byte
-	for h := range 8 {
-		keys, err := bucket.PartitionsFor(f.now.Add(-time.Duration(h)*time.Hour), "hot", 4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var g [][]byte
-		for _, k := range keys {
-			g = append(g, []byte(k.String()))
-		}
-		groups = append(groups, g)
-	}
+	groups := f.hotGroups(t)
 	type emitted struct {
 		group int
 		key   string
@@ -274,17 +282,9 @@ func TestWalkGroupsMatchesRunWalk(t *testing.T) {
 // then at least the local ones.
 func TestWalkGroupsCountsTombstonesOnce(t *testing.T) {
 	f := newWalkFixture(t)
-	var whole, single [][][]byte // four sub-partitions per hour; one
-	for h := range 8 {
-		keys, err := bucket.PartitionsFor(f.now.Add(-time.Duration(h)*time.Hour), "hot", 4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var g [][]byte
-		for _, k := range keys {
-			g = append(g, []byte(k.String()))
-		}
-		whole = append(whole, g)
+	whole := f.hotGroups(t) // four sub-partitions per hour
+	var single [][][]byte   // the first of them
+	for _, g := range whole {
 		single = append(single, g[:1])
 	}
 	for _, c := range []struct {

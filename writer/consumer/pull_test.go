@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestAppendPullRequest: the server reads the request as it was meant.
@@ -66,24 +67,7 @@ func TestRepositionDropsEarlierPulls(t *testing.T) {
 	if _, err := c.pull.pull(gone, nil, 5, 0, time.Minute); err == nil {
 		t.Fatal("a pull with an ended context returned no error")
 	}
-	cons, err := js.Consumer(ctx, "SEAM", "seam")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := cons.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.NumWaiting == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the server holds %d pull requests, want the abandoned one", info.NumWaiting)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitPullRequests(t, js, "the abandoned pull request")
 	for _, d := range []string{"a", "b"} {
 		if _, err := js.Publish(ctx, "seam.x", []byte(d)); err != nil {
 			t.Fatal(err)
@@ -129,24 +113,7 @@ func TestFetchKeepsOneInbox(t *testing.T) {
 		}
 		done <- err
 	}()
-	cons, err := js.Consumer(ctx, "SEAM", "seam")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, err := cons.Info(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.NumWaiting == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the fetch's pull request never reached the server")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitPullRequests(t, js, "the fetch's pull request")
 	// The fetch waits for a first message now.
 	during := c.nc.NumSubscriptions()
 	if _, err := js.Publish(ctx, "seam.x", []byte("a")); err != nil {
@@ -200,4 +167,27 @@ func FuzzPullEnded(f *testing.F) {
 			t.Fatalf("%q %q: done %v, err %v", status, desc, done, err)
 		}
 	})
+}
+
+// waitPullRequests waits until the server holds one pull request of
+// consumer seam on stream SEAM: what, which the test made.
+func waitPullRequests(t *testing.T, js jetstream.JetStream, what string) {
+	t.Helper()
+	ctx := context.Background()
+	cons, err := js.Consumer(ctx, "SEAM", "seam")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		info, err := cons.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.NumWaiting == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server holds %d pull requests, want %s", info.NumWaiting, what)
+		}
+	}
 }

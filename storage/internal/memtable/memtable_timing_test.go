@@ -66,34 +66,20 @@ func BenchmarkLatest50(b *testing.B) {
 // events: 20 partitions (event types of one hour) taken at random, each
 // partition's TimeUUID clustering keys DESC (every new key of a partition
 // before the ones it holds), 200-byte values.
-func BenchmarkApplyCellEvents(b *testing.B) {
-	const perMemtable = 100_000
-	value := make([]byte, 200)
-	c := base.Cell{Column: []byte("data"), Kind: base.KindLive, LocalDeletionTime: base.NoDeletionTime, Value: value}
-	var pks [20][]byte
-	for i := range pks {
-		pks[i] = fmt.Appendf(nil, "01112610|type%02d", i)
-	}
-	var ck [16]byte
-	rng := uint64(1)
-	b.ReportAllocs()
-	b.SetBytes(int64(len(value)))
-	for done := 0; done < b.N; done += perMemtable {
-		m := New()
-		for i := 0; i < min(perMemtable, b.N-done); i++ {
-			rng = rng*6364136223846793005 + 1442695040888963407
-			binary.BigEndian.PutUint64(ck[:], ^uint64(done+i))
-			binary.BigEndian.PutUint64(ck[8:], rng)
-			c.Clustering = ck[:]
-			c.Timestamp = int64(i)
-			m.ApplyCell(1, pks[rng>>59%20], &c)
-		}
-	}
-}
+func BenchmarkApplyCellEvents(b *testing.B) { benchApplyCellEvents(b, 100_000, false) }
 
 // fillJittered fills m with n cells as BenchmarkApplyCellEventsJittered
 // inserts them.
-func fillJittered(m *Memtable, n int) {
+func fillJittered(m *Memtable, n int) { fillEvents(m, 0, n, true) }
+
+// fillEvents applies n cells shaped like loadtest/peers' events to m, the
+// from-th to the (from+n-1)-th of the sequence: 20 partitions (event
+// types of one hour) taken at random, each partition's TimeUUID clustering
+// keys DESC, 200-byte values. With jitter, each key is events 100 apart
+// jittered by up to +-2,400 (+-1.2 gaps of a partition), as the peers'
+// event times are, so many a key goes inside its partition's run;
+// without, every new key of a partition sorts before the ones it holds.
+func fillEvents(m *Memtable, from, n int, jitter bool) {
 	value := make([]byte, 200)
 	c := base.Cell{Column: []byte("data"), Kind: base.KindLive, LocalDeletionTime: base.NoDeletionTime, Value: value}
 	var pks [20][]byte
@@ -101,10 +87,14 @@ func fillJittered(m *Memtable, n int) {
 		pks[i] = fmt.Appendf(nil, "01112610|type%02d", i)
 	}
 	var ck [16]byte
-	rng := uint64(1)
+	rng := uint64(from + 1)
 	for i := range n {
 		rng = rng*6364136223846793005 + 1442695040888963407
-		binary.BigEndian.PutUint64(ck[:], ^uint64(i*100+int(rng>>40%4800)))
+		t := uint64(from + i)
+		if jitter {
+			t = t*100 + rng>>40%4800
+		}
+		binary.BigEndian.PutUint64(ck[:], ^t)
 		binary.BigEndian.PutUint64(ck[8:], rng)
 		c.Clustering = ck[:]
 		c.Timestamp = int64(i)
@@ -135,28 +125,15 @@ func BenchmarkTableIter(b *testing.B) {
 // two events of its partition either way, so many an event is older than
 // its partition's newest and goes inside the partition's run.
 func BenchmarkApplyCellEventsJittered(b *testing.B) {
-	const perMemtable = 250_000 // about a 64 MiB memtable of these cells
-	value := make([]byte, 200)
-	c := base.Cell{Column: []byte("data"), Kind: base.KindLive, LocalDeletionTime: base.NoDeletionTime, Value: value}
-	var pks [20][]byte
-	for i := range pks {
-		pks[i] = fmt.Appendf(nil, "01112610|type%02d", i)
-	}
-	var ck [16]byte
-	rng := uint64(1)
+	benchApplyCellEvents(b, 250_000, true) // about a 64 MiB memtable of these cells
+}
+
+// benchApplyCellEvents inserts b.N event cells (fillEvents), into a new
+// memtable every perMemtable; one op is one cell.
+func benchApplyCellEvents(b *testing.B, perMemtable int, jitter bool) {
 	b.ReportAllocs()
-	b.SetBytes(int64(len(value)))
+	b.SetBytes(200)
 	for done := 0; done < b.N; done += perMemtable {
-		m := New()
-		for i := 0; i < min(perMemtable, b.N-done); i++ {
-			rng = rng*6364136223846793005 + 1442695040888963407
-			// Events 100 apart, jittered by up to +-2,400: +-1.2 gaps of
-			// a partition (20 partitions).
-			binary.BigEndian.PutUint64(ck[:], ^uint64((done+i)*100+int(rng>>40%4800)))
-			binary.BigEndian.PutUint64(ck[8:], rng)
-			c.Clustering = ck[:]
-			c.Timestamp = int64(i)
-			m.ApplyCell(1, pks[rng>>59%20], &c)
-		}
+		fillEvents(New(), done, min(perMemtable, b.N-done), jitter)
 	}
 }
