@@ -223,14 +223,7 @@ func TestTailPublisherCoalesces(t *testing.T) {
 	}
 	p.flush()
 	p.nc.Flush()
-	msg, err := sub.NextMsg(10 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs, err := decodeTailBatch(nil, msg.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := nextTailBatch(t, sub)
 	var seqs []uint64
 	for _, e := range evs {
 		seqs = append(seqs, e.Seq)
@@ -291,14 +284,7 @@ func TestListenedTailPublisherOnlyWithInterest(t *testing.T) {
 	if n := published(); n != 1 {
 		t.Fatalf("%d messages published with a subscriber, want 1", n)
 	}
-	msg, err := sub.NextMsg(10 * time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	evs, err := decodeTailBatch(nil, msg.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := nextTailBatch(t, sub)
 	if len(evs) != 2 || evs[0].Seq != 3 || evs[1].Seq != 4 {
 		t.Fatalf("received %+v, want the events of sequences 3 and 4", evs)
 	}
@@ -313,4 +299,18 @@ func TestListenedTailPublisherOnlyWithInterest(t *testing.T) {
 	if n := published(); n != 1 {
 		t.Fatalf("%d messages published in all, want still 1 once the subscriber left", n)
 	}
+}
+
+// nextTailBatch receives the next tail message on sub and decodes it.
+func nextTailBatch(t *testing.T, sub *nats.Subscription) []tail.Event {
+	t.Helper()
+	msg, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := decodeTailBatch(nil, msg.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs
 }
