@@ -427,21 +427,12 @@ func TestEventPageRelease(t *testing.T) {
 	now := time.Date(2026, 11, 24, 2, 30, 0, 0, time.UTC)
 	clock := &fixedClock{now: now}
 	db := openStore(t, clock)
-	var batch storage.Batch
-	for i := range 300 {
-		at := now.Add(-time.Duration(i) * time.Second)
-		id, err := bucket.NewTimeUUID(at, [8]byte{0x80, byte(i), byte(i >> 8), 3, 4, 5, 6, 7})
-		if err != nil {
-			t.Fatal(err)
-		}
+	putEvents(t, db, 300, func(i int) (time.Time, schema.Event) {
 		typ := []string{"click", "view"}[i%2]
 		// Sizes vary, so a recycled arena is sometimes too small.
-		e := schema.Event{ID: id, Type: typ, User: fmt.Sprintf("u%d", i), Data: fmt.Appendf(nil, `{"seq":%d,"pad":"%0*d"}`, i, i%7*40, i)}
-		if err := catalog.PutEvent(&batch, &e, 0, 0, at.UnixMicro()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mustApply(t, db, &batch)
+		return now.Add(-time.Duration(i) * time.Second),
+			schema.Event{Type: typ, User: fmt.Sprintf("u%d", i), Data: fmt.Appendf(nil, `{"seq":%d,"pad":"%0*d"}`, i, i%7*40, i)}
+	})
 	r, err := New(db, Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -495,19 +486,9 @@ func TestEventPageLargeLimitFewEvents(t *testing.T) {
 	now := time.Date(2026, 11, 24, 2, 30, 0, 0, time.UTC)
 	clock := &fixedClock{now: now}
 	db := openStore(t, clock)
-	var batch storage.Batch
-	for i := range 3 {
-		at := now.Add(-time.Duration(i) * time.Second)
-		id, err := bucket.NewTimeUUID(at, [8]byte{0x80, byte(i), 2, 3, 4, 5, 6, 7})
-		if err != nil {
-			t.Fatal(err)
-		}
-		e := schema.Event{ID: id, Type: "probe", Data: fmt.Appendf(nil, `{"probe":%d}`, i)}
-		if err := catalog.PutEvent(&batch, &e, 0, 0, at.UnixMicro()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	mustApply(t, db, &batch)
+	putEvents(t, db, 3, func(i int) (time.Time, schema.Event) {
+		return now.Add(-time.Duration(i) * time.Second), schema.Event{Type: "probe", Data: fmt.Appendf(nil, `{"probe":%d}`, i)}
+	})
 	r, err := New(db, Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)

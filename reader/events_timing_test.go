@@ -6,10 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
-	"github.com/eventide/eventide/catalog"
-	"github.com/eventide/eventide/storage"
 )
 
 // BenchmarkEventsLatest50 is the dashboard's "latest 50 of a type" over
@@ -20,20 +17,10 @@ func BenchmarkEventsLatest50(b *testing.B) {
 	now := time.Date(2026, 11, 24, 2, 30, 0, 0, time.UTC)
 	clock := &fixedClock{now: now}
 	db := openStore(b, clock)
-	var batch storage.Batch
-	for i := range 2000 {
-		at := now.Add(-time.Duration(i) * 500 * time.Millisecond)
-		id, err := bucket.NewTimeUUID(at, [8]byte{0x80, byte(i), byte(i >> 8), 3, 4, 5, 6, 7})
-		if err != nil {
-			b.Fatal(err)
-		}
-		e := schema.Event{ID: id, Type: "click", User: fmt.Sprintf("u%d", i%5000),
-			Data: fmt.Appendf(nil, `{"seq":%d,"pad":"%0120d"}`, i, i)}
-		if err := catalog.PutEvent(&batch, &e, 0, 0, at.UnixMicro()); err != nil {
-			b.Fatal(err)
-		}
-	}
-	mustApply(b, db, &batch)
+	putEvents(b, db, 2000, func(i int) (time.Time, schema.Event) {
+		return now.Add(-time.Duration(i) * 500 * time.Millisecond),
+			schema.Event{Type: "click", User: fmt.Sprintf("u%d", i%5000), Data: fmt.Appendf(nil, `{"seq":%d,"pad":"%0120d"}`, i, i)}
+	})
 	r, err := New(db, Options{Now: clock.Now})
 	if err != nil {
 		b.Fatal(err)

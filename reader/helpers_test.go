@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/eventide/eventide/bucket"
+	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/catalog"
 	"github.com/eventide/eventide/storage"
 )
@@ -58,4 +60,23 @@ func mustApply(t testing.TB, db *storage.DB, b *storage.Batch) {
 	if err := db.Apply(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// putEvents stores n events in db: event(i) gives the i-th's time and
+// event (its ID is made here, from the time and i).
+func putEvents(t testing.TB, db *storage.DB, n int, event func(i int) (time.Time, schema.Event)) {
+	t.Helper()
+	var batch storage.Batch
+	for i := range n {
+		at, e := event(i)
+		id, err := bucket.NewTimeUUID(at, [8]byte{0x80, byte(i), byte(i >> 8), 3, 4, 5, 6, 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID = id
+		if err := catalog.PutEvent(&batch, &e, 0, 0, at.UnixMicro()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustApply(t, db, &batch)
 }

@@ -36,10 +36,18 @@ func benchDeleteKey(i int) []byte {
 
 func openBenchDB(b *testing.B) *DB {
 	b.Helper()
+	return openBenchDBWith(b, func(opts *Options) { opts.MemtableSize = 256 << 20 })
+}
+
+// openBenchDBWith opens the store of a benchmark with one table "t", no
+// automatic compaction and periodic WAL syncs, its other options as
+// tweak sets them.
+func openBenchDBWith(b *testing.B, tweak func(*Options)) *DB {
+	b.Helper()
 	opts := DefaultOptions()
 	opts.DisableAutoCompaction = true
 	opts.WALSyncMode = WALPeriodic
-	opts.MemtableSize = 256 << 20
+	tweak(&opts)
 	db, err := Open(b.TempDir(), opts)
 	if err != nil {
 		b.Fatal(err)

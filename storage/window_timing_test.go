@@ -105,24 +105,16 @@ func benchEventJSON(rng *rand.Rand, i int) []byte {
 // nil, is the engine's clock.
 func openSliceBenchDB(b *testing.B, mode string, clock Clock) (*DB, int) {
 	b.Helper()
-	opts := DefaultOptions()
-	if clock != nil {
-		opts.Clock = clock
-	}
-	opts.DisableAutoCompaction = true
-	opts.WALSyncMode = WALPeriodic
 	partitions := 8
 	if mode == "cold" {
-		opts.BlockCacheSize = 1 << 20
 		partitions = 200
 	}
-	db, err := Open(b.TempDir(), opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { db.Close() })
-	if err := db.CreateTable(TableDef{Name: "t"}); err != nil {
-		b.Fatal(err)
-	}
-	return db, partitions
+	return openBenchDBWith(b, func(opts *Options) {
+		if clock != nil {
+			opts.Clock = clock
+		}
+		if mode == "cold" {
+			opts.BlockCacheSize = 1 << 20
+		}
+	}), partitions
 }
