@@ -729,7 +729,8 @@ func printBanner(w io.Writer, n *node) {
 Eventide is running. Ctrl-C stops it cleanly.
   NATS   %s
   HTTP   %s  (/v1/events, /v1/events/{id}, /v1/events/stream, /v1/counts, /v1/types/top,
-         /v1/slice, /v1/stats, /v1/dlq, /v1/timeline/{user}, /readyz, /livez, /metrics, /openapi.yaml)
+         /v1/slice, /v1/stats, /v1/dlq, /v1/timeline/{user}, /v1/users/{user}/followers,
+         /v1/users/{user}/following, /readyz, /livez, /metrics, /openapi.yaml)
 `, natsLine, httpURL)
 	if n.adminLn != nil {
 		fmt.Fprintf(&b, "  admin  http://%s/debug/pprof/\n", n.adminLn.Addr())
