@@ -23,8 +23,7 @@ import (
 // 1 MiB, so at most a third of a buffer is slack), carved from slabs of
 // 64 to 256 KiB (see arenaSlabFor) mapped on demand, a buffer's pages
 // faulted in with one call when it is first carved (Linux,
-// prefaultBlockMemory) or, once its class is in steady use, ahead of
-// need by a goroutine (populateAhead); a released buffer goes on its class's
+// prefaultBlockMemory); a released buffer goes on its class's
 // free list for the next block of that size. Larger buffers (a block of
 // one huge cell) are mapped and unmapped one by one.
 //
@@ -55,13 +54,7 @@ type blockArena struct {
 	// retainFree is how many bytes of free chunks stay resident (0:
 	// all); beyond it, freed chunks of whole pages are decommitted.
 	retainFree int64
-	// ahead: a populateAhead is at work (at most one at a time);
-	// aheadBytes: the bytes of the slabs it has faulted in that no class
-	// has started to carve (at most maxAheadBytes).
-	ahead      atomic.Bool
-	aheadBytes atomic.Int64
 	mu         sync.Mutex
-	released   bool                      // releaseAll has run
 	slabs      [][]byte                  // mapped slabs, to unmap at release
 	large      map[unsafe.Pointer][]byte // large buffers (mapped one by one) in use
 	// mapped counts the bytes mapped (or allocated) for buffers: slabs
@@ -77,17 +70,6 @@ type arenaClass struct {
 	free []unsafe.Pointer // resident
 	cold []unsafe.Pointer // decommitted
 	cur  []byte           // the uncarved rest of the newest slab
-	// curReady: cur's pages were faulted in ahead (populateAhead), so a
-	// buffer carved from it needs no prefault.
-	curReady bool
-	// next are slabs mapped and faulted in ahead by populateAhead (at
-	// most aheadSlabs), to carve once cur is used up; fetching says
-	// populateAhead is at work.
-	next     [][]byte
-	fetching bool
-	// slabs counts the slabs this class has carved; slabsInline those
-	// it had to map (and fault in) in alloc, on a reader's path.
-	slabs, slabsInline int
 }
 
 const (
@@ -174,88 +156,20 @@ func (a *blockArena) alloc(n int) []byte {
 		return b
 	}
 	if len(cl.cur) < size {
+		slab := a.newSlab(arenaSlabFor(size))
 		// What was left of the previous slab is smaller than a chunk and
 		// stays unused.
-		if k := len(cl.next); k > 0 {
-			cl.cur, cl.curReady = cl.next[0], true
-			a.aheadBytes.Add(-int64(len(cl.next[0])))
-			copy(cl.next, cl.next[1:])
-			cl.next[k-1] = nil
-			cl.next = cl.next[:k-1]
-		} else {
-			cl.cur, cl.curReady = a.newSlab(arenaSlabFor(size)), false
-			cl.slabsInline++
-		}
-		cl.slabs++
-		// A class that has gone on to a second slab is in steady use
-		// (blocks are being cached): have its next slab mapped and
-		// faulted in off this path while this one is carved, if no
-		// other class has one coming.
-		if a.mmap && cl.slabs >= 2 && size <= arenaSlabBytes/2 && !cl.fetching &&
-			a.aheadBytes.Load()+int64(arenaSlabFor(size)) <= maxAheadBytes && a.ahead.CompareAndSwap(false, true) {
-			cl.fetching = true
-			go a.populateAhead(cl, arenaSlabFor(size))
-		}
+		cl.cur = slab
 	}
 	b := cl.cur[:size:size]
 	cl.cur = cl.cur[size:]
-	ready := cl.curReady
 	cl.mu.Unlock()
 	a.idle.Add(-int64(size))
-	if a.mmap && !ready {
+	if a.mmap {
 		prefaultBlockMemory(b[:n])
 	}
 	return b[:n]
 }
-
-// populateAhead maps slabs of n bytes for class cl and faults their
-// pages in, until the class has aheadSlabs of them to carve once its
-// current slab is used up. A cold read that fills the cache carves a
-// fresh buffer, and faulting its pages in on the read's path cost about a
-// third of the read (s11-read in BENCHMARKS.md: ~9 µs for a 24 KiB buffer
-// on the 2-core VM). Whether the pages really are resident is only a
-// matter of speed: a kernel without MADV_POPULATE_WRITE faults them in as
-// they are written.
-func (a *blockArena) populateAhead(cl *arenaClass, n int) {
-	defer a.ahead.Store(false)
-	for {
-		slab := a.mapOrMake(n)
-		a.mu.Lock()
-		if a.released {
-			a.mu.Unlock()
-			unmapBlockMemory(slab)
-			cl.mu.Lock()
-			cl.fetching = false
-			cl.mu.Unlock()
-			return
-		}
-		a.slabs = append(a.slabs, slab)
-		a.mu.Unlock()
-		a.mapped.Add(int64(len(slab)))
-		a.idle.Add(int64(len(slab)))
-		prefaultBlockMemory(slab)
-		ahead := a.aheadBytes.Add(int64(n))
-		cl.mu.Lock()
-		cl.next = append(cl.next, slab)
-		if len(cl.next) >= aheadSlabs || ahead+int64(n) > maxAheadBytes {
-			cl.fetching = false
-			cl.mu.Unlock()
-			return
-		}
-		cl.mu.Unlock()
-	}
-}
-
-// aheadSlabs is how many slabs populateAhead keeps ready for a class:
-// faulting a slab in takes about as long as the reads that carve it, so
-// with one the reads would still fault in every other slab themselves.
-// maxAheadBytes bounds what all classes have ready: what is resident
-// ahead of use, and what stays so if the reads stop (a class that
-// stops being used keeps its slabs).
-const (
-	aheadSlabs    = 4
-	maxAheadBytes = 1 << 20
-)
 
 // popChunk takes the last chunk off a free list, or returns nil if it is
 // empty.
@@ -344,7 +258,7 @@ var pageBytes = os.Getpagesize()
 func (a *blockArena) releaseAll() {
 	a.mu.Lock()
 	slabs, large := a.slabs, a.large
-	a.slabs, a.large, a.released = nil, nil, true
+	a.slabs, a.large = nil, nil
 	a.mu.Unlock()
 	for _, b := range slabs {
 		unmapBlockMemory(b)

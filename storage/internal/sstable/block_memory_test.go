@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
-	"time"
 
 	"github.com/eventide/eventide/storage/internal/base"
 )
@@ -235,64 +234,5 @@ func TestArenaDecommitsFreeBuffers(t *testing.T) {
 	}
 	if want := n - retain/size; zeroed < want-1 || zeroed > want {
 		t.Fatalf("%d of %d reused buffers were decommitted, want about %d", zeroed, n, want)
-	}
-}
-
-// TestArenaPopulatesAhead checks that once a size class carves its second
-// slab, the next ones are mapped and faulted in off the allocating path:
-// the buffers a filling cache takes for its blocks then come from slabs
-// populated ahead, not from slabs alloc maps (and faults in) itself.
-func TestArenaPopulatesAhead(t *testing.T) {
-	if !mmapBlocks {
-		t.Skip("block buffers are on the Go heap on this platform")
-	}
-	a := &blockArena{mmap: true}
-	defer a.releaseAll()
-	const n = 24 << 10
-	c := arenaClassOf(n)
-	cl := &a.classes[c]
-	perSlab := arenaSlabFor(arenaClassBytes(c)) / arenaClassBytes(c)
-	state := func() (slabs, inline, ready int, fetching bool) {
-		cl.mu.Lock()
-		defer cl.mu.Unlock()
-		return cl.slabs, cl.slabsInline, len(cl.next), cl.fetching
-	}
-	var held [][]byte
-	take := func(k int) {
-		for range k {
-			b := a.alloc(n)
-			b[0], b[len(b)-1] = 1, 1 // the buffer is writable memory
-			held = append(held, b)
-		}
-	}
-	waitReady := func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if _, _, ready, fetching := state(); ready > 0 && !fetching {
-				return
-			}
-			if time.Now().After(deadline) {
-				slabs, inline, ready, fetching := state()
-				t.Fatalf("no slab populated ahead within 10 s: class carved %d slabs, %d mapped inline, %d ready, fetching %v", slabs, inline, ready, fetching)
-			}
-			runtime.Gosched()
-		}
-	}
-	take(perSlab + 1) // into the second slab: steady use
-	if slabs, inline, _, _ := state(); slabs != 2 || inline != 2 {
-		t.Fatalf("after %d buffers: %d slabs, %d mapped inline, want 2 and 2", perSlab+1, slabs, inline)
-	}
-	for round := range 3 {
-		waitReady()
-		take(perSlab) // uses up the current slab and starts a ready one
-		if slabs, inline, _, _ := state(); inline != 2 {
-			t.Fatalf("round %d: %d of %d slabs mapped inline, want only the first 2", round, inline, slabs)
-		}
-	}
-	if got := a.aheadBytes.Load(); got < 0 || got > maxAheadBytes {
-		t.Fatalf("%d bytes counted as populated ahead, want 0..%d", got, maxAheadBytes)
-	}
-	for _, b := range held {
-		a.free(b)
 	}
 }
