@@ -2,7 +2,7 @@ package storage
 
 import (
 	"bytes"
-	"sort"
+	"slices"
 
 	"github.com/eventide/eventide/storage/internal/base"
 )
@@ -39,10 +39,24 @@ type mergingIter struct {
 	lazy    []lazySource // in iteration order of first
 	cell    base.Cell
 	err     error
+	// heapBuf is heap's first array: a read merges few sources.
+	heapBuf [2]cellSource
 }
 
 func newMergingIter(sources []cellSource, lazy []lazySource, reverse bool) *mergingIter {
-	m := &mergingIter{reverse: reverse, heap: make([]cellSource, 0, len(sources)+len(lazy)), lazy: lazy}
+	m := new(mergingIter)
+	m.init(sources, lazy, reverse)
+	return m
+}
+
+// init sets m up as newMergingIter does, in memory the caller provides (a
+// read embeds its merge, so that opening a slice allocates less).
+func (m *mergingIter) init(sources []cellSource, lazy []lazySource, reverse bool) {
+	*m = mergingIter{reverse: reverse, lazy: lazy}
+	m.heap = m.heapBuf[:0]
+	if n := len(sources) + len(lazy); n > len(m.heapBuf) {
+		m.heap = make([]cellSource, 0, n)
+	}
 	for _, s := range sources {
 		if s.Next() {
 			m.heap = append(m.heap, s)
@@ -53,8 +67,14 @@ func newMergingIter(sources []cellSource, lazy []lazySource, reverse bool) *merg
 	for i := len(m.heap)/2 - 1; i >= 0; i-- {
 		m.down(i)
 	}
-	sort.SliceStable(m.lazy, func(i, j int) bool { return m.keyBefore(m.lazy[i].first, m.lazy[j].first) })
-	return m
+	if len(m.lazy) > 1 {
+		slices.SortStableFunc(m.lazy, func(a, b lazySource) int {
+			if m.reverse {
+				return bytes.Compare(b.first, a.first)
+			}
+			return bytes.Compare(a.first, b.first)
+		})
+	}
 }
 
 // keyBefore reports whether clustering key a comes strictly before b in

@@ -136,6 +136,11 @@ type RowIterator struct {
 	q     SliceQuery
 	now   int64
 	merge *mergingIter
+	// cands are the SSTables that hold the partition, and
+	// memMinTimestamp the oldest write in the memtables that do
+	// (olderDataOverlaps).
+	cands           []candidate
+	memMinTimestamp int64
 	// deletion gathers the partition deletion and the range tombstones
 	// of every source (each source's already fragmented);
 	// rangeSources counts the sources that had ranges, and ranges is the
@@ -151,8 +156,17 @@ type RowIterator struct {
 
 	row      Row
 	building rowBuilder
+	// The first arrays of what a read of one source (the usual case)
+	// sets up, in the iterator's own allocation.
+	mergeBuf    mergingIter
+	sourcesBuf  [1]cellSource
+	lazyBuf     [1]lazySource
+	sstItersBuf [1]*sstable.PartitionIter
+	cellsBuf    [2][1]Cell // Row's and building's first arrays
 	// untilCtxCheck counts merged cells down to the next context check.
-	untilCtxCheck int
+	// (An int32 next to the flags keeps the struct within 1 KiB with the
+	// allocator's header: one size class less.)
+	untilCtxCheck int32
 	// pending says merge.Cell() holds a cell not yet consumed: the first
 	// cell of the next row, read to know the previous row had ended.
 	pending bool
@@ -198,6 +212,7 @@ func (db *DB) Slice(ctx context.Context, q SliceQuery) (Rows, error) {
 
 	it := &RowIterator{db: db, ctx: ctx, v: v, q: q, now: db.opts.Clock.Now().Unix(), untilCtxCheck: ctxCheckInterval}
 	it.deletion.Partition = base.LiveDeletion
+	it.row.Cells, it.building.cells = it.cellsBuf[0][:0], it.cellsBuf[1][:0]
 	it.open(t.id)
 	return it, nil
 }
@@ -210,15 +225,15 @@ type candidate struct {
 
 func (it *RowIterator) open(tableID uint32) {
 	q := &it.q
-	var sources []cellSource
-	var lazy []lazySource
-	memMinTimestamp := int64(1<<63 - 1)
+	sources, lazy := it.sourcesBuf[:0], it.lazyBuf[:0]
+	it.sstIters = it.sstItersBuf[:0]
+	it.memMinTimestamp = int64(1<<63 - 1)
 	for _, mem := range it.v.memtables() {
 		if !mem.HasPartition(tableID, q.Partition) {
 			continue
 		}
 		it.stats.MemtablesRead++
-		memMinTimestamp = min(memMinTimestamp, mem.MinTimestamp())
+		it.memMinTimestamp = min(it.memMinTimestamp, mem.MinTimestamp())
 		if d := mem.Deletions(tableID, q.Partition); d != nil {
 			it.addDeletions(d)
 		}
@@ -252,53 +267,13 @@ func (it *RowIterator) open(tableID uint32) {
 		cands = append(cands, candidate{h: h, info: info})
 	}
 
-	// olderDataOverlaps reports whether any source other than skip may hold
-	// a live cell written at or before maxTimestamp with a clustering key
-	// in [minCK, maxCK] (everywhere, if wholeRange): only such a cell can
-	// be shadowed by expired cells or old deletions, so when there is none,
-	// fully expired SSTables and blocks can be skipped without changing
-	// the result. Cells that are dead at now are dead whether or not
-	// something shadows them, so a candidate with nothing live, or whose
-	// overlapping blocks hold nothing live that old, does not count (the
-	// ±2 s jitter of time-series writes makes consecutive files overlap
-	// slightly, and the overlap is usually expired on both sides).
-	olderDataOverlaps := func(skip int, maxTimestamp int64, minCK, maxCK []byte, wholeRange bool) bool {
-		if memMinTimestamp <= maxTimestamp {
-			return true
-		}
-		for i := range cands {
-			if i == skip {
-				continue
-			}
-			in := &cands[i].info
-			if in.MinTimestamp > maxTimestamp || in.MaxLocalDeletionTime < it.now {
-				continue
-			}
-			if !in.Deletions.IsEmpty() {
-				return true
-			}
-			if in.Cells == 0 {
-				continue
-			}
-			lo, hi := minCK, maxCK
-			if wholeRange {
-				lo, hi = nil, nil
-			}
-			if cands[i].h.reader.AnyBlock(*in, lo, hi, func(b sstable.BlockMeta) bool {
-				return b.MinTimestamp <= maxTimestamp && b.MaxLocalDeletionTime >= it.now
-			}) {
-				return true
-			}
-		}
-		return false
-	}
-
+	it.cands = cands
 	for i := range cands {
 		c := &cands[i]
 		in := &c.info
 		// A partition's deletions may cover clustering keys beyond its
 		// cells, so with deletions it is judged against the whole range.
-		if in.MaxLocalDeletionTime < it.now && !olderDataOverlaps(i, in.MaxTimestamp, in.MinClustering, in.MaxClustering, !in.Deletions.IsEmpty()) {
+		if in.MaxLocalDeletionTime < it.now && !it.olderDataOverlaps(i, in.MaxTimestamp, in.MinClustering, in.MaxClustering, !in.Deletions.IsEmpty()) {
 			// Everything it holds for the partition is expired or deleted
 			// and shadows nothing: reading it could only count tombstones.
 			it.stats.SSTablesSkipped++
@@ -315,7 +290,7 @@ func (it *RowIterator) open(tableID uint32) {
 		pi := c.h.reader.NewPartitionIter(c.info, sstable.IterOptions{
 			Start: q.Start, End: q.End, Reverse: q.Reverse, NoCacheFill: q.NoCacheFill,
 			SkipBlock: func(b sstable.BlockMeta) bool {
-				return b.MaxLocalDeletionTime < it.now && !olderDataOverlaps(idx, b.MaxTimestamp, b.MinClustering, b.MaxClustering, false)
+				return b.MaxLocalDeletionTime < it.now && !it.olderDataOverlaps(idx, b.MaxTimestamp, b.MinClustering, b.MaxClustering, false)
 			},
 		})
 		it.sstIters = append(it.sstIters, pi)
@@ -329,7 +304,49 @@ func (it *RowIterator) open(tableID uint32) {
 		it.deletion.Ranges = base.FragmentRanges(it.deletion.Ranges)
 	}
 	it.ranges = base.NewRangeCursor(it.deletion.Ranges, q.Reverse)
-	it.merge = newMergingIter(sources, lazy, q.Reverse)
+	it.merge = &it.mergeBuf
+	it.merge.init(sources, lazy, q.Reverse)
+}
+
+// olderDataOverlaps reports whether any source other than candidate skip
+// may hold a live cell written at or before maxTimestamp with a
+// clustering key in [minCK, maxCK] (everywhere, if wholeRange): only such
+// a cell can be shadowed by expired cells or old deletions, so when there
+// is none, fully expired SSTables and blocks can be skipped without
+// changing the result. Cells that are dead at now are dead whether or not
+// something shadows them, so a candidate with nothing live, or whose
+// overlapping blocks hold nothing live that old, does not count (the
+// ±2 s jitter of time-series writes makes consecutive files overlap
+// slightly, and the overlap is usually expired on both sides).
+func (it *RowIterator) olderDataOverlaps(skip int, maxTimestamp int64, minCK, maxCK []byte, wholeRange bool) bool {
+	if it.memMinTimestamp <= maxTimestamp {
+		return true
+	}
+	for i := range it.cands {
+		if i == skip {
+			continue
+		}
+		in := &it.cands[i].info
+		if in.MinTimestamp > maxTimestamp || in.MaxLocalDeletionTime < it.now {
+			continue
+		}
+		if !in.Deletions.IsEmpty() {
+			return true
+		}
+		if in.Cells == 0 {
+			continue
+		}
+		lo, hi := minCK, maxCK
+		if wholeRange {
+			lo, hi = nil, nil
+		}
+		if it.cands[i].h.reader.AnyBlock(*in, lo, hi, func(b sstable.BlockMeta) bool {
+			return b.MinTimestamp <= maxTimestamp && b.MaxLocalDeletionTime >= it.now
+		}) {
+			return true
+		}
+	}
+	return false
 }
 
 // overlaps reports whether the clustering range [minCK, maxCK] intersects

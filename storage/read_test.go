@@ -358,3 +358,42 @@ func TestReadStatsCachedBlocksAndIndexPages(t *testing.T) {
 		})
 	}
 }
+
+// TestSliceAllocations checks that a slice of one SSTable's cached block
+// allocates a constant handful of objects: the iterator and what it sets
+// up for one source live in one allocation, and the rows' cells reuse
+// two arrays.
+func TestSliceAllocations(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	db := openTestDB(t, clock, TableDef{Name: "t"})
+	const rows = 50
+	apply(t, db, func(b *Batch) {
+		for i := range rows {
+			b.Put("t", []byte("p"), fmt.Appendf(nil, "k%03d", i), []byte("c"), []byte("v"), int64(100+i))
+		}
+	})
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	q := SliceQuery{Table: "t", Partition: []byte("p")}
+	read := func() {
+		it, err := db.Slice(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for it.Next() {
+			n += len(it.Row().Cells)
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n != rows {
+			t.Fatalf("read %d cells, want %d", n, rows)
+		}
+	}
+	read() // the block into the cache
+	if allocs := testing.AllocsPerRun(20, read); allocs > 6 {
+		t.Errorf("a cached one-block slice allocates %.0f objects, want at most 6", allocs)
+	}
+}

@@ -42,7 +42,9 @@
 // (P-<engine>-<phase>.pprof); -slowest N prints the N slowest queries of
 // each read phase with the engine's trace of each. Every run splits each
 // read phase's latencies into cold queries (the first of a partition in
-// that phase, which find none of its blocks cached) and warm ones.
+// that phase, which find none of its blocks cached) and warm ones, and
+// counts the minor page faults per query: memory touched for the first
+// time (a filling block cache's buffers), which a cold read pays for.
 //
 // To study the ingest: -ingestprofile P writes CPU, mutex and block
 // profiles of the latest phase's ingest loop alone (P-<engine>-ingest-
@@ -330,6 +332,21 @@ type phaseResult struct {
 	// allocBytes and gcCycles are the Go heap bytes allocated and the GC
 	// cycles started during the phase (process-wide).
 	allocBytes, gcCycles uint64
+	// minorFaults are the page faults without I/O the process took during
+	// the phase: memory it touched for the first time (a filling block
+	// cache's buffers, a growing heap), which on the 2-core VM cost 1-4 µs
+	// a page (BENCHMARKS.md, s11-read).
+	minorFaults uint64
+}
+
+// minorFaults is the process's minor page faults so far (0 where getrusage
+// fails).
+func minorFaults() uint64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return uint64(ru.Minflt)
 }
 
 // gcCounters reads the heap bytes allocated and GC cycles so far.
@@ -391,6 +408,7 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 	total := 0
 	tr, _ := e.(tracer)
 	alloc0, gc0 := gcCounters()
+	faults0 := minorFaults()
 	for q := 0; q < cfg.queries; q++ {
 		p := gen.randomPartition()
 		_, gcBefore := gcCounters()
@@ -410,6 +428,7 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 		qs = append(qs, qq)
 	}
 	alloc1, gc1 := gcCounters()
+	faults1 := minorFaults()
 	var all, cold, warm []time.Duration
 	var sum time.Duration
 	for _, q := range qs {
@@ -426,7 +445,7 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 		coldP50: percentile(cold, 50), coldP99: percentile(cold, 99),
 		warmP50: percentile(warm, 50), warmP99: percentile(warm, 99),
 		cold: len(cold), warm: len(warm), sum: sum,
-		allocBytes: alloc1 - alloc0, gcCycles: gc1 - gc0,
+		allocBytes: alloc1 - alloc0, gcCycles: gc1 - gc0, minorFaults: faults1 - faults0,
 	}
 	if cfg.slowest > 0 {
 		sort.Slice(qs, func(i, j int) bool { return qs[i].took > qs[j].took })
@@ -895,10 +914,12 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 		row("cold queries per read phase", val(func(r *result) float64 { return float64(r.latest.cold) }), "%.0f")
 		row("latest-50: Go heap bytes allocated per query", val(func(r *result) float64 { return float64(r.latest.allocBytes) / float64(cfg.queries) }), "%.0f")
 		row("latest-50: GC cycles during the phase", val(func(r *result) float64 { return float64(r.latest.gcCycles) }), "%.0f")
+		row("latest-50: minor page faults per query (memory touched for the first time)", val(func(r *result) float64 { return float64(r.latest.minorFaults) / float64(cfg.queries) }), "%.1f")
 		row("rows returned by latest-50 queries", val(func(r *result) float64 { return float64(r.latestRows) }), "%.0f")
 		row("10% window slice p50 (µs)", val(func(r *result) float64 { return us(r.window.p50) }), "%.0f")
 		row("10% window slice p99 (µs)", val(func(r *result) float64 { return us(r.window.p99) }), "%.0f")
 		row("10% window slice rows/s (rows / summed query time)", val(func(r *result) float64 { return float64(r.windowRows) / r.window.sum.Seconds() }), "%.0f")
+		row("10% window slice: minor page faults per query (memory touched for the first time)", val(func(r *result) float64 { return float64(r.window.minorFaults) / float64(cfg.queries) }), "%.1f")
 		row("rows returned by window queries", val(func(r *result) float64 { return float64(r.windowRows) }), "%.0f")
 	}
 	if cfg.phases["expiry"] {
@@ -910,6 +931,7 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 		row("90%-expired warm p99 (µs)", val(func(r *result) float64 { return us(r.expired.warmP99) }), "%.0f")
 		row("90%-expired: Go heap bytes allocated per query", val(func(r *result) float64 { return float64(r.expired.allocBytes) / float64(cfg.queries) }), "%.0f")
 		row("90%-expired: GC cycles during the phase", val(func(r *result) float64 { return float64(r.expired.gcCycles) }), "%.0f")
+		row("90%-expired: minor page faults per query (memory touched for the first time)", val(func(r *result) float64 { return float64(r.expired.minorFaults) / float64(cfg.queries) }), "%.1f")
 		row("live cells returned by expiry queries", val(func(r *result) float64 { return float64(r.expiredCells) }), "%.0f")
 	}
 	if cfg.phases["delete"] {

@@ -92,7 +92,7 @@ type phaseWire struct {
 	P50, P99, ColdP50, ColdP99, WarmP50, WarmP99 time.Duration
 	Cold, Warm                                   int
 	Sum                                          time.Duration
-	AllocBytes, GCCycles                         uint64
+	AllocBytes, GCCycles, MinorFaults            uint64
 }
 
 type deleteWire struct {
@@ -137,10 +137,10 @@ func (w *resultWire) result() *result {
 
 func phaseWireOf(p phaseResult) phaseWire {
 	return phaseWire{P50: p.p50, P99: p.p99, ColdP50: p.coldP50, ColdP99: p.coldP99, WarmP50: p.warmP50, WarmP99: p.warmP99,
-		Cold: p.cold, Warm: p.warm, Sum: p.sum, AllocBytes: p.allocBytes, GCCycles: p.gcCycles}
+		Cold: p.cold, Warm: p.warm, Sum: p.sum, AllocBytes: p.allocBytes, GCCycles: p.gcCycles, MinorFaults: p.minorFaults}
 }
 
 func (w phaseWire) phase() phaseResult {
 	return phaseResult{p50: w.P50, p99: w.P99, coldP50: w.ColdP50, coldP99: w.ColdP99, warmP50: w.WarmP50, warmP99: w.WarmP99,
-		cold: w.Cold, warm: w.Warm, sum: w.Sum, allocBytes: w.AllocBytes, gcCycles: w.GCCycles}
+		cold: w.Cold, warm: w.Warm, sum: w.Sum, allocBytes: w.AllocBytes, gcCycles: w.GCCycles, minorFaults: w.MinorFaults}
 }

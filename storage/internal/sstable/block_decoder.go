@@ -33,6 +33,11 @@ type block struct {
 	// copies what it keeps (data is then its own buffer, reusable for the
 	// next block's values), so its decompressed buffer can be reused.
 	aliasesRaw bool
+	// colsBuf and namesBuf are cols' and, for shaped values, the copied
+	// column names' first arrays: most blocks have a column or two with
+	// short names, and then the block is one allocation.
+	colsBuf  [2][]byte
+	namesBuf [16]byte
 }
 
 // packedCell is a decoded cell as a block keeps it (see block).
@@ -100,7 +105,13 @@ func decodeBlockInto(raw []byte, version uint32, cells []packedCell, valsDst, ke
 	if ncols == 0 {
 		return nil, nil, base.CorruptionErrorf("cannot decode block: got 0 columns for %d cells", n)
 	}
-	cols := make([][]byte, ncols)
+	blk := new(block)
+	cols := blk.colsBuf[:0]
+	if ncols <= len(blk.colsBuf) {
+		cols = blk.colsBuf[:ncols]
+	} else {
+		cols = make([][]byte, ncols)
+	}
 	for i := range cols {
 		cols[i] = c.bytes("block column name")
 		if i > 0 && c.err == nil && bytes.Compare(cols[i-1], cols[i]) >= 0 {
@@ -172,7 +183,10 @@ func decodeBlockInto(raw []byte, version uint32, cells []packedCell, valsDst, ke
 		for _, col := range cols {
 			names += len(col)
 		}
-		arena := make([]byte, 0, names)
+		arena := blk.namesBuf[:0]
+		if names > len(blk.namesBuf) {
+			arena = make([]byte, 0, names)
+		}
 		for i, col := range cols {
 			arena = append(arena, col...)
 			cols[i] = arena[len(arena)-len(col) : len(arena) : len(arena)]
@@ -192,7 +206,7 @@ func decodeBlockInto(raw []byte, version uint32, cells []packedCell, valsDst, ke
 	} else {
 		cells = make([]packedCell, n)
 	}
-	blk := &block{cells: cells, cols: cols, aliasesRaw: aliasesRaw}
+	blk.cells, blk.cols, blk.aliasesRaw = cells, cols, aliasesRaw
 	var (
 		ck      []byte
 		ckOff   int

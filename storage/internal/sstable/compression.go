@@ -74,8 +74,17 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // compression byte is caught like any other flipped byte.
 func blockChecksum(payload []byte, c Compression) uint32 {
 	crc := crc32.Update(0, crcTable, payload)
-	return crc32.Update(crc, crcTable, []byte{byte(c)})
+	return crc32.Update(crc, crcTable, compressionBytes[c][:])
 }
+
+// compressionBytes holds each compression byte as the one-byte slice the
+// checksum takes (a slice made per call escaped to the heap).
+var compressionBytes = func() (b [256][1]byte) {
+	for i := range b {
+		b[i][0] = byte(i)
+	}
+	return b
+}()
 
 // compressor compresses the blocks of one Writer. It is not safe for
 // concurrent use (a Writer is single-goroutine).

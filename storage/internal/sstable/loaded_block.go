@@ -201,7 +201,10 @@ func (p *blockPool) adopt(lb *loadedBlock, b *block, mem, vals []byte, rawLen in
 	// What the block holds: its buffers, and on the heap its struct and
 	// column dictionary (the decoder counted those in b.size along with
 	// buffers it no longer has).
-	b.size = int64(cap(lb.mem)+cap(lb.extra)) + int64(unsafe.Sizeof(block{})+unsafe.Sizeof(loadedBlock{})) + int64(len(b.cols))*int64(unsafe.Sizeof([]byte(nil)))
+	b.size = int64(cap(lb.mem)+cap(lb.extra)) + int64(unsafe.Sizeof(block{})+unsafe.Sizeof(loadedBlock{}))
+	if len(b.cols) > len(b.colsBuf) {
+		b.size += int64(len(b.cols)) * int64(unsafe.Sizeof([]byte(nil)))
+	}
 	lb.block = b
 }
 
