@@ -76,7 +76,11 @@ func (p *puller) close() {
 // ends the request (expired, nothing more to deliver, byte bound), when ctx
 // ends, or with an error wrapping context.DeadlineExceeded when the server
 // did not end it within pullStatusTimeout after it expired.
-func (p *puller) pull(ctx context.Context, msgs []jetstream.Msg, batch, maxBytes int, expires time.Duration) ([]jetstream.Msg, error) {
+//
+// With fill (a lingering pull), the deliveries queue in the subscription
+// while the request is open and are taken when it expires or holds a full
+// batch (see awaitFill), instead of one by one as they arrive.
+func (p *puller) pull(ctx context.Context, msgs []jetstream.Msg, batch, maxBytes int, expires time.Duration, fill bool) ([]jetstream.Msg, error) {
 	if p.sub == nil {
 		return msgs, errors.New("BUG: pull before the consumer was positioned")
 	}
@@ -84,6 +88,11 @@ func (p *puller) pull(ctx context.Context, msgs []jetstream.Msg, batch, maxBytes
 	reply := p.inbox + strconv.FormatUint(p.n, 10)
 	if err := p.nc.PublishRequest(p.subject, reply, appendPullRequest(nil, batch, maxBytes, expires)); err != nil {
 		return msgs, fmt.Errorf("cannot send a pull request to %s: %w", p.subject, err)
+	}
+	if fill {
+		if err := p.awaitFill(ctx, batch, expires); err != nil {
+			return msgs, err
+		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, expires+pullStatusTimeout)
 	defer cancel()
@@ -117,6 +126,41 @@ func (p *puller) pull(ctx context.Context, msgs []jetstream.Msg, batch, maxBytes
 		}
 	}
 	return msgs, nil
+}
+
+// fillPollInterval is how often a lingering pull looks whether its batch
+// is full before the request expires: a batch that fills early waits at
+// most this long more.
+const fillPollInterval = time.Millisecond
+
+// awaitFill waits until the pull request just sent expires, or until the
+// subscription holds batch messages (a full batch; a status that ends the
+// request early counts too, so such a request waits at most its expiry),
+// or until ctx ends. A goroutine blocked on the subscription is woken by
+// every delivery: at 70,000 events/s and a 5 ms linger, some 350 wake-ups
+// per pull, each a hand-off between the connection's read loop and this
+// goroutine (and often a futex wake of an idle thread); queued, the
+// deliveries are taken in one pass.
+func (p *puller) awaitFill(ctx context.Context, batch int, expires time.Duration) error {
+	deadline := time.Now().Add(expires)
+	t := time.NewTimer(min(fillPollInterval, expires))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		n, _, err := p.sub.Pending()
+		if err != nil {
+			return fmt.Errorf("cannot read the pull inbox: %w", err)
+		}
+		left := time.Until(deadline)
+		if n >= batch || left <= 0 {
+			return nil
+		}
+		t.Reset(min(fillPollInterval, left))
+	}
 }
 
 // pullEnded reads the status message that ends (or not) a pull request:

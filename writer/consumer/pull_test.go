@@ -64,7 +64,7 @@ func TestRepositionDropsEarlierPulls(t *testing.T) {
 	ctx := context.Background()
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := c.pull.pull(gone, nil, 5, 0, time.Minute); err == nil {
+	if _, err := c.pull.pull(gone, nil, 5, 0, time.Minute, false); err == nil {
 		t.Fatal("a pull with an ended context returned no error")
 	}
 	waitPullRequests(t, js, "the abandoned pull request")
