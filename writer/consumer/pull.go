@@ -79,7 +79,8 @@ func (p *puller) close() {
 //
 // With fill (a lingering pull), the deliveries queue in the subscription
 // while the request is open and are taken when it expires or holds a full
-// batch (see awaitFill), instead of one by one as they arrive.
+// batch (see awaitFill), instead of one by one as they arrive; unless the
+// batch might not fit in the subscription's queue (canQueue).
 func (p *puller) pull(ctx context.Context, msgs []jetstream.Msg, batch, maxBytes int, expires time.Duration, fill bool) ([]jetstream.Msg, error) {
 	if p.sub == nil {
 		return msgs, errors.New("BUG: pull before the consumer was positioned")
@@ -89,7 +90,7 @@ func (p *puller) pull(ctx context.Context, msgs []jetstream.Msg, batch, maxBytes
 	if err := p.nc.PublishRequest(p.subject, reply, appendPullRequest(nil, batch, maxBytes, expires)); err != nil {
 		return msgs, fmt.Errorf("cannot send a pull request to %s: %w", p.subject, err)
 	}
-	if fill {
+	if fill && p.canQueue(batch) {
 		if err := p.awaitFill(ctx, batch, expires); err != nil {
 			return msgs, err
 		}
@@ -126,6 +127,15 @@ func (p *puller) pull(ctx context.Context, msgs []jetstream.Msg, batch, maxBytes
 		}
 	}
 	return msgs, nil
+}
+
+// canQueue reports whether a pull of batch messages can wait in the inbox
+// subscription: nats.go holds a synchronous subscription's messages in a
+// channel of SubChanLen (64 Ki by default) and drops what does not fit as
+// a slow consumer, so a request whose whole batch (and its status) might
+// not fit is read as it arrives instead.
+func (p *puller) canQueue(batch int) bool {
+	return batch < p.nc.Opts.SubChanLen
 }
 
 // fillPollInterval is how often a lingering pull looks whether its batch
