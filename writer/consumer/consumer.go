@@ -506,23 +506,23 @@ func (c *Consumer) fetch(ctx context.Context) ([]jetstream.Msg, error) {
 
 func (c *Consumer) fetchPending(ctx context.Context) ([]jetstream.Msg, error) {
 	if c.loaded {
-		msgs, err := c.pull.pull(ctx, nil, c.cfg.FetchBatch, c.cfg.FetchMaxBytes, c.cfg.FetchLinger)
+		msgs, err := c.pull.pull(ctx, nil, c.cfg.FetchBatch, c.cfg.FetchMaxBytes, c.cfg.FetchLinger, true)
 		if len(msgs) > 0 || err != nil {
 			return msgs, err
 		}
 		// Nothing came within the linger: wait for a first message.
 	}
-	msgs, err := c.pull.pull(ctx, nil, c.cfg.FetchBatch, c.cfg.FetchMaxBytes, readyPullExpiry)
+	msgs, err := c.pull.pull(ctx, nil, c.cfg.FetchBatch, c.cfg.FetchMaxBytes, readyPullExpiry, false)
 	if len(msgs) > 0 || err != nil {
 		return msgs, err
 	}
-	if msgs, err = c.pull.pull(ctx, msgs, 1, 0, c.cfg.FetchWait); len(msgs) == 0 || err != nil {
+	if msgs, err = c.pull.pull(ctx, msgs, 1, 0, c.cfg.FetchWait, false); len(msgs) == 0 || err != nil {
 		return msgs, err
 	}
 	if left := c.cfg.FetchMaxBytes - msgSize(msgs[0]); left > 0 && c.cfg.FetchBatch > 1 {
 		// An error here is reported by the next fetch; the one in hand is
 		// processed.
-		msgs, _ = c.pull.pull(ctx, msgs, c.cfg.FetchBatch-1, left, readyPullExpiry)
+		msgs, _ = c.pull.pull(ctx, msgs, c.cfg.FetchBatch-1, left, readyPullExpiry, false)
 	}
 	return msgs, nil
 }
@@ -556,22 +556,38 @@ func (c *Consumer) deliveries(msgs []jetstream.Msg) ([]Delivery, uint64, bool) {
 	ds := make([]Delivery, 0, len(msgs))
 	var pending uint64
 	for _, m := range msgs {
-		md, err := m.Metadata()
-		if err != nil || md.Sequence.Consumer != c.nextDeliverySeq {
+		md, err := deliveryMeta(m)
+		if err != nil || md.consumerSeq != c.nextDeliverySeq {
 			if err == nil {
 				c.log.Debug("consumer: delivery out of sequence", "want_consumer_seq", c.nextDeliverySeq,
-					"consumer_seq", md.Sequence.Consumer, "stream_seq", md.Sequence.Stream, "delivered", md.NumDelivered)
+					"consumer_seq", md.consumerSeq, "stream_seq", md.streamSeq, "delivered", md.numDelivered)
 			}
 			return ds, pending, false
 		}
 		c.nextDeliverySeq++
-		pending = md.NumPending
-		ds = append(ds, Delivery{Msg: m, Seq: md.Sequence.Stream, Time: md.Timestamp})
+		pending = md.numPending
+		ds = append(ds, Delivery{Msg: m, Seq: md.streamSeq, Time: time.Unix(0, md.timestampNanos)})
 	}
 	if len(ds) > 0 {
 		c.m.Pending.Set(float64(pending))
 	}
 	return ds, pending, true
+}
+
+// deliveryMeta reads m's place in the stream and the consumer from its ack
+// subject; the pull inbox's deliveries without an allocation.
+func deliveryMeta(m jetstream.Msg) (ackMeta, error) {
+	if pm, ok := m.(pulledMsg); ok {
+		return parseAckReply(pm.m.Reply)
+	}
+	md, err := m.Metadata()
+	if err != nil {
+		return ackMeta{}, err
+	}
+	return ackMeta{
+		numDelivered: md.NumDelivered, streamSeq: md.Sequence.Stream, consumerSeq: md.Sequence.Consumer,
+		numPending: md.NumPending, timestampNanos: md.Timestamp.UnixNano(),
+	}, nil
 }
 
 // idleCheck refreshes the lag gauge while idle, and reports whether the

@@ -104,7 +104,11 @@
 //     time (fewer pull requests, acks, storage batches and fsyncs per
 //     message); after a fetch that brought nothing, the next waits for a
 //     first message and takes only what else is ready, so a message after
-//     a quiet spell is not held back.
+//     a quiet spell is not held back. A lingering pull's deliveries queue
+//     in the inbox subscription until the request expires or holds a full
+//     batch (looked at every millisecond), and are then taken in one pass:
+//     waiting for each as it arrived woke the loop's goroutine once per
+//     delivery.
 //   - Pull requests (JetStream's CONSUMER.MSG.NEXT, pull.go) go out over
 //     one inbox subscription, replaced at every reposition so that
 //     deliveries made for requests sent before it are dropped; a fetch

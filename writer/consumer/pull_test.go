@@ -64,7 +64,7 @@ func TestRepositionDropsEarlierPulls(t *testing.T) {
 	ctx := context.Background()
 	gone, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := c.pull.pull(gone, nil, 5, 0, time.Minute); err == nil {
+	if _, err := c.pull.pull(gone, nil, 5, 0, time.Minute, false); err == nil {
 		t.Fatal("a pull with an ended context returned no error")
 	}
 	waitPullRequests(t, js, "the abandoned pull request")
@@ -189,5 +189,50 @@ func waitPullRequests(t *testing.T, js jetstream.JetStream, what string) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the server holds %d pull requests, want %s", info.NumWaiting, what)
 		}
+	}
+}
+
+// TestLingeringPullQueuesOnlyWhatFits: a lingering pull leaves its
+// deliveries queued in the subscription only when its whole batch fits
+// in nats.go's queue of a synchronous subscription, which drops what
+// overflows; one that fits gets every message of a batch the server
+// delivers at once.
+func TestLingeringPullQueuesOnlyWhatFits(t *testing.T) {
+	c, js := lingerConsumer(t, Config{})
+	small, err := nats.Connect(c.nc.ConnectedUrl(), nats.SyncQueueLen(64))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close()
+	for _, tc := range []struct {
+		nc    *nats.Conn
+		batch int
+		want  bool
+	}{
+		{c.nc, DefaultFetchBatch, true},
+		{c.nc, nats.DefaultMaxChanLen, false},
+		{small, 63, true},
+		{small, 64, false},
+	} {
+		if got := (&puller{nc: tc.nc}).canQueue(tc.batch); got != tc.want {
+			t.Errorf("SubChanLen %d, batch %d: queue %v, want %v", tc.nc.Opts.SubChanLen, tc.batch, got, tc.want)
+		}
+	}
+	// A backlog delivered at once into the small queue.
+	p := newPuller(small, "SEAM", "seam")
+	if err := p.reset(); err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	ctx := context.Background()
+	const n = 40
+	for i := range n {
+		if _, err := js.Publish(ctx, "seam.x", fmt.Appendf(nil, "m%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	msgs, err := p.pull(ctx, nil, n, 0, 50*time.Millisecond, true)
+	if err != nil || len(msgs) != n {
+		t.Fatalf("lingering pull of %d: %d messages, %v", n, len(msgs), err)
 	}
 }

@@ -2,8 +2,16 @@ package consumer
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/eventide/eventide/internal/natsembed"
 )
 
 // BenchmarkFetch fetches batches of 32 messages and acks each batch with
@@ -54,4 +62,107 @@ func BenchmarkFetch(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkLingeringPull is the lingering pull while messages trickle in,
+// as under a steady load: a publisher on a TCP connection sends rate
+// messages a second, spread over each millisecond, and the loop, on an
+// in-process connection as in cmd/ingest, pulls batches with the default
+// 5 ms linger and acks each. "queued" takes the
+// deliveries when the request expires (the loop's way, awaitFill); "each"
+// waits for them one by one as they arrive. cpu-ns/msg is the whole
+// process's CPU (the embedded server and the publisher included) per
+// message; the difference between the two is the consumer's.
+func BenchmarkLingeringPull(b *testing.B) {
+	const rate = 70000
+	for _, bc := range []struct {
+		name string
+		fill bool
+	}{{"queued", true}, {"each", false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer natsembed.Stop(s)
+			nc, err := nats.Connect("", nats.InProcessServer(s))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SEAM", Subjects: []string{"seam.>"}}); err != nil {
+				b.Fatal(err)
+			}
+			c, err := New(ctx, nc, openStore(b), Config{Stream: "SEAM", Durable: "seam",
+				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, &countingHandler{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := c.repositionConsumer(ctx); err != nil {
+				b.Fatal(err)
+			}
+			pubc, err := nats.Connect(s.ClientURL())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer pubc.Close()
+			payload := make([]byte, 200)
+			published := make(chan struct{})
+			go func() {
+				defer close(published)
+				tick := time.NewTicker(time.Millisecond)
+				defer tick.Stop()
+				start := time.Now()
+				sent := 0
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-tick.C:
+					}
+					for due := int(time.Since(start).Seconds() * rate); sent < due; sent++ {
+						if err := pubc.Publish("seam.x", payload); err != nil {
+							return
+						}
+					}
+				}
+			}()
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := processCPU(b)
+			got := 0
+			for got < b.N {
+				msgs, err := c.pull.pull(ctx, nil, DefaultFetchBatch, DefaultFetchBytes, DefaultFetchLinger, bc.fill)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(msgs) > 0 {
+					if err := msgs[len(msgs)-1].Ack(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				got += len(msgs)
+			}
+			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(got), "cpu-ns/msg")
+			b.StopTimer()
+			cancel()
+			<-published
+		})
+	}
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
