@@ -3,6 +3,8 @@ package httpapi
 import (
 	"bytes"
 	"log/slog"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,4 +59,29 @@ func TestEncodedEventsBounded(t *testing.T) {
 	if a.encoded.cur[big.ID] != nil || a.encoded.old[big.ID] != nil {
 		t.Errorf("an event with %d bytes of data was remembered", len(big.Data))
 	}
+}
+
+// TestEncodedEventsConcurrent: answers encoded at once from overlapping
+// pages (run with -race) are each what json.Marshal gives.
+func TestEncodedEventsConcurrent(t *testing.T) {
+	a := &api{logger: slog.New(slog.DiscardHandler)}
+	at := time.Date(2026, 11, 24, 13, 0, 0, 0, time.UTC)
+	events := make([]schema.Event, 200)
+	for i := range events {
+		events[i] = testEvent(t, at.Add(time.Duration(i)*time.Millisecond), "click", "u", "", []byte(`{"i":`+strconv.Itoa(i)+`}`))
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := 0; i+50 <= len(events); i += 10 + g {
+				page := events[i : i+50]
+				want := marshalEventsResponse(t, a, page, "", "", nil)
+				if got := a.appendEventsResponse(nil, page, "", "", nil); !bytes.Equal(got, want) {
+					t.Errorf("page from %d:\n got %s\nwant %s", i, got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
