@@ -39,7 +39,8 @@ type encodedEvent struct {
 
 const (
 	// maxEncodedEvents is the most entries of one generation: two hold
-	// the latest 50 of some 160 types, about 3 MiB at 350-byte events.
+	// the latest 50 of some 160 types, about 3 MiB at 350-byte events
+	// (at most about 20 MiB, every event with 1 KiB of data).
 	maxEncodedEvents = 4096
 	// maxEncodedEventData is the largest event data remembered: a rare
 	// big event is encoded each time rather than held.
