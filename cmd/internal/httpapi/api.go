@@ -282,6 +282,9 @@ type api struct {
 	tailHeartbeat                time.Duration
 	tailWriteTimeout             time.Duration
 	bodies                       bodyBuffers
+	// encoded remembers the JSON of the events answered last
+	// (events_cache.go).
+	encoded encodedEvents
 }
 
 // eventJSON is one event as /v1/events returns it.

@@ -29,7 +29,7 @@ func (a *api) appendEventsResponse(dst []byte, events []schema.Event, nextPage, 
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = a.appendEvent(dst, &events[i])
+		dst = a.encoded.appendEvent(dst, a, &events[i])
 	}
 	dst = append(dst, ']')
 	if nextPage != "" {
