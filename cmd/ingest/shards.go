@@ -178,9 +178,13 @@ func (sw *shardWriters) paused(s int, f func() error) error {
 	if !running {
 		return f()
 	}
-	// Ready latches caughtUp only when asked: ask as it would.
-	caughtUp := r.caughtUp.Load() || shardBehind(s, r.w.Stats(), sw.fetchBatch()) == nil
 	sw.stopLocked(s)
+	// Ready latches caughtUp only when asked: ask as it would, once the
+	// writer has stopped. Stop waits for the batch being stored, whose
+	// commit records the pending count after its data is readable; asked
+	// before, a shard whose first batch was still committing counted as
+	// not caught up and restarted as rebuilding.
+	caughtUp := r.caughtUp.Load() || shardBehind(s, r.w.Stats(), sw.fetchBatch()) == nil
 	err := f()
 	// Its context is the node's: the writer runs until stop.
 	if serr := sw.startLocked(context.Background(), s, false); serr != nil {
