@@ -69,3 +69,74 @@ func TestArenaReleasedWhenUnreachable(t *testing.T) {
 	runtime.KeepAlive(it)
 	waitForMapped(t, &mapped, 0)
 }
+
+// TestSpareSlab: after a full-size slab is mapped, the next one is
+// prepared off the writer (mapped and its pages touched) and served to the
+// writer's next full-size request, zeroed; a spare never taken is unmapped
+// with the rest, and one still being prepared at release is unmapped by
+// its goroutine.
+func TestSpareSlab(t *testing.T) {
+	if !mmapSlabs {
+		t.Skip("slabs are on the Go heap on this platform")
+	}
+	var mapped atomic.Int64
+	a := &slabs{account: &mapped}
+	first := a.byteSlab(prefaultSlabBytes)
+	first[0] = 1
+	waitForSpare := func() []byte {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			a.mu.Lock()
+			spare := a.spare
+			a.mu.Unlock()
+			if spare != nil {
+				return spare
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no spare slab prepared after a full-size one was mapped")
+			}
+			runtime.Gosched()
+		}
+	}
+	spare := waitForSpare()
+	if got := mapped.Load(); got != 2*prefaultSlabBytes {
+		t.Fatalf("mapped %d bytes with one slab and a spare, want %d", got, 2*prefaultSlabBytes)
+	}
+	second := a.byteSlab(prefaultSlabBytes)
+	if &second[0] != &spare[0] || a.spareHits.Load() != 1 {
+		t.Fatalf("the second full-size slab was not the spare (%d spare hits)", a.spareHits.Load())
+	}
+	for i, c := range second {
+		if c != 0 {
+			t.Fatalf("spare slab byte %d is %d, want zero", i, c)
+		}
+	}
+	waitForSpare() // prepared after the second was taken
+	a.release()
+	if got := mapped.Load(); got != 0 {
+		t.Fatalf("mapped %d bytes after release, want 0 (the untaken spare too)", got)
+	}
+
+	// A release while the spare is being prepared.
+	var mapped2 atomic.Int64
+	b := &slabs{account: &mapped2}
+	b.byteSlab(prefaultSlabBytes)
+	b.release()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.mu.Lock()
+		preparing, spare := b.preparing, b.spare
+		b.mu.Unlock()
+		if !preparing {
+			if spare != nil || mapped2.Load() != 0 {
+				t.Fatalf("after a release during preparation: spare kept %v, %d bytes mapped", spare != nil, mapped2.Load())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("spare preparation never ended")
+		}
+		runtime.Gosched()
+	}
+}
