@@ -325,9 +325,10 @@ func (db *DB) Metrics() Metrics {
 
 // walBytes sums the bytes the files in the WAL directory take: each file's
 // size, or what the filesystem allocated to it when that is less, since
-// segments are preallocated sparse (SegmentTargetSize apparent, only the
-// written part allocated). A segment removed between the listing and its
-// Stat is simply not counted.
+// new segments are preallocated sparse (SegmentTargetSize apparent, only the
+// written part allocated). A reused segment (WALRecycleSegments) and the
+// ones kept for reuse count every block an older generation wrote. A
+// segment removed between the listing and its Stat is simply not counted.
 func (db *DB) walBytes() int64 {
 	names, err := db.opts.FS.List(db.walDir)
 	if err != nil {
