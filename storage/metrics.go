@@ -235,16 +235,21 @@ type Metrics struct {
 	MemtableMappedBytes int64
 	Batches             int64
 	WALSyncs            int64
-	Flushes             int64
-	Compactions         int64
-	CompactionRead      int64
-	CompactionWritten   int64
-	PurgedTombstones    int64
-	DroppedSSTables     int64
-	WriteStalls         int64
-	WriteStallTime      time.Duration
-	Reads               int64
-	TombstonesRead      int64
+	// WALSyncTime is the time the WAL's fsyncs of records took, in all.
+	WALSyncTime time.Duration
+	// WALSegmentsReused counts the WAL segments that were kept segments
+	// reused (Options.WALRecycleSegments) rather than new sparse files.
+	WALSegmentsReused int64
+	Flushes           int64
+	Compactions       int64
+	CompactionRead    int64
+	CompactionWritten int64
+	PurgedTombstones  int64
+	DroppedSSTables   int64
+	WriteStalls       int64
+	WriteStallTime    time.Duration
+	Reads             int64
+	TombstonesRead    int64
 	// BlockCacheHits and BlockCacheMisses count lookups of decompressed
 	// blocks in the block cache (Options.BlockCacheSize; zeros without
 	// one); BlockCacheBytes is what it holds (decoded blocks and index
@@ -277,6 +282,10 @@ func (db *DB) Metrics() Metrics {
 		WriteStalls: m.stalls.Load(), WriteStallTime: time.Duration(m.stallNanos.Load()),
 		Reads: m.reads.Load(), TombstonesRead: m.readTombstones.Load(),
 		WALBytes: db.walBytes(), MemtableMappedBytes: m.memtableMapped.Load(),
+		WALSyncTime: time.Duration(m.walSyncNanos.Load()),
+	}
+	if db.wal != nil {
+		out.WALSegmentsReused = db.wal.ReusedSegments()
 	}
 	cm := db.cache.Metrics()
 	out.BlockCacheHits, out.BlockCacheMisses, out.BlockCacheBytes = cm.Hits, cm.Misses, cm.Bytes
@@ -354,8 +363,8 @@ func (m Metrics) String() string {
 	for _, t := range m.Tables {
 		fmt.Fprintf(&b, "%-24s %-12s %8d %12d %10d %12d %10d %10d\n", t.Name, t.Compaction, t.SSTables, t.Bytes, t.Partitions, t.Cells, t.Tombstones, t.Compacting)
 	}
-	fmt.Fprintf(&b, "wal: %d bytes | memtables: %d bytes (%d mapped), %d frozen | block cache: %d of %d bytes (%d mapped) | batches %d, wal syncs %d | flushes %d | compactions %d (read %d, wrote %d bytes, purged %d tombstones, dropped %d expired sstables) | stalls %d (%s) | reads %d (%d tombstones)\n",
-		m.WALBytes, m.MemtableBytes, m.MemtableMappedBytes, m.FrozenMemtables, m.BlockCacheBytes, m.BlockCacheCapacity, m.BlockCacheMappedBytes, m.Batches, m.WALSyncs, m.Flushes, m.Compactions, m.CompactionRead, m.CompactionWritten,
+	fmt.Fprintf(&b, "wal: %d bytes | memtables: %d bytes (%d mapped), %d frozen | block cache: %d of %d bytes (%d mapped) | batches %d, wal syncs %d (%s), %d segments reused | flushes %d | compactions %d (read %d, wrote %d bytes, purged %d tombstones, dropped %d expired sstables) | stalls %d (%s) | reads %d (%d tombstones)\n",
+		m.WALBytes, m.MemtableBytes, m.MemtableMappedBytes, m.FrozenMemtables, m.BlockCacheBytes, m.BlockCacheCapacity, m.BlockCacheMappedBytes, m.Batches, m.WALSyncs, m.WALSyncTime.Round(time.Millisecond), m.WALSegmentsReused, m.Flushes, m.Compactions, m.CompactionRead, m.CompactionWritten,
 		m.PurgedTombstones, m.DroppedSSTables, m.WriteStalls, m.WriteStallTime.Round(time.Millisecond), m.Reads, m.TombstonesRead)
 	return b.String()
 }

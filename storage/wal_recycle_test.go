@@ -67,7 +67,7 @@ func TestWALSegmentReuseSurvivesCrash(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := db.wal.ReusedSegments(); n < 3 {
+	if n := db.Metrics().WALSegmentsReused; n < 3 {
 		t.Fatalf("%d WAL segments were reused, want several: the test did not exercise reuse", n)
 	}
 	if err := db.Flush(); err != nil {
