@@ -652,7 +652,6 @@ func (db *DB) rotateMemtable(force bool) error {
 		return fmt.Errorf("cannot rotate wal: %w", err)
 	}
 	db.mutable = memtable.NewAccounted(&db.metrics.memtableMapped)
-	mem.Freeze() // no Apply writes to it: they hold commitMu
 	db.mu.Lock()
 	old := db.current
 	imms := append(append([]*immMemtable(nil), old.imms...), &immMemtable{mem: mem, walSegmentAfter: seg})

@@ -46,7 +46,6 @@ type slabs struct {
 	// goroutine is making it. Both under mu.
 	spare     []byte
 	preparing bool
-	noSpare   bool // mu: frozen (dropSpare): no more spares
 	// spareHits counts full-size slabs served from spare (for tests).
 	spareHits atomic.Int64
 }
@@ -115,7 +114,7 @@ func (a *slabs) mapNew(n int) []byte {
 // there is one, one is being prepared, or the slabs are released.
 func (a *slabs) prepareSpare() {
 	a.mu.Lock()
-	if a.released || a.noSpare || a.spare != nil || a.preparing {
+	if a.released || a.spare != nil || a.preparing {
 		a.mu.Unlock()
 		return
 	}
@@ -135,7 +134,7 @@ func (a *slabs) prepareSpare() {
 		}
 		a.mu.Lock()
 		a.preparing = false
-		if b == nil || a.released || a.noSpare {
+		if b == nil || a.released {
 			a.mu.Unlock()
 			if b != nil {
 				unmapAny(b, huge)
@@ -155,40 +154,6 @@ func (a *slabs) prepareSpare() {
 		}
 		a.mu.Unlock()
 	}()
-}
-
-// dropSpare unmaps the spare, if any, and prepares no more: the memtable
-// is frozen, and its last spare would only hold memory until its flush.
-func (a *slabs) dropSpare() {
-	a.mu.Lock()
-	a.noSpare = true
-	b := a.spare
-	a.spare = nil
-	huge := false
-	if b != nil {
-		huge = removeSlab(&a.huge, b)
-		if !huge {
-			removeSlab(&a.mapped, b)
-		}
-	}
-	a.mu.Unlock()
-	if b != nil {
-		unmapAny(b, huge)
-		if a.account != nil {
-			a.account.Add(-int64(len(b)))
-		}
-	}
-}
-
-// removeSlab removes b from *list and reports whether it was there.
-func removeSlab(list *[][]byte, b []byte) bool {
-	for i, s := range *list {
-		if unsafe.SliceData(s) == unsafe.SliceData(b) {
-			*list = append((*list)[:i], (*list)[i+1:]...)
-			return true
-		}
-	}
-	return false
 }
 
 func unmapAny(b []byte, huge bool) {

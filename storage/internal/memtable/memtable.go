@@ -121,12 +121,6 @@ func NewAccounted(mapped *atomic.Int64) *Memtable {
 // SizeBytes estimates the memory the memtable holds.
 func (m *Memtable) SizeBytes() int64 { return m.sizeBytes.Load() }
 
-// Freeze says the memtable will not be written again (storage calls it
-// when it freezes the memtable for a flush): the slab mapped ahead of the
-// writer (arena.go) is unmapped at once rather than at the flush. A
-// write after Freeze still works; it maps its slabs itself.
-func (m *Memtable) Freeze() { m.list.slabs.dropSpare() }
-
 // Empty reports whether nothing was written.
 func (m *Memtable) Empty() bool { return !m.written.Load() }
 
