@@ -26,9 +26,7 @@
 //     from the OS, outside the Go heap (arena.go), never reused, and
 //     unmapped when the last reference is dropped (Ref, Unref: storage's
 //     versions count them) or, for a memtable never referenced, once it is
-//     unreachable. The next full-size (2 MiB) slab is mapped and faulted
-//     in by a goroutine ahead of the writer's need (arena.go), so the
-//     writer's inserts do not take its page faults. A cell, key or partition slice
+//     unreachable. A cell, key or partition slice
 //     a memtable hands out (Iter.Cell, TableIter.Cell and Partition) is
 //     valid only while its holder keeps the Memtable or the iterator
 //     reachable: the iterators hold the skiplist, so a slice is safe for as
