@@ -22,14 +22,6 @@ import (
 // Elsewhere (arena_heap.go), or if a mapping fails, a slab is an ordinary
 // Go allocation.
 //
-// Prefault: once a skiplist asks for a full-size slab (2 MiB, the largest
-// node and data slab), a goroutine maps the next one and touches its pages
-// (spare), so that the writer's next full-size slab is already faulted in:
-// first-touch faults (zeroing a huge page, or 512 small ones, and at times
-// compacting memory for a huge page) cost the writer 0.03-0.37 s of
-// loadtest/peers' 2,000,000 events before (BENCHMARKS.md, s10-memtable and
-// s11-wal). A memtable holds at most one spare, unmapped with the rest.
-//
 // Lifetime: slab memory is never reused for another memtable. Anything
 // holding a slice of a slab (a cell's key or value) must also keep the
 // skiplist reachable, as memtable iterators do (see the package doc);
@@ -40,23 +32,7 @@ type slabs struct {
 	huge     [][]byte // huge-page regions to unmap (mapHugeSlab)
 	released bool
 	account  *atomic.Int64 // bytes mapped, shared with the owner's other memtables; may be nil
-
-	// spare is a mapped (and kept) slab of prefaultSlabBytes whose pages
-	// are touched, for the writer's next full-size slab; preparing says a
-	// goroutine is making it. Both under mu.
-	spare     []byte
-	preparing bool
-	// spareHits counts full-size slabs served from spare (for tests).
-	spareHits atomic.Int64
 }
-
-// prefaultSlabBytes is the size of the slabs mapped ahead: the largest
-// node slab and data slab.
-const prefaultSlabBytes = maxDataSlabBytes
-
-// prefaultStride is how far apart the spare's pages are touched: a base
-// page (larger pages are touched more than once, which is harmless).
-const prefaultStride = 4 << 10
 
 // keep records a mapped slab.
 func (a *slabs) keep(b []byte, huge bool) {
@@ -78,25 +54,7 @@ func (a *slabs) keep(b []byte, huge bool) {
 
 // mapAny maps a slab of at least n bytes: huge pages for whole huge
 // pages, else ordinary ones; nil if mapping failed or there is no mmap.
-// A full-size slab comes from the spare when it is ready, and starts the
-// preparation of the next.
 func (a *slabs) mapAny(n int) []byte {
-	if n == prefaultSlabBytes && mmapSlabs {
-		defer a.prepareSpare()
-		a.mu.Lock()
-		b := a.spare
-		a.spare = nil
-		a.mu.Unlock()
-		if b != nil {
-			a.spareHits.Add(1)
-			return b
-		}
-	}
-	return a.mapNew(n)
-}
-
-// mapNew is mapAny without the spare.
-func (a *slabs) mapNew(n int) []byte {
 	if n%hugePageBytes == 0 {
 		if b := mapHugeSlab(n); b != nil {
 			a.keep(b, true)
@@ -108,60 +66,6 @@ func (a *slabs) mapNew(n int) []byte {
 		return b
 	}
 	return nil
-}
-
-// prepareSpare starts a goroutine that maps and touches the spare, unless
-// there is one, one is being prepared, or the slabs are released.
-func (a *slabs) prepareSpare() {
-	a.mu.Lock()
-	if a.released || a.spare != nil || a.preparing {
-		a.mu.Unlock()
-		return
-	}
-	a.preparing = true
-	a.mu.Unlock()
-	go func() {
-		huge := true
-		b := mapHugeSlab(prefaultSlabBytes)
-		if b == nil {
-			huge = false
-			b = mapSlab(prefaultSlabBytes)
-		}
-		if b != nil {
-			for i := 0; i < len(b); i += prefaultStride {
-				b[i] = 0 // a write faults the page in (zeroed)
-			}
-		}
-		a.mu.Lock()
-		a.preparing = false
-		if b == nil || a.released {
-			a.mu.Unlock()
-			if b != nil {
-				unmapAny(b, huge)
-			}
-			return
-		}
-		// Kept and counted under mu, so that a release after this sees it
-		// and one before it made this goroutine unmap it instead.
-		a.spare = b
-		if huge {
-			a.huge = append(a.huge, b)
-		} else {
-			a.mapped = append(a.mapped, b)
-		}
-		if a.account != nil {
-			a.account.Add(int64(len(b)))
-		}
-		a.mu.Unlock()
-	}()
-}
-
-func unmapAny(b []byte, huge bool) {
-	if huge {
-		unmapHugeSlab(b)
-	} else {
-		unmapSlab(b)
-	}
 }
 
 // byteSlab returns a zeroed slab of n bytes. Writer only.
