@@ -149,7 +149,7 @@ func (c *collector) counters() []counterDesc {
 var (
 	sstablesDesc = prometheus.NewDesc("eventide_storage_sstables", "Live SSTables per table.", []string{"table"}, nil)
 	bytesDesc    = prometheus.NewDesc("eventide_storage_sstable_bytes", "Bytes on disk of live SSTables per table.", []string{"table"}, nil)
-	walBytesDesc = prometheus.NewDesc("eventide_storage_wal_bytes", "Bytes on disk of WAL segments (those not yet flushed, and the one being written).", nil, nil)
+	walBytesDesc = prometheus.NewDesc("eventide_storage_wal_bytes", "Bytes on disk of WAL segments (those not yet flushed, the one being written, and those kept for reuse).", nil, nil)
 	memDesc      = prometheus.NewDesc("eventide_storage_memtable_bytes", "Estimated bytes held in memtables (mutable and frozen).", nil, nil)
 	immDesc      = prometheus.NewDesc("eventide_storage_memtables_frozen", "Frozen memtables waiting for a flush.", nil, nil)
 	mappedDesc   = prometheus.NewDesc("eventide_storage_memtable_mapped_bytes", "Memtable arena mapped from the OS, outside the Go heap (flushed memtables until they are unmapped).", nil, nil)
@@ -220,7 +220,8 @@ type WindowMetrics struct {
 type Metrics struct {
 	Tables []TableMetrics
 	// WALBytes is the size on disk of the WAL segments: those holding
-	// writes not yet flushed, and the one being written.
+	// writes not yet flushed, the one being written, and those kept for
+	// reuse (Options.WALRecycleSegments).
 	WALBytes int64
 	// MemtableBytes is what the memtables (mutable and frozen) hold:
 	// the arena bytes their cells use, and an estimate for deletions.
