@@ -270,7 +270,8 @@ func (db *DB) walOptions() wal.Options {
 	return wal.Options{
 		FS: db.opts.FS, Dir: db.walDir, SegmentTargetSize: db.opts.WALSegmentSize,
 		Mode: mode, SyncInterval: db.opts.WALSyncInterval, Logger: db.log,
-		OnSync: func(records, bytes int, took time.Duration) { db.metrics.walSync(records, bytes, took) },
+		RecycleSegments: db.opts.WALRecycleSegments,
+		OnSync:          func(records, bytes int, took time.Duration) { db.metrics.walSync(records, bytes, took) },
 	}
 }
 
@@ -693,23 +694,39 @@ func (db *DB) setBackgroundError(err error) {
 
 // Flush freezes the mutable memtable and waits until every frozen memtable
 // is written to SSTables.
+//
+// It also empties the WAL of space: the flushed segments kept for reuse
+// (Options.WALRecycleSegments) are deleted before the memtable's rotation,
+// which then starts a new sparse segment instead of reusing one, and again
+// once the flushes have released theirs. Reuse serves sustained writes,
+// whose memtables the automatic flushes rotate; after an explicit Flush (a
+// snapshot, a shutdown) the store takes the space of its SSTables and a
+// near-empty segment.
 func (db *DB) Flush() error {
+	if err := db.wal.DeleteRecycledSegments(); err != nil {
+		db.log.Warn("cannot delete kept wal segments", "err", err)
+	}
 	if err := db.rotateMemtable(true); err != nil {
 		return err
 	}
 	db.mu.Lock()
-	defer db.mu.Unlock()
 	for len(db.current.imms) > 0 && db.bgErr == nil && db.flushErr == nil && !db.closed {
 		db.cond.Wait()
 	}
-	if db.bgErr != nil {
-		return db.bgErr
+	err := db.bgErr
+	switch {
+	case err != nil:
+	case db.flushErr != nil:
+		err = fmt.Errorf("cannot flush (retrying in the background): %w", db.flushErr)
+	case db.closed:
+		err = ErrClosed
 	}
-	if db.flushErr != nil {
-		return fmt.Errorf("cannot flush (retrying in the background): %w", db.flushErr)
+	db.mu.Unlock()
+	if err != nil {
+		return err
 	}
-	if db.closed {
-		return ErrClosed
+	if err := db.wal.DeleteRecycledSegments(); err != nil {
+		db.log.Warn("cannot delete kept wal segments", "err", err)
 	}
 	return nil
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/eventide/eventide/storage/internal/base"
 	"github.com/eventide/eventide/storage/internal/memtable"
 	"github.com/eventide/eventide/storage/internal/sstable"
-	"github.com/eventide/eventide/storage/internal/wal"
 	"github.com/eventide/eventide/storage/vfs"
 )
 
@@ -102,7 +101,7 @@ func (db *DB) flush(imm *immMemtable) error {
 		}
 		return err
 	}
-	if _, err := wal.DeleteSegmentsBefore(db.opts.FS, db.walDir, imm.walSegmentAfter); err != nil {
+	if _, err := db.wal.ReleaseSegmentsBefore(imm.walSegmentAfter); err != nil {
 		db.log.Warn("cannot delete flushed wal segments", "err", err)
 	}
 	db.log.Debug("flushed memtable", "sstables", len(added), "bytes", bytes, "took", time.Since(start))

@@ -149,7 +149,7 @@ func (c *collector) counters() []counterDesc {
 var (
 	sstablesDesc = prometheus.NewDesc("eventide_storage_sstables", "Live SSTables per table.", []string{"table"}, nil)
 	bytesDesc    = prometheus.NewDesc("eventide_storage_sstable_bytes", "Bytes on disk of live SSTables per table.", []string{"table"}, nil)
-	walBytesDesc = prometheus.NewDesc("eventide_storage_wal_bytes", "Bytes on disk of WAL segments (those not yet flushed, and the one being written).", nil, nil)
+	walBytesDesc = prometheus.NewDesc("eventide_storage_wal_bytes", "Bytes on disk of WAL segments (those not yet flushed, the one being written, and those kept for reuse).", nil, nil)
 	memDesc      = prometheus.NewDesc("eventide_storage_memtable_bytes", "Estimated bytes held in memtables (mutable and frozen).", nil, nil)
 	immDesc      = prometheus.NewDesc("eventide_storage_memtables_frozen", "Frozen memtables waiting for a flush.", nil, nil)
 	mappedDesc   = prometheus.NewDesc("eventide_storage_memtable_mapped_bytes", "Memtable arena mapped from the OS, outside the Go heap (flushed memtables until they are unmapped).", nil, nil)
@@ -220,7 +220,8 @@ type WindowMetrics struct {
 type Metrics struct {
 	Tables []TableMetrics
 	// WALBytes is the size on disk of the WAL segments: those holding
-	// writes not yet flushed, and the one being written.
+	// writes not yet flushed, the one being written, and those kept for
+	// reuse (Options.WALRecycleSegments).
 	WALBytes int64
 	// MemtableBytes is what the memtables (mutable and frozen) hold:
 	// the arena bytes their cells use, and an estimate for deletions.
@@ -235,16 +236,21 @@ type Metrics struct {
 	MemtableMappedBytes int64
 	Batches             int64
 	WALSyncs            int64
-	Flushes             int64
-	Compactions         int64
-	CompactionRead      int64
-	CompactionWritten   int64
-	PurgedTombstones    int64
-	DroppedSSTables     int64
-	WriteStalls         int64
-	WriteStallTime      time.Duration
-	Reads               int64
-	TombstonesRead      int64
+	// WALSyncTime is the time the WAL's fsyncs of records took, in all.
+	WALSyncTime time.Duration
+	// WALSegmentsReused counts the WAL segments that were kept segments
+	// reused (Options.WALRecycleSegments) rather than new sparse files.
+	WALSegmentsReused int64
+	Flushes           int64
+	Compactions       int64
+	CompactionRead    int64
+	CompactionWritten int64
+	PurgedTombstones  int64
+	DroppedSSTables   int64
+	WriteStalls       int64
+	WriteStallTime    time.Duration
+	Reads             int64
+	TombstonesRead    int64
 	// BlockCacheHits and BlockCacheMisses count lookups of decompressed
 	// blocks in the block cache (Options.BlockCacheSize; zeros without
 	// one); BlockCacheBytes is what it holds (decoded blocks and index
@@ -277,6 +283,10 @@ func (db *DB) Metrics() Metrics {
 		WriteStalls: m.stalls.Load(), WriteStallTime: time.Duration(m.stallNanos.Load()),
 		Reads: m.reads.Load(), TombstonesRead: m.readTombstones.Load(),
 		WALBytes: db.walBytes(), MemtableMappedBytes: m.memtableMapped.Load(),
+		WALSyncTime: time.Duration(m.walSyncNanos.Load()),
+	}
+	if db.wal != nil {
+		out.WALSegmentsReused = db.wal.ReusedSegments()
 	}
 	cm := db.cache.Metrics()
 	out.BlockCacheHits, out.BlockCacheMisses, out.BlockCacheBytes = cm.Hits, cm.Misses, cm.Bytes
@@ -325,9 +335,10 @@ func (db *DB) Metrics() Metrics {
 
 // walBytes sums the bytes the files in the WAL directory take: each file's
 // size, or what the filesystem allocated to it when that is less, since
-// segments are preallocated sparse (SegmentTargetSize apparent, only the
-// written part allocated). A segment removed between the listing and its
-// Stat is simply not counted.
+// new segments are preallocated sparse (SegmentTargetSize apparent, only the
+// written part allocated). A reused segment (WALRecycleSegments) and the
+// ones kept for reuse count every block an older generation wrote. A
+// segment removed between the listing and its Stat is simply not counted.
 func (db *DB) walBytes() int64 {
 	names, err := db.opts.FS.List(db.walDir)
 	if err != nil {
@@ -353,8 +364,8 @@ func (m Metrics) String() string {
 	for _, t := range m.Tables {
 		fmt.Fprintf(&b, "%-24s %-12s %8d %12d %10d %12d %10d %10d\n", t.Name, t.Compaction, t.SSTables, t.Bytes, t.Partitions, t.Cells, t.Tombstones, t.Compacting)
 	}
-	fmt.Fprintf(&b, "wal: %d bytes | memtables: %d bytes (%d mapped), %d frozen | block cache: %d of %d bytes (%d mapped) | batches %d, wal syncs %d | flushes %d | compactions %d (read %d, wrote %d bytes, purged %d tombstones, dropped %d expired sstables) | stalls %d (%s) | reads %d (%d tombstones)\n",
-		m.WALBytes, m.MemtableBytes, m.MemtableMappedBytes, m.FrozenMemtables, m.BlockCacheBytes, m.BlockCacheCapacity, m.BlockCacheMappedBytes, m.Batches, m.WALSyncs, m.Flushes, m.Compactions, m.CompactionRead, m.CompactionWritten,
+	fmt.Fprintf(&b, "wal: %d bytes | memtables: %d bytes (%d mapped), %d frozen | block cache: %d of %d bytes (%d mapped) | batches %d, wal syncs %d (%s), %d segments reused | flushes %d | compactions %d (read %d, wrote %d bytes, purged %d tombstones, dropped %d expired sstables) | stalls %d (%s) | reads %d (%d tombstones)\n",
+		m.WALBytes, m.MemtableBytes, m.MemtableMappedBytes, m.FrozenMemtables, m.BlockCacheBytes, m.BlockCacheCapacity, m.BlockCacheMappedBytes, m.Batches, m.WALSyncs, m.WALSyncTime.Round(time.Millisecond), m.WALSegmentsReused, m.Flushes, m.Compactions, m.CompactionRead, m.CompactionWritten,
 		m.PurgedTombstones, m.DroppedSSTables, m.WriteStalls, m.WriteStallTime.Round(time.Millisecond), m.Reads, m.TombstonesRead)
 	return b.String()
 }

@@ -59,6 +59,14 @@ type Options struct {
 	WALSyncInterval time.Duration
 	// WALSegmentSize is the size at which a WAL segment is rotated.
 	WALSegmentSize int64
+	// WALRecycleSegments is how many flushed WAL segments are kept, instead
+	// of deleted, to be reused as the next segments (RocksDB's
+	// recycle_log_file_num): a reused segment's blocks are already
+	// allocated and written, so a group commit's fdatasync writes its data
+	// and no block allocation. They cost their written size on disk while
+	// the store is open; Close deletes them. 0 means 1; negative keeps
+	// none.
+	WALRecycleSegments int
 
 	// MemtableSize is the estimated size at which the mutable memtable is
 	// frozen and queued for flushing. The memtables' arena, mapped
@@ -125,6 +133,7 @@ func DefaultOptions() Options {
 		WALSyncMode:           WALSync,
 		WALSyncInterval:       100 * time.Millisecond,
 		WALSegmentSize:        64 << 20,
+		WALRecycleSegments:    1,
 		MemtableSize:          16 << 20,
 		MaxImmutableMemtables: 2,
 		StallSSTablesPerTable: 48,
@@ -152,6 +161,11 @@ func (o *Options) fillDefaults() {
 	}
 	if o.WALSegmentSize <= 0 {
 		o.WALSegmentSize = d.WALSegmentSize
+	}
+	if o.WALRecycleSegments == 0 {
+		o.WALRecycleSegments = d.WALRecycleSegments
+	} else if o.WALRecycleSegments < 0 {
+		o.WALRecycleSegments = 0
 	}
 	if o.MemtableSize <= 0 {
 		o.MemtableSize = d.MemtableSize

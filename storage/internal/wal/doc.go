@@ -28,13 +28,22 @@
 //     flusher's fsync; concurrent writers keep the flusher's group commit.
 //   - Every segment except the newest was fsynced before its successor was
 //     created, so only the newest may end in a torn write. A new segment is
-//     preallocated (its size fsynced before its first record) and sealed by
-//     a clean Close, so Replay cuts at most one damaged record followed only
-//     by zeros from an unsealed newest segment, and reports the cut in
-//     ReplayResult; any truncation, and any other damage, is an error
+//     preallocated (its size fsynced before its first record) and sealed
+//     once its successor exists and by a clean Close, so Replay cuts at most
+//     one damaged record from an unsealed newest segment, and reports the
+//     cut in ReplayResult; any truncation, and any other damage, is an error
 //     wrapping base.ErrCorruption that names the file and offset, never
 //     silently skipped. Version 1 segments (no preallocation) replay under
 //     the old rules, which truncate a torn-looking tail.
+//   - A segment may be a reused file (Options.RecycleSegments: segments
+//     released by ReleaseSegmentsBefore are kept and reused by later
+//     rotations, so group commits fdatasync into blocks already allocated
+//     and written). Its older records stay after the new ones; a version 3
+//     record carries its segment number and a checksum keyed by it, so
+//     Replay never returns a record of an older generation. A reused file
+//     is given its new header, synced, before it is renamed to its new
+//     number, so a file never holds another number's header under its name.
+//     Close and DeleteRecycledSegments delete the kept segments.
 //   - A failed write (a full disk) fails its group's Appends and is undone:
 //     the partly written bytes are overwritten with the preallocated zeros
 //     and the file offset moved back, so later Appends retry in place and a
@@ -47,5 +56,6 @@
 // Open a Writer at ReplayResult.LastSegment+1 (or the first segment when
 // there was none). Append from any goroutine; Rotate when the memtable is
 // frozen, so its records end in the segments before the returned number;
-// after flushing, DeleteSegmentsBefore that number.
+// after flushing, ReleaseSegmentsBefore that number (or
+// DeleteSegmentsBefore, which keeps none).
 package wal

@@ -276,6 +276,9 @@ func (r *segmentReader) next() (payload []byte, offset int64, err error) {
 		}
 		r.headerDone = true
 	}
+	if r.hdr.version >= formatVersion3 {
+		return r.nextV3()
+	}
 	if r.off == r.size {
 		return nil, 0, r.end()
 	}
@@ -317,6 +320,151 @@ func (r *segmentReader) next() (payload []byte, offset int64, err error) {
 	return payload, offset, nil
 }
 
+// nextV3 is next for a version 3 segment (see record.go): the records end
+// at the first bytes that do not name this segment, which in a recycled
+// segment are an older generation's records rather than zeros.
+func (r *segmentReader) nextV3() (payload []byte, offset int64, err error) {
+	if r.hdr.sealed != 0 {
+		if r.off == r.hdr.sealed {
+			return nil, 0, io.EOF
+		}
+		if r.off > r.hdr.sealed {
+			return nil, 0, base.CorruptionErrorf("wal segment %s: record at offset %d runs past the sealed end %d",
+				r.path, r.off, r.hdr.sealed)
+		}
+	}
+	remaining := r.size - r.off
+	if remaining < recordHeaderSizeV3 {
+		return nil, 0, r.endV3()
+	}
+	hdr, err := r.window(r.off, recordHeaderSizeV3)
+	if err != nil {
+		return nil, 0, err
+	}
+	ours := binary.LittleEndian.Uint64(hdr[recordSegmentOffset:]) == r.num
+	length := int64(binary.LittleEndian.Uint32(hdr[recordLengthOffset:]))
+	if length > MaxRecordSize || recordHeaderSizeV3+length > remaining {
+		if !ours {
+			return nil, 0, r.endV3()
+		}
+		what := fmt.Sprintf("record of %d bytes runs past the end of the file at %d", recordHeaderSizeV3+length, r.size)
+		end := min(r.size, r.off+recordHeaderSizeV3+length)
+		if length > MaxRecordSize {
+			what = fmt.Sprintf("record length %d above the %d byte limit", length, MaxRecordSize)
+			end = r.off + recordHeaderSizeV3
+		}
+		return nil, 0, r.damagedV3(r.off, end, what)
+	}
+	buf, err := r.window(r.off, recordHeaderSizeV3+int(length))
+	if err != nil {
+		return nil, 0, err
+	}
+	payload, n, err := decodeRecordV3(buf, r.num)
+	switch {
+	case err == nil:
+		offset = r.off
+		r.off += int64(n)
+		return payload, offset, nil
+	case errors.Is(err, errOtherSegment):
+		return nil, 0, r.endV3()
+	case errors.Is(err, errRecordSegment):
+		return nil, 0, base.CorruptionErrorf("wal segment %s: record at offset %d names segment %d but checks as a record of this one (damaged segment number)",
+			r.path, r.off, binary.LittleEndian.Uint64(hdr[recordSegmentOffset:]))
+	default:
+		return nil, 0, r.damagedV3(r.off, r.off+recordHeaderSizeV3+length, fmt.Sprintf("record checksum mismatch (record length %d)", length))
+	}
+}
+
+// endV3 is called where the bytes at r.off are not a record of this
+// version 3 segment: the records end there unless the seal says otherwise
+// or an intact record of this segment follows (then something damaged the
+// record at r.off, and cutting there would silently drop the ones after).
+func (r *segmentReader) endV3() error {
+	if r.hdr.sealed != 0 {
+		return r.end()
+	}
+	at, found, err := r.intactRecordV3After(r.off + 1)
+	if err != nil {
+		return err
+	}
+	if found {
+		return base.CorruptionErrorf("wal segment %s: records end at offset %d but an intact record of the segment follows at offset %d",
+			r.path, r.off, at)
+	}
+	return io.EOF
+}
+
+// damagedV3 reports the record of this segment at off, whose extent ends
+// at end, that does not decode: a torn tail when the segment is the last,
+// is not sealed and no intact record of it follows, else corruption.
+func (r *segmentReader) damagedV3(off, end int64, what string) error {
+	corrupt := func(why string) error {
+		return base.CorruptionErrorf("wal segment %s: %s at offset %d%s", r.path, what, off, why)
+	}
+	if !r.last {
+		return corrupt("")
+	}
+	if r.hdr.sealed != 0 {
+		return corrupt(fmt.Sprintf(" (the segment was sealed at %d by a clean close)", r.hdr.sealed))
+	}
+	at, found, err := r.intactRecordV3After(off + 1)
+	if err != nil {
+		return err
+	}
+	if found {
+		return corrupt(fmt.Sprintf(" (an intact record follows at offset %d)", at))
+	}
+	return &tornTailError{path: r.path, offset: off, size: end, why: what, zero: true}
+}
+
+// intactRecordV3After returns the offset of the first intact record of
+// this segment that starts at from or after it. Candidates are the places
+// where the segment number appears, so the search reads the rest of the
+// file once and checksums almost nothing.
+func (r *segmentReader) intactRecordV3After(from int64) (int64, bool, error) {
+	var pattern [8]byte
+	binary.LittleEndian.PutUint64(pattern[:], r.num)
+	// A chunk starts recordSegmentOffset bytes before the first header it
+	// searches and overlaps the next by len(pattern)-1 bytes, so a number
+	// field is seen whole in exactly one chunk.
+	chunk := make([]byte, readChunkSize)
+	for start := from; start+recordHeaderSizeV3 <= r.size; {
+		chunkOff := start + recordSegmentOffset
+		n := min(int64(len(chunk)), r.size-chunkOff)
+		if err := r.readAt(chunk[:n], chunkOff); err != nil {
+			return 0, false, err
+		}
+		for i := 0; ; {
+			j := bytes.Index(chunk[i:n], pattern[:])
+			if j < 0 {
+				break
+			}
+			hdrOff := chunkOff + int64(i+j) - recordSegmentOffset
+			i += j + 1
+			hdr, err := r.readRange(hdrOff, hdrOff+recordHeaderSizeV3)
+			if err != nil {
+				return 0, false, err
+			}
+			length := int64(binary.LittleEndian.Uint32(hdr[recordLengthOffset:]))
+			if length > MaxRecordSize || hdrOff+recordHeaderSizeV3+length > r.size {
+				continue
+			}
+			rec, err := r.readRange(hdrOff, hdrOff+recordHeaderSizeV3+length)
+			if err != nil {
+				return 0, false, err
+			}
+			if _, _, err := decodeRecordV3(rec, r.num); err == nil {
+				return hdrOff, true, nil
+			}
+		}
+		if chunkOff+n >= r.size {
+			break
+		}
+		start += n - int64(len(pattern)-1)
+	}
+	return 0, false, nil
+}
+
 // end is called where the records of the segment end cleanly: it returns
 // io.EOF, or corruption when a seal says they should end elsewhere.
 func (r *segmentReader) end() error {
@@ -345,10 +493,15 @@ func isHeaderPrefix(hdr []byte, num uint64) bool {
 	}
 	// The preallocated size is unknown here; the seal is zero when the
 	// header is first written.
-	v2 := appendSegmentHeader(nil, num, 0)
-	n := min(len(hdr), segmentPreallocOffset)
-	return len(hdr) < len(v2) && bytes.Equal(hdr[:n], v2[:n]) &&
-		(len(hdr) <= segmentSealedOffset || allZero(hdr[segmentSealedOffset:]))
+	for _, v := range []byte{formatVersion2, formatVersion3} {
+		v2 := appendSegmentHeaderVersion(nil, v, num, 0)
+		n := min(len(hdr), segmentPreallocOffset)
+		if len(hdr) < len(v2) && bytes.Equal(hdr[:n], v2[:n]) &&
+			(len(hdr) <= segmentSealedOffset || allZero(hdr[segmentSealedOffset:])) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *segmentReader) readHeader() error {

@@ -27,7 +27,7 @@ type testLog struct {
 func writeTestLog(t *testing.T) testLog {
 	t.Helper()
 	dir := t.TempDir()
-	w := openWriter(t, Options{Dir: dir, SegmentTargetSize: 4 << 10}, 1)
+	w := openWriter(t, Options{Dir: dir, SegmentTargetSize: 4 << 10, format: formatVersion2}, 1)
 	for i := range 7 {
 		if i == 3 {
 			if _, err := w.Rotate(); err != nil {

@@ -7,11 +7,11 @@ package wal
 // back, with no padding and no trailer, followed (version 2) by zero bytes up
 // to the preallocated size. All integers are little-endian.
 //
-// Segment header, version 2 (segmentHeaderSize = 32 bytes):
+// Segment header, versions 2 and 3 (segmentHeaderSize = 32 bytes):
 //
 //	offset  size  field
 //	0       4     magic: the ASCII bytes "EVWL" (0x45 0x56 0x57 0x4c)
-//	4       1     format version: formatVersion (2)
+//	4       1     format version: 2 or 3 (formatVersion, what writers write, is 3)
 //	5       3     reserved: must be zero
 //	8       8     segment number: uint64, must equal the number in the file name
 //	16      8     preallocated size: uint64, the file size the writer set (with
@@ -27,7 +27,7 @@ package wal
 // segment's name, a file from another program or a future format is reported
 // as corruption instead of being replayed.
 //
-// Record (recordHeaderSize = 8 bytes + payload), the same in both versions:
+// Record, versions 1 and 2 (recordHeaderSize = 8 bytes + payload):
 //
 //	offset  size  field
 //	0       4     payload length n: uint32, at most MaxRecordSize
@@ -65,11 +65,58 @@ package wal
 // Replay reports exactly what it cut (ReplayResult) so the layer above can
 // compare with its own source of truth.
 //
+// Record, version 3 (recordHeaderSizeV3 = 16 bytes + payload):
+//
+//	offset  size  field
+//	0       4     payload length n: uint32, at most MaxRecordSize
+//	4       4     checksum: CRC-32C of bytes [0, 4) of this record (the length
+//	              field) followed by the n payload bytes, XOR the CRC-32C of
+//	              the 8 little-endian bytes of the segment number
+//	8       8     segment number: uint64, the segment the record was written to
+//	16      n     payload: one opaque batch, as given to Writer.Append
+//
+// Why version 3: recycled segments. A Writer may reuse a segment file whose
+// records were flushed (Options.RecycleSegments) instead of creating a new
+// sparse one: it rewrites the header with the new number and size, syncs
+// it and renames the file. Its blocks are then already allocated and
+// written, so the fdatasync of a group commit writes data only, with no
+// block allocation or unwritten-extent conversion to journal (measured in
+// BENCHMARKS.md, s11-wal). The bytes after the live records are then not
+// zeros but the records of an older generation (numbered below the
+// current segment), so a record carries its segment number, and the
+// checksum is keyed by it: a stale record never checks as a record of the
+// current segment, whatever it holds.
+//
+// Reading a version 3 segment, at each offset the 16 bytes there are:
+//   - a record of this segment (number equal, checksum good): replayed;
+//   - a record whose checksum is good for this segment's number but whose
+//     number field differs: a damaged number field, corruption;
+//   - anything naming another segment (a stale record, the middle of an old
+//     payload, zeros): the records end here, unless an intact record of
+//     this segment starts anywhere after this offset (corruption: a
+//     damaged record in the middle of the log), or the segment was sealed
+//     at another offset (corruption);
+//   - a header naming this segment that does not check (bad checksum,
+//     absurd length, running past the end of the file): a damaged record.
+//     In the last segment, not sealed, with no intact record of this
+//     segment after it, it is the torn write of the last group commit
+//     before a crash: its extent (to the end of its claimed length, or its
+//     header when the length is absurd, at most to the end of the file) is
+//     overwritten with zeros and reported in ReplayResult. Anywhere else it
+//     is corruption.
+//
+// A Writer seals a version 3 segment (the sealed end above, fsynced after
+// its records) when it rotates away from it as well as on Close, so only
+// the newest segment, after a crash, is read without a seal.
+//
 // Format versions (never reuse a number):
 //
 //	1  segment header with magic, version and segment number; records as above.
 //	2  header adds the preallocated size and the sealed end; zeros follow the
 //	   records.
+//	3  records carry their segment number, and the checksum is keyed by it,
+//	   so a segment may be a recycled file with an older generation's
+//	   records after the live ones; segments are sealed on rotation too.
 
 import (
 	"encoding/binary"
@@ -81,12 +128,13 @@ import (
 )
 
 // formatVersion is the version written into every new segment header.
-const formatVersion = formatVersion2
+const formatVersion = formatVersion3
 
 // Segment format versions.
 const (
 	formatVersion1 = 1
 	formatVersion2 = 2
+	formatVersion3 = 3
 )
 
 const (
@@ -100,10 +148,12 @@ const (
 	segmentPreallocOffset = 16 // version 2
 	segmentSealedOffset   = 24 // version 2
 
-	recordHeaderSize = 8
+	recordHeaderSize   = 8  // versions 1 and 2
+	recordHeaderSizeV3 = 16 // version 3
 	// Offsets inside the record header.
 	recordLengthOffset   = 0
 	recordChecksumOffset = 4
+	recordSegmentOffset  = 8 // version 3
 )
 
 // MaxRecordSize is the largest payload Append accepts. A decoded length above
@@ -118,10 +168,15 @@ func crcTable() *crc32.Table { return crc32.MakeTable(crc32.Castagnoli) }
 // Reasons decodeRecord rejects a record. errIncompleteRecord is not by itself
 // corruption: at the end of the last segment it is a torn tail. The others
 // wrap base.ErrCorruption.
+// errOtherSegment (version 3) is not corruption by itself either: the bytes
+// name another segment, which is what follows the live records of a
+// recycled segment.
 var (
 	errIncompleteRecord = errors.New("incomplete record")
 	errRecordLength     = fmt.Errorf("%w: record length above %d bytes", base.ErrCorruption, MaxRecordSize)
 	errRecordChecksum   = fmt.Errorf("%w: record checksum mismatch", base.ErrCorruption)
+	errOtherSegment     = errors.New("bytes are not a record of this segment")
+	errRecordSegment    = fmt.Errorf("%w: record checksum is good for this segment but its segment number field differs", base.ErrCorruption)
 )
 
 // recordHeader returns the header that frames rec. It is separate from the
@@ -155,6 +210,90 @@ func appendRecord(dst, rec []byte) []byte {
 	hdr := recordHeader(rec)
 	dst = append(dst, hdr[:]...)
 	return append(dst, rec...)
+}
+
+// recordHeaderV3 returns the version 3 header of rec without its segment:
+// the number field is zero and the checksum is not yet keyed. stampRecords
+// completes it once the segment the record lands in is known (at the
+// write), so that the CRC of the payload is still computed before the
+// writer's lock is taken.
+func recordHeaderV3(rec []byte) [recordHeaderSizeV3]byte {
+	var hdr [recordHeaderSizeV3]byte
+	v2 := recordHeader(rec)
+	copy(hdr[:], v2[:])
+	return hdr
+}
+
+// segmentKey is the CRC-32C of the 8 little-endian bytes of num, the key a
+// version 3 record's checksum is XORed with. CRC-32C detects every error
+// burst of 32 bits or less, so two segment numbers that differ only in
+// their low 32 bits never share a key.
+func segmentKey(num uint64) uint32 {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], num)
+	return crc32.Checksum(b[:], crcTable())
+}
+
+// stampRecords completes the version 3 headers (from recordHeaderV3) of the
+// back-to-back records in buf for segment num, whose key is key.
+func stampRecords(buf []byte, num uint64, key uint32) {
+	for off := 0; off+recordHeaderSizeV3 <= len(buf); {
+		hdr := buf[off:]
+		n := int(binary.LittleEndian.Uint32(hdr[recordLengthOffset:]))
+		crc := binary.LittleEndian.Uint32(hdr[recordChecksumOffset:])
+		binary.LittleEndian.PutUint32(hdr[recordChecksumOffset:], crc^key)
+		binary.LittleEndian.PutUint64(hdr[recordSegmentOffset:], num)
+		off += recordHeaderSizeV3 + n
+	}
+}
+
+// appendRecordV3 appends rec, framed as one version 3 record of segment
+// num, to dst.
+func appendRecordV3(dst, rec []byte, num uint64) []byte {
+	hdr := recordHeaderV3(rec)
+	start := len(dst)
+	dst = append(dst, hdr[:]...)
+	dst = append(dst, rec...)
+	stampRecords(dst[start:], num, segmentKey(num))
+	return dst
+}
+
+// decodeRecordV3 decodes the version 3 record of segment num at the start
+// of buf. On success payload aliases buf and n is the record's total size.
+// It returns errIncompleteRecord when buf ends inside the record (its
+// header names num or not), errRecordLength for an absurd length,
+// errOtherSegment when the header names another segment and does not check
+// as a damaged record of num, errRecordSegment when only the number field
+// is wrong, and errRecordChecksum when a record naming num does not check.
+func decodeRecordV3(buf []byte, num uint64) (payload []byte, n int, err error) {
+	if len(buf) < recordHeaderSizeV3 {
+		return nil, 0, errIncompleteRecord
+	}
+	ours := binary.LittleEndian.Uint64(buf[recordSegmentOffset:]) == num
+	length, err := recordLength(buf)
+	if err != nil {
+		if !ours {
+			return nil, 0, errOtherSegment
+		}
+		return nil, 0, err
+	}
+	if len(buf)-recordHeaderSizeV3 < length {
+		return nil, 0, errIncompleteRecord
+	}
+	n = recordHeaderSizeV3 + length
+	tab := crcTable()
+	crc := crc32.Update(0, tab, buf[recordLengthOffset:recordChecksumOffset])
+	crc = crc32.Update(crc, tab, buf[recordHeaderSizeV3:n])
+	if crc^segmentKey(num) == binary.LittleEndian.Uint32(buf[recordChecksumOffset:]) {
+		if !ours {
+			return nil, 0, errRecordSegment
+		}
+		return buf[recordHeaderSizeV3:n], n, nil
+	}
+	if !ours {
+		return nil, 0, errOtherSegment
+	}
+	return nil, 0, errRecordChecksum
 }
 
 // recordLength returns the payload length in a record header, or
@@ -192,12 +331,18 @@ func decodeRecord(buf []byte) (payload []byte, n int, err error) {
 	return buf[recordHeaderSize:n], n, nil
 }
 
-// appendSegmentHeader appends the version 2 header of segment num,
-// preallocated to prealloc bytes and not sealed, to dst.
+// appendSegmentHeader appends the header of segment num in the current
+// format version, preallocated to prealloc bytes and not sealed, to dst.
 func appendSegmentHeader(dst []byte, num uint64, prealloc int64) []byte {
+	return appendSegmentHeaderVersion(dst, formatVersion, num, prealloc)
+}
+
+// appendSegmentHeaderVersion is appendSegmentHeader for format version 2
+// or 3 (the writer writes version 2 only in tests of old segments).
+func appendSegmentHeaderVersion(dst []byte, version byte, num uint64, prealloc int64) []byte {
 	var hdr [segmentHeaderSize]byte
 	copy(hdr[:], segmentMagic)
-	hdr[segmentVersionOffset] = formatVersion
+	hdr[segmentVersionOffset] = version
 	binary.LittleEndian.PutUint64(hdr[segmentNumberOffset:], num)
 	binary.LittleEndian.PutUint64(hdr[segmentPreallocOffset:], uint64(prealloc))
 	return append(dst, hdr[:]...)
@@ -232,7 +377,7 @@ func headerSizeOf(v byte) int {
 	switch v {
 	case formatVersion1:
 		return segmentHeaderSizeV1
-	case formatVersion2:
+	case formatVersion2, formatVersion3:
 		return segmentHeaderSize
 	}
 	return 0
@@ -249,7 +394,7 @@ func checkSegmentHeader(hdr []byte, num uint64) (segmentHeader, error) {
 	h.version = hdr[segmentVersionOffset]
 	h.size = int64(headerSizeOf(h.version))
 	if h.size == 0 {
-		return h, fmt.Errorf("unsupported format version %d, want %d or %d", h.version, formatVersion1, formatVersion2)
+		return h, fmt.Errorf("unsupported format version %d, want %d to %d", h.version, formatVersion1, formatVersion3)
 	}
 	if int64(len(hdr)) < h.size {
 		return h, fmt.Errorf("BUG: checkSegmentHeader given %d bytes of a %d byte header", len(hdr), h.size)

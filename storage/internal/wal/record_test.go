@@ -113,6 +113,43 @@ func FuzzDecodeRecord(f *testing.F) {
 	})
 }
 
+// FuzzDecodeRecordV3: any bytes decode, for any segment number, as a
+// record of that segment that re-encodes to exactly its own bytes, or
+// fail with one of the documented kinds; never a panic.
+func FuzzDecodeRecordV3(f *testing.F) {
+	valid := appendRecordV3(nil, []byte("hello"), 7)
+	f.Add(valid, uint64(7))
+	f.Add(valid, uint64(6)) // a stale record of segment 7 read in segment 6
+	f.Add(appendRecordV3(nil, nil, 1), uint64(1))
+	f.Add(valid[:recordHeaderSizeV3-1], uint64(7))
+	f.Add(valid[:len(valid)-1], uint64(7))
+	f.Add(make([]byte, recordHeaderSizeV3), uint64(1))
+	damaged := bytes.Clone(valid)
+	damaged[recordSegmentOffset] ^= 1
+	f.Add(damaged, uint64(7))
+	f.Add(damaged, uint64(6))
+	f.Fuzz(func(t *testing.T, buf []byte, num uint64) {
+		payload, n, err := decodeRecordV3(buf, num)
+		if err != nil {
+			if err != errIncompleteRecord && err != errOtherSegment && !errors.Is(err, base.ErrCorruption) {
+				t.Fatalf("unexpected error kind: %v", err)
+			}
+			return
+		}
+		if n > len(buf) || n != recordHeaderSizeV3+len(payload) {
+			t.Fatalf("n = %d with payload of %d bytes and input of %d", n, len(payload), len(buf))
+		}
+		if !bytes.Equal(appendRecordV3(nil, payload, num), buf[:n]) {
+			t.Fatalf("record does not re-encode to its own bytes")
+		}
+		if num != num+1 {
+			if _, _, err := decodeRecordV3(buf, num+1); err == nil {
+				t.Fatalf("record of segment %d also decodes as a record of segment %d", num, num+1)
+			}
+		}
+	})
+}
+
 // FuzzSegmentReader: any file content replays as records followed by a clean
 // end, a torn tail (last segment only) or a corruption error naming the file;
 // never a panic. Repairing a torn tail (cutting it from a version 1 segment,
@@ -127,7 +164,20 @@ func FuzzSegmentReader(f *testing.F) {
 	binary.LittleEndian.PutUint64(sealed[segmentSealedOffset:], uint64(segmentHeaderSize+2*recordHeaderSize+len("first record")+len("second")))
 	torn := bytes.Clone(v2)
 	clear(torn[segmentHeaderSize+recordHeaderSize+len("first record")+5:])
+	// Version 3: a reused segment 7 with records of segment 3 after its
+	// own, sealed, and with a torn final record.
+	v3 := appendRecordV3(appendRecordV3(appendSegmentHeaderVersion(nil, formatVersion3, 7, 512), []byte("first record"), 7), []byte("second"), 7)
+	v3End := len(v3)
+	v3 = appendRecordV3(v3, []byte("stale record of an older segment"), 3)
+	v3 = append(v3, bytes.Repeat([]byte{0xa5}, 512-len(v3))...)
+	v3sealed := bytes.Clone(v3)
+	binary.LittleEndian.PutUint64(v3sealed[segmentSealedOffset:], uint64(v3End))
+	v3torn := bytes.Clone(v3)
+	copy(v3torn[v3End-3:], "xyz")
 	for _, last := range []bool{true, false} {
+		f.Add(v3, last)
+		f.Add(v3sealed, last)
+		f.Add(v3torn, last)
 		f.Add(v2, last)
 		f.Add(sealed, last)
 		f.Add(torn, last)
@@ -143,7 +193,11 @@ func FuzzSegmentReader(f *testing.F) {
 			if err != nil {
 				return recs, err
 			}
-			if off <= prev || off < segmentHeaderSizeV1 || off+int64(recordHeaderSize+len(rec)) > int64(len(data)) {
+			hdrLen := recordHeaderSize
+			if data[segmentVersionOffset] >= formatVersion3 {
+				hdrLen = recordHeaderSizeV3
+			}
+			if off <= prev || off < segmentHeaderSizeV1 || off+int64(hdrLen+len(rec)) > int64(len(data)) {
 				t.Fatalf("record at offset %d (after %d) of %d bytes does not fit a %d byte file", off, prev, len(rec), len(data))
 			}
 			prev = off

@@ -23,7 +23,7 @@ const testPrealloc = 4 << 10
 func writeTestLogV2(t *testing.T) testLogV2 {
 	t.Helper()
 	dir := t.TempDir()
-	w := openWriter(t, Options{Dir: dir, SegmentTargetSize: testPrealloc}, 1)
+	w := openWriter(t, Options{Dir: dir, SegmentTargetSize: testPrealloc, format: formatVersion2}, 1)
 	var l testLogV2
 	for i := range 7 {
 		if i == 3 {

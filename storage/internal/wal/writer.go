@@ -8,6 +8,7 @@ import (
 	iofs "io/fs"
 	"log/slog"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,17 @@ type Options struct {
 	// mode it runs before the Appends it covers return. It runs with the
 	// writer's I/O lock held: keep it quick and do not call the Writer.
 	OnSync func(records int, bytes int, took time.Duration)
+	// RecycleSegments is how many segments released by
+	// ReleaseSegmentsBefore the Writer keeps, instead of deleting them, to
+	// reuse as its next segments (RocksDB's recycle_log_file_num): their
+	// blocks are already allocated and written, so a group commit's
+	// fdatasync writes data only. Zero keeps none: every segment is a new
+	// sparse file. Kept segments are deleted by Close.
+	RecycleSegments int
+
+	// format is the segment format version written; zero means
+	// formatVersion. Tests set formatVersion2 to write old segments.
+	format byte
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -91,6 +103,18 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.RecycleSegments < 0 {
+		o.RecycleSegments = 0
+	}
+	switch o.format {
+	case 0:
+		o.format = formatVersion
+	case formatVersion2:
+		o.RecycleSegments = 0 // stale bytes after the records are corruption in version 2
+	case formatVersion3:
+	default:
+		return o, fmt.Errorf("cannot open wal: cannot write format version %d", o.format)
 	}
 	return o, nil
 }
@@ -155,6 +179,7 @@ type Writer struct {
 	ioMu            sync.Mutex
 	f               vfs.File // ioMu: current segment; nil after Close
 	seg             uint64   // ioMu
+	segKey          uint32   // ioMu: segmentKey(seg), for version 3 records
 	segSize         int64    // ioMu
 	unsyncedRecords int      // ioMu: written since the last fsync
 	unsyncedBytes   int      // ioMu
@@ -163,6 +188,14 @@ type Writer struct {
 	awaitingSync []*batch // ioMu
 	// syncing is set while an fsync of records runs.
 	syncing atomic.Bool
+
+	// recycleMu guards recycle, the numbers of released segments kept
+	// under their old names for reuse, oldest first. Rotation takes it
+	// inside ioMu; ReleaseSegmentsBefore holds it while it decides, so a
+	// segment is never both reused and deleted.
+	recycleMu sync.Mutex
+	recycle   []uint64
+	reused    atomic.Int64 // segments created by reusing a kept one
 }
 
 // Open creates segment firstSegment, which must not exist, syncs it and the
@@ -189,8 +222,7 @@ func Open(opts Options, firstSegment uint64) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cannot open wal: %w", err)
 	}
-	w.f, w.seg, w.segSize = f, firstSegment, segmentHeaderSize
-	w.segment.Store(firstSegment)
+	w.setSegmentLocked(f, firstSegment)
 	go w.flushLoop()
 	return w, nil
 }
@@ -221,7 +253,7 @@ func (w *Writer) createSegment(num uint64) (f vfs.File, permanent bool, err erro
 		}
 		return nil, permanent, err
 	}
-	if _, err := f.Write(appendSegmentHeader(nil, num, prealloc)); err != nil {
+	if _, err := f.Write(appendSegmentHeaderVersion(nil, w.opts.format, num, prealloc)); err != nil {
 		return fail(false, fmt.Errorf("cannot write header of wal segment %s: %w", path, err))
 	}
 	if err := f.Truncate(prealloc); err != nil {
@@ -238,8 +270,9 @@ func (w *Writer) createSegment(num uint64) (f vfs.File, permanent bool, err erro
 
 // sealLocked records in the header that the segment's records end at
 // segSize, after they are synced, so that Replay cuts nothing from a
-// cleanly closed segment. A file that cannot write at an offset (a test
-// wrapper) stays unsealed, which only makes Replay more lenient.
+// cleanly closed segment (or, in version 3, one the writer rotated away
+// from). A file that cannot write at an offset (a test wrapper) stays
+// unsealed, which only makes Replay more lenient.
 func (w *Writer) sealLocked() error {
 	wa, ok := w.f.(io.WriterAt)
 	if !ok {
@@ -358,7 +391,14 @@ func (w *Writer) enqueue(rec []byte, waitSync bool) (b *batch, alone bool, err e
 	if len(rec) > MaxRecordSize {
 		return nil, false, fmt.Errorf("cannot append wal record of %d bytes: above the %d byte limit", len(rec), MaxRecordSize)
 	}
-	hdr := recordHeader(rec)
+	var hdr [recordHeaderSizeV3]byte
+	hdrLen := recordHeaderSize
+	if w.opts.format >= formatVersion3 {
+		hdr, hdrLen = recordHeaderV3(rec), recordHeaderSizeV3
+	} else {
+		v2 := recordHeader(rec)
+		copy(hdr[:], v2[:])
+	}
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -370,7 +410,7 @@ func (w *Writer) enqueue(rec []byte, waitSync bool) (b *batch, alone bool, err e
 		return nil, false, err
 	}
 	b = w.pending
-	b.buf = append(b.buf, hdr[:]...)
+	b.buf = append(b.buf, hdr[:hdrLen]...)
 	b.buf = append(b.buf, rec...)
 	b.records++
 	if waitSync {
@@ -478,6 +518,9 @@ func (w *Writer) Close() error {
 		err = fmt.Errorf("cannot close wal segment %s: %w", w.path(), cerr)
 	}
 	w.f = nil
+	if rerr := w.deleteRecycled(); rerr != nil && err == nil {
+		err = rerr
+	}
 	return err
 }
 
@@ -626,6 +669,9 @@ func (w *Writer) writeLocked(b *batch) error {
 	if w.f == nil {
 		panic("BUG: wal batch written after Close")
 	}
+	if w.opts.format >= formatVersion3 {
+		stampRecords(b.buf, w.seg, w.segKey)
+	}
 	if n, err := w.f.Write(b.buf); err != nil {
 		// The file may now hold part of the batch. Writing more after it
 		// would put damage in the middle of the log, so the part is
@@ -688,21 +734,36 @@ func (w *Writer) syncDataLocked() error {
 // rotateLocked syncs the current segment and only then creates the next, so
 // that every segment but the newest is complete on disk and Replay may treat
 // damage there as corruption rather than a torn tail.
+//
+// The successor is a kept released segment when there is one
+// (Options.RecycleSegments). A version 3 segment is sealed once its
+// successor exists: sealing it earlier would make a failed creation, after
+// which appends continue in it, leave records past its seal.
 func (w *Writer) rotateLocked() error {
 	if err := w.syncLocked(); err != nil {
 		return err
 	}
 	next := w.seg + 1
-	f, permanent, err := w.createSegment(next)
+	f, permanent, err := w.reuseSegment(next)
+	if err == nil && f == nil {
+		f, permanent, err = w.createSegment(next)
+	}
 	if err != nil {
 		if permanent {
 			return w.fail(err)
 		}
 		return err
 	}
+	if w.opts.format >= formatVersion3 {
+		if err := w.sealLocked(); err != nil {
+			f.Close()
+			// A failed fsync is permanent; the new segment holds only its
+			// header, which Replay reads as an empty last segment.
+			return w.fail(err)
+		}
+	}
 	old, oldPath := w.f, w.path()
-	w.f, w.seg, w.segSize = f, next, segmentHeaderSize
-	w.segment.Store(next)
+	w.setSegmentLocked(f, next)
 	if err := old.Close(); err != nil {
 		// The old segment is synced, so its records are durable whatever
 		// close says.
@@ -741,3 +802,203 @@ func (w *Writer) usable() error {
 }
 
 func (w *Writer) path() string { return segmentPath(w.opts.Dir, w.seg) }
+
+// setSegmentLocked makes f, a new empty segment num, the current one.
+func (w *Writer) setSegmentLocked(f vfs.File, num uint64) {
+	w.f, w.seg, w.segKey, w.segSize = f, num, segmentKey(num), segmentHeaderSize
+	w.segment.Store(num)
+}
+
+// reuseSegment makes a kept released segment segment num: its header is
+// rewritten for num (version 3, preallocated to its current size, not
+// sealed) and synced, and only then is the file renamed and the directory
+// synced, so that a file named num never holds another number's header. A
+// crash before the rename leaves a file under its old name, which is below
+// every segment Replay reads and is deleted with them. Its old records
+// stay after the header: they name older segments, so Replay ends the new
+// segment's records before them (record.go). It returns a nil file when
+// no kept segment is usable; a kept segment that cannot be reused is
+// deleted.
+func (w *Writer) reuseSegment(num uint64) (f vfs.File, permanent bool, err error) {
+	for {
+		w.recycleMu.Lock()
+		if len(w.recycle) == 0 {
+			w.recycleMu.Unlock()
+			return nil, false, nil
+		}
+		old := w.recycle[0]
+		w.recycle = w.recycle[1:]
+		w.recycleMu.Unlock()
+		f, permanent, err := w.reuseOne(old, num)
+		if f != nil || err != nil {
+			return f, permanent, err
+		}
+	}
+}
+
+// reuseOne is reuseSegment with segment old. It returns a nil file and no
+// error when old is not usable (and deleted).
+func (w *Writer) reuseOne(old, num uint64) (vfs.File, bool, error) {
+	fs, oldPath, path := w.opts.FS, segmentPath(w.opts.Dir, old), segmentPath(w.opts.Dir, num)
+	discard := func(why string, err error) (vfs.File, bool, error) {
+		w.log.Warn("cannot reuse wal segment; deleting it", "path", oldPath, "why", why, "err", err)
+		if rerr := fs.Remove(oldPath); rerr != nil && !errors.Is(rerr, iofs.ErrNotExist) {
+			w.log.Warn("cannot delete released wal segment", "path", oldPath, "err", rerr)
+		}
+		return nil, false, nil
+	}
+	if _, err := fs.Stat(path); err == nil {
+		return nil, true, fmt.Errorf("cannot create wal segment %s: it already exists", path)
+	} else if !errors.Is(err, iofs.ErrNotExist) {
+		return nil, false, fmt.Errorf("cannot create wal segment %s: %w", path, err)
+	}
+	f, err := fs.OpenReadWrite(oldPath)
+	if err != nil {
+		return discard("open", err)
+	}
+	rf, ok := f.(restorable)
+	if !ok {
+		f.Close()
+		return discard("the file cannot write at an offset", nil)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return discard("stat", err)
+	}
+	size := st.Size()
+	if size < max(w.opts.SegmentTargetSize, segmentHeaderSize) || size > maxPreallocSize {
+		f.Close()
+		return discard(fmt.Sprintf("size %d outside [%d, %d]", size, max(w.opts.SegmentTargetSize, segmentHeaderSize), int64(maxPreallocSize)), nil)
+	}
+	if _, err := rf.WriteAt(appendSegmentHeaderVersion(nil, formatVersion3, num, size), 0); err != nil {
+		f.Close()
+		return discard("write header", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		// The file is below every replayed segment: its header does not
+		// matter, but a failed fsync fails the writer as everywhere else.
+		return nil, true, fmt.Errorf("cannot sync wal segment %s rewritten as %s: %w", oldPath, path, err)
+	}
+	if _, err := rf.Seek(segmentHeaderSize, io.SeekStart); err != nil {
+		f.Close()
+		return discard("seek", err)
+	}
+	if err := fs.Rename(oldPath, path); err != nil {
+		f.Close()
+		return discard("rename", err)
+	}
+	if err := fs.SyncDir(w.opts.Dir); err != nil {
+		f.Close()
+		if rerr := fs.Remove(path); rerr != nil {
+			return nil, true, errors.Join(fmt.Errorf("cannot sync wal directory %s: %w", w.opts.Dir, err),
+				fmt.Errorf("cannot remove incomplete wal segment %s: %w", path, rerr))
+		}
+		return nil, true, fmt.Errorf("cannot sync wal directory %s: %w", w.opts.Dir, err)
+	}
+	w.log.Debug("wal segment reused", "from", oldPath, "as", path)
+	w.reused.Add(1)
+	return f, false, nil
+}
+
+// ReleaseSegmentsBefore is DeleteSegmentsBefore for the Writer's own
+// directory, except that it keeps up to Options.RecycleSegments of the
+// released segments (the newest, whose blocks cover the most) for the
+// Writer to reuse at its next rotations, and deletes the others. The
+// caller guarantees, as for DeleteSegmentsBefore, that their records are
+// no longer needed; num must not be above CurrentSegment. It returns how
+// many segments it deleted.
+func (w *Writer) ReleaseSegmentsBefore(num uint64) (deleted int, err error) {
+	if cur := w.CurrentSegment(); num > cur {
+		return 0, fmt.Errorf("cannot release wal segments before %d: the writer appends to segment %d", num, cur)
+	}
+	if w.opts.RecycleSegments == 0 {
+		return DeleteSegmentsBefore(w.opts.FS, w.opts.Dir, num)
+	}
+	// Close sets closed before it deletes the kept segments under
+	// recycleMu, so a segment kept here is deleted by Close or not kept.
+	w.recycleMu.Lock()
+	w.mu.Lock()
+	closed := w.closed
+	w.mu.Unlock()
+	if closed {
+		w.recycleMu.Unlock()
+		return DeleteSegmentsBefore(w.opts.FS, w.opts.Dir, num)
+	}
+	nums, err := ListSegments(w.opts.FS, w.opts.Dir)
+	if err != nil {
+		w.recycleMu.Unlock()
+		return 0, err
+	}
+	kept := map[uint64]bool{}
+	for _, n := range w.recycle {
+		kept[n] = true
+	}
+	var released []uint64
+	for _, n := range nums {
+		if n < num && !kept[n] {
+			released = append(released, n)
+		}
+	}
+	var remove []uint64
+	for i := len(released) - 1; i >= 0; i-- {
+		if len(w.recycle) < w.opts.RecycleSegments {
+			w.recycle = append(w.recycle, released[i])
+		} else {
+			remove = append(remove, released[i])
+		}
+	}
+	slices.Sort(w.recycle)
+	w.recycleMu.Unlock()
+	for _, n := range remove {
+		if err := w.opts.FS.Remove(segmentPath(w.opts.Dir, n)); err != nil {
+			return deleted, fmt.Errorf("cannot remove wal segment %s: %w", segmentPath(w.opts.Dir, n), err)
+		}
+		deleted++
+	}
+	if deleted > 0 {
+		if err := w.opts.FS.SyncDir(w.opts.Dir); err != nil {
+			return deleted, fmt.Errorf("cannot sync wal directory %s: %w", w.opts.Dir, err)
+		}
+	}
+	return deleted, nil
+}
+
+// ReusedSegments returns how many of the Writer's segments were kept
+// segments reused.
+func (w *Writer) ReusedSegments() int64 { return w.reused.Load() }
+
+// RecycledSegments returns how many released segments the Writer keeps
+// for reuse.
+func (w *Writer) RecycledSegments() int {
+	w.recycleMu.Lock()
+	defer w.recycleMu.Unlock()
+	return len(w.recycle)
+}
+
+// DeleteRecycledSegments deletes the released segments kept for reuse, so
+// that the next rotation creates a new sparse segment and the log takes no
+// more space than its live records (DB.Flush calls it: an explicit flush
+// empties the log).
+func (w *Writer) DeleteRecycledSegments() error { return w.deleteRecycled() }
+
+// deleteRecycled deletes the kept segments.
+func (w *Writer) deleteRecycled() error {
+	w.recycleMu.Lock()
+	nums := w.recycle
+	w.recycle = nil
+	w.recycleMu.Unlock()
+	var errs []error
+	for _, n := range nums {
+		if err := w.opts.FS.Remove(segmentPath(w.opts.Dir, n)); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("cannot remove kept wal segment %s: %w", segmentPath(w.opts.Dir, n), err))
+		}
+	}
+	if len(nums) > 0 {
+		if err := w.opts.FS.SyncDir(w.opts.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("cannot sync wal directory %s: %w", w.opts.Dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -81,7 +81,7 @@ func checkFraming(t *testing.T, got []replayedRecord, res ReplayResult) {
 			}
 			continue
 		}
-		if prev := got[i-1]; r.offset != prev.offset+int64(recordHeaderSize+len(prev.rec)) {
+		if prev := got[i-1]; r.offset != prev.offset+int64(recordHeaderSizeV3+len(prev.rec)) {
 			t.Fatalf("record %d at %d:%d does not follow the previous one at %d:%d (%d bytes)",
 				i, r.segment, r.offset, prev.segment, prev.offset, len(prev.rec))
 		}
@@ -260,7 +260,7 @@ func TestGroupCommitBatches(t *testing.T) {
 			if unsynced.Load() != 0 {
 				t.Fatalf("%d appends returned before their record was fsynced", unsynced.Load())
 			}
-			if synced.Load() != appends || syncedBytes.Load() != appends*int64(recordHeaderSize+len("a small record")) {
+			if synced.Load() != appends || syncedBytes.Load() != appends*int64(recordHeaderSizeV3+len("a small record")) {
 				t.Fatalf("OnSync reported %d records / %d bytes, want %d records", synced.Load(), syncedBytes.Load(), appends)
 			}
 			t.Logf("%d appends, %d fsyncs (%.1f records per fsync)", appends, syncs.Load(), float64(appends)/float64(syncs.Load()))
@@ -408,7 +408,7 @@ func TestPeriodicSync(t *testing.T) {
 		if err := w.Append(testRecord(i)); err != nil {
 			t.Fatal(err)
 		}
-		wantBytes += recordHeaderSize + len(testRecord(i))
+		wantBytes += recordHeaderSizeV3 + len(testRecord(i))
 	}
 	mu.Lock()
 	if len(calls) != 0 {
@@ -598,7 +598,7 @@ func TestWriteFailureIsUndone(t *testing.T) {
 		}
 	}
 	if res.TruncatedBytes == 0 {
-		t.Fatal("the unrestorable partial write was not cut as a torn tail")
+		t.Fatalf("the unrestorable partial write was not cut as a torn tail: %+v", res)
 	}
 }
 
