@@ -394,18 +394,33 @@ func (r *segmentReader) endV3() error {
 	return io.EOF
 }
 
+// corruptAt reports the damaged record of this segment at off as
+// corruption; why, when not empty, starts with a space and says why it is
+// not a torn tail.
+func (r *segmentReader) corruptAt(off int64, what, why string) error {
+	return base.CorruptionErrorf("wal segment %s: %s at offset %d%s", r.path, what, off, why)
+}
+
+// notATornTail returns the corruption error for damage at off when the
+// segment rules out a torn tail whatever follows (it is not the last, or a
+// clean close sealed it), else nil.
+func (r *segmentReader) notATornTail(off int64, what string) error {
+	if !r.last {
+		return r.corruptAt(off, what, "")
+	}
+	if r.hdr.sealed != 0 {
+		return r.corruptAt(off, what, fmt.Sprintf(" (the segment was sealed at %d by a clean close)", r.hdr.sealed))
+	}
+	return nil
+}
+
 // damagedV3 reports the record of this segment at off, whose extent ends
 // at end, that does not decode: a torn tail when the segment is the last,
 // is not sealed and no intact record of it follows, else corruption.
 func (r *segmentReader) damagedV3(off, end int64, what string) error {
-	corrupt := func(why string) error {
-		return base.CorruptionErrorf("wal segment %s: %s at offset %d%s", r.path, what, off, why)
-	}
-	if !r.last {
-		return corrupt("")
-	}
-	if r.hdr.sealed != 0 {
-		return corrupt(fmt.Sprintf(" (the segment was sealed at %d by a clean close)", r.hdr.sealed))
+	corrupt := func(why string) error { return r.corruptAt(off, what, why) }
+	if err := r.notATornTail(off, what); err != nil {
+		return err
 	}
 	at, found, err := r.intactRecordV3After(off + 1)
 	if err != nil {
@@ -581,14 +596,9 @@ func (r *segmentReader) damaged(off int64, cause error, what string) error {
 // sane length, nothing but zeros follows that record's extent, and no
 // intact record starts inside it. The cut is then that one record.
 func (r *segmentReader) damagedV2(off int64, cause error, what string) error {
-	corrupt := func(why string) error {
-		return base.CorruptionErrorf("wal segment %s: %s at offset %d%s", r.path, what, off, why)
-	}
-	if !r.last {
-		return corrupt("")
-	}
-	if r.hdr.sealed != 0 {
-		return corrupt(fmt.Sprintf(" (the segment was sealed at %d by a clean close)", r.hdr.sealed))
+	corrupt := func(why string) error { return r.corruptAt(off, what, why) }
+	if err := r.notATornTail(off, what); err != nil {
+		return err
 	}
 	if errors.Is(cause, errRecordLength) {
 		// A torn write leaves a prefix of what was written, never an

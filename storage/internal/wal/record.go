@@ -281,9 +281,7 @@ func decodeRecordV3(buf []byte, num uint64) (payload []byte, n int, err error) {
 		return nil, 0, errIncompleteRecord
 	}
 	n = recordHeaderSizeV3 + length
-	tab := crcTable()
-	crc := crc32.Update(0, tab, buf[recordLengthOffset:recordChecksumOffset])
-	crc = crc32.Update(crc, tab, buf[recordHeaderSizeV3:n])
+	crc := storedRecordCRC(buf, recordHeaderSizeV3, n)
 	if crc^segmentKey(num) == binary.LittleEndian.Uint32(buf[recordChecksumOffset:]) {
 		if !ours {
 			return nil, 0, errRecordSegment
@@ -294,6 +292,15 @@ func decodeRecordV3(buf []byte, num uint64) (payload []byte, n int, err error) {
 		return nil, 0, errOtherSegment
 	}
 	return nil, 0, errRecordChecksum
+}
+
+// storedRecordCRC is the CRC-32C of a stored record's length field and
+// its payload, buf[payloadStart:n], as read from the segment (version 3
+// keys it by the segment number after).
+func storedRecordCRC(buf []byte, payloadStart, n int) uint32 {
+	tab := crcTable()
+	crc := crc32.Update(0, tab, buf[recordLengthOffset:recordChecksumOffset])
+	return crc32.Update(crc, tab, buf[payloadStart:n])
 }
 
 // recordLength returns the payload length in a record header, or
@@ -322,9 +329,7 @@ func decodeRecord(buf []byte) (payload []byte, n int, err error) {
 		return nil, 0, errIncompleteRecord
 	}
 	n = recordHeaderSize + length
-	tab := crcTable()
-	crc := crc32.Update(0, tab, buf[recordLengthOffset:recordChecksumOffset])
-	crc = crc32.Update(crc, tab, buf[recordHeaderSize:n])
+	crc := storedRecordCRC(buf, recordHeaderSize, n)
 	if crc != binary.LittleEndian.Uint32(buf[recordChecksumOffset:]) {
 		return nil, 0, errRecordChecksum
 	}
