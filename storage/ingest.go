@@ -6,7 +6,6 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/eventide/eventide/storage/internal/memtable"
 	"github.com/eventide/eventide/storage/internal/sstable"
 )
 
@@ -82,7 +81,7 @@ func (db *DB) Ingest(files []IngestSSTable, b *Batch) (err error) {
 		if err != nil {
 			return fmt.Errorf("cannot ingest a batch: %w", err)
 		}
-		mem := memtable.NewAccounted(&db.metrics.memtableMapped)
+		mem := db.newMemtable()
 		for i := range b.mutations {
 			db.applyToMemtable(mem, &b.mutations[i])
 		}

@@ -223,3 +223,47 @@ func TestReadsDuringFlushAndRelease(t *testing.T) {
 		t.Fatalf("%d flushes, want at least 6", m.Flushes)
 	}
 }
+
+// TestFlushedMemtableDonatedToBlockCache checks that a flushed memtable's
+// arena, once released, goes to the block cache's arena (its pages are
+// resident) within the cache's capacity, leaving the memtable account,
+// and that reads whose blocks are cut from it return the right rows, with
+// poisoning on and off.
+func TestFlushedMemtableDonatedToBlockCache(t *testing.T) {
+	for _, poison := range []bool{false, true} {
+		t.Run(fmt.Sprintf("poison=%v", poison), func(t *testing.T) {
+			noGC(t)
+			db := openTestDBIn(t, t.TempDir(), &fakeClock{now: time.Unix(1_800_000_000, 0)},
+				func(o *Options) { o.PoisonReleasedBlocks = poison }, TableDef{Name: "t"})
+			before := db.Metrics()
+			for i := range 20 {
+				apply(t, db, func(b *Batch) { putMemoryTestRows(b, fmt.Sprintf("p%d", i), 0, 500) })
+			}
+			flushed := db.Metrics().MemtableMappedBytes // the whole memtable, its first slabs included
+			if err := db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			waitForMappedAtMost(t, db, before.MemtableMappedBytes)
+			m := db.Metrics()
+			donated := m.BlockCacheMappedBytes - before.BlockCacheMappedBytes
+			if os := runtime.GOOS; os != "linux" && os != "darwin" && os != "freebsd" {
+				donated = flushed // arenas are on the Go heap: nothing to donate
+			}
+			if donated <= 0 || donated > flushed || m.BlockCacheMappedBytes > m.BlockCacheCapacity {
+				t.Fatalf("block cache mapped %d bytes more after a flush of %d mapped (capacity %d)", donated, flushed, m.BlockCacheCapacity)
+			}
+			for i := range 20 {
+				p := fmt.Sprintf("p%d", i)
+				rows := readMemoryTestRows(t, db, p)
+				if len(rows) != 500 {
+					t.Fatalf("partition %s reads %d rows, want 500", p, len(rows))
+				}
+				for _, r := range rows {
+					if !bytes.Equal(r.Cells[0].Value, memoryTestValue([]byte(p), r.Clustering)) {
+						t.Fatalf("partition %s row %q reads %q", p, r.Clustering, r.Cells[0].Value)
+					}
+				}
+			}
+		})
+	}
+}

@@ -69,3 +69,56 @@ func TestArenaReleasedWhenUnreachable(t *testing.T) {
 	runtime.KeepAlive(it)
 	waitForMapped(t, &mapped, 0)
 }
+
+// TestArenaDonatedOnlyAtRelease checks that a memtable's slabs are offered
+// to its donee only once its last reference is dropped, not while a
+// reference (a reader) holds it; that the slabs the donee takes leave the
+// mapped account and are not unmapped (their bytes stay readable); and
+// that refused ones are unmapped as before.
+func TestArenaDonatedOnlyAtRelease(t *testing.T) {
+	if !mmapSlabs {
+		t.Skip("slabs are on the Go heap on this platform")
+	}
+	var mapped atomic.Int64
+	m := NewAccounted(&mapped)
+	var offered, taken atomic.Int64
+	got := make(chan []byte, 1024)
+	m.DonateReleased(func(b []byte) bool {
+		offered.Add(1)
+		if offered.Load()%2 == 0 { // refuse every other slab
+			return false
+		}
+		taken.Add(int64(len(b)))
+		got <- b
+		return true
+	})
+	fillMemtable(m, 20000)
+	m.Ref()
+	m.Ref()
+	it := m.NewIter(1, []byte("p3"), base.Bound{}, base.Bound{}, false)
+	m.Unref()
+	for range 3 {
+		runtime.GC()
+	}
+	if n := offered.Load(); n != 0 {
+		t.Fatalf("%d slabs donated while a reference was held", n)
+	}
+	n := 0
+	for it.Next() {
+		if want := fmt.Sprintf("ck%08d", 3+7*n); string(it.Cell().Clustering) != want {
+			t.Fatalf("cell %d: clustering %q, want %q", n, it.Cell().Clustering, want)
+		}
+		n++
+	}
+	m.Unref()
+	waitForMapped(t, &mapped, 0)
+	if offered.Load() < 2 || taken.Load() == 0 {
+		t.Fatalf("offered %d slabs, took %d bytes: want every slab offered", offered.Load(), taken.Load())
+	}
+	// The taken slabs are the donee's: still mapped, and writable.
+	close(got)
+	for b := range got {
+		b[0], b[len(b)-1] = 1, 2
+		unmapSlab(b)
+	}
+}
