@@ -222,7 +222,7 @@ func (db *DB) recover() error {
 
 	// Replay the WAL into a fresh memtable. Records are final (resolved
 	// before they were logged) so replay reproduces the same cells.
-	mem := db.newMemtable()
+	mem := memtable.NewAccounted(&db.metrics.memtableMapped)
 	res, err := wal.Replay(db.opts.FS, db.walDir, m.MinUnflushedWAL, func(segment uint64, offset int64, rec []byte) error {
 		muts, err := decodeRecord(rec)
 		if err != nil {
@@ -651,7 +651,7 @@ func (db *DB) rotateMemtable(force bool) error {
 		db.walError("rotate", err)
 		return fmt.Errorf("cannot rotate wal: %w", err)
 	}
-	db.mutable = db.newMemtable()
+	db.mutable = memtable.NewAccounted(&db.metrics.memtableMapped)
 	db.mu.Lock()
 	old := db.current
 	imms := append(append([]*immMemtable(nil), old.imms...), &immMemtable{mem: mem, walSegmentAfter: seg})
@@ -766,17 +766,4 @@ func (db *DB) Close() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
-}
-
-// newMemtable returns an empty memtable whose mapped arena is counted in
-// the metrics and, with a block cache, donated to the cache's arena when
-// the memtable is released (memtable.Memtable.DonateReleased): its pages
-// are resident, so the blocks cold reads load into them are not page
-// faults.
-func (db *DB) newMemtable() *memtable.Memtable {
-	m := memtable.NewAccounted(&db.metrics.memtableMapped)
-	if db.cache != nil {
-		m.DonateReleased(db.cache.Donate)
-	}
-	return m
 }

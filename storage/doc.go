@@ -76,10 +76,8 @@
 // The memtable arena and the decoded data blocks' buffers are mapped from
 // the OS outside the Go heap (where the platform has mmap), so the garbage
 // collector's heap goal, twice the live heap at GOGC=100, does not double
-// them; a flushed memtable is released as soon as the last version
-// holding it (a read in progress) is dropped, its slabs donated to the
-// block cache's arena up to the cache's capacity (resident pages for the
-// blocks reads load) and the rest unmapped, and a block's buffers are
+// them; a flushed memtable is unmapped as soon as the last version
+// holding it (a read in progress) is dropped, and a block's buffers are
 // reused for the next block read once neither the cache nor any read
 // or compaction holds it. Rows a read returns are valid until its Next or
 // Close, as their bytes may be in a memtable's arena or a recycled block.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/eventide/eventide/storage/internal/memtable"
 	"github.com/eventide/eventide/storage/internal/sstable"
 )
 
@@ -81,7 +82,7 @@ func (db *DB) Ingest(files []IngestSSTable, b *Batch) (err error) {
 		if err != nil {
 			return fmt.Errorf("cannot ingest a batch: %w", err)
 		}
-		mem := db.newMemtable()
+		mem := memtable.NewAccounted(&db.metrics.memtableMapped)
 		for i := range b.mutations {
 			db.applyToMemtable(mem, &b.mutations[i])
 		}

@@ -22,11 +22,7 @@ import (
 // Elsewhere (arena_heap.go), or if a mapping fails, a slab is an ordinary
 // Go allocation.
 //
-// Lifetime: slab memory is never reused for another memtable, but it may
-// be donated (Memtable.DonateReleased): at release, each mapped slab is
-// first offered to the donee (storage's block cache arena), which keeps
-// the ones it takes (their pages are resident, so the blocks it later
-// carves from them need no page faults) and unmaps them itself. Anything
+// Lifetime: slab memory is never reused for another memtable. Anything
 // holding a slice of a slab (a cell's key or value) must also keep the
 // skiplist reachable, as memtable iterators do (see the package doc);
 // once it is unmapped, a stray slice faults rather than reads other data.
@@ -36,10 +32,6 @@ type slabs struct {
 	huge     [][]byte // huge-page regions to unmap (mapHugeSlab)
 	released bool
 	account  *atomic.Int64 // bytes mapped, shared with the owner's other memtables; may be nil
-	// donate, if set, is offered every mapped slab at release, when
-	// nothing can read the memtable any more; it returns true if it took
-	// the slab (it then owns and unmaps it).
-	donate func([]byte) bool
 }
 
 // keep records a mapped slab.
@@ -99,21 +91,17 @@ func (a *slabs) wordSlab(n int) []uint64 {
 // nothing.
 func (a *slabs) release() {
 	a.mu.Lock()
-	mapped, huge, donate := a.mapped, a.huge, a.donate
-	a.mapped, a.huge, a.released, a.donate = nil, nil, true, nil
+	mapped, huge := a.mapped, a.huge
+	a.mapped, a.huge, a.released = nil, nil, true
 	a.mu.Unlock()
-	for _, b := range huge {
-		if donate == nil || !donate(b) {
-			unmapHugeSlab(b)
-		}
+	for _, b := range mapped {
+		unmapSlab(b)
 		if a.account != nil {
 			a.account.Add(-int64(len(b)))
 		}
 	}
-	for _, b := range mapped {
-		if donate == nil || !donate(b) {
-			unmapSlab(b)
-		}
+	for _, b := range huge {
+		unmapHugeSlab(b)
 		if a.account != nil {
 			a.account.Add(-int64(len(b)))
 		}

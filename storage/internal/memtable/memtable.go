@@ -23,9 +23,8 @@
 //     node after it, since key order is not allocation order (amd64 only:
 //     PREFETCHT0 in prefetch_amd64.s; elsewhere a no-op).
 //   - Lifetime: where the platform has anonymous mmap the slabs are mapped
-//     from the OS, outside the Go heap (arena.go), never reused by
-//     another memtable, and unmapped (or donated to storage's block cache,
-//     DonateReleased) when the last reference is dropped (Ref, Unref: storage's
+//     from the OS, outside the Go heap (arena.go), never reused, and
+//     unmapped when the last reference is dropped (Ref, Unref: storage's
 //     versions count them) or, for a memtable never referenced, once it is
 //     unreachable. A cell, key or partition slice
 //     a memtable hands out (Iter.Cell, TableIter.Cell and Partition) is
@@ -101,24 +100,6 @@ func (m *Memtable) Unref() {
 	case n == 0:
 		go m.list.slabs.release()
 	}
-}
-
-// DonateReleased makes the memtable offer each slab of its arena mapped
-// from the OS to donate when it releases them (the last Unref, or once
-// unreachable): at that point nothing reads the memtable any more. A slab
-// donate takes (it returns true) is no longer the memtable's: it leaves
-// the mapped account, is not unmapped here, and the donee owns it, with
-// whatever bytes it holds (it is not zeroed). A slab donate refuses is
-// unmapped as before. Call it before the memtable is released; storage
-// hands the slabs to its block cache's arena (sstable.Cache.Donate), whose
-// reads then fill resident pages instead of faulting fresh ones in.
-func (m *Memtable) DonateReleased(donate func([]byte) bool) {
-	a := m.list.slabs
-	a.mu.Lock()
-	if !a.released {
-		a.donate = donate
-	}
-	a.mu.Unlock()
 }
 
 // New returns an empty memtable.

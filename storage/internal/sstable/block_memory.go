@@ -45,15 +45,6 @@ import (
 // when reused), so a shift from one size class to another does not keep
 // both resident. Once the Cache is unreachable (the store closed), every
 // slab is unmapped.
-//
-// Donated memory (Cache.Donate): a released memtable's slabs, already
-// resident, are taken up to the cache's capacity minus what the arena has
-// mapped, and new slabs are cut from them before any is mapped, so the
-// blocks cold reads load into them are not page faults. They count as
-// mapped and idle (and spare) from when they are taken, and are unmapped
-// with the arena's own slabs. Their bytes are whatever the memtable left
-// (poisoned at once if the arena poisons): no buffer user relies on
-// fresh memory being zero, since free chunks are reused as they are.
 type blockArena struct {
 	classes [arenaClasses]arenaClass
 	// mmap: buffers are mapped from the OS (a Cache's arena); otherwise
@@ -65,16 +56,11 @@ type blockArena struct {
 	retainFree int64
 	mu         sync.Mutex
 	slabs      [][]byte                  // mapped slabs, to unmap at release
-	spare      [][]byte                  // uncut rest of donated regions (also in slabs)
-	limit      int64                     // donations are taken while mapped stays within it
-	released   bool                      // releaseAll ran: donations are refused
 	large      map[unsafe.Pointer][]byte // large buffers (mapped one by one) in use
 	// mapped counts the bytes mapped (or allocated) for buffers: slabs
 	// and large buffers; idle the bytes of free chunks and of slabs not
-	// carved yet; warm the bytes of free chunks not decommitted; spareBytes
-	// the bytes of donated regions no slab was cut from yet (resident,
-	// and counted in idle too).
-	mapped, idle, warm, spareBytes atomic.Int64
+	// carved yet; warm the bytes of free chunks not decommitted.
+	mapped, idle, warm atomic.Int64
 }
 
 // arenaClass is one size class: its free chunks and the rest of the slab
@@ -129,9 +115,8 @@ func arenaClassBytes(c int) int {
 // newMappedArena returns an arena that maps its buffers from the OS where
 // it can, keeps up to retainFree bytes of free buffers resident, and
 // unmaps them once owner is unreachable.
-// Donations are taken while its mapped bytes stay within limit.
-func newMappedArena(owner *Cache, retainFree, limit int64) *blockArena {
-	a := &blockArena{mmap: mmapBlocks, retainFree: retainFree, limit: limit}
+func newMappedArena(owner *Cache, retainFree int64) *blockArena {
+	a := &blockArena{mmap: mmapBlocks, retainFree: retainFree}
 	if a.mmap {
 		runtime.AddCleanup(owner, func(a *blockArena) { a.releaseAll() }, a)
 	}
@@ -210,26 +195,8 @@ func (a *blockArena) mapOrMake(n int) []byte {
 	return make([]byte, n)
 }
 
-// newSlab cuts a slab of n bytes from a donated region, or else maps (or
-// allocates) one.
+// newSlab maps (or allocates) a slab of n bytes.
 func (a *blockArena) newSlab(n int) []byte {
-	a.mu.Lock()
-	for i, r := range a.spare {
-		if len(r) >= n {
-			b := r[:n:n]
-			if len(r) == n {
-				a.spare[i] = a.spare[len(a.spare)-1]
-				a.spare[len(a.spare)-1] = nil
-				a.spare = a.spare[:len(a.spare)-1]
-			} else {
-				a.spare[i] = r[n:]
-			}
-			a.mu.Unlock()
-			a.spareBytes.Add(-int64(n))
-			return b
-		}
-	}
-	a.mu.Unlock()
 	b := a.mapOrMake(n)
 	a.mu.Lock()
 	a.slabs = append(a.slabs, b) // keeps Go-allocated slabs alive too
@@ -283,37 +250,6 @@ func (a *blockArena) free(b []byte) {
 	}
 }
 
-// donate takes b, a page-aligned anonymous mapping of whole pages that
-// nothing else uses any more (a released memtable slab), if the arena maps
-// its buffers, is not released, and its mapped bytes stay within its
-// limit with b. The arena then owns b: it cuts slabs from it and unmaps
-// it in releaseAll. It reports whether it took b.
-func (a *blockArena) donate(b []byte) bool {
-	n := int64(len(b))
-	if !a.mmap || n == 0 || len(b)%pageBytes != 0 || uintptr(unsafe.Pointer(unsafe.SliceData(b)))%uintptr(pageBytes) != 0 {
-		return false
-	}
-	if a.mapped.Load()+n > a.limit {
-		return false
-	}
-	if a.poison {
-		for i := range b {
-			b[i] = poisonByte
-		}
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.released || a.mapped.Load()+n > a.limit {
-		return false
-	}
-	a.mapped.Add(n)
-	a.idle.Add(n)
-	a.spareBytes.Add(n)
-	a.slabs = append(a.slabs, b)
-	a.spare = append(a.spare, b)
-	return true
-}
-
 // pageBytes is the OS page size: chunks of whole pages can be decommitted.
 var pageBytes = os.Getpagesize()
 
@@ -322,9 +258,8 @@ var pageBytes = os.Getpagesize()
 func (a *blockArena) releaseAll() {
 	a.mu.Lock()
 	slabs, large := a.slabs, a.large
-	a.slabs, a.large, a.spare, a.released = nil, nil, nil, true
+	a.slabs, a.large = nil, nil
 	a.mu.Unlock()
-	a.idle.Add(-a.spareBytes.Swap(0))
 	for _, b := range slabs {
 		unmapBlockMemory(b)
 		a.mapped.Add(-int64(len(b)))
@@ -340,7 +275,7 @@ func (a *blockArena) inUse() int64 { return a.mapped.Load() - a.idle.Load() }
 
 // resident is an upper bound of the bytes the arena keeps resident: the
 // buffers in use and the free ones not decommitted.
-func (a *blockArena) resident() int64 { return a.inUse() + a.warm.Load() + a.spareBytes.Load() }
+func (a *blockArena) resident() int64 { return a.inUse() + a.warm.Load() }
 
 // cellsIn returns n packed cells laid over the start of buf, which must
 // hold them and be aligned for them (arena buffers are: slabs are page

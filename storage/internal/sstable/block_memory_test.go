@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"testing"
-	"unsafe"
 
 	"github.com/eventide/eventide/storage/internal/base"
 )
@@ -236,101 +235,4 @@ func TestArenaDecommitsFreeBuffers(t *testing.T) {
 	if want := n - retain/size; zeroed < want-1 || zeroed > want {
 		t.Fatalf("%d of %d reused buffers were decommitted, want about %d", zeroed, n, want)
 	}
-}
-
-// TestArenaUsesDonatedMemory checks that a donated region (a released
-// memtable's slab) is taken only within the arena's limit, counted as
-// mapped and idle, that new buffers are cut from it before anything is
-// mapped, that it is poisoned when the arena poisons, and that an arena
-// released refuses donations and unmaps what it took.
-func TestArenaUsesDonatedMemory(t *testing.T) {
-	if !mmapBlocks {
-		t.Skip("block buffers are on the Go heap on this platform")
-	}
-	const region = 2 << 20
-	for _, poison := range []bool{false, true} {
-		t.Run(fmt.Sprintf("poison=%v", poison), func(t *testing.T) {
-			a := &blockArena{mmap: true, poison: poison, limit: region + region/2}
-			defer a.releaseAll()
-			r := mapBlockMemory(region)
-			for i := range r {
-				r[i] = 7 // what the memtable left
-			}
-			if !a.donate(r) {
-				t.Fatal("donation within the limit refused")
-			}
-			if got := a.mapped.Load(); got != region {
-				t.Fatalf("mapped %d bytes after a donation of %d", got, region)
-			}
-			if a.inUse() != 0 || a.resident() != region {
-				t.Fatalf("after donation: in use %d, resident %d; want 0 and %d", a.inUse(), a.resident(), region)
-			}
-			r2 := mapBlockMemory(region)
-			if a.donate(r2) {
-				t.Fatal("donation beyond the limit taken")
-			}
-			unmapBlockMemory(r2)
-			if poison {
-				if r[0] != poisonByte || r[region-1] != poisonByte {
-					t.Fatal("donated memory not poisoned")
-				}
-			}
-			lo := uintptr(unsafe.Pointer(&r[0]))
-			var bufs [][]byte
-			for _, n := range []int{100, 5000, 40 << 10, 200 << 10, 1 << 20} {
-				b := a.alloc(n)
-				p := uintptr(unsafe.Pointer(&b[0]))
-				if p < lo || p+uintptr(cap(b)) > lo+region {
-					t.Fatalf("alloc(%d) not cut from the donated region", n)
-				}
-				for i := range b {
-					b[i] = 1
-				}
-				bufs = append(bufs, b)
-			}
-			if got := a.mapped.Load(); got != region {
-				t.Fatalf("mapped %d bytes, want the donated %d only", got, region)
-			}
-			for _, b := range bufs {
-				a.free(b)
-			}
-			if a.inUse() != 0 {
-				t.Fatalf("%d bytes in use after freeing everything", a.inUse())
-			}
-			a.releaseAll()
-			if got := a.mapped.Load(); got != 0 {
-				t.Fatalf("%d bytes mapped after releaseAll", got)
-			}
-			r3 := mapBlockMemory(pageBytes)
-			if a.donate(r3) {
-				t.Fatal("released arena took a donation")
-			}
-			unmapBlockMemory(r3)
-		})
-	}
-}
-
-// TestCacheDonateWithinCapacity checks that a Cache takes donations up to
-// its capacity and counts them in its metrics.
-func TestCacheDonateWithinCapacity(t *testing.T) {
-	if !mmapBlocks {
-		t.Skip("block buffers are on the Go heap on this platform")
-	}
-	c := NewCache(3 << 20)
-	var took int
-	for range 4 {
-		r := mapBlockMemory(1 << 20)
-		if c.Donate(r) {
-			took++
-		} else {
-			unmapBlockMemory(r)
-		}
-	}
-	if took != 3 {
-		t.Fatalf("cache of 3 MiB took %d donations of 1 MiB, want 3", took)
-	}
-	if m := c.Metrics(); m.MappedBytes != 3<<20 || m.InUseBytes != 0 {
-		t.Fatalf("metrics after donations: mapped %d, in use %d", m.MappedBytes, m.InUseBytes)
-	}
-	runtime.KeepAlive(c)
 }

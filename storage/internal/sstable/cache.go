@@ -97,7 +97,7 @@ func NewCache(capacityBytes int64) *Cache {
 	// blockArena). An eighth made a full cache's evictions and reads
 	// decommit and fault buffers in all the time (blocks move between
 	// size classes): window slices in loadtest/peers took 1.5x as long.
-	c.blocks.arena = newMappedArena(c, max(capacityBytes, 4<<20), capacityBytes)
+	c.blocks.arena = newMappedArena(c, max(capacityBytes, 4<<20))
 	c.rangeBudget.Store(capacityBytes / 4)
 	c.pinBudget.Store(capacityBytes / pinnedIndexShare)
 	for i := range c.shards {
@@ -110,16 +110,6 @@ func NewCache(capacityBytes int64) *Cache {
 	}
 	return c
 }
-
-// Donate offers the cache's block arena b, an anonymous mapping of whole,
-// page-aligned pages that nothing uses any more (a released memtable's
-// slab: memtable.Memtable.DonateReleased), to cut the buffers of blocks
-// reads load from: its pages are resident, so filling them costs no page
-// faults. It takes b only while the arena's mapped bytes stay within the
-// cache's capacity with it, and where buffers are mapped from the OS; it
-// then owns b and unmaps it when the cache is unreachable. It reports
-// whether it took b; if not, the caller unmaps it.
-func (c *Cache) Donate(b []byte) bool { return c.blocks.arena.donate(b) }
 
 // PoisonReleased makes the cache overwrite the bytes of every block whose
 // last reference is released before the block is reused (a debugging and
