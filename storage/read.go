@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/eventide/eventide/storage/internal/base"
 	"github.com/eventide/eventide/storage/internal/sstable"
@@ -128,8 +129,11 @@ type Rows interface {
 // a block or two, rarely enough to cost nothing measurable.
 const ctxCheckInterval = 256
 
-// RowIterator returns the rows of a slice in order. Close it when done.
-type RowIterator struct {
+// rowScan is the state of one slice read: its snapshot, sources, merge
+// and the row being built. RowIterator hands it out and takes it back into
+// rowScanPool once the read has finished, so a query allocates neither it
+// nor its first buffers.
+type rowScan struct {
 	db    *DB
 	ctx   context.Context
 	v     *version
@@ -163,9 +167,9 @@ type RowIterator struct {
 	lazyBuf     [1]lazySource
 	sstItersBuf [1]*sstable.PartitionIter
 	cellsBuf    [2][1]Cell // Row's and building's first arrays
+	candsBuf    [1]candidate
+	sstIterVals [1]sstable.PartitionIter // the first SSTable's iterator
 	// untilCtxCheck counts merged cells down to the next context check.
-	// (An int32 next to the flags keeps the struct within 1 KiB with the
-	// allocator's header: one size class less.)
 	untilCtxCheck int32
 	// pending says merge.Cell() holds a cell not yet consumed: the first
 	// cell of the next row, read to know the previous row had ended.
@@ -210,11 +214,88 @@ func (db *DB) Slice(ctx context.Context, q SliceQuery) (Rows, error) {
 	v.ref()
 	db.mu.Unlock()
 
-	it := &RowIterator{db: db, ctx: ctx, v: v, q: q, now: db.opts.Clock.Now().Unix(), untilCtxCheck: ctxCheckInterval}
-	it.deletion.Partition = base.LiveDeletion
-	it.row.Cells, it.building.cells = it.cellsBuf[0][:0], it.cellsBuf[1][:0]
-	it.open(t.id)
-	return it, nil
+	s := rowScanPool.Get().(*rowScan)
+	s.db, s.ctx, s.v, s.q, s.now, s.untilCtxCheck = db, ctx, v, q, db.opts.Clock.Now().Unix(), ctxCheckInterval
+	s.deletion.Partition = base.LiveDeletion
+	s.row.Cells, s.building.cells = s.cellsBuf[0][:0], s.cellsBuf[1][:0]
+	s.open(t.id)
+	return &RowIterator{s: s}, nil
+}
+
+// rowScanPool holds finished scans for the next read (reset to zero, so a
+// pooled scan pins no snapshot, context or block).
+var rowScanPool = sync.Pool{New: func() any { return new(rowScan) }}
+
+// RowIterator returns the rows of a slice in order. Close it when done.
+//
+// Its scan goes back to a pool as soon as the read has finished (Next has
+// returned false, or Close): from then on Row is empty and Stats and Err
+// are the read's final ones.
+type RowIterator struct {
+	s     *rowScan // nil once finished
+	stats ReadStats
+	err   error
+}
+
+// Next advances to the next row with at least one live cell.
+func (it *RowIterator) Next() bool {
+	if it.s == nil {
+		return false
+	}
+	if it.s.next() {
+		return true
+	}
+	it.release()
+	return false
+}
+
+// Row returns the current row; it is valid until the next call to Next or
+// Close (which lets the row's blocks be reused).
+func (it *RowIterator) Row() *Row {
+	if it.s == nil {
+		return &Row{}
+	}
+	return &it.s.row
+}
+
+// Err returns the error that ended the iteration, if any.
+func (it *RowIterator) Err() error {
+	if it.s == nil {
+		return it.err
+	}
+	return it.s.err
+}
+
+// Stats returns what the read touched so far (complete after Next returns
+// false or Close).
+func (it *RowIterator) Stats() ReadStats {
+	if it.s == nil {
+		return it.stats
+	}
+	return it.s.stats
+}
+
+// Close releases the snapshot and returns Err.
+func (it *RowIterator) Close() error {
+	if it.s != nil {
+		it.release()
+	}
+	return it.err
+}
+
+// release finishes the scan (closing its SSTable iterators and counting
+// the read in the metrics, if Next has not), keeps its stats and error,
+// releases its snapshot and puts it back in the pool.
+func (it *RowIterator) release() {
+	s := it.s
+	s.finish()
+	it.stats, it.err = s.stats, s.err
+	if s.v != nil {
+		s.v.unref()
+	}
+	*s = rowScan{}
+	rowScanPool.Put(s)
+	it.s = nil
 }
 
 // candidate is one SSTable that holds the partition.
@@ -223,7 +304,7 @@ type candidate struct {
 	info sstable.PartitionInfo
 }
 
-func (it *RowIterator) open(tableID uint32) {
+func (it *rowScan) open(tableID uint32) {
 	q := &it.q
 	sources, lazy := it.sourcesBuf[:0], it.lazyBuf[:0]
 	it.sstIters = it.sstItersBuf[:0]
@@ -240,7 +321,7 @@ func (it *RowIterator) open(tableID uint32) {
 		sources = append(sources, mem.NewIter(tableID, q.Partition, q.Start, q.End, q.Reverse))
 	}
 
-	var cands []candidate
+	cands := it.candsBuf[:0]
 	for _, h := range it.v.sstables[tableID] {
 		if !h.reader.MayContain(q.Partition) {
 			it.stats.SSTablesSkipped++
@@ -287,12 +368,19 @@ func (it *RowIterator) open(tableID uint32) {
 		}
 		it.stats.SSTablesRead++
 		idx := i
-		pi := c.h.reader.NewPartitionIter(c.info, sstable.IterOptions{
+		o := sstable.IterOptions{
 			Start: q.Start, End: q.End, Reverse: q.Reverse, NoCacheFill: q.NoCacheFill,
 			SkipBlock: func(b sstable.BlockMeta) bool {
 				return b.MaxLocalDeletionTime < it.now && !it.olderDataOverlaps(idx, b.MaxTimestamp, b.MinClustering, b.MaxClustering, false)
 			},
-		})
+		}
+		var pi *sstable.PartitionIter
+		if len(it.sstIters) < len(it.sstIterVals) {
+			pi = &it.sstIterVals[len(it.sstIters)]
+			c.h.reader.InitPartitionIter(pi, c.info, o)
+		} else {
+			pi = c.h.reader.NewPartitionIter(c.info, o)
+		}
 		it.sstIters = append(it.sstIters, pi)
 		first := c.info.MinClustering
 		if q.Reverse {
@@ -318,7 +406,7 @@ func (it *RowIterator) open(tableID uint32) {
 // overlapping blocks hold nothing live that old, does not count (the
 // ±2 s jitter of time-series writes makes consecutive files overlap
 // slightly, and the overlap is usually expired on both sides).
-func (it *RowIterator) olderDataOverlaps(skip int, maxTimestamp int64, minCK, maxCK []byte, wholeRange bool) bool {
+func (it *rowScan) olderDataOverlaps(skip int, maxTimestamp int64, minCK, maxCK []byte, wholeRange bool) bool {
 	if it.memMinTimestamp <= maxTimestamp {
 		return true
 	}
@@ -355,7 +443,7 @@ func overlaps(minCK, maxCK []byte, start, end base.Bound) bool {
 	return base.AfterStart(maxCK, start) && base.BeforeEnd(minCK, end)
 }
 
-func (it *RowIterator) addDeletions(d *base.PartitionDeletions) {
+func (it *rowScan) addDeletions(d *base.PartitionDeletions) {
 	if !d.Partition.IsLive() {
 		if it.deletion.Partition.IsLive() {
 			it.stats.TombstonesScanned++
@@ -380,8 +468,9 @@ func (it *RowIterator) addDeletions(d *base.PartitionDeletions) {
 	it.deletion.Ranges = append(it.deletion.Ranges, run...)
 }
 
-// Next advances to the next row with at least one live cell.
-func (it *RowIterator) Next() bool {
+// next advances to the next row with at least one live cell; false means
+// the read has finished (or failed at open: release finishes it then).
+func (it *rowScan) next() bool {
 	if it.done || it.err != nil {
 		return false
 	}
@@ -462,7 +551,7 @@ func (it *RowIterator) Next() bool {
 // reached of them in scan order (base.RangeCursor.Reached), as scanned
 // tombstones: each once, when the walk gets to it. It reports whether it
 // counted any.
-func (it *RowIterator) countRanges(reached int) bool {
+func (it *rowScan) countRanges(reached int) bool {
 	if reached <= it.rangesCounted {
 		return false
 	}
@@ -473,7 +562,7 @@ func (it *RowIterator) countRanges(reached int) bool {
 
 // tooManyTombstones fails the read once it has scanned more tombstones
 // than the query allows.
-func (it *RowIterator) tooManyTombstones() bool {
+func (it *rowScan) tooManyTombstones() bool {
 	if it.q.MaxTombstones > 0 && it.stats.TombstonesScanned > it.q.MaxTombstones {
 		it.fail(fmt.Errorf("%w: %d in partition %q of table %q (limit %d); narrow the slice bounds",
 			ErrTooManyTombstones, it.stats.TombstonesScanned, it.q.Partition, it.q.Table, it.q.MaxTombstones))
@@ -483,7 +572,7 @@ func (it *RowIterator) tooManyTombstones() bool {
 }
 
 // emit moves the assembled row to Row.
-func (it *RowIterator) emit() {
+func (it *rowScan) emit() {
 	b := &it.building
 	it.row.Clustering = b.clustering
 	// The row takes the built cells and gives its array to the next
@@ -502,12 +591,12 @@ func (it *RowIterator) emit() {
 	b.cells = b.cells[:0]
 }
 
-func (it *RowIterator) fail(err error) {
+func (it *rowScan) fail(err error) {
 	it.err = err
 	it.finish()
 }
 
-func (it *RowIterator) finish() {
+func (it *rowScan) finish() {
 	if it.done {
 		return
 	}
@@ -524,25 +613,4 @@ func (it *RowIterator) finish() {
 	}
 	it.sstIters = nil
 	it.db.metrics.read(&it.stats)
-}
-
-// Row returns the current row; it is valid until the next call to Next or
-// Close (which lets the row's blocks be reused).
-func (it *RowIterator) Row() *Row { return &it.row }
-
-// Err returns the error that ended the iteration, if any.
-func (it *RowIterator) Err() error { return it.err }
-
-// Stats returns what the read touched so far (complete after Next returns
-// false or Close).
-func (it *RowIterator) Stats() ReadStats { return it.stats }
-
-// Close releases the snapshot.
-func (it *RowIterator) Close() error {
-	it.finish()
-	if it.v != nil {
-		it.v.unref()
-		it.v = nil
-	}
-	return it.err
 }

@@ -67,7 +67,16 @@ type PartitionIter struct {
 // NewPartitionIter returns an iterator over partition p of this reader
 // (as returned by FindPartition or a Scanner).
 func (r *Reader) NewPartitionIter(p PartitionInfo, o IterOptions) *PartitionIter {
-	it := &PartitionIter{r: r, pg: p.pg, o: o, lo: p.firstBlock, hi: p.firstBlock + p.numBlocks}
+	it := new(PartitionIter)
+	r.InitPartitionIter(it, p, o)
+	return it
+}
+
+// InitPartitionIter sets it up as NewPartitionIter's result, in memory the
+// caller owns (a read that reuses its iterators allocates none). it must
+// be zero or closed.
+func (r *Reader) InitPartitionIter(it *PartitionIter, p PartitionInfo, o IterOptions) {
+	*it = PartitionIter{r: r, pg: p.pg, o: o, lo: p.firstBlock, hi: p.firstBlock + p.numBlocks}
 	it.held = it.heldBuf[:0]
 	if p.numBlocks == 0 && p.firstBlock == 0 {
 		it.done = true // no cells (a zero PartitionInfo included)
@@ -75,7 +84,6 @@ func (r *Reader) NewPartitionIter(p PartitionInfo, o IterOptions) *PartitionIter
 		it.err = fmt.Errorf("cannot iterate partition %x of sstable %s: not one of its partitions (PartitionInfo from another file?)", p.Key, r.path)
 		it.done = true
 	}
-	return it
 }
 
 // owns reports whether p, as returned by FindPartition or a Scanner, can
