@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"runtime/debug"
 	"testing"
 
 	"github.com/eventide/eventide/storage/internal/base"
@@ -174,5 +175,58 @@ func TestBlockReadKeysOffHeap(t *testing.T) {
 		if perRow >= 8 {
 			t.Fatalf("%s: reading blocks allocates %.1f bytes per row, want under 8 (row keys off the Go heap)", comp, perRow)
 		}
+	}
+}
+
+// TestFirstReadOfAFileRecyclesFrames checks that the buffer a compressed
+// block is read into is recycled across files: the first uncached read of
+// a file the process has not read before takes the frame buffer another
+// file's read left (it used to come from a pool per Reader, empty for a
+// file not read yet, so every file's first read allocated a compressed
+// block's worth).
+func TestFirstReadOfAFileRecyclesFrames(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector drops pooled items at random")
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	cache := NewCache(64 << 20)
+	const files = 24
+	var readers []*Reader
+	var keys [][]byte
+	var framePerBlock float64
+	for i := range files {
+		key := fmt.Appendf(nil, "p%02d", i)
+		f, props := writeTable(t, []testPartition{eventPartition(rng, key, 300)},
+			WriterOptions{Compression: CompressionZstd, BlockSize: 32 << 10, NoDictionary: true})
+		r, err := Open(&memFile{data: f.data}, fmt.Sprintf("%06d.sst", i+1), uint64(i+1), cache)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		readers, keys = append(readers, r), append(keys, key)
+		framePerBlock = float64(props.DataBytes) / float64(props.DataBlocks)
+	}
+	read := func(i int) {
+		info, _ := readers[i].Partition(keys[i])
+		it := readers[i].NewPartitionIter(info, IterOptions{})
+		for n := 0; n < 50 && it.Next(); n++ {
+		}
+		if it.Err() != nil {
+			t.Fatal(it.Err())
+		}
+		it.Close()
+	}
+	read(0) // one frame buffer into the pool
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for i := 1; i < files; i++ {
+		read(i)
+	}
+	runtime.ReadMemStats(&after)
+	perFile := float64(after.TotalAlloc-before.TotalAlloc) / float64(files-1)
+	t.Logf("%.0f bytes allocated per first read of a file (a compressed block is %.0f)", perFile, framePerBlock)
+	if perFile > framePerBlock/2 {
+		t.Errorf("the first read of a file allocates %.0f bytes, want well under a compressed block (%.0f): frame buffers are not shared by readers", perFile, framePerBlock)
 	}
 }

@@ -41,11 +41,6 @@ type Reader struct {
 	// take of the cache's pinning budget, given back by Close.
 	pinnedBytes int64
 
-	// frames recycles the buffers compressed blocks are read into: a
-	// block keeps only its decompressed bytes, and an iterator lives for
-	// one query, so without the pool every uncached block read would
-	// leave its compressed frame (~8 KiB) to the garbage collector.
-	frames sync.Pool // of *[]byte
 	// recycled holds released blocks for reuse: the cache's pool, shared
 	// by the store's readers, or the reader's own without a cache.
 	recycled *blockPool
@@ -413,6 +408,15 @@ func (ra *readahead) frame(r *Reader, off uint64, n int) ([]byte, error) {
 	return buf[:n:n], nil
 }
 
+// framePool recycles the buffers compressed blocks are read into, for
+// every Reader of the process: a block keeps only its decompressed bytes
+// and an iterator lives for one query, so without it every uncached block
+// read would leave its compressed frame (~8 KiB) to the garbage
+// collector. (One pool per Reader, as before, started empty for each file
+// and was emptied by collections, so a read of a file it had not read
+// since still allocated its frame.)
+var framePool sync.Pool // of *[]byte
+
 // loadBlockAhead is loadBlock reading through ra, if not nil.
 func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *readahead) (*loadedBlock, error) {
 	off := pg.blocks.fileOffs[i]
@@ -431,7 +435,7 @@ func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *reada
 			return nil, err
 		}
 	} else {
-		bufp, _ = r.frames.Get().(*[]byte)
+		bufp, _ = framePool.Get().(*[]byte)
 		if bufp == nil {
 			bufp = new([]byte)
 		}
@@ -440,7 +444,7 @@ func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *reada
 		}
 		frame = (*bufp)[:n]
 		if err := r.readAt(frame, off); err != nil {
-			r.frames.Put(bufp)
+			framePool.Put(bufp)
 			return nil, err
 		}
 	}
@@ -464,7 +468,7 @@ func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *reada
 		raw = append(dst, raw...)
 	}
 	if bufp != nil {
-		r.frames.Put(bufp)
+		framePool.Put(bufp)
 	}
 	if err != nil {
 		arena.free(mem)
