@@ -20,6 +20,17 @@ type compaction struct {
 	// (a TimeWindow table's tombstone compaction across windows).
 	splitByWindow bool
 	reason        string
+	// paced: a background compaction, whose output writes wait for
+	// Options.CompactionThroughput (compaction_pacer.go).
+	paced bool
+}
+
+// pace returns the function that paces c's output writes, or nil.
+func (c *compaction) pace(db *DB) func(n int) {
+	if !c.paced || db.pacer == nil {
+		return nil
+	}
+	return db.paceCompaction
 }
 
 // pickCompactionLocked chooses the most useful compaction of any table,

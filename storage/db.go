@@ -76,6 +76,10 @@ type DB struct {
 	lastApplyNanos atomic.Int64
 	walFailing     atomic.Bool
 
+	// pacer limits background compactions' output rate; nil without
+	// Options.CompactionThroughput.
+	pacer *compactionPacer
+
 	flushSignal   chan struct{}
 	compactSignal chan struct{}
 	closing       chan struct{}
@@ -122,6 +126,13 @@ func Open(dir string, opts Options) (*DB, error) {
 		closing:       make(chan struct{}),
 	}
 	db.cond = sync.NewCond(&db.mu)
+	if opts.CompactionThroughput > 0 {
+		burst := int64(compactionBurstBytes)
+		if opts.compactionBurstBytes != 0 {
+			burst = max(opts.compactionBurstBytes, 0)
+		}
+		db.pacer = newCompactionPacer(opts.CompactionThroughput, burst)
+	}
 	db.lastRewriteNanos = opts.schedulingClock.Now().UnixNano()
 	if opts.BlockCacheSize > 0 {
 		db.cache = sstable.NewCache(opts.BlockCacheSize)
