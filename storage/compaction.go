@@ -113,7 +113,15 @@ func (db *DB) runCompaction(c *compaction) error {
 // table whose SSTables hold deletions that may be purged is first
 // compacted as a whole, split by window, so that deletions meet the older
 // windows' data they delete (see pickTombstoneLocked).
+//
+// Compact is not paced by Options.CompactionThroughput, and while it runs
+// the background compactions it waits for are not paced either.
 func (db *DB) Compact(table string) error {
+	db.manualCompactions.Add(1)
+	defer db.manualCompactions.Add(-1)
+	if db.pacer != nil {
+		db.pacer.kick()
+	}
 	if err := db.compactAcrossWindows(table); err != nil {
 		return err
 	}

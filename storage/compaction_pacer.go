@@ -31,7 +31,9 @@ import (
 // small merge (a counts table's, a first-tier merge's first megabytes)
 // is not slowed, and a waiter is debited before it waits, so concurrent
 // compactions queue behind each other. Manual compactions (DB.Compact,
-// CompactAll) are not paced: their caller waits for them.
+// CompactAll) are not paced: their caller waits for them, and for the
+// background compactions of the table already running, which run unpaced
+// while a manual one is under way.
 //
 // A limit must never let compactions fall behind the flushes for good:
 // when a table holds half of StallSSTablesPerTable SSTables or more (the
@@ -157,8 +159,13 @@ func (db *DB) paceCompaction(n int) {
 }
 
 // compactionsBehind reports whether some table holds half of
-// StallSSTablesPerTable SSTables or more: compactions then run unpaced.
+// StallSSTablesPerTable SSTables or more, or a DB.Compact is under way
+// (it waits for the running compactions of its table): compactions then
+// run unpaced.
 func (db *DB) compactionsBehind() bool {
+	if db.manualCompactions.Load() > 0 {
+		return true
+	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.current == nil {

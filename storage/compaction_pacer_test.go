@@ -249,3 +249,31 @@ func TestManualCompactionIsNotPaced(t *testing.T) {
 		t.Fatalf("want one SSTable and no paced time:\n%s", m)
 	}
 }
+
+// TestManualCompactionHurriesThePacedOne checks that DB.Compact, which
+// waits for the running background compactions of its table, turns their
+// pacing off instead of waiting for it.
+func TestManualCompactionHurriesThePacedOne(t *testing.T) {
+	db := pacedTestDB(t, t.TempDir(), 48)
+	defer db.Close()
+	for i := 0; i < 4; i++ {
+		flushRows(t, db, i*100, 100)
+	}
+	waitFor(t, "the compaction of 4 SSTables to wait for the limit", func() bool { return db.Metrics().CompactionsPaced == 1 })
+	done := make(chan error, 1)
+	go func() { done <- db.Compact("t") }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("DB.Compact waited for the paced background compaction (at 1 byte/s it would take days)")
+	}
+	if m := db.Metrics(); m.Tables[0].SSTables != 1 || m.Compactions < 2 {
+		t.Fatalf("want the background compaction and the manual one done, one SSTable:\n%s", m)
+	}
+	if n := countRows(t, db); n != 400 {
+		t.Fatalf("%d rows, want 400", n)
+	}
+}

@@ -79,6 +79,10 @@ type DB struct {
 	// pacer limits background compactions' output rate; nil without
 	// Options.CompactionThroughput.
 	pacer *compactionPacer
+	// manualCompactions counts the DB.Compact calls under way: they turn
+	// pacing off (compactionsBehind), as they wait for the background
+	// compactions of their table.
+	manualCompactions atomic.Int32
 
 	flushSignal   chan struct{}
 	compactSignal chan struct{}
