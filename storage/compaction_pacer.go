@@ -171,11 +171,5 @@ func (db *DB) compactionsBehind() bool {
 	if db.current == nil {
 		return true
 	}
-	limit := max(db.opts.StallSSTablesPerTable/2, 1)
-	for _, list := range db.current.sstables {
-		if len(list) >= limit {
-			return true
-		}
-	}
-	return false
+	return db.compactionBacklogLocked(max(db.opts.StallSSTablesPerTable/2, 1))
 }

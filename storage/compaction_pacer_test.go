@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -275,5 +276,70 @@ func TestManualCompactionHurriesThePacedOne(t *testing.T) {
 	}
 	if n := countRows(t, db); n != 400 {
 		t.Fatalf("%d rows, want 400", n)
+	}
+}
+
+// TestClosedWindowsDoNotStallWrites: a TimeWindow table keeps one SSTable
+// per closed window until the window expires (the events table: an hour
+// window and a 7-day TTL, 168 of them), which no compaction can merge
+// away. They must count neither toward the write stall nor toward the
+// pacer's back-off, or after StallSSTablesPerTable hours of ingest every
+// write would stall for good. The active window's SSTables, and a closed
+// window's beyond its first, still count.
+func TestClosedWindowsDoNotStallWrites(t *testing.T) {
+	clock := &fakeClock{now: time.Date(2026, 11, 24, 0, 30, 0, 0, time.UTC)}
+	opts := DefaultOptions()
+	opts.Clock = clock
+	opts.StallSSTablesPerTable = 4
+	opts.DisableAutoCompaction = true
+	db, err := Open(t.TempDir(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.CreateTable(TableDef{Name: "w", Compaction: TimeWindow, WindowSeconds: 3600}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(i int) error {
+		timeout := 5 * time.Second
+		if i == 10 {
+			timeout = 100 * time.Millisecond // expected to stall
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		var b Batch
+		b.Put("w", []byte("p"), binary.BigEndian.AppendUint32(nil, uint32(i)), []byte("c"), []byte("v"), clock.Now().UnixMicro())
+		return db.Apply(ctx, &b)
+	}
+	// Six hours, one flush each: six SSTables in six windows, five closed.
+	for i := range 6 {
+		if err := put(i); err != nil {
+			t.Fatalf("write %d (hour %d, %d SSTables in as many windows): %v", i, i, db.Metrics().Tables[0].SSTables, err)
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if i < 5 {
+			clock.Advance(time.Hour)
+		}
+	}
+	if err := put(6); err != nil {
+		t.Fatalf("write after 6 windows of one SSTable each: %v", err)
+	}
+	if db.compactionsBehind() {
+		t.Fatal("the pacer backs off for closed windows of one SSTable each")
+	}
+	// Three more flushes in the active window: 4 SSTables compaction
+	// could merge, the stall count.
+	for i := 7; i < 10; i++ {
+		if err := put(i); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := put(10); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("write with 4 SSTables in the active window: %v, want a stall until the deadline", err)
 	}
 }

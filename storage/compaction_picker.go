@@ -210,6 +210,41 @@ func isFullyExpiredCandidate(h *sstHandle, gcBefore int64) bool {
 	return h.props.MaxLocalDeletionTime < gcBefore
 }
 
+// compactionBacklogLocked reports whether some table holds limit
+// SSTables or more that compaction could still merge away: every
+// SSTable, but in a TimeWindow table the first of each closed window,
+// which stays, alone, until the window expires (the events table, with
+// hour windows and a 7-day TTL, keeps 168). Counting those made every
+// write stall for good once a table held StallSSTablesPerTable windows.
+// It is the write stall's count (stallReasonLocked) and, at half of it,
+// the pacer's back-off (compactionsBehind). db.mu is held.
+func (db *DB) compactionBacklogLocked(limit int) bool {
+	var nowMicros int64
+	for id, list := range db.current.sstables {
+		if len(list) < limit {
+			continue
+		}
+		t := db.tablesByID[id]
+		if t == nil || t.def.Compaction != TimeWindow || t.def.WindowSeconds <= 0 {
+			return true
+		}
+		if nowMicros == 0 {
+			nowMicros = db.opts.Clock.Now().UnixMicro()
+		}
+		active := timeWindow(nowMicros, t.def.WindowSeconds)
+		closed := map[int64]bool{}
+		for _, h := range list {
+			if w := timeWindow(h.props.MaxTimestamp, t.def.WindowSeconds); w < active {
+				closed[w] = true
+			}
+		}
+		if len(list)-len(closed) >= limit {
+			return true
+		}
+	}
+	return false
+}
+
 // timeWindow returns the window index of a timestamp.
 func timeWindow(timestampMicros int64, windowSeconds int64) int64 {
 	w := windowSeconds * 1_000_000

@@ -641,10 +641,8 @@ func (db *DB) stallReasonLocked() string {
 	if len(db.current.imms) >= db.opts.MaxImmutableMemtables {
 		return "memtable"
 	}
-	for _, list := range db.current.sstables {
-		if len(list) >= db.opts.StallSSTablesPerTable {
-			return "sstables"
-		}
+	if db.compactionBacklogLocked(db.opts.StallSSTablesPerTable) {
+		return "sstables"
 	}
 	return ""
 }

@@ -80,7 +80,9 @@ type Options struct {
 	// flush before writers stall.
 	MaxImmutableMemtables int
 	// StallSSTablesPerTable is how many SSTables one table may have before
-	// writers stall until compaction catches up.
+	// writers stall until compaction catches up. A TimeWindow table's
+	// closed windows' first SSTables, which no compaction merges, do not
+	// count (compactionBacklogLocked).
 	StallSSTablesPerTable int
 	// BlockCacheSize bounds the cache of decompressed SSTable blocks.
 	// Decoded range tombstones of partitions with many of them are kept
