@@ -533,6 +533,10 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 	gcBefore := c.table.def.gcBefore(now)
 	var sources []cellSource
 	var members []int
+	copier, _ := w.(blockCopier)
+	if c.noBlockCopy {
+		copier = nil
+	}
 	for {
 		// The smallest partition key among the inputs.
 		var pk []byte
@@ -603,7 +607,30 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 		started := false
 		var added int64
 		merge := newMergingIter(sources, nil, false)
-		for merge.Next() {
+		// Blocks are copied only where nothing can be shadowed: a
+		// partition without deletions (cells shadow only their own key,
+		// which a copied block holds alone).
+		copyBlocks := copier != nil && del.IsEmpty()
+		for {
+			if copyBlocks {
+				n, err := copyBlock(merge, copier, now, func() error {
+					if started {
+						return nil
+					}
+					started = true
+					return w.StartPartition(pk, kept)
+				})
+				if err != nil {
+					return st, err
+				}
+				if n > 0 {
+					added += n
+					continue
+				}
+			}
+			if !merge.Next() {
+				break
+			}
 			cell := merge.Cell()
 			if del.Partition.Max(shadowing.Deletion(cell.Clustering)).Deletes(cell.Timestamp) {
 				st.shadowed++
@@ -644,6 +671,49 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 			}
 		}
 	}
+}
+
+// blockCopier is a compaction output that can take an input's data block
+// whole (*sstable.Writer).
+type blockCopier interface {
+	CopyBlock(s *sstable.Scanner) (bool, error)
+}
+
+// copyBlock copies the next data block of the merge's top source to out,
+// if the merge would pass it through unchanged: the source is at the
+// block's first cell, the whole block sorts before every other source's
+// next cell (so none of its cells meets another version, or a cell
+// tombstone, of its key), and every cell is live at now (so none is
+// purged; the caller has checked that the partition has no deletions
+// that could shadow one). start starts the output partition first. It
+// returns how many cells it copied: 0 when the caller must merge the next
+// cell itself (the writer may also decline a block, see
+// sstable.Writer.CopyBlock).
+func copyBlock(merge *mergingIter, out blockCopier, now int64, start func() error) (int64, error) {
+	src, next := merge.top()
+	ss, ok := src.(scannerSource)
+	if !ok {
+		return 0, nil
+	}
+	meta, ok := ss.s.BlockStart()
+	if !ok || (next != nil && bytes.Compare(meta.MaxClustering, next.Clustering) >= 0) {
+		return 0, nil
+	}
+	if !ss.s.BlockCells(func(c *base.Cell) bool { return c.IsLive(now) }) {
+		return 0, nil
+	}
+	if err := start(); err != nil {
+		return 0, err
+	}
+	copied, err := out.CopyBlock(ss.s)
+	if err != nil || !copied {
+		return 0, err
+	}
+	merge.skipTop()
+	if err := merge.Err(); err != nil {
+		return 0, err
+	}
+	return int64(meta.Cells), nil
 }
 
 // maxPurgeableTimestamp returns the smallest write timestamp that any

@@ -188,8 +188,9 @@ type fixedClock struct{ t time.Time }
 
 func (c fixedClock) Now() time.Time { return c.t }
 
-// benchActiveCompaction returns the compaction of every SSTable of table.
-func benchActiveCompaction(b *testing.B, db *DB, table string) *compaction {
+// benchActiveCompaction returns the compaction of every SSTable of table,
+// as one of its time window's active window.
+func benchActiveCompaction(b testing.TB, db *DB, table string) *compaction {
 	b.Helper()
 	db.mu.Lock()
 	defer db.mu.Unlock()

@@ -194,6 +194,29 @@ func (m *mergingIter) Next() bool {
 	return true
 }
 
+// top returns the source the next cell comes from and the smallest
+// next cell of the others (nil if there is none), without moving: a
+// compaction asks whether a whole block of the top source comes before
+// every other source's next cell, to copy it (copyBlock). Not with lazy
+// sources.
+func (m *mergingIter) top() (cellSource, *base.Cell) {
+	if len(m.heap) == 0 || m.err != nil || len(m.lazy) > 0 {
+		return nil, nil
+	}
+	switch {
+	case len(m.heap) == 1:
+		return m.heap[0], nil
+	case len(m.heap) == 2 || !m.less(m.heap[2], m.heap[1]):
+		return m.heap[0], m.heap[1].Cell()
+	default:
+		return m.heap[0], m.heap[2].Cell()
+	}
+}
+
+// skipTop moves the top source past what the caller took from it
+// directly (a copied block): its Next yields the cell after.
+func (m *mergingIter) skipTop() { m.advanceTop() }
+
 // Cell returns the current reconciled cell.
 func (m *mergingIter) Cell() *base.Cell { return &m.cell }
 
