@@ -115,7 +115,8 @@ func (g *activeWindowEvents) flush(b *testing.B, db *DB, table string, flushes, 
 // flushes each. "ordered" writes every flush strictly newer than the one
 // before in each partition; "jittered" has the harness's out-of-order and
 // late events. One op is one merge; cpu-ns/cell is the process's CPU per
-// input cell, MB/s the inputs' bytes. Run with:
+// input cell, MB/s the inputs' bytes, copied/block the share of the
+// inputs' data blocks the merge copied whole. Run with:
 //
 //	go test ./storage -run '^$' -bench ActiveWindowMerge -benchtime 20x
 func BenchmarkActiveWindowMerge(b *testing.B) {
@@ -154,6 +155,11 @@ func BenchmarkActiveWindowMerge(b *testing.B) {
 				cpu0 := processCPUTime(b)
 				n := 0
 				var outBytes int64
+				var copied int
+				blocks := int64(0)
+				for _, h := range c.inputs {
+					blocks += h.props.DataBlocks
+				}
 				for b.Loop() {
 					path := filepath.Join(dir, fmt.Sprintf("%d.sst", n))
 					f, err := vfs.Default.Create(path)
@@ -161,12 +167,14 @@ func BenchmarkActiveWindowMerge(b *testing.B) {
 						b.Fatal(err)
 					}
 					w := sstable.NewWriter(f, shortLived.writerOptions(c.table.codec))
-					if _, err := db.mergeInputs(c, w); err != nil {
+					cw := &countingCopier{Writer: w}
+					if _, err := db.mergeInputs(c, cw); err != nil {
 						b.Fatal(err)
 					}
 					if _, err := w.Finish(); err != nil {
 						b.Fatal(err)
 					}
+					copied = cw.copied
 					if fi, err := f.Stat(); err == nil {
 						outBytes = fi.Size()
 					}
@@ -179,6 +187,7 @@ func BenchmarkActiveWindowMerge(b *testing.B) {
 				b.ReportMetric(float64(processCPUTime(b)-cpu0)/float64(int64(n)*cells), "cpu-ns/cell")
 				b.ReportMetric(float64(inBytes)/float64(len(c.inputs)), "in-bytes/input")
 				b.ReportMetric(float64(outBytes)/float64(inBytes), "out/in")
+				b.ReportMetric(float64(copied)/float64(blocks), "copied/block")
 			})
 		}
 	}
