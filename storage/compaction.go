@@ -611,15 +611,16 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 		// partition without deletions (cells shadow only their own key,
 		// which a copied block holds alone).
 		copyBlocks := copier != nil && del.IsEmpty()
+		start := func() error {
+			if started {
+				return nil
+			}
+			started = true
+			return w.StartPartition(pk, kept)
+		}
 		for {
 			if copyBlocks {
-				n, err := copyBlock(merge, copier, now, func() error {
-					if started {
-						return nil
-					}
-					started = true
-					return w.StartPartition(pk, kept)
-				})
+				n, err := copyBlock(merge, copier, now, start)
 				if err != nil {
 					return st, err
 				}
@@ -690,13 +691,15 @@ type blockCopier interface {
 // cell itself (the writer may also decline a block, see
 // sstable.Writer.CopyBlock).
 func copyBlock(merge *mergingIter, out blockCopier, now int64, start func() error) (int64, error) {
-	src, next := merge.top()
-	ss, ok := src.(scannerSource)
+	ss, ok := merge.top().(scannerSource)
 	if !ok {
 		return 0, nil
 	}
 	meta, ok := ss.s.BlockStart()
-	if !ok || (next != nil && bytes.Compare(meta.MaxClustering, next.Clustering) >= 0) {
+	if !ok {
+		return 0, nil
+	}
+	if next := merge.otherNext(); next != nil && bytes.Compare(meta.MaxClustering, next.Clustering) >= 0 {
 		return 0, nil
 	}
 	if !ss.s.BlockCells(func(c *base.Cell) bool { return c.IsLive(now) }) {
