@@ -17,8 +17,8 @@ import (
 // activeWindowEvents writes flushes of events shaped as the all-in-one
 // stores loadtest's event stream: 20 types with Zipf(1.1) weights, one
 // hour partition per type ("ddmmyyhh|type"), TimeUUID DESC clustering
-// keys, a "data" cell of a ~200-byte JSON object and a "user" cell, a
-// 7-day TTL, write timestamps of 5 ms batches. Each flush is a second of
+// keys, a "data" cell of a ~200-byte JSON object and a "user" cell,
+// expiring 7 days after the event time, write timestamps of 5 ms batches. Each flush is a second of
 // events at perFlush a second. With jitter, 5% of the events are up to 2 s
 // older than their neighbours and 1% 1 to 90 minutes late (the harness's
 // defaults), so a partition's flushes overlap in clustering order; without
@@ -87,8 +87,12 @@ func (g *activeWindowEvents) flush(b *testing.B, db *DB, table string, flushes, 
 			data = append(data, `"}`...)
 			user := fmt.Appendf([]byte{byte(bucket.TypeText)}, "u%d", seq%10007)
 			p := []byte(pk.String())
-			batch.PutTTL(table, p, ck, []byte("data"), data, writeMicros, ttlSeconds)
-			batch.PutTTL(table, p, ck, []byte("user"), user, writeMicros, ttlSeconds)
+			// What is left of the TTL when the writer validates the
+			// event, as writer/event.go computes it: the cells expire
+			// at event time + TTL, each second its own expiry.
+			remaining := int32((eventTime.Add(ttlSeconds*time.Second).Sub(time.UnixMicro(writeMicros)) + time.Second - 1) / time.Second)
+			batch.PutTTL(table, p, ck, []byte("data"), data, writeMicros, remaining)
+			batch.PutTTL(table, p, ck, []byte("user"), user, writeMicros, remaining)
 			if batch.Len() >= 1000 {
 				if err := db.Apply(context.Background(), &batch); err != nil {
 					b.Fatal(err)

@@ -17,6 +17,18 @@ import (
 type TimeHistogram struct {
 	bins []histogramBin // ascending by at
 	last int            // index of the bin the previous Add went to
+	// absorbed says that the last value Add inserted, absorbedAt, was
+	// merged at once into the next bin (absorbedIn), which left the bins'
+	// times as they were: until another value is inserted, an Add of it
+	// would do exactly the same, and only counts it there. A writer adds
+	// the expiry of every cell, with a run of cells per second of event
+	// time; once the bins are full, a second whose neighbours are the
+	// closest pair was inserted and merged again for every cell of its
+	// run (a fifth of the all-in-one's flush and compaction CPU at 40,000
+	// events/s, BENCHMARKS.md s12-merge).
+	absorbed   bool
+	absorbedAt int64
+	absorbedIn int
 }
 
 type histogramBin struct {
@@ -39,6 +51,10 @@ func (h *TimeHistogram) Add(seconds int64) {
 		h.bins[h.last].count++
 		return
 	}
+	if h.absorbed && h.absorbedAt == at {
+		h.bins[h.absorbedIn].count++
+		return
+	}
 	i := sort.Search(len(h.bins), func(i int) bool { return h.bins[i].at >= at })
 	if i < len(h.bins) && h.bins[i].at == at {
 		h.bins[i].count++
@@ -49,14 +65,17 @@ func (h *TimeHistogram) Add(seconds int64) {
 	copy(h.bins[i+1:], h.bins[i:])
 	h.bins[i] = histogramBin{at: at, count: 1}
 	h.last = i
+	h.absorbed = false
 	if len(h.bins) > maxHistogramBins {
-		h.mergeClosest()
+		if h.mergeClosest() == i {
+			h.absorbed, h.absorbedAt, h.absorbedIn = true, at, i
+		}
 	}
 }
 
 // mergeClosest merges the two adjacent bins closest in time into the later
-// one's time.
-func (h *TimeHistogram) mergeClosest() {
+// one's time, and returns the index the earlier one had.
+func (h *TimeHistogram) mergeClosest() int {
 	best := 0
 	for i := 1; i+1 < len(h.bins); i++ {
 		if gap(h.bins[i], h.bins[i+1]) < gap(h.bins[best], h.bins[best+1]) {
@@ -66,6 +85,7 @@ func (h *TimeHistogram) mergeClosest() {
 	h.bins[best+1].count += h.bins[best].count
 	h.bins = append(h.bins[:best], h.bins[best+1:]...)
 	h.last = 0
+	return best
 }
 
 func gap(a, b histogramBin) uint64 { return uint64(b.at) - uint64(a.at) }
@@ -169,7 +189,9 @@ func (s *TombstoneStats) Droppable(nowSeconds, gcBefore int64) int64 {
 // clearHints drops the histograms' insertion hints, so that equal stats
 // compare equal whatever was added last.
 func (s *TombstoneStats) clearHints() {
-	s.Deletions.last, s.Expiring.last, s.ExpiringWritten.last = 0, 0, 0
+	for _, h := range []*TimeHistogram{&s.Deletions, &s.Expiring, &s.ExpiringWritten} {
+		h.last, h.absorbed, h.absorbedAt, h.absorbedIn = 0, false, 0, 0
+	}
 }
 
 // noteCell adds a cell to the stats.
