@@ -534,7 +534,7 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 	var sources []cellSource
 	var members []int
 	copier, _ := w.(blockCopier)
-	if c.noBlockCopy {
+	if c.noBlockCopy || (copier != nil && !copier.CopiesBlocks()) {
 		copier = nil
 	}
 	for {
@@ -677,6 +677,7 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 // blockCopier is a compaction output that can take an input's data block
 // whole (*sstable.Writer).
 type blockCopier interface {
+	CopiesBlocks() bool
 	CopyBlock(s *sstable.Scanner) (bool, error)
 }
 

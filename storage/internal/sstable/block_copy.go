@@ -42,6 +42,11 @@ func (s *Scanner) BlockCells(keep func(*base.Cell) bool) bool {
 	return true
 }
 
+// CopiesBlocks reports whether CopyBlock may copy anything into this
+// file: not into a zstd file, whose blocks are shaped and may be
+// compressed against its dictionary.
+func (w *Writer) CopiesBlocks() bool { return w.opts.Compression != CompressionZstd }
+
 // CopyBlock appends the scanner's current data block, whose first cell is
 // the scanner's current cell (BlockStart), to the current partition as
 // its stored frame, and moves the scanner past the block: its next
@@ -67,7 +72,7 @@ func (w *Writer) CopyBlock(s *Scanner) (bool, error) {
 	if !w.inPartition {
 		return false, fmt.Errorf("cannot copy block: no partition started")
 	}
-	if _, ok := s.BlockStart(); !ok || !w.dictDone || w.opts.Compression == CompressionZstd ||
+	if _, ok := s.BlockStart(); !ok || !w.dictDone || !w.CopiesBlocks() ||
 		s.r.props.FormatVersion != formatVersion {
 		return false, nil
 	}

@@ -6,7 +6,8 @@
 //
 // Surface:
 //
-//	NewWriter(f, WriterOptions)         StartPartition, Add, CopyBlock, EstimatedSize, Finish
+//	NewWriter(f, WriterOptions)         StartPartition, Add, CopiesBlocks, CopyBlock,
+//	                                    EstimatedSize, Finish
 //	Open(f, path, fileNum, *Cache)      *Reader: Properties, MayContain, FindPartition,
 //	                                    NewPartitionIter, NewScanner, Check, Close
 //	Scanner                             NextPartition, NextCell; BlockStart and
