@@ -7,6 +7,7 @@ package sstable
 // re-compressed cell by cell.
 
 import (
+	"encoding/binary"
 	"fmt"
 	"runtime"
 
@@ -104,8 +105,17 @@ func (w *Writer) CopyBlock(s *Scanner) (bool, error) {
 		s.has = false
 		return false, s.err
 	}
-	if c := Compression(frame[h.storedLen]); c != CompressionNone && c != w.opts.Compression {
+	c := Compression(frame[h.storedLen])
+	if c != CompressionNone && c != w.opts.Compression {
 		return false, nil
+	}
+	// The frame was verified when the block was decoded, but it may have
+	// been read again since (a cached block, or the read-ahead refilled):
+	// the new file must not take a frame whose bytes were not checked.
+	if got, want := binary.LittleEndian.Uint32(frame[h.storedLen+1:]), blockChecksum(frame[:h.storedLen], c); got != want {
+		s.err = s.r.wrapAt(s.pg.blocks.fileOffs[i], "data block", base.CorruptionErrorf("cannot verify block checksum: got %#08x, want %#08x", got, want))
+		s.has = false
+		return false, s.err
 	}
 	if !w.blk.empty() {
 		if err := w.flushBlock(true); err != nil {
@@ -132,10 +142,10 @@ func (w *Writer) CopyBlock(s *Scanner) (bool, error) {
 	w.cur.MinTimestamp = min(w.cur.MinTimestamp, h.meta.MinTimestamp)
 	w.cur.MaxTimestamp = max(w.cur.MaxTimestamp, h.meta.MaxTimestamp)
 	w.cur.MaxLocalDeletionTime = max(w.cur.MaxLocalDeletionTime, h.meta.MaxLocalDeletionTime)
-	var c base.Cell
+	var cell base.Cell
 	for j := range s.blk.len() {
-		s.blk.cell(j, &c)
-		w.countCell(&c)
+		s.blk.cell(j, &cell)
+		w.countCell(&cell)
 	}
 	s.ci = s.blk.len()
 

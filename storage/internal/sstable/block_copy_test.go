@@ -1,6 +1,7 @@
 package sstable
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -108,4 +109,40 @@ func dump(t *testing.T, r *Reader) string {
 		t.Fatal(err)
 	}
 	return string(out)
+}
+
+// TestCopyBlockVerifiesFrame damages a block's frame in the file after
+// the block was read into the cache: the scanner decodes it from the
+// cache, so only CopyBlock's own check of the frame it copies can see the
+// damage, which must be an error wrapping base.ErrCorruption, not a
+// damaged block in the new file.
+func TestCopyBlockVerifiesFrame(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	part := randomPartition(rng, []byte("p"), 300)
+	src, _ := writeTable(t, []testPartition{part}, WriterOptions{Compression: CompressionS2, BlockSize: 1 << 10})
+	r := openTable(t, src, NewCache(1<<20))
+	defer r.Close()
+	info, ok, err := r.FindPartition([]byte("p"))
+	if err != nil || !ok {
+		t.Fatalf("FindPartition: %v %v", ok, err)
+	}
+	it := r.NewPartitionIter(info, IterOptions{Start: base.Unbounded, End: base.Unbounded})
+	if n := len(collect(t, it)); n != len(part.cells) {
+		t.Fatalf("read %d cells, want %d", n, len(part.cells))
+	}
+	src.data[3] ^= 0x40 // in the first block's payload
+
+	w := NewWriter(&memFile{}, WriterOptions{Compression: CompressionS2, BlockSize: 1 << 10})
+	s := r.NewScanner()
+	defer s.Close()
+	if !s.NextPartition() || !s.NextCell() {
+		t.Fatalf("scanner: %v", s.Err())
+	}
+	if err := w.StartPartition([]byte("p"), liveDel()); err != nil {
+		t.Fatal(err)
+	}
+	copied, err := w.CopyBlock(s)
+	if copied || !errors.Is(err, base.ErrCorruption) {
+		t.Fatalf("CopyBlock of a damaged frame: copied %v, error %v; want an error wrapping base.ErrCorruption", copied, err)
+	}
 }
