@@ -64,8 +64,12 @@ func (w *Writer) CopiesBlocks() bool { return w.opts.Compression != CompressionZ
 // than a head block may be (headBlockSize); or the block being built
 // holds cells and the copied block would fit beside them (so a merge of
 // runs does not leave a small block at each run's end; the caller adds the
-// cells instead, and copies the next block). Otherwise the block being
-// built, if any, is written first.
+// cells instead, and copies the next block); or the block is larger
+// than this file's block size. Otherwise the block being built, if any,
+// is written first. A frame whose checksum does not match its bytes (it
+// is read again from the file, when its block came from the cache or the
+// read-ahead moved on) stops the scanner with an error wrapping
+// base.ErrCorruption.
 func (w *Writer) CopyBlock(s *Scanner) (bool, error) {
 	if err := w.usable("copy block"); err != nil {
 		return false, err
