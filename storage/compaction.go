@@ -502,7 +502,13 @@ func closeScanners(scanners []*sstable.Scanner) {
 }
 
 // scannerSource adapts one input's current partition to a cellSource.
-type scannerSource struct{ s *sstable.Scanner }
+// allLive says that every cell of the input is live at the compaction's
+// now (it holds no cell tombstone, and no expiry at or before now), so a
+// block copy need not look at its cells for purges (copyBlock).
+type scannerSource struct {
+	s       *sstable.Scanner
+	allLive bool
+}
 
 func (ss scannerSource) Next() bool       { return ss.s.NextCell() }
 func (ss scannerSource) Cell() *base.Cell { return ss.s.Cell() }
@@ -531,6 +537,10 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 	}
 	now := db.opts.Clock.Now().Unix()
 	gcBefore := c.table.def.gcBefore(now)
+	allLive := make([]bool, len(c.inputs))
+	for i, h := range c.inputs {
+		allLive[i] = h.props.TombstoneCells == 0 && h.props.MinLocalDeletionTime > now
+	}
 	var sources []cellSource
 	var members []int
 	copier, _ := w.(blockCopier)
@@ -556,7 +566,7 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 				info := s.Partition()
 				del.Partition = del.Partition.Max(info.Deletions.Partition)
 				del.Ranges = append(del.Ranges, info.Deletions.Ranges...)
-				sources = append(sources, scannerSource{s})
+				sources = append(sources, scannerSource{s: s, allLive: allLive[i]})
 				members = append(members, i)
 			}
 		}
@@ -685,7 +695,8 @@ type blockCopier interface {
 // if the merge would pass it through unchanged: the source is at the
 // block's first cell, the whole block sorts before every other source's
 // next cell (so none of its cells meets another version, or a cell
-// tombstone, of its key), and every cell is live at now (so none is
+// tombstone, of its key), and every cell is live at now (the input's
+// properties say so, or its cells are looked at; so none is
 // purged; the caller has checked that the partition has no deletions
 // that could shadow one). start starts the output partition first. It
 // returns how many cells it copied: 0 when the caller must merge the next
@@ -703,7 +714,7 @@ func copyBlock(merge *mergingIter, out blockCopier, now int64, start func() erro
 	if next := merge.otherNext(); next != nil && bytes.Compare(meta.MaxClustering, next.Clustering) >= 0 {
 		return 0, nil
 	}
-	if !ss.s.BlockCells(func(c *base.Cell) bool { return c.IsLive(now) }) {
+	if !ss.allLive && !ss.s.BlockCells(func(c *base.Cell) bool { return c.IsLive(now) }) {
 		return 0, nil
 	}
 	if err := start(); err != nil {
