@@ -692,7 +692,8 @@ type blockCopier interface {
 }
 
 // copyBlock copies the next data block of the merge's top source to out,
-// if the merge would pass it through unchanged: the source is at the
+// if the merge (forward, as a compaction's is) would pass it through
+// unchanged: the source is at the
 // block's first cell, the whole block sorts before every other source's
 // next cell (so none of its cells meets another version, or a cell
 // tombstone, of its key), and every cell is live at now (the input's
