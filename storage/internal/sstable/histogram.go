@@ -17,18 +17,26 @@ import (
 type TimeHistogram struct {
 	bins []histogramBin // ascending by at
 	last int            // index of the bin the previous Add went to
-	// absorbed says that the last value Add inserted, absorbedAt, was
-	// merged at once into the next bin (absorbedIn), which left the bins'
-	// times as they were: until another value is inserted, an Add of it
-	// would do exactly the same, and only counts it there. A writer adds
-	// the expiry of every cell, with a run of cells per second of event
-	// time; once the bins are full, a second whose neighbours are the
-	// closest pair was inserted and merged again for every cell of its
-	// run (a fifth of the all-in-one's flush and compaction CPU at 40,000
-	// events/s, BENCHMARKS.md s12-merge).
-	absorbed   bool
-	absorbedAt int64
-	absorbedIn int
+	// absorbed holds values Add inserted and then at once merged into
+	// the next bin (absorbed[i].in), which left the bins' times as they
+	// were: until a value is inserted that stays (the times change), an
+	// Add of one of them would do exactly the same, and only counts it in
+	// that bin. A writer adds the expiry of every expiring cell, with
+	// runs of cells per second of event time, alternating between two
+	// neighbouring seconds; once the bins were full, a second whose
+	// neighbours were the closest pair was inserted and merged again for
+	// every cell of its run (a fifth of the all-in-one's flush and
+	// compaction CPU at 40,000 events/s, BENCHMARKS.md s12-merge).
+	absorbed  [absorbedValues]absorbedValue
+	nAbsorbed int
+}
+
+// absorbedValues is how many absorbed values a TimeHistogram remembers.
+const absorbedValues = 4
+
+type absorbedValue struct {
+	at int64
+	in int
 }
 
 type histogramBin struct {
@@ -51,9 +59,11 @@ func (h *TimeHistogram) Add(seconds int64) {
 		h.bins[h.last].count++
 		return
 	}
-	if h.absorbed && h.absorbedAt == at {
-		h.bins[h.absorbedIn].count++
-		return
+	for _, a := range h.absorbed[:h.nAbsorbed] {
+		if a.at == at {
+			h.bins[a.in].count++
+			return
+		}
 	}
 	i := sort.Search(len(h.bins), func(i int) bool { return h.bins[i].at >= at })
 	if i < len(h.bins) && h.bins[i].at == at {
@@ -65,12 +75,21 @@ func (h *TimeHistogram) Add(seconds int64) {
 	copy(h.bins[i+1:], h.bins[i:])
 	h.bins[i] = histogramBin{at: at, count: 1}
 	h.last = i
-	h.absorbed = false
-	if len(h.bins) > maxHistogramBins {
-		if h.mergeClosest() == i {
-			h.absorbed, h.absorbedAt, h.absorbedIn = true, at, i
-		}
+	if len(h.bins) <= maxHistogramBins {
+		h.nAbsorbed = 0 // the times changed
+		return
 	}
+	if h.mergeClosest() != i {
+		h.nAbsorbed = 0
+		return
+	}
+	// Merged into the next bin, now at i: the times are as they were.
+	if h.nAbsorbed == absorbedValues {
+		copy(h.absorbed[:], h.absorbed[1:])
+		h.nAbsorbed--
+	}
+	h.absorbed[h.nAbsorbed] = absorbedValue{at: at, in: i}
+	h.nAbsorbed++
 }
 
 // mergeClosest merges the two adjacent bins closest in time into the later
@@ -190,7 +209,7 @@ func (s *TombstoneStats) Droppable(nowSeconds, gcBefore int64) int64 {
 // compare equal whatever was added last.
 func (s *TombstoneStats) clearHints() {
 	for _, h := range []*TimeHistogram{&s.Deletions, &s.Expiring, &s.ExpiringWritten} {
-		h.last, h.absorbed, h.absorbedAt, h.absorbedIn = 0, false, 0, 0
+		h.last, h.absorbed, h.nAbsorbed = 0, [absorbedValues]absorbedValue{}, 0
 	}
 }
 
