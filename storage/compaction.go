@@ -518,7 +518,13 @@ func closeScanners(scanners []*sstable.Scanner) {
 }
 
 // scannerSource adapts one input's current partition to a cellSource.
-type scannerSource struct{ s *sstable.Scanner }
+// allLive says that every cell of the input is live at the compaction's
+// now (it holds no cell tombstone, and no expiry at or before now), so a
+// block copy need not look at its cells for purges (copyBlock).
+type scannerSource struct {
+	s       *sstable.Scanner
+	allLive bool
+}
 
 func (ss scannerSource) Next() bool       { return ss.s.NextCell() }
 func (ss scannerSource) Cell() *base.Cell { return ss.s.Cell() }
@@ -547,8 +553,16 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 	}
 	now := db.opts.Clock.Now().Unix()
 	gcBefore := c.table.def.gcBefore(now)
+	allLive := make([]bool, len(c.inputs))
+	for i, h := range c.inputs {
+		allLive[i] = h.props.TombstoneCells == 0 && h.props.MinLocalDeletionTime > now
+	}
 	var sources []cellSource
 	var members []int
+	copier, _ := w.(blockCopier)
+	if c.noBlockCopy || (copier != nil && !copier.CopiesBlocks()) {
+		copier = nil
+	}
 	for {
 		// The smallest partition key among the inputs.
 		var pk []byte
@@ -568,7 +582,7 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 				info := s.Partition()
 				del.Partition = del.Partition.Max(info.Deletions.Partition)
 				del.Ranges = append(del.Ranges, info.Deletions.Ranges...)
-				sources = append(sources, scannerSource{s})
+				sources = append(sources, scannerSource{s: s, allLive: allLive[i]})
 				members = append(members, i)
 			}
 		}
@@ -619,7 +633,31 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 		started := false
 		var added int64
 		merge := newMergingIter(sources, nil, false)
-		for merge.Next() {
+		// Blocks are copied only where nothing can be shadowed: a
+		// partition without deletions (cells shadow only their own key,
+		// which a copied block holds alone).
+		copyBlocks := copier != nil && del.IsEmpty()
+		start := func() error {
+			if started {
+				return nil
+			}
+			started = true
+			return w.StartPartition(pk, kept)
+		}
+		for {
+			if copyBlocks {
+				n, err := copyBlock(merge, copier, now, start)
+				if err != nil {
+					return st, err
+				}
+				if n > 0 {
+					added += n
+					continue
+				}
+			}
+			if !merge.Next() {
+				break
+			}
 			cell := merge.Cell()
 			if del.Partition.Max(shadowing.Deletion(cell.Clustering)).Deletes(cell.Timestamp) {
 				st.shadowed++
@@ -660,6 +698,54 @@ func (db *DB) mergeInputs(c *compaction, w partitionSink) (compactionStats, erro
 			}
 		}
 	}
+}
+
+// blockCopier is a compaction output that can take an input's data block
+// whole (*sstable.Writer).
+type blockCopier interface {
+	CopiesBlocks() bool
+	CopyBlock(s *sstable.Scanner) (bool, error)
+}
+
+// copyBlock copies the next data block of the merge's top source to out,
+// if the merge (forward, as a compaction's is) would pass it through
+// unchanged: the source is at the
+// block's first cell, the whole block sorts before every other source's
+// next cell (so none of its cells meets another version, or a cell
+// tombstone, of its key), and every cell is live at now (the input's
+// properties say so, or its cells are looked at; so none is
+// purged; the caller has checked that the partition has no deletions
+// that could shadow one). start starts the output partition first. It
+// returns how many cells it copied: 0 when the caller must merge the next
+// cell itself (the writer may also decline a block, see
+// sstable.Writer.CopyBlock).
+func copyBlock(merge *mergingIter, out blockCopier, now int64, start func() error) (int64, error) {
+	ss, ok := merge.top().(scannerSource)
+	if !ok {
+		return 0, nil
+	}
+	meta, ok := ss.s.BlockStart()
+	if !ok {
+		return 0, nil
+	}
+	if next := merge.otherNext(); next != nil && bytes.Compare(meta.MaxClustering, next.Clustering) >= 0 {
+		return 0, nil
+	}
+	if !ss.allLive && !ss.s.BlockCells(func(c *base.Cell) bool { return c.IsLive(now) }) {
+		return 0, nil
+	}
+	if err := start(); err != nil {
+		return 0, err
+	}
+	copied, err := out.CopyBlock(ss.s)
+	if err != nil || !copied {
+		return 0, err
+	}
+	merge.skipTop()
+	if err := merge.Err(); err != nil {
+		return 0, err
+	}
+	return int64(meta.Cells), nil
 }
 
 // maxPurgeableTimestamp returns the smallest write timestamp that any

@@ -19,7 +19,10 @@ type compaction struct {
 	// splitByWindow writes one output per time window of the inputs
 	// (a TimeWindow table's tombstone compaction across windows).
 	splitByWindow bool
-	reason        string
+	// noBlockCopy merges every cell, never copying an input's block
+	// whole (copyBlock): for tests that pin the copy against the merge.
+	noBlockCopy bool
+	reason      string
 	// paced: a background compaction, whose output writes wait for
 	// Options.CompactionThroughput (compaction_pacer.go).
 	paced bool

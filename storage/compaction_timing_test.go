@@ -2,163 +2,247 @@ package storage
 
 import (
 	"context"
-	"io"
-	"log/slog"
+	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/eventide/eventide/bucket"
+	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/storage/internal/sstable"
+	"github.com/eventide/eventide/storage/vfs"
 )
 
-// BenchmarkPacedMerge runs the all-in-one's second-tier merge of the
-// active time window (four S2 SSTables of ~5.3 MB into one of ~21 MB, in
-// a TimeWindow table, as a background compaction) unlimited and under
-// Options.CompactionThroughput, and reports its wall time (merge-ms), its
-// CPU time (cpu-ms: the whole process's, which does nothing else) and
-// the share of a core it took while it ran (cores). Run with:
-//
-//	go test ./storage -run '^$' -bench PacedMerge -benchtime 1x
-func BenchmarkPacedMerge(b *testing.B) {
-	src := b.TempDir()
-	clock := &fakeClock{now: time.Date(2026, 11, 24, 12, 30, 0, 0, time.UTC)}
-	inBytes := writeMergeInputs(b, src, clock, 4, 5_300_000)
-	for _, limit := range []int64{0, 16 << 20, 8 << 20} {
-		b.Run("limit="+strconv.FormatInt(limit>>20, 10)+"MiB", func(b *testing.B) {
-			var wall, cpu time.Duration
-			var outBytes int64
-			for b.Loop() {
-				dir := b.TempDir()
-				copyDir(b, src, dir)
-				opts := DefaultOptions()
-				opts.Clock = clock
-				opts.CompactionThroughput = limit
-				done := make(chan struct{}, 1)
-				opts.Logger = slog.New(compactedHandler{done})
-				cpu0 := processCPUTime(b)
-				start := time.Now()
-				db, err := Open(dir, opts) // Open schedules the merge
-				if err != nil {
-					b.Fatal(err)
-				}
-				<-done
-				wall += time.Since(start)
-				cpu += time.Duration(processCPUTime(b) - cpu0)
-				outBytes = db.Metrics().CompactionWritten
-				if err := db.Close(); err != nil {
-					b.Fatal(err)
-				}
-			}
-			n := float64(b.N)
-			b.ReportMetric(wall.Seconds()*1000/n, "merge-ms")
-			b.ReportMetric(cpu.Seconds()*1000/n, "cpu-ms")
-			b.ReportMetric(cpu.Seconds()/wall.Seconds(), "cores")
-			b.ReportMetric(float64(inBytes)/1e6, "in-MB")
-			b.ReportMetric(float64(outBytes)/1e6, "out-MB")
-		})
-	}
+// activeWindowEvents writes flushes of events shaped as the all-in-one
+// stores loadtest's event stream: 20 types with Zipf(1.1) weights, one
+// hour partition per type ("ddmmyyhh|type"), TimeUUID DESC clustering
+// keys, a "data" cell of a ~200-byte JSON object and a "user" cell,
+// expiring 7 days after the event time, write timestamps of 5 ms batches. Each flush is a second of
+// events at perFlush a second. With jitter, 5% of the events are up to 2 s
+// older than their neighbours and 1% 1 to 90 minutes late (the harness's
+// defaults), so a partition's flushes overlap in clustering order; without
+// it every flush holds strictly newer rows of each partition.
+type activeWindowEvents struct {
+	rng    *rand.Rand
+	zipf   *rand.Zipf
+	jitter bool
+	seq    int
+	second int // flushes written so far
 }
 
-// writeMergeInputs writes n flushes of about size bytes each of events
-// (20 partitions, JSON values, newest first) into a TimeWindow table
-// "events" in dir, all in the window of clock's now, with automatic
-// compaction off, and returns their bytes.
-func writeMergeInputs(b *testing.B, dir string, clock *fakeClock, n int, size int64) int64 {
+func newActiveWindowEvents(jitter bool) *activeWindowEvents {
+	rng := rand.New(rand.NewPCG(12, 13))
+	return &activeWindowEvents{rng: rng, zipf: rand.NewZipf(rng, 1.1, 1, 19), jitter: jitter}
+}
+
+// flush writes flushes more flushes of perFlush events to table.
+func (g *activeWindowEvents) flush(b *testing.B, db *DB, clock *fakeClock, table string, flushes, perFlush int) {
 	b.Helper()
-	opts := DefaultOptions()
-	opts.Clock = clock
-	opts.DisableAutoCompaction = true
-	opts.WALSyncMode = WALPeriodic
-	opts.MemtableSize = 1 << 30
-	db, err := Open(dir, opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.CreateTable(TableDef{Name: "events", Compaction: TimeWindow}); err != nil {
-		b.Fatal(err)
-	}
-	rng := rand.New(rand.NewPCG(12, 12))
-	now := clock.Now().UnixMicro()
-	seq := 0
+	rng := g.rng
+	start := time.Date(2026, 11, 24, 15, 0, 10, 0, time.UTC)
 	var batch Batch
-	var total int64
-	for range n {
-		before := total
-		for total-before < size {
-			for range 2000 {
-				pk := []byte("24111212|type" + strconv.Itoa(seq%20))
-				batch.Put("events", pk, benchDeleteKey(seq), []byte("data"), benchEventJSON(rng, seq), now)
-				seq++
+	data := make([]byte, 0, 512)
+	const ttlSeconds = 7 * 24 * 3600
+	for range flushes {
+		f := g.second
+		g.second++
+		for i := range perFlush {
+			seq := g.seq
+			g.seq++
+			intended := start.Add(time.Duration(f)*time.Second + time.Duration(i)*time.Second/time.Duration(perFlush))
+			writeMicros := intended.Truncate(5 * time.Millisecond).Add(5 * time.Millisecond).UnixMicro()
+			eventTime := intended
+			if g.jitter {
+				switch u := rng.Float64(); {
+				case u < 0.01:
+					eventTime = eventTime.Add(-time.Minute - time.Duration(rng.Float64()*float64(89*time.Minute)))
+				case u < 0.06:
+					eventTime = eventTime.Add(-time.Duration(rng.Float64() * float64(2*time.Second)))
+				}
 			}
+			var node [8]byte
+			for j := range node {
+				node[j] = byte(rng.Uint32())
+			}
+			id, err := bucket.NewTimeUUID(eventTime, node)
+			if err != nil {
+				b.Fatal(err)
+			}
+			typ := fmt.Sprintf("type%02d", g.zipf.Uint64())
+			pk, err := bucket.PartitionKeyFor(id, typ, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ck, err := schema.AppendEventKey(nil, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			size := int(min(max(200*rng.ExpFloat64()*0.5+100, 64), 4096))
+			data = fmt.Appendf(append(data[:0], byte(bucket.TypeBlob)), `{"seq":%d,"pad":"`, seq)
+			fill := byte('a' + rng.IntN(26))
+			for len(data) < size {
+				data = append(data, fill)
+			}
+			data = append(data, `"}`...)
+			user := fmt.Appendf([]byte{byte(bucket.TypeText)}, "u%d", seq%10007)
+			p := []byte(pk.String())
+			// What is left of the TTL when the writer validates the
+			// event, as writer/event.go computes it: the cells expire
+			// at event time + TTL, each second its own expiry.
+			remaining := int32((eventTime.Add(ttlSeconds*time.Second).Sub(time.UnixMicro(writeMicros)) + time.Second - 1) / time.Second)
+			batch.PutTTL(table, p, ck, []byte("data"), data, writeMicros, remaining)
+			batch.PutTTL(table, p, ck, []byte("user"), user, writeMicros, remaining)
+			if batch.Len() >= 1000 {
+				// The engine dates expiries from its clock at Apply, as
+				// the all-in-one's does (its cells' expiries fall on
+				// either side of a second boundary).
+				clock.set(time.UnixMicro(writeMicros))
+				if err := db.Apply(context.Background(), &batch); err != nil {
+					b.Fatal(err)
+				}
+				batch.Reset()
+			}
+		}
+		if batch.Len() > 0 {
 			if err := db.Apply(context.Background(), &batch); err != nil {
 				b.Fatal(err)
 			}
 			batch.Reset()
-			// Estimate the flushed size from the memtable's: the
-			// S2 SSTable holds about 2/9 of it.
-			if mem := db.Metrics().MemtableBytes; mem*2/9 >= size {
-				break
-			}
 		}
 		if err := db.Flush(); err != nil {
 			b.Fatal(err)
 		}
-		m := db.Metrics()
-		total = m.Tables[0].Bytes
 	}
-	return total
 }
 
-func copyDir(b *testing.B, src, dst string) {
+// BenchmarkActiveWindowMerge merges the S2 SSTables of a time window's
+// active window into one S2 SSTable, as the all-in-one's size-tiered
+// compactions of its active window do: "tier1" four flushes of a second of
+// events at 38,000/s (about 1.3 MB each), "tier2" four merges of four such
+// flushes each. "ordered" writes every flush strictly newer than the one
+// before in each partition; "jittered" has the harness's out-of-order and
+// late events. One op is one merge; cpu-ns/cell is the process's CPU per
+// input cell, MB/s the inputs' bytes, copied/block the share of the
+// inputs' data blocks the merge copied whole. Run with:
+//
+//	go test ./storage -run '^$' -bench ActiveWindowMerge -benchtime 20x
+func BenchmarkActiveWindowMerge(b *testing.B) {
+	for _, tier := range []int{1, 2} {
+		for _, jitter := range []bool{false, true} {
+			name := fmt.Sprintf("tier%d/ordered", tier)
+			if jitter {
+				name = fmt.Sprintf("tier%d/jittered", tier)
+			}
+			b.Run(name, func(b *testing.B) {
+				clock := &fakeClock{now: time.Date(2026, 11, 24, 15, 0, 10, 0, time.UTC)}
+				db := openBenchDBWith(b, func(o *Options) { o.Clock = clock })
+				if err := db.CreateTable(TableDef{Name: "events", Compaction: TimeWindow, WindowSeconds: 3600}); err != nil {
+					b.Fatal(err)
+				}
+				const perFlush = 38_000
+				gen := newActiveWindowEvents(jitter)
+				if tier == 1 {
+					gen.flush(b, db, clock, "events", 4, perFlush)
+				} else {
+					merged := map[*sstHandle]bool{}
+					for range 4 {
+						gen.flush(b, db, clock, "events", 4, perFlush)
+						merged[benchMergeFlushes(b, db, "events", merged)] = true
+					}
+				}
+				c := benchActiveCompaction(b, db, "events")
+				var inBytes, cells int64
+				for _, h := range c.inputs {
+					inBytes += h.size
+					cells += h.props.Cells
+				}
+				dir := b.TempDir()
+				b.SetBytes(inBytes)
+				cpu0 := processCPUTime(b)
+				n := 0
+				var outBytes int64
+				var copied int
+				blocks := int64(0)
+				for _, h := range c.inputs {
+					blocks += h.props.DataBlocks
+				}
+				for b.Loop() {
+					path := filepath.Join(dir, fmt.Sprintf("%d.sst", n))
+					f, err := vfs.Default.Create(path)
+					if err != nil {
+						b.Fatal(err)
+					}
+					w := sstable.NewWriter(f, shortLived.writerOptions(c.table.codec))
+					cw := &countingCopier{Writer: w}
+					if _, err := db.mergeInputs(c, cw); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := w.Finish(); err != nil {
+						b.Fatal(err)
+					}
+					copied = cw.copied
+					if fi, err := f.Stat(); err == nil {
+						outBytes = fi.Size()
+					}
+					f.Close()
+					if err := vfs.Default.Remove(path); err != nil {
+						b.Fatal(err)
+					}
+					n++
+				}
+				b.ReportMetric(float64(processCPUTime(b)-cpu0)/float64(int64(n)*cells), "cpu-ns/cell")
+				b.ReportMetric(float64(inBytes)/float64(len(c.inputs)), "in-bytes/input")
+				b.ReportMetric(float64(outBytes)/float64(inBytes), "out/in")
+				b.ReportMetric(float64(copied)/float64(blocks), "copied/block")
+			})
+		}
+	}
+}
+
+// benchActiveCompaction returns the compaction of every SSTable of table,
+// as one of its time window's active window.
+func benchActiveCompaction(b testing.TB, db *DB, table string) *compaction {
 	b.Helper()
-	err := filepath.Walk(src, func(path string, fi os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		target := filepath.Join(dst, rel)
-		if fi.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		if fi.Name() == lockFileName {
-			return nil
-		}
-		in, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.Create(target)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
-	})
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	t, err := db.lookupTableLocked(table)
 	if err != nil {
 		b.Fatal(err)
 	}
+	in := append([]*sstHandle(nil), db.current.sstables[t.id]...)
+	return &compaction{table: t, inputs: in, intermediate: true, reason: "bench"}
 }
 
-// compactedHandler signals done at the engine's "compacted" log line, so
-// the benchmark waits for the merge without polling (whose wake-ups
-// would count in its CPU time).
-type compactedHandler struct{ done chan<- struct{} }
-
-func (h compactedHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h compactedHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h compactedHandler) WithGroup(string) slog.Handler            { return h }
-func (h compactedHandler) Handle(_ context.Context, r slog.Record) error {
-	if r.Message == "compacted" {
-		select {
-		case h.done <- struct{}{}:
-		default:
+// benchMergeFlushes compacts the table's SSTables that are not in merged
+// (its flushes since the last call) into one, as an active-window
+// compaction does, and returns it.
+func benchMergeFlushes(b *testing.B, db *DB, table string, merged map[*sstHandle]bool) *sstHandle {
+	b.Helper()
+	c := benchActiveCompaction(b, db, table)
+	in := c.inputs[:0]
+	for _, h := range c.inputs {
+		if !merged[h] {
+			in = append(in, h)
 		}
 	}
+	c.inputs = in
+	if err := db.compact(c); err != nil {
+		b.Fatal(err)
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for _, h := range db.current.sstables[c.table.id] {
+		if !merged[h] {
+			return h
+		}
+	}
+	b.Fatal("no merge output")
 	return nil
+}
+
+func (c *fakeClock) set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
 }

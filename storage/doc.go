@@ -61,9 +61,10 @@
 // stalls), flush.go, manifest.go, version.go (ref-counted snapshots),
 // snapshot.go and ingest.go (exports and ingests of SSTables), read.go
 // and merging_iter.go (slices), compaction.go and
-// compaction_picker.go (STCS, TWCS and tombstone compactions),
-// compaction_pacer.go (Options.CompactionThroughput: background
-// compactions wait between output chunks, holding no lock),
+// compaction_picker.go (STCS, TWCS and tombstone compactions; a merge
+// copies an input's data block whole where it would pass it through
+// unchanged), compaction_pacer.go (Options.CompactionThroughput:
+// background compactions wait between output chunks, holding no lock),
 // compaction_rewrite.go (S2-to-zstd rewrite of closed windows, when idle
 // and writes were quiet for a second, or rate-limited), metrics.go,
 // check.go, filenames.go; internal/base (cells, reconciliation, range

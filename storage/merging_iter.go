@@ -194,6 +194,34 @@ func (m *mergingIter) Next() bool {
 	return true
 }
 
+// top returns the source the next cell comes from, or nil: a compaction
+// asks whether a whole block of it comes before every other source's
+// next cell (otherNext), to copy the block (copyBlock). Not with lazy
+// sources.
+func (m *mergingIter) top() cellSource {
+	if len(m.heap) == 0 || m.err != nil || len(m.lazy) > 0 {
+		return nil
+	}
+	return m.heap[0]
+}
+
+// otherNext returns the smallest next cell of the sources but the top
+// one, or nil if there is none.
+func (m *mergingIter) otherNext() *base.Cell {
+	switch {
+	case len(m.heap) <= 1:
+		return nil
+	case len(m.heap) == 2 || !m.less(m.heap[2], m.heap[1]):
+		return m.heap[1].Cell()
+	default:
+		return m.heap[2].Cell()
+	}
+}
+
+// skipTop moves the top source past what the caller took from it
+// directly (a copied block): its Next yields the cell after.
+func (m *mergingIter) skipTop() { m.advanceTop() }
+
 // Cell returns the current reconciled cell.
 func (m *mergingIter) Cell() *base.Cell { return &m.cell }
 

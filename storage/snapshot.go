@@ -151,7 +151,7 @@ func mergeForExport(ctx context.Context, inputs []*sstHandle, sink *exportSink, 
 				info := sc.Partition()
 				del.Partition = del.Partition.Max(info.Deletions.Partition)
 				del.Ranges = append(del.Ranges, info.Deletions.Ranges...)
-				sources = append(sources, scannerSource{sc})
+				sources = append(sources, scannerSource{s: sc})
 				members = append(members, i)
 			}
 		}

@@ -6,9 +6,14 @@
 //
 // Surface:
 //
-//	NewWriter(f, WriterOptions)         StartPartition, Add, EstimatedSize, Finish
+//	NewWriter(f, WriterOptions)         StartPartition, Add, CopiesBlocks, CopyBlock,
+//	                                    EstimatedSize, Finish
 //	Open(f, path, fileNum, *Cache)      *Reader: Properties, MayContain, FindPartition,
 //	                                    NewPartitionIter, NewScanner, Check, Close
+//	Scanner                             NextPartition, NextCell; BlockStart and
+//	                                    BlockCells, for a compaction to hand a block it
+//	                                    passes through unchanged to Writer.CopyBlock,
+//	                                    which writes its frame as it is (block_copy.go)
 //	NewCache(bytes)                     shared LRU of decoded blocks and index pages
 //	                                    (nil = no cache)
 //

@@ -17,6 +17,26 @@ import (
 type TimeHistogram struct {
 	bins []histogramBin // ascending by at
 	last int            // index of the bin the previous Add went to
+	// absorbed holds values Add inserted and then at once merged into
+	// the next bin (absorbed[i].in), which left the bins' times as they
+	// were: until a value is inserted that stays (the times change), an
+	// Add of one of them would do exactly the same, and only counts it in
+	// that bin. A writer adds the expiry of every expiring cell, with
+	// runs of cells per second of event time, alternating between two
+	// neighbouring seconds; once the bins were full, a second whose
+	// neighbours were the closest pair was inserted and merged again for
+	// every cell of its run (a fifth of the all-in-one's flush and
+	// compaction CPU at 40,000 events/s, BENCHMARKS.md s12-merge).
+	absorbed  [absorbedValues]absorbedValue
+	nAbsorbed int
+}
+
+// absorbedValues is how many absorbed values a TimeHistogram remembers.
+const absorbedValues = 4
+
+type absorbedValue struct {
+	at int64
+	in int
 }
 
 type histogramBin struct {
@@ -39,6 +59,12 @@ func (h *TimeHistogram) Add(seconds int64) {
 		h.bins[h.last].count++
 		return
 	}
+	for _, a := range h.absorbed[:h.nAbsorbed] {
+		if a.at == at {
+			h.bins[a.in].count++
+			return
+		}
+	}
 	i := sort.Search(len(h.bins), func(i int) bool { return h.bins[i].at >= at })
 	if i < len(h.bins) && h.bins[i].at == at {
 		h.bins[i].count++
@@ -49,14 +75,26 @@ func (h *TimeHistogram) Add(seconds int64) {
 	copy(h.bins[i+1:], h.bins[i:])
 	h.bins[i] = histogramBin{at: at, count: 1}
 	h.last = i
-	if len(h.bins) > maxHistogramBins {
-		h.mergeClosest()
+	if len(h.bins) <= maxHistogramBins {
+		h.nAbsorbed = 0 // the times changed
+		return
 	}
+	if h.mergeClosest() != i {
+		h.nAbsorbed = 0
+		return
+	}
+	// Merged into the next bin, now at i: the times are as they were.
+	if h.nAbsorbed == absorbedValues {
+		copy(h.absorbed[:], h.absorbed[1:])
+		h.nAbsorbed--
+	}
+	h.absorbed[h.nAbsorbed] = absorbedValue{at: at, in: i}
+	h.nAbsorbed++
 }
 
 // mergeClosest merges the two adjacent bins closest in time into the later
-// one's time.
-func (h *TimeHistogram) mergeClosest() {
+// one's time, and returns the index the earlier one had.
+func (h *TimeHistogram) mergeClosest() int {
 	best := 0
 	for i := 1; i+1 < len(h.bins); i++ {
 		if gap(h.bins[i], h.bins[i+1]) < gap(h.bins[best], h.bins[best+1]) {
@@ -66,6 +104,7 @@ func (h *TimeHistogram) mergeClosest() {
 	h.bins[best+1].count += h.bins[best].count
 	h.bins = append(h.bins[:best], h.bins[best+1:]...)
 	h.last = 0
+	return best
 }
 
 func gap(a, b histogramBin) uint64 { return uint64(b.at) - uint64(a.at) }
@@ -169,7 +208,9 @@ func (s *TombstoneStats) Droppable(nowSeconds, gcBefore int64) int64 {
 // clearHints drops the histograms' insertion hints, so that equal stats
 // compare equal whatever was added last.
 func (s *TombstoneStats) clearHints() {
-	s.Deletions.last, s.Expiring.last, s.ExpiringWritten.last = 0, 0, 0
+	for _, h := range []*TimeHistogram{&s.Deletions, &s.Expiring, &s.ExpiringWritten} {
+		h.last, h.absorbed, h.nAbsorbed = 0, [absorbedValues]absorbedValue{}, 0
+	}
 }
 
 // noteCell adds a cell to the stats.

@@ -549,7 +549,13 @@ func (w *Writer) Add(c *base.Cell) error {
 		}
 	}
 	w.blk.add(c, sameRow)
+	w.noteCell(c, sameRow)
+	return nil
+}
 
+// noteCell records c, just written to the current partition, as its last
+// cell and in the partition's and the file's statistics.
+func (w *Writer) noteCell(c *base.Cell, sameRow bool) {
 	if !w.haveCell {
 		w.ckBufs[0] = append(w.ckBufs[0][:0], c.Clustering...)
 		w.cur.MinClustering = w.ckBufs[0]
@@ -563,6 +569,11 @@ func (w *Writer) Add(c *base.Cell) error {
 	w.cur.MinTimestamp = min(w.cur.MinTimestamp, c.Timestamp)
 	w.cur.MaxTimestamp = max(w.cur.MaxTimestamp, c.Timestamp)
 	w.cur.MaxLocalDeletionTime = max(w.cur.MaxLocalDeletionTime, cellMaxLDT(c))
+	w.countCell(c)
+}
+
+// countCell counts c in the file's properties.
+func (w *Writer) countCell(c *base.Cell) {
 	switch c.Kind {
 	case base.KindLive:
 		w.props.LiveCells++
@@ -577,7 +588,6 @@ func (w *Writer) Add(c *base.Cell) error {
 	}
 	w.props.Cells++
 	w.props.Tombstones.noteCell(c)
-	return nil
 }
 
 // EstimatedSize is the file size so far plus what is buffered, counting
