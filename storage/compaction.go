@@ -46,6 +46,7 @@ func (db *DB) compactionLoop() {
 				db.mu.Unlock()
 				break
 			}
+			c.paced = true
 			db.startCompactionLocked(c)
 			db.mu.Unlock()
 			go db.runCompaction(c) // a failure is recorded as the background error
@@ -53,7 +54,13 @@ func (db *DB) compactionLoop() {
 	}
 }
 
+// maybeScheduleCompaction wakes the compaction loop, and the compactions
+// waiting for the throughput limit, which look again whether pacing
+// still applies (a flush may have brought a table near the write stall).
 func (db *DB) maybeScheduleCompaction() {
+	if db.pacer != nil {
+		db.pacer.kick()
+	}
 	select {
 	case db.compactSignal <- struct{}{}:
 	default:
@@ -106,7 +113,15 @@ func (db *DB) runCompaction(c *compaction) error {
 // table whose SSTables hold deletions that may be purged is first
 // compacted as a whole, split by window, so that deletions meet the older
 // windows' data they delete (see pickTombstoneLocked).
+//
+// Compact is not paced by Options.CompactionThroughput, and while it runs
+// the background compactions it waits for are not paced either.
 func (db *DB) Compact(table string) error {
+	db.manualCompactions.Add(1)
+	defer db.manualCompactions.Add(-1)
+	if db.pacer != nil {
+		db.pacer.kick()
+	}
 	if err := db.compactAcrossWindows(table); err != nil {
 		return err
 	}
@@ -274,7 +289,7 @@ func (db *DB) compact(c *compaction) error {
 		if c.intermediate {
 			life = shortLived
 		}
-		out, err := db.writeSSTable(c.table, life, func(w *sstable.Writer) error {
+		out, err := db.writeSSTable(c.table, life, c.pace(db), func(w *sstable.Writer) error {
 			var err error
 			stats, err = db.mergeInputs(c, w)
 			return err
@@ -371,7 +386,7 @@ type partitionSink interface {
 // inputs (see windowSink), so a tombstone compaction that pulls older
 // windows' SSTables in keeps their data in their windows.
 func (db *DB) compactByWindow(c *compaction) ([]*sstHandle, compactionStats, error) {
-	ws := &windowSink{db: db, t: c.table, outputs: map[int64]*windowOutput{}}
+	ws := &windowSink{db: db, t: c.table, pace: c.pace(db), outputs: map[int64]*windowOutput{}}
 	for _, h := range c.inputs {
 		w := timeWindow(h.props.MaxTimestamp, c.table.def.WindowSeconds)
 		if _, ok := ws.outputs[w]; !ok {
@@ -430,6 +445,7 @@ type windowSink struct {
 	db      *DB
 	t       *tableState
 	life    sstableLife
+	pace    func(n int)
 	windows []int64 // input windows, ascending
 	outputs map[int64]*windowOutput
 	pk      []byte
@@ -448,7 +464,7 @@ func (ws *windowSink) output(timestampMicros int64) (*windowOutput, error) {
 	}
 	o := ws.outputs[ws.windows[i]]
 	if o.p == nil {
-		p, err := ws.db.createSSTable(ws.t, ws.life)
+		p, err := ws.db.createSSTable(ws.t, ws.life, ws.pace)
 		if err != nil {
 			return nil, err
 		}

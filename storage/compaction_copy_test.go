@@ -138,7 +138,7 @@ func copyRound(t *testing.T, rng *rand.Rand, codec string) (int, int) {
 	if len(c.inputs) == 0 {
 		return 0, 0
 	}
-	copyOut, err := db.createSSTable(c.table, shortLived)
+	copyOut, err := db.createSSTable(c.table, shortLived, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func copyRound(t *testing.T, rng *rand.Rand, codec string) (int, int) {
 
 	merged := *c
 	merged.noBlockCopy = true
-	mergeOut, err := db.createSSTable(c.table, shortLived)
+	mergeOut, err := db.createSSTable(c.table, shortLived, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,17 @@ type compaction struct {
 	// whole (copyBlock): for tests that pin the copy against the merge.
 	noBlockCopy bool
 	reason      string
+	// paced: a background compaction, whose output writes wait for
+	// Options.CompactionThroughput (compaction_pacer.go).
+	paced bool
+}
+
+// pace returns the function that paces c's output writes, or nil.
+func (c *compaction) pace(db *DB) func(n int) {
+	if !c.paced || db.pacer == nil {
+		return nil
+	}
+	return db.paceCompaction
 }
 
 // pickCompactionLocked chooses the most useful compaction of any table,
@@ -200,6 +211,41 @@ func (db *DB) pickExpiredLocked(t *tableState, free []*sstHandle, nowSeconds int
 // neither holds anything live for the other to shadow.
 func isFullyExpiredCandidate(h *sstHandle, gcBefore int64) bool {
 	return h.props.MaxLocalDeletionTime < gcBefore
+}
+
+// compactionBacklogLocked reports whether some table holds limit
+// SSTables or more that compaction could still merge away: every
+// SSTable, but in a TimeWindow table the first of each closed window,
+// which stays, alone, until the window expires (the events table, with
+// hour windows and a 7-day TTL, keeps 168). Counting those made every
+// write stall for good once a table held StallSSTablesPerTable windows.
+// It is the write stall's count (stallReasonLocked) and, at half of it,
+// the pacer's back-off (compactionsBehind). db.mu is held.
+func (db *DB) compactionBacklogLocked(limit int) bool {
+	var nowMicros int64
+	for id, list := range db.current.sstables {
+		if len(list) < limit {
+			continue
+		}
+		t := db.tablesByID[id]
+		if t == nil || t.def.Compaction != TimeWindow || t.def.WindowSeconds <= 0 {
+			return true
+		}
+		if nowMicros == 0 {
+			nowMicros = db.opts.Clock.Now().UnixMicro()
+		}
+		active := timeWindow(nowMicros, t.def.WindowSeconds)
+		closed := map[int64]bool{}
+		for _, h := range list {
+			if w := timeWindow(h.props.MaxTimestamp, t.def.WindowSeconds); w < active {
+				closed[w] = true
+			}
+		}
+		if len(list)-len(closed) >= limit {
+			return true
+		}
+	}
+	return false
 }
 
 // timeWindow returns the window index of a timestamp.

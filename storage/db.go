@@ -76,6 +76,14 @@ type DB struct {
 	lastApplyNanos atomic.Int64
 	walFailing     atomic.Bool
 
+	// pacer limits background compactions' output rate; nil without
+	// Options.CompactionThroughput.
+	pacer *compactionPacer
+	// manualCompactions counts the DB.Compact calls under way: they turn
+	// pacing off (compactionsBehind), as they wait for the background
+	// compactions of their table.
+	manualCompactions atomic.Int32
+
 	flushSignal   chan struct{}
 	compactSignal chan struct{}
 	closing       chan struct{}
@@ -122,6 +130,13 @@ func Open(dir string, opts Options) (*DB, error) {
 		closing:       make(chan struct{}),
 	}
 	db.cond = sync.NewCond(&db.mu)
+	if opts.CompactionThroughput > 0 {
+		burst := int64(compactionBurstBytes)
+		if opts.compactionBurstBytes != 0 {
+			burst = max(opts.compactionBurstBytes, 0)
+		}
+		db.pacer = newCompactionPacer(opts.CompactionThroughput, burst)
+	}
 	db.lastRewriteNanos = opts.schedulingClock.Now().UnixNano()
 	if opts.BlockCacheSize > 0 {
 		db.cache = sstable.NewCache(opts.BlockCacheSize)
@@ -626,10 +641,8 @@ func (db *DB) stallReasonLocked() string {
 	if len(db.current.imms) >= db.opts.MaxImmutableMemtables {
 		return "memtable"
 	}
-	for _, list := range db.current.sstables {
-		if len(list) >= db.opts.StallSSTablesPerTable {
-			return "sstables"
-		}
+	if db.compactionBacklogLocked(db.opts.StallSSTablesPerTable) {
+		return "sstables"
 	}
 	return ""
 }

@@ -63,7 +63,8 @@
 // and merging_iter.go (slices), compaction.go and
 // compaction_picker.go (STCS, TWCS and tombstone compactions; a merge
 // copies an input's data block whole where it would pass it through
-// unchanged),
+// unchanged), compaction_pacer.go (Options.CompactionThroughput:
+// background compactions wait between output chunks, holding no lock),
 // compaction_rewrite.go (S2-to-zstd rewrite of closed windows, when idle
 // and writes were quiet for a second, or rate-limited), metrics.go,
 // check.go, filenames.go; internal/base (cells, reconciliation, range

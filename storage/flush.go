@@ -64,7 +64,7 @@ func (db *DB) flush(imm *immMemtable) error {
 		db.mu.Lock()
 		t := db.tablesByID[tableID]
 		db.mu.Unlock()
-		h, err := db.writeSSTable(t, shortLived, func(w *sstable.Writer) error { return writeMemtable(w, imm.mem, tableID) })
+		h, err := db.writeSSTable(t, shortLived, nil, func(w *sstable.Writer) error { return writeMemtable(w, imm.mem, tableID) })
 		if err != nil {
 			for _, h := range added {
 				h.discard()
@@ -200,13 +200,19 @@ const dictionaryBlockSize = 16 << 10
 // does the same.
 const sstableBytesPerSync = 1 << 20
 
-// syncEvery syncs a file each time every more bytes were written to it.
+// syncEvery syncs a file each time every more bytes were written to it,
+// and, with pace, lets pace hold each write back first (a background
+// compaction's output, DB.paceCompaction).
 type syncEvery struct {
 	vfs.File
 	every, unsynced int
+	pace            func(n int)
 }
 
 func (s *syncEvery) Write(p []byte) (int, error) {
+	if s.pace != nil {
+		s.pace(len(p))
+	}
 	n, err := s.File.Write(p)
 	s.unsynced += n
 	if err == nil && s.unsynced >= s.every {
@@ -219,9 +225,10 @@ func (s *syncEvery) Write(p []byte) (int, error) {
 // writeSSTable writes a new SSTable for table t with fill, compressed for
 // its expected life, syncs it and opens it. The file is written under a
 // temporary name and renamed, so a crash never leaves a half-written file
-// under a live-looking name.
-func (db *DB) writeSSTable(t *tableState, life sstableLife, fill func(*sstable.Writer) error) (*sstHandle, error) {
-	p, err := db.createSSTable(t, life)
+// under a live-looking name. pace, when not nil, is called before each
+// write to the file with its length (compaction_pacer.go).
+func (db *DB) writeSSTable(t *tableState, life sstableLife, pace func(n int), fill func(*sstable.Writer) error) (*sstHandle, error) {
+	p, err := db.createSSTable(t, life, pace)
 	if err != nil {
 		return nil, err
 	}
@@ -241,8 +248,9 @@ type pendingSSTable struct {
 	w       *sstable.Writer
 }
 
-// createSSTable starts a new SSTable of table t: finish or abort it.
-func (db *DB) createSSTable(t *tableState, life sstableLife) (*pendingSSTable, error) {
+// createSSTable starts a new SSTable of table t: finish or abort it. pace
+// is as writeSSTable's.
+func (db *DB) createSSTable(t *tableState, life sstableLife, pace func(n int)) (*pendingSSTable, error) {
 	db.mu.Lock()
 	fileNum := db.manifest.NextFileNum
 	db.manifest.NextFileNum++
@@ -260,7 +268,7 @@ func (db *DB) createSSTable(t *tableState, life sstableLife) (*pendingSSTable, e
 	}
 	wopts.DictionarySampleSize = db.opts.dictionarySampleSize
 	wopts.CreatedAtSeconds = db.opts.Clock.Now().Unix()
-	w := sstable.NewWriter(&syncEvery{File: f, every: sstableBytesPerSync}, wopts)
+	w := sstable.NewWriter(&syncEvery{File: f, every: sstableBytesPerSync, pace: pace}, wopts)
 	return &pendingSSTable{t: t, fileNum: fileNum, path: path, f: f, w: w}, nil
 }
 

@@ -90,7 +90,7 @@ func (db *DB) Ingest(files []IngestSSTable, b *Batch) (err error) {
 			db.mu.Lock()
 			t := db.tablesByID[tableID]
 			db.mu.Unlock()
-			h, err := db.writeSSTable(t, longLived, func(w *sstable.Writer) error { return writeMemtable(w, mem, tableID) })
+			h, err := db.writeSSTable(t, longLived, nil, func(w *sstable.Writer) error { return writeMemtable(w, mem, tableID) })
 			if err != nil {
 				return err
 			}

@@ -65,6 +65,9 @@ type metaConfig struct {
 	// default); with it, the run must end with SSTables that have a
 	// dictionary (format version 5), so reads go through them.
 	dictionary int
+	// compactionThroughput and compactionBurst pace the background
+	// compactions (Options.CompactionThroughput).
+	compactionThroughput, compactionBurst int64
 }
 
 var metaConfigs = []metaConfig{
@@ -75,6 +78,10 @@ var metaConfigs = []metaConfig{
 	// Small blocks compressed against each file's zstd dictionary, cut
 	// from its first 1 KiB of data blocks (the engine's 32 KiB needs
 	// more data than the sequence writes).
+	// Background compactions paced at 256 KiB/s with a 4 KiB burst:
+	// most of their writes wait, and manual compactions meet them.
+	{name: "paced-s2-twcs", memtableSize: 8 << 10, blockSize: 1 << 10, codec: "s2", strategy: TimeWindow, cacheSize: 64 << 10, autoCompact: true,
+		compactionThroughput: 256 << 10, compactionBurst: 4 << 10},
 	{name: "512b-blocks-zstd-dictionary", memtableSize: 32 << 10, blockSize: 512, codec: "zstd", strategy: SizeTiered, cacheSize: 16 << 10, autoCompact: true, dictionary: 1 << 10},
 }
 
@@ -168,6 +175,8 @@ func runMeta(t *testing.T, seed uint64, cfg metaConfig, ops []metaOp) []string {
 	opts.StallSSTablesPerTable = 1 << 20
 	opts.DisableAutoCompaction = !cfg.autoCompact
 	opts.dictionarySampleSize = cfg.dictionary
+	opts.CompactionThroughput = cfg.compactionThroughput
+	opts.compactionBurstBytes = cfg.compactionBurst
 	opts.SSTableDictionary = cfg.dictionary > 0
 	open := func() *DB {
 		db, err := Open(dir, opts)
@@ -185,6 +194,7 @@ func runMeta(t *testing.T, seed uint64, cfg metaConfig, ops []metaOp) []string {
 	db := open()
 	defer func() { db.Close() }()
 	var out []string
+	var paced time.Duration // across reopens
 	for i, o := range ops {
 		var b Batch
 		var err error
@@ -208,6 +218,7 @@ func runMeta(t *testing.T, seed uint64, cfg metaConfig, ops []metaOp) []string {
 		case "compactall":
 			err = db.CompactAll()
 		case "reopen":
+			paced += db.Metrics().CompactionPacedTime
 			if err = db.Close(); err == nil {
 				db = open()
 			}
@@ -226,6 +237,9 @@ func runMeta(t *testing.T, seed uint64, cfg metaConfig, ops []metaOp) []string {
 	}
 	if err := db.Check(); err != nil {
 		t.Fatalf("seed %d, config %s: check: %v", seed, cfg.name, err)
+	}
+	if paced += db.Metrics().CompactionPacedTime; cfg.compactionThroughput > 0 && paced == 0 {
+		t.Fatalf("seed %d, config %s: no compaction waited for the throughput limit", seed, cfg.name)
 	}
 	if cfg.dictionary > 0 {
 		if n := sstablesWithDictionary(t, opts.FS, dir); n == 0 {

@@ -26,9 +26,12 @@ type metrics struct {
 	compactedOut, purgedTombs    atomic.Int64
 	droppedSSTables              atomic.Int64
 	stalls, stallNanos           atomic.Int64
-	reads, readTombstones        atomic.Int64
-	readLiveCells, readBlocks    atomic.Int64
-	readSSTables, readSSTSkips   atomic.Int64
+	// pacedNanos is the time background compactions waited for the
+	// throughput limit; pacedWaiting how many wait now.
+	pacedNanos, pacedWaiting   atomic.Int64
+	reads, readTombstones      atomic.Int64
+	readLiveCells, readBlocks  atomic.Int64
+	readSSTables, readSSTSkips atomic.Int64
 	// memtableMapped is the memtable arena mapped from the OS, outside
 	// the Go heap (memtable.NewAccounted).
 	memtableMapped                atomic.Int64
@@ -138,6 +141,7 @@ func (c *collector) counters() []counterDesc {
 		d("eventide_storage_compaction_written_bytes_total", "SSTable bytes written by compactions.", &m.compactedOut, 1),
 		d("eventide_storage_purged_tombstones_total", "Tombstones and expired cells purged after gc_grace.", &m.purgedTombs, 1),
 		d("eventide_storage_expired_sstables_dropped_total", "Fully expired SSTables dropped whole.", &m.droppedSSTables, 1),
+		d("eventide_storage_compaction_paced_seconds_total", "Time background compactions waited for the compaction throughput limit.", &m.pacedNanos, 1e-9),
 		d("eventide_storage_write_stalls_total", "Writes that waited for flushes or compactions.", &m.stalls, 1),
 		d("eventide_storage_write_stall_seconds_total", "Time writers spent stalled.", &m.stallNanos, 1e-9),
 		d("eventide_storage_reads_total", "Slice reads.", &m.reads, 1),
@@ -247,10 +251,15 @@ type Metrics struct {
 	CompactionWritten int64
 	PurgedTombstones  int64
 	DroppedSSTables   int64
-	WriteStalls       int64
-	WriteStallTime    time.Duration
-	Reads             int64
-	TombstonesRead    int64
+	// CompactionPacedTime is the time background compactions waited for
+	// Options.CompactionThroughput, in all (a compaction that waits
+	// 100 ms adds 100 ms); CompactionsPaced how many wait now.
+	CompactionPacedTime time.Duration
+	CompactionsPaced    int
+	WriteStalls         int64
+	WriteStallTime      time.Duration
+	Reads               int64
+	TombstonesRead      int64
 	// BlockCacheHits and BlockCacheMisses count lookups of decompressed
 	// blocks in the block cache (Options.BlockCacheSize; zeros without
 	// one); BlockCacheBytes is what it holds (decoded blocks and index
@@ -281,6 +290,7 @@ func (db *DB) Metrics() Metrics {
 		Compactions: m.compactions.Load(), CompactionRead: m.compactedIn.Load(), CompactionWritten: m.compactedOut.Load(),
 		PurgedTombstones: m.purgedTombs.Load(), DroppedSSTables: m.droppedSSTables.Load(),
 		WriteStalls: m.stalls.Load(), WriteStallTime: time.Duration(m.stallNanos.Load()),
+		CompactionPacedTime: time.Duration(m.pacedNanos.Load()), CompactionsPaced: int(m.pacedWaiting.Load()),
 		Reads: m.reads.Load(), TombstonesRead: m.readTombstones.Load(),
 		WALBytes: db.walBytes(), MemtableMappedBytes: m.memtableMapped.Load(),
 		WALSyncTime: time.Duration(m.walSyncNanos.Load()),
@@ -364,8 +374,8 @@ func (m Metrics) String() string {
 	for _, t := range m.Tables {
 		fmt.Fprintf(&b, "%-24s %-12s %8d %12d %10d %12d %10d %10d\n", t.Name, t.Compaction, t.SSTables, t.Bytes, t.Partitions, t.Cells, t.Tombstones, t.Compacting)
 	}
-	fmt.Fprintf(&b, "wal: %d bytes | memtables: %d bytes (%d mapped), %d frozen | block cache: %d of %d bytes (%d mapped) | batches %d, wal syncs %d (%s), %d segments reused | flushes %d | compactions %d (read %d, wrote %d bytes, purged %d tombstones, dropped %d expired sstables) | stalls %d (%s) | reads %d (%d tombstones)\n",
+	fmt.Fprintf(&b, "wal: %d bytes | memtables: %d bytes (%d mapped), %d frozen | block cache: %d of %d bytes (%d mapped) | batches %d, wal syncs %d (%s), %d segments reused | flushes %d | compactions %d (read %d, wrote %d bytes, purged %d tombstones, dropped %d expired sstables, paced %s) | stalls %d (%s) | reads %d (%d tombstones)\n",
 		m.WALBytes, m.MemtableBytes, m.MemtableMappedBytes, m.FrozenMemtables, m.BlockCacheBytes, m.BlockCacheCapacity, m.BlockCacheMappedBytes, m.Batches, m.WALSyncs, m.WALSyncTime.Round(time.Millisecond), m.WALSegmentsReused, m.Flushes, m.Compactions, m.CompactionRead, m.CompactionWritten,
-		m.PurgedTombstones, m.DroppedSSTables, m.WriteStalls, m.WriteStallTime.Round(time.Millisecond), m.Reads, m.TombstonesRead)
+		m.PurgedTombstones, m.DroppedSSTables, m.CompactionPacedTime.Round(time.Millisecond), m.WriteStalls, m.WriteStallTime.Round(time.Millisecond), m.Reads, m.TombstonesRead)
 	return b.String()
 }

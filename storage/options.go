@@ -80,7 +80,9 @@ type Options struct {
 	// flush before writers stall.
 	MaxImmutableMemtables int
 	// StallSSTablesPerTable is how many SSTables one table may have before
-	// writers stall until compaction catches up.
+	// writers stall until compaction catches up. A TimeWindow table's
+	// closed windows' first SSTables, which no compaction merges, do not
+	// count (compactionBacklogLocked).
 	StallSSTablesPerTable int
 	// BlockCacheSize bounds the cache of decompressed SSTable blocks.
 	// Decoded range tombstones of partitions with many of them are kept
@@ -101,6 +103,17 @@ type Options struct {
 	SSTableDictionary bool
 	// CompactionConcurrency bounds how many compactions run at once.
 	CompactionConcurrency int
+	// CompactionThroughput limits the bytes per second that background
+	// compactions write, all together (Cassandra's compaction_throughput):
+	// a compaction waits between two 256 KiB chunks of its output, holding
+	// no lock, so a large merge is spread over time instead of taking a
+	// whole core while the writer and the reads need it. 2 MiB pass at
+	// once after an idle time, so small merges are not slowed; a table
+	// holding half of StallSSTablesPerTable SSTables or more turns pacing
+	// off until compactions have caught up; Close cuts a wait short;
+	// DB.Compact and CompactAll are never paced. 0 (the default) means
+	// unlimited. See compaction_pacer.go and BENCHMARKS.md (s12-throttle).
+	CompactionThroughput int64
 	// DisableAutoCompaction stops compactions from starting by themselves;
 	// DB.Compact and DB.CompactAll still work. For tests and benchmarks.
 	DisableAutoCompaction bool
@@ -117,6 +130,10 @@ type Options struct {
 	// (0: its default, 32 KiB), for tests whose files are too small for
 	// a dictionary (the metamorphic test).
 	dictionarySampleSize int
+	// compactionBurstBytes replaces compactionBurstBytes (the bytes a
+	// paced compaction writes at once after an idle time) when above 0,
+	// and makes it 0 when negative, for tests.
+	compactionBurstBytes int64
 	// schedulingClock times background work that is about the machine,
 	// not the data: how long writes have been quiet, how often a busy
 	// engine may rewrite a window (compaction_rewrite.go). It is the

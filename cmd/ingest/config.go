@@ -36,13 +36,16 @@ type config struct {
 	NATSListen string
 	// NATS is how to connect to --nats-url: its URL (NATSURL) and the
 	// authentication and TLS flags natsconn defines.
-	NATS            natsconn.Options
-	Types           *schema.EventTypes
-	WALSync         storage.WALSyncMode
-	LogLevel        slog.Level
-	LogFormat       string
-	ShutdownTimeout time.Duration
-	HTTP            httpflags.Guards
+	NATS    natsconn.Options
+	Types   *schema.EventTypes
+	WALSync storage.WALSyncMode
+	// CompactionThroughputMiB is storage.Options.CompactionThroughput in
+	// MiB per second; 0: unlimited.
+	CompactionThroughputMiB int
+	LogLevel                slog.Level
+	LogFormat               string
+	ShutdownTimeout         time.Duration
+	HTTP                    httpflags.Guards
 	// Tail bounds the live tail (/v1/events/stream).
 	Tail  tail.Options
 	Shard shardConfig
@@ -167,6 +170,9 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	walSync := &cli.Choice{Value: "sync", Choices: []string{"sync", "periodic"}}
 	fs.Var(walSync, "wal-sync",
 		"`mode` of WAL durability: sync (fsync before JetStream is acked) or periodic (fsync every 100ms; a crash may lose the last interval)")
+	c.CompactionThroughputMiB = int(storage.DefaultOptions().CompactionThroughput >> 20)
+	fs.Var(cli.Int{N: &c.CompactionThroughputMiB, Lo: 0, Hi: 1 << 20}, "compaction-throughput",
+		"`MiB` per second that background compactions may write, all together, so a large merge is spread instead of taking a core from the writer and the reads; 0: unlimited")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	logFormat := &cli.Choice{Value: "text", Choices: []string{"text", "json"}}
 	fs.Var(logFormat, "log-format", "log `format`: text or json")

@@ -66,6 +66,36 @@ func TestConfigFlagBeatsEnv(t *testing.T) {
 	}
 }
 
+// TestConfigCompactionThroughput: --compaction-throughput (MiB/s) and its
+// variable set storage.Options.CompactionThroughput's value; 0, the
+// default, is unlimited; negative is refused.
+func TestConfigCompactionThroughput(t *testing.T) {
+	c, err := parseConfig(nil, envFrom(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CompactionThroughputMiB != 0 {
+		t.Fatalf("default --compaction-throughput %d, want 0 (unlimited)", c.CompactionThroughputMiB)
+	}
+	c, err = parseConfig([]string{"--compaction-throughput", "16"}, envFrom(map[string]string{"EVENTIDE_COMPACTION_THROUGHPUT": "8"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CompactionThroughputMiB != 16 {
+		t.Fatalf("--compaction-throughput 16 gave %d", c.CompactionThroughputMiB)
+	}
+	c, err = parseConfig(nil, envFrom(map[string]string{"EVENTIDE_COMPACTION_THROUGHPUT": "8"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CompactionThroughputMiB != 8 {
+		t.Fatalf("EVENTIDE_COMPACTION_THROUGHPUT=8 gave %d", c.CompactionThroughputMiB)
+	}
+	if _, err := parseConfig([]string{"--compaction-throughput", "-1"}, envFrom(nil), io.Discard); err == nil {
+		t.Fatal("--compaction-throughput -1 accepted")
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	tests := []struct {
 		args []string

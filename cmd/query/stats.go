@@ -76,6 +76,8 @@ func addMetrics(sum *storage.Metrics, m storage.Metrics) {
 	sum.CompactionWritten += m.CompactionWritten
 	sum.PurgedTombstones += m.PurgedTombstones
 	sum.DroppedSSTables += m.DroppedSSTables
+	sum.CompactionPacedTime += m.CompactionPacedTime
+	sum.CompactionsPaced += m.CompactionsPaced
 	sum.WriteStalls += m.WriteStalls
 	sum.WriteStallTime += m.WriteStallTime
 	sum.Reads += m.Reads

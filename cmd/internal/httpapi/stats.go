@@ -58,13 +58,16 @@ type StorageStats struct {
 	CompactionWrittenBytes int64        `json:"compaction_written_bytes"`
 	PurgedTombstones       int64        `json:"purged_tombstones"`
 	DroppedSSTables        int64        `json:"dropped_sstables"`
-	WriteStalls            int64        `json:"write_stalls"`
-	WriteStallSeconds      float64      `json:"write_stall_seconds"`
-	Reads                  int64        `json:"reads"`
-	TombstonesRead         int64        `json:"tombstones_read"`
-	BlockCacheHits         int64        `json:"block_cache_hits"`
-	BlockCacheMisses       int64        `json:"block_cache_misses"`
-	BlockCacheBytes        int64        `json:"block_cache_bytes"`
+	// CompactionPacedSeconds is the time background compactions waited
+	// for the compaction throughput limit (--compaction-throughput).
+	CompactionPacedSeconds float64 `json:"compaction_paced_seconds"`
+	WriteStalls            int64   `json:"write_stalls"`
+	WriteStallSeconds      float64 `json:"write_stall_seconds"`
+	Reads                  int64   `json:"reads"`
+	TombstonesRead         int64   `json:"tombstones_read"`
+	BlockCacheHits         int64   `json:"block_cache_hits"`
+	BlockCacheMisses       int64   `json:"block_cache_misses"`
+	BlockCacheBytes        int64   `json:"block_cache_bytes"`
 	// BlockCacheHitRatio is hits / (hits + misses), absent before the
 	// first lookup.
 	BlockCacheHitRatio *float64 `json:"block_cache_hit_ratio,omitempty"`
@@ -121,7 +124,8 @@ func StorageStatsOf(m storage.Metrics) StorageStats {
 		WALBytes:        m.WALBytes, Batches: m.Batches, WALSyncs: m.WALSyncs, Flushes: m.Flushes,
 		Compactions: m.Compactions, CompactionReadBytes: m.CompactionRead, CompactionWrittenBytes: m.CompactionWritten,
 		PurgedTombstones: m.PurgedTombstones, DroppedSSTables: m.DroppedSSTables,
-		WriteStalls: m.WriteStalls, WriteStallSeconds: m.WriteStallTime.Seconds(),
+		CompactionPacedSeconds: m.CompactionPacedTime.Seconds(),
+		WriteStalls:            m.WriteStalls, WriteStallSeconds: m.WriteStallTime.Seconds(),
 		Reads: m.Reads, TombstonesRead: m.TombstonesRead,
 		BlockCacheHits: m.BlockCacheHits, BlockCacheMisses: m.BlockCacheMisses, BlockCacheBytes: m.BlockCacheBytes,
 	}
