@@ -47,34 +47,70 @@ const (
 	maxEncodedEventData = 1 << 10
 )
 
-// appendEvent appends the JSON of e as a.appendEvent does, from the
-// remembered encoding when e is unchanged since it was made.
-func (c *encodedEvents) appendEvent(dst []byte, a *api, e *schema.Event) []byte {
-	if len(e.Data) > maxEncodedEventData {
-		return a.appendEvent(dst, e)
+// appendEvents appends the JSON of events, comma-separated, as
+// a.appendEvent does each, from the remembered encodings of those
+// unchanged since they were made. It looks every event up under one lock
+// and remembers the new encodings under a second: taking the lock twice
+// per event, as a 50-event answer did, was a third of this cache's cost
+// (BENCHMARKS.md, session s12-split).
+func (c *encodedEvents) appendEvents(dst []byte, a *api, events []schema.Event) []byte {
+	var stack [64]*encodedEvent
+	found := stack[:0]
+	if len(events) > len(stack) {
+		found = make([]*encodedEvent, 0, len(events))
 	}
 	c.mu.Lock()
-	ee := c.cur[e.ID]
-	if ee == nil {
-		if ee = c.old[e.ID]; ee != nil && ee.matches(e) {
-			c.putLocked(e.ID, ee)
+	for i := range events {
+		e := &events[i]
+		var ee *encodedEvent
+		if len(e.Data) <= maxEncodedEventData {
+			if ee = c.cur[e.ID]; ee == nil {
+				if ee = c.old[e.ID]; ee != nil && ee.matches(e) {
+					c.putLocked(e.ID, ee)
+				}
+			}
+		}
+		found = append(found, ee)
+	}
+	c.mu.Unlock()
+	made := 0
+	for i := range events {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		e := &events[i]
+		if ee := found[i]; ee != nil && ee.matches(e) {
+			dst = append(dst, ee.json...)
+			found[i] = nil
+			continue
+		}
+		start := len(dst)
+		dst = a.appendEvent(dst, e)
+		found[i] = nil
+		if len(e.Data) <= maxEncodedEventData {
+			found[i] = newEncodedEvent(e, dst[start:])
+			made++
 		}
 	}
-	c.mu.Unlock()
-	if ee != nil && ee.matches(e) {
-		return append(dst, ee.json...)
+	if made > 0 {
+		c.mu.Lock()
+		for i, ee := range found {
+			if ee != nil {
+				c.putLocked(events[i].ID, ee)
+			}
+		}
+		c.mu.Unlock()
 	}
-	start := len(dst)
-	dst = a.appendEvent(dst, e)
-	// One allocation holds the data and the JSON.
-	buf := make([]byte, 0, len(e.Data)+len(dst)-start)
-	buf = append(buf, e.Data...)
-	buf = append(buf, dst[start:]...)
-	ee = &encodedEvent{typ: e.Type, user: e.User, author: e.Author, data: buf[:len(e.Data):len(e.Data)], json: buf[len(e.Data):]}
-	c.mu.Lock()
-	c.putLocked(e.ID, ee)
-	c.mu.Unlock()
 	return dst
+}
+
+// newEncodedEvent remembers e and its JSON; one allocation holds the data
+// and the JSON.
+func newEncodedEvent(e *schema.Event, json []byte) *encodedEvent {
+	buf := make([]byte, 0, len(e.Data)+len(json))
+	buf = append(buf, e.Data...)
+	buf = append(buf, json...)
+	return &encodedEvent{typ: e.Type, user: e.User, author: e.Author, data: buf[:len(e.Data):len(e.Data)], json: buf[len(e.Data):]}
 }
 
 func (c *encodedEvents) putLocked(id uuid.UUID, ee *encodedEvent) {

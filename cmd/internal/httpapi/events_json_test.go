@@ -165,6 +165,17 @@ func BenchmarkEventsResponse(b *testing.B) {
 			b.SetBytes(int64(len(buf)))
 		}
 	})
+	// "append again parallel": as "append again", from every P at
+	// once, as concurrent requests share the remembered encodings.
+	b.Run("append again parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			var buf []byte
+			for pb.Next() {
+				buf = a.appendEventsResponse(buf[:0], events, "", "", fresh)
+			}
+		})
+	})
 }
 
 // FuzzValidJSON holds validJSON to json.Valid, and scanJSON's "spaced"
