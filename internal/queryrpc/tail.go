@@ -377,6 +377,8 @@ func (r *TailRelay) Feed(b *tail.Broadcaster) {
 func (r *TailRelay) receive(msg *nats.Msg) {
 	evs, err := decodeTailBatch(r.decoded[:0], msg.Data, &r.types)
 	r.decoded = evs
+	// The events alias msg.Data: drop them once pending holds them.
+	defer clear(r.decoded)
 	if err != nil {
 		r.mu.Lock()
 		r.bad++
@@ -393,7 +395,6 @@ func (r *TailRelay) receive(msg *nats.Msg) {
 		r.pending = append(r.pending, heldEvent{e: e, at: now})
 	}
 	r.mu.Unlock()
-	clear(r.decoded) // the data alias msg.Data; pending holds them now
 }
 
 func (r *TailRelay) run() {
