@@ -104,6 +104,19 @@ func TestWriteOnce(t *testing.T) {
 				t.Errorf("%s: still holding %d bytes after the answer", path, s.heldAfter)
 			}
 		}
+		// HEAD: the headers alone, then the connection serves on.
+		for range 2 {
+			req, _ := http.NewRequest(http.MethodHead, srv.URL+"/large", nil)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			<-got
+			if resp.ContentLength != int64(len(large)) {
+				t.Errorf("holding %v: HEAD Content-Length %d, want %d", holding, resp.ContentLength, len(large))
+			}
+		}
 		srv.Close()
 	}
 }
