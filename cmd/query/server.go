@@ -71,9 +71,11 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	var root switchHandler
 	root.set(httpapi.StartingHandler(func() string { return *s.step.Load() }))
 	s.httpSrv = &http.Server{Handler: &root, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		ErrorLog: slog.NewLogLogger(logger.With("component", "http").Handler(), slog.LevelWarn)}
+		ErrorLog: slog.NewLogLogger(logger.With("component", "http").Handler(), slog.LevelWarn),
+		// Large answers leave in one write (httpapi/sendonce.go).
+		ConnContext: httpapi.ConnContext}
 	go func() {
-		if err := s.httpSrv.Serve(s.httpLn); !errors.Is(err, http.ErrServerClosed) {
+		if err := s.httpSrv.Serve(httpapi.HoldingListener(s.httpLn)); !errors.Is(err, http.ErrServerClosed) {
 			s.fail(fmt.Errorf("HTTP server stopped: %w", err))
 		}
 	}()

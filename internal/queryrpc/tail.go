@@ -1,6 +1,7 @@
 package queryrpc
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -74,9 +75,11 @@ func appendTailBatch(dst []byte, evs []tail.Event) []byte {
 }
 
 // decodeTailBatch decodes a tail message, appending its events to dst;
-// their fields alias src. Anything but a version 1 batch of at least one
+// their data aliases src. Anything but a version 1 batch of at least one
 // event, in increasing sequence order, is an error wrapping ErrBadMessage.
-func decodeTailBatch(dst []tail.Event, src []byte) ([]tail.Event, error) {
+// types, when not nil, gives each event's type string (typeNames.name),
+// so that a relay does not allocate one per event.
+func decodeTailBatch(dst []tail.Event, src []byte, types *typeNames) ([]tail.Event, error) {
 	d := decoder{b: src, what: "tail batch"}
 	d.version(tailBatchV1)
 	n := d.int("event count")
@@ -98,7 +101,7 @@ func decodeTailBatch(dst []tail.Event, src []byte) ([]tail.Event, error) {
 			copy(e.ID[:], d.b)
 			d.b = d.b[len(e.ID):]
 		}
-		e.Type = string(d.bytes("type"))
+		e.Type = types.name(d.bytes("type"))
 		e.User = string(d.bytes("user"))
 		e.Author = string(d.bytes("author"))
 		e.Data = d.bytes("data")
@@ -110,6 +113,33 @@ func decodeTailBatch(dst []tail.Event, src []byte) ([]tail.Event, error) {
 		return dst, err
 	}
 	return dst, nil
+}
+
+// typeNames interns the event types of tail messages: a deployment has
+// few, and a relay decodes tens of thousands of events a second. At most
+// maxTypeNames are kept; past that, names are allocated each time. Not
+// safe for concurrent use (a relay decodes on its subscription's
+// goroutine).
+type typeNames struct{ m map[string]string }
+
+const maxTypeNames = 4096
+
+// name returns b as a string; a nil *typeNames allocates it.
+func (t *typeNames) name(b []byte) string {
+	if t == nil {
+		return string(b)
+	}
+	if s, ok := t.m[string(b)]; ok {
+		return s
+	}
+	s := string(b)
+	if t.m == nil {
+		t.m = make(map[string]string)
+	}
+	if len(t.m) < maxTypeNames {
+		t.m[s] = s
+	}
+	return s
 }
 
 // DefaultTailCoalesce is how long a TailPublisher gathers stored
@@ -282,10 +312,17 @@ type TailRelay struct {
 	logger *slog.Logger
 	sub    *nats.Subscription
 
-	mu      sync.Mutex
+	// decoded and types are receive's: NATS calls it on one goroutine.
+	decoded []tail.Event
+	types   typeNames
+
+	mu sync.Mutex
+	// pending are the held events in arrival order (each node's in its
+	// order, the nodes' interleaved); release sorts those it publishes.
 	pending []heldEvent
-	late    uint64 // events published out of order
-	bad     uint64 // messages refused as malformed
+	order   []heldOrder // release's scratch
+	late    uint64      // events published out of order
+	bad     uint64      // messages refused as malformed
 	stop    chan struct{}
 	done    chan struct{}
 }
@@ -293,6 +330,13 @@ type TailRelay struct {
 type heldEvent struct {
 	e  tail.Event
 	at time.Time
+}
+
+// heldOrder is a pending event's place in the release order: by sequence,
+// then by arrival.
+type heldOrder struct {
+	seq uint64
+	i   int
 }
 
 // StartTailRelay subscribes to every node's tail subject. It holds what
@@ -331,7 +375,10 @@ func (r *TailRelay) Feed(b *tail.Broadcaster) {
 }
 
 func (r *TailRelay) receive(msg *nats.Msg) {
-	evs, err := decodeTailBatch(nil, msg.Data)
+	evs, err := decodeTailBatch(r.decoded[:0], msg.Data, &r.types)
+	r.decoded = evs
+	// The events alias msg.Data: drop them once pending holds them.
+	defer clear(r.decoded)
 	if err != nil {
 		r.mu.Lock()
 		r.bad++
@@ -386,25 +433,37 @@ func (r *TailRelay) release(now time.Time, out []tail.Event) []tail.Event {
 	if cutoff == 0 {
 		return out
 	}
-	slices.SortStableFunc(r.pending, func(a, b heldEvent) int {
-		switch {
-		case a.e.Seq < b.e.Seq:
-			return -1
-		case a.e.Seq > b.e.Seq:
-			return 1
+	// Sort what goes out, not the whole of pending, and by a small key:
+	// sorting the held events themselves (120 bytes each) every tick was
+	// most of the relay's CPU.
+	order := r.order[:0]
+	for i := range r.pending {
+		if s := r.pending[i].e.Seq; s <= cutoff {
+			order = append(order, heldOrder{seq: s, i: i})
 		}
-		return 0
+	}
+	slices.SortFunc(order, func(a, b heldOrder) int {
+		if c := cmp.Compare(a.seq, b.seq); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.i, b.i)
 	})
 	newest := r.b.Stats().NewestSeq
-	n := 0
-	for n < len(r.pending) && r.pending[n].e.Seq <= cutoff {
-		if r.pending[n].e.Seq < newest {
+	for _, o := range order {
+		if o.seq < newest {
 			r.late++
 		}
-		out = append(out, r.pending[n].e)
-		n++
+		out = append(out, r.pending[o.i].e)
 	}
-	r.pending = slices.Delete(r.pending, 0, n)
+	r.order = order
+	kept := r.pending[:0]
+	for i := range r.pending {
+		if r.pending[i].e.Seq > cutoff {
+			kept = append(kept, r.pending[i])
+		}
+	}
+	clear(r.pending[len(kept):])
+	r.pending = kept
 	return out
 }
 

@@ -477,5 +477,5 @@ func (a *api) writeBody(w http.ResponseWriter, r *http.Request, body []byte) {
 	// A known length spares the chunked encoding of bodies past the
 	// server's 4 KiB buffer.
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.Write(body)
+	writeOnce(w, r, body)
 }

@@ -28,6 +28,8 @@
 //	stats := httpapi.StatsFunc(func(ctx context.Context) (httpapi.Stats, error) { ... }) // optional: /v1/stats
 //	lt := tail.New(tail.Options{}, checkpoint)     // optional: /v1/events/stream; writer.Config.OnStored = lt.WriterHook()
 //	h, err := httpapi.NewHandler(httpapi.Config{Reader: r, DeadLetters: dl, Health: health, Registry: reg, Freshness: fresh, Stats: stats, Tail: lt})
+//	srv := &http.Server{Handler: h, ConnContext: httpapi.ConnContext} // optional, with
+//	srv.Serve(httpapi.HoldingListener(ln))                            // large answers in one write (sendonce.go)
 //
 // Invariants:
 //   - Every error response is application/problem+json (RFC 9457) whose

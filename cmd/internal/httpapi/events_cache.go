@@ -28,13 +28,18 @@ import (
 // dropped; an entry found in the old one moves to the current one.
 type encodedEvents struct {
 	mu       sync.Mutex
-	cur, old map[uuid.UUID]*encodedEvent
+	cur, old map[uuid.UUID]encodedEvent
 }
 
-// encodedEvent is one event's fields as read and its JSON.
+// encodedEvent is one event's fields as read and its JSON, in one buffer:
+// type, user, author, data, then the JSON. A lookup reads the map's slot
+// and this buffer, one after the other in memory: with the fields in
+// allocations of their own (the strings were the decoded reply's), a
+// remembered event cost about as much as encoding it again, in cache
+// misses (BENCHMARKS.md, session s12-split).
 type encodedEvent struct {
-	typ, user, author string
-	data, json        []byte
+	buf                              []byte // nil: none
+	userAt, authorAt, dataAt, jsonAt uint32
 }
 
 const (
@@ -47,43 +52,90 @@ const (
 	maxEncodedEventData = 1 << 10
 )
 
-// appendEvent appends the JSON of e as a.appendEvent does, from the
-// remembered encoding when e is unchanged since it was made.
-func (c *encodedEvents) appendEvent(dst []byte, a *api, e *schema.Event) []byte {
-	if len(e.Data) > maxEncodedEventData {
-		return a.appendEvent(dst, e)
+// appendEvents appends the JSON of events, comma-separated, as
+// a.appendEvent does each, from the remembered encodings of those
+// unchanged since they were made. It looks every event up under one lock
+// and remembers the new encodings under a second: taking the lock twice
+// per event, as a 50-event answer did, was a third of this cache's cost
+// (BENCHMARKS.md, session s12-split).
+func (c *encodedEvents) appendEvents(dst []byte, a *api, events []schema.Event) []byte {
+	var stack [64]encodedEvent
+	found := stack[:0]
+	if len(events) > len(stack) {
+		found = make([]encodedEvent, 0, len(events))
 	}
 	c.mu.Lock()
-	ee := c.cur[e.ID]
-	if ee == nil {
-		if ee = c.old[e.ID]; ee != nil && ee.matches(e) {
-			c.putLocked(e.ID, ee)
+	for i := range events {
+		e := &events[i]
+		var ee encodedEvent
+		if len(e.Data) <= maxEncodedEventData {
+			ok := false
+			if ee, ok = c.cur[e.ID]; !ok {
+				if ee, ok = c.old[e.ID]; ok && ee.matches(e) {
+					c.putLocked(e.ID, ee)
+				}
+			}
+		}
+		found = append(found, ee)
+	}
+	c.mu.Unlock()
+	made := 0
+	for i := range events {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		e := &events[i]
+		if ee := &found[i]; ee.buf != nil && ee.matches(e) {
+			dst = append(dst, ee.json()...)
+			ee.buf = nil
+			continue
+		}
+		start := len(dst)
+		dst = a.appendEvent(dst, e)
+		found[i] = encodedEvent{}
+		if len(e.Data) <= maxEncodedEventData {
+			found[i] = newEncodedEvent(e, dst[start:])
+			made++
 		}
 	}
-	c.mu.Unlock()
-	if ee != nil && ee.matches(e) {
-		return append(dst, ee.json...)
+	if made > 0 {
+		c.mu.Lock()
+		for i := range found {
+			if found[i].buf != nil {
+				c.putLocked(events[i].ID, found[i])
+			}
+		}
+		c.mu.Unlock()
 	}
-	start := len(dst)
-	dst = a.appendEvent(dst, e)
-	// One allocation holds the data and the JSON.
-	buf := make([]byte, 0, len(e.Data)+len(dst)-start)
-	buf = append(buf, e.Data...)
-	buf = append(buf, dst[start:]...)
-	ee = &encodedEvent{typ: e.Type, user: e.User, author: e.Author, data: buf[:len(e.Data):len(e.Data)], json: buf[len(e.Data):]}
-	c.mu.Lock()
-	c.putLocked(e.ID, ee)
-	c.mu.Unlock()
 	return dst
 }
 
-func (c *encodedEvents) putLocked(id uuid.UUID, ee *encodedEvent) {
+// newEncodedEvent remembers e and its JSON, in one allocation.
+func newEncodedEvent(e *schema.Event, json []byte) encodedEvent {
+	buf := make([]byte, 0, len(e.Type)+len(e.User)+len(e.Author)+len(e.Data)+len(json))
+	buf = append(buf, e.Type...)
+	ee := encodedEvent{userAt: uint32(len(buf))}
+	buf = append(buf, e.User...)
+	ee.authorAt = uint32(len(buf))
+	buf = append(buf, e.Author...)
+	ee.dataAt = uint32(len(buf))
+	buf = append(buf, e.Data...)
+	ee.jsonAt = uint32(len(buf))
+	ee.buf = append(buf, json...)
+	return ee
+}
+
+func (c *encodedEvents) putLocked(id uuid.UUID, ee encodedEvent) {
 	if len(c.cur) >= maxEncodedEvents || c.cur == nil {
-		c.old, c.cur = c.cur, make(map[uuid.UUID]*encodedEvent, maxEncodedEvents)
+		c.old, c.cur = c.cur, make(map[uuid.UUID]encodedEvent, maxEncodedEvents)
 	}
 	c.cur[id] = ee
 }
 
 func (ee *encodedEvent) matches(e *schema.Event) bool {
-	return ee.typ == e.Type && ee.user == e.User && ee.author == e.Author && bytes.Equal(ee.data, e.Data)
+	b := ee.buf
+	return string(b[:ee.userAt]) == e.Type && string(b[ee.userAt:ee.authorAt]) == e.User &&
+		string(b[ee.authorAt:ee.dataAt]) == e.Author && bytes.Equal(b[ee.dataAt:ee.jsonAt], e.Data)
 }
+
+func (ee *encodedEvent) json() []byte { return ee.buf[ee.jsonAt:] }

@@ -51,12 +51,14 @@ func TestEncodedEventsBounded(t *testing.T) {
 			t.Fatalf("after %d events, %d remembered, more than %d", i+1, n, 2*maxEncodedEvents)
 		}
 	}
-	if a.encoded.cur[kept.ID] == nil {
+	if _, ok := a.encoded.cur[kept.ID]; !ok {
 		t.Errorf("the event answered with every page is not in the current generation")
 	}
 	big := testEvent(t, at, "click", "", "", bytes.Repeat([]byte(" "), maxEncodedEventData+1))
 	a.appendEventsResponse(nil, []schema.Event{big}, "", "", nil)
-	if a.encoded.cur[big.ID] != nil || a.encoded.old[big.ID] != nil {
+	_, inCur := a.encoded.cur[big.ID]
+	_, inOld := a.encoded.old[big.ID]
+	if inCur || inOld {
 		t.Errorf("an event with %d bytes of data was remembered", len(big.Data))
 	}
 }

@@ -25,12 +25,7 @@ import (
 // an eventsResponse whose Events are a.eventJSON of events.
 func (a *api) appendEventsResponse(dst []byte, events []schema.Event, nextPage, trace string, fresh *freshnessJSON) []byte {
 	dst = append(dst, `{"events":[`...)
-	for i := range events {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = a.encoded.appendEvent(dst, a, &events[i])
-	}
+	dst = a.encoded.appendEvents(dst, a, events)
 	dst = append(dst, ']')
 	if nextPage != "" {
 		dst = append(dst, `,"next_page":`...)
