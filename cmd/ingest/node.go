@@ -567,12 +567,15 @@ func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(logger.With("component", "http").Handler(), slog.LevelWarn),
+		// With serve's HoldingListener: a large answer leaves in one
+		// write, as cmd/query's do (httpapi's sendonce.go).
+		ConnContext: httpapi.ConnContext,
 	}
 }
 
 func (n *node) serve(name string, srv *http.Server, ln net.Listener) {
 	go func() {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(httpapi.HoldingListener(ln)); !errors.Is(err, http.ErrServerClosed) {
 			n.fail(fmt.Errorf("%s server stopped: %w", name, err))
 		}
 	}()
