@@ -342,4 +342,12 @@ func TestClosedWindowsDoNotStallWrites(t *testing.T) {
 	if err := put(10); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("write with 4 SSTables in the active window: %v, want a stall until the deadline", err)
 	}
+	// The hour turns: that window is closed now, and only 3 of its 4
+	// SSTables can still be merged away. The count is remembered per
+	// version (no flush since), so this checks it is redone when the
+	// active window changes.
+	clock.Advance(time.Hour)
+	if err := put(11); err != nil {
+		t.Fatalf("write once the window of 4 SSTables has closed: %v", err)
+	}
 }

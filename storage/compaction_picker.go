@@ -235,13 +235,22 @@ func (db *DB) compactionBacklogLocked(limit int) bool {
 			nowMicros = db.opts.Clock.Now().UnixMicro()
 		}
 		active := timeWindow(nowMicros, t.def.WindowSeconds)
-		closed := map[int64]bool{}
-		for _, h := range list {
-			if w := timeWindow(h.props.MaxTimestamp, t.def.WindowSeconds); w < active {
-				closed[w] = true
+		v := db.current
+		b, ok := v.backlog[id]
+		if !ok || b.active != active {
+			closed := map[int64]bool{}
+			for _, h := range list {
+				if w := timeWindow(h.props.MaxTimestamp, t.def.WindowSeconds); w < active {
+					closed[w] = true
+				}
 			}
+			b = windowBacklog{active: active, n: len(list) - len(closed)}
+			if v.backlog == nil {
+				v.backlog = make(map[uint32]windowBacklog)
+			}
+			v.backlog[id] = b
 		}
-		if len(list)-len(closed) >= limit {
+		if b.n >= limit {
 			return true
 		}
 	}

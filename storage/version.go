@@ -63,6 +63,18 @@ type version struct {
 	mem      *memtable.Memtable
 	imms     []*immMemtable
 	sstables map[uint32][]*sstHandle
+	// backlog memoizes compactionBacklogLocked's count of a TimeWindow
+	// table's mergeable SSTables for the active window it was counted in,
+	// so that the write path's stall check (every Apply) does not walk a
+	// week of closed windows each time. Guarded by db.mu.
+	backlog map[uint32]windowBacklog
+}
+
+// windowBacklog is a TimeWindow table's count of SSTables compaction could
+// still merge away, as of the active window active.
+type windowBacklog struct {
+	active int64
+	n      int
 }
 
 // immMemtable is a frozen memtable and the first WAL segment that holds
