@@ -3,6 +3,7 @@ package memtable
 import (
 	"bytes"
 	"encoding/binary"
+	"hash/maphash"
 	"math/rand/v2"
 	"sync/atomic"
 	"unsafe"
@@ -111,14 +112,19 @@ type skiplist struct {
 	// Writer only.
 	// splices remembers, per partition (direct-mapped by a hash of table
 	// and partition), the search path of the partition's last insert.
-	splices [spliceSlots]splice
+	splices    [spliceSlots]splice
+	spliceSeed maphash.Seed
 	// spliceHits counts the inserts placed from a splice, and
 	// spliceUpperCompares the key comparisons their search made above
 	// level 0 (for tests).
 	spliceHits, spliceUpperCompares int
-	rng                             *rand.Rand
-	nodeUsed                        int // words used in the last node slab
-	dataUsed                        int // bytes used in the last data slab
+	// last and before are the last two inserts' search paths (see
+	// findInRow); fingerHits counts the inserts they placed (for tests).
+	last, before finger
+	fingerHits   int
+	rng          *rand.Rand
+	nodeUsed     int // words used in the last node slab
+	dataUsed     int // bytes used in the last data slab
 	// arenaBytes is the slab bytes used. Slabs are at most 1 MiB, so what
 	// the last ones leave unused is small against a memtable's size.
 	arenaBytes int64
@@ -127,7 +133,7 @@ type skiplist struct {
 // newSkiplist returns an empty list whose mapped slab bytes are added to
 // account (if not nil) while it holds them.
 func newSkiplist(account *atomic.Int64) *skiplist {
-	s := &skiplist{rng: rand.New(rand.NewPCG(1, 2)), slabs: &slabs{account: account}}
+	s := &skiplist{rng: rand.New(rand.NewPCG(1, 2)), slabs: &slabs{account: account}, spliceSeed: maphash.MakeSeed()}
 	s.nodeSlabs.Store(&[][]uint64{s.slabs.wordSlab(minNodeSlabWords)})
 	s.dataSlabs.Store(&[][]byte{s.slabs.byteSlab(minDataSlabBytes)})
 	s.releaseWhenUnreachable()
@@ -352,9 +358,13 @@ func (s *skiplist) findLessThan(k *key) uint64 {
 func (s *skiplist) first() uint64 { return s.next(s.head, 0) }
 
 // spliceSlots is the number of partitions whose last insert position is
-// remembered: more than the partitions a batch of events spreads over
-// (loadtest/peers: 20 event types in an hour or two).
-const spliceSlots = 64
+// remembered: many more than the partitions a batch spreads over (a
+// writer's: 20 event types in an hour or two, as many per-minute count
+// partitions, a type-hours one), since the slots are direct-mapped and
+// two partitions in one slot evict each other's splice at every switch
+// (a full search each time): about 40 partitions in 64 slots collided in
+// three pairs on average; in 1,024, in 0.8. A slot is 192 bytes.
+const spliceSlots = 1024
 
 // splice is where the last insert into a partition went, of those at
 // either end of the partition's run of nodes or placed by a full search
@@ -375,20 +385,17 @@ type splice struct {
 	prev    [maxHeight]uint64
 }
 
-// spliceSlot returns the splice slot of (table, partition): FNV-1a.
-func spliceSlot(table uint32, partition []byte) int {
-	h := uint32(2166136261) ^ table
-	h *= 16777619
-	for _, b := range partition {
-		h ^= uint32(b)
-		h *= 16777619
-	}
+// spliceSlot returns the splice slot of (table, partition). maphash
+// reads the key 8 bytes at a time (AES-based where the CPU has it): an
+// FNV-1a loop, byte by byte, was an eighth of a writer's memtable insert.
+func (s *skiplist) spliceSlot(table uint32, partition []byte) int {
+	h := maphash.Bytes(s.spliceSeed, partition) ^ uint64(table)*0x9e3779b97f4a7c15
 	return int(h % spliceSlots)
 }
 
 // maxSpliceSteps bounds how far a remembered splice is followed at level
 // 0 before the full search is cheaper.
-const maxSpliceSteps = 4
+const maxSpliceSteps = 12
 
 // findWithSplice is findGreaterOrEqual (with prev) for a key of the
 // partition sp was remembered for, starting from sp instead of the head,
@@ -403,8 +410,15 @@ const maxSpliceSteps = 4
 // maxSpliceSteps nodes after it at level 0); the caller then searches
 // from the head.
 func (s *skiplist) findWithSplice(k *key, sp *splice, prev *[maxHeight]uint64, h int) (next uint64, equal, ok bool) {
-	x := sp.prev[0]
-	if x != s.head && s.compareNode(x, k) >= 0 {
+	return s.findFrom(k, &sp.prev, sp.height, false, prev, h)
+}
+
+// findFrom is findWithSplice from a path: from[i] is a node before k at
+// level i for i < fromHeight (so far as from[0] is, which it checks
+// unless known says it is known to be).
+func (s *skiplist) findFrom(k *key, from *[maxHeight]uint64, fromHeight int, known bool, prev *[maxHeight]uint64, h int) (next uint64, equal, ok bool) {
+	x := from[0]
+	if !known && x != s.head && s.compareNode(x, k) >= 0 {
 		return 0, false, false
 	}
 	next = s.next(x, 0)
@@ -426,8 +440,8 @@ func (s *skiplist) findWithSplice(k *key, sp *splice, prev *[maxHeight]uint64, h
 	height := int(s.height.Load())
 	for level := 1; level < height; level++ {
 		y := s.head
-		if level < sp.height {
-			y = sp.prev[level]
+		if level < fromHeight {
+			y = from[level]
 		}
 		if level >= h {
 			prev[level] = y
@@ -449,6 +463,71 @@ func (s *skiplist) findWithSplice(k *key, sp *splice, prev *[maxHeight]uint64, h
 	return next, equal, true
 }
 
+// finger is where an insert went: its node, and prev, the rightmost node
+// before it at each level of the list then (height).
+type finger struct {
+	node   uint64 // 0: none
+	slot   int    // its partition's splice slot
+	height int
+	prev   [maxHeight]uint64
+}
+
+// findInRow is findWithSplice for a key of the same row (table,
+// partition, clustering) as the last insert, from the last two inserts'
+// paths instead of a partition's splice: a writer's event is a row of a
+// few cells applied one after the other (catalog.EventRowBuilder: data,
+// user, author), the first placed by the splice, and each next cell goes
+// right after the last insert (the path to it, with the node itself at
+// its levels) or right before it or the insert before it (their own
+// paths). Nodes never move, so such a path is still before k wherever
+// findFrom checks its first node, and findFrom walks the levels right
+// from it as from a splice. A key of another row, or that none of them
+// places, reports ok false having filled nothing.
+func (s *skiplist) findInRow(k *key, prev *[maxHeight]uint64, h int) (next uint64, equal, sameRow, ok bool) {
+	l := &s.last
+	if l.node == 0 {
+		return 0, false, false, false
+	}
+	n := s.node(l.node)
+	clustLen := int(n[nodeLens] >> 32)
+	if uint32(n[nodeTableHeight]) != k.table || clustLen != len(k.clustering) ||
+		!bytes.Equal(s.data(n[nodeKeyRef], clustLen), k.clustering) ||
+		!bytes.Equal(s.data(n[nodePartRef], int(uint32(n[nodeLens]))), k.partition) {
+		return 0, false, false, false
+	}
+	next, equal, ok = s.findInRowOf(k, l, n, clustLen, prev, h)
+	return next, equal, true, ok
+}
+
+// findInRowOf is findInRow once k is known to be of l's row; n is l's
+// node, clustLen its clustering key's length.
+func (s *skiplist) findInRowOf(k *key, l *finger, n []uint64, clustLen int, prev *[maxHeight]uint64, h int) (next uint64, equal, ok bool) {
+	colLen := int(n[nodeColLen])
+	switch c := bytes.Compare(s.data(n[nodeKeyRef]+uint64(clustLen), colLen), k.column); {
+	case c == 0:
+		return l.node, true, true
+	case c < 0:
+		// After the last insert: its path with the node at its levels.
+		var from [maxHeight]uint64
+		hn := int(n[nodeTableHeight] >> 32)
+		for i := range l.height {
+			if i < hn {
+				from[i] = l.node
+			} else {
+				from[i] = l.prev[i]
+			}
+		}
+		return s.findFrom(k, &from, l.height, true, prev, h)
+	}
+	if next, equal, ok = s.findFrom(k, &l.prev, l.height, false, prev, h); ok {
+		return next, equal, ok
+	}
+	if b := &s.before; b.node != 0 {
+		return s.findFrom(k, &b.prev, b.height, false, prev, h)
+	}
+	return 0, false, false
+}
+
 // upsertSharingPartition finds the node for k or inserts one holding c;
 // it reports whether it inserted. The new node's partition key is shared
 // with an adjacent node of the same partition (cells of a partition are
@@ -456,14 +535,24 @@ func (s *skiplist) findWithSplice(k *key, sp *splice, prev *[maxHeight]uint64, h
 // the arena. Writer only.
 func (s *skiplist) upsertSharingPartition(k key, c *base.Cell) (uint64, bool) {
 	var prev [maxHeight]uint64
-	sp := &s.splices[spliceSlot(k.table, k.partition)]
-	hit := sp.height > 0 && sp.table == k.table && bytes.Equal(s.data(sp.partRef, sp.partLen), k.partition)
 	// The height is drawn before the search, which then needs the
 	// levels below it only (findWithSplice); an overwrite draws one too.
 	h := s.randomHeight()
-	var x uint64
-	found, equal := false, false
-	if hit {
+	x, equal, sameRow, found := s.findInRow(&k, &prev, h)
+	if found {
+		if equal {
+			return x, false
+		}
+		s.fingerHits++
+	}
+	// A key of the last insert's row has its partition's slot.
+	slot := s.last.slot
+	if !sameRow {
+		slot = s.spliceSlot(k.table, k.partition)
+	}
+	sp := &s.splices[slot]
+	hit := sp.height > 0 && sp.table == k.table && bytes.Equal(s.data(sp.partRef, sp.partLen), k.partition)
+	if !found && hit {
 		x, equal, found = s.findWithSplice(&k, sp, &prev, h)
 		if found {
 			s.spliceHits++
@@ -535,5 +624,7 @@ func (s *skiplist) upsertSharingPartition(k key, c *base.Cell) (uint64, bool) {
 	if !found || atFront || atBack {
 		*sp = splice{table: k.table, partRef: partRef, partLen: len(k.partition), height: int(s.height.Load()), prev: prev}
 	}
+	s.before = s.last
+	s.last = finger{node: ref, slot: slot, height: int(s.height.Load()), prev: prev}
 	return ref, true
 }
