@@ -166,7 +166,9 @@ func (m *Memtable) noteTimestamp(table uint32, ts int64) {
 		m.tableMin.Store(&grown)
 		mins = &grown
 	}
-	m.written.Store(true)
+	if !m.written.Load() {
+		m.written.Store(true) // an exchange: not once a cell
+	}
 	if tm := &(*mins)[table]; ts < tm.Load() {
 		tm.Store(ts)
 	}

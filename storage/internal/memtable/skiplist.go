@@ -74,6 +74,15 @@ type key struct {
 	partition  []byte
 	clustering []byte
 	column     []byte
+	// partKnown: partRef is the arena ref of the partition key that
+	// nodes of (table, partition) share, which the writer knows when a
+	// splice or the last insert is of the partition; compareNode then
+	// takes a node with that ref for the same table and partition
+	// without comparing them. Nodes of other partitions, or of this one
+	// whose key was copied again (not placed next to the others), compare
+	// in full.
+	partKnown bool
+	partRef   uint64
 }
 
 func compareKeys(a, b *key) int {
@@ -229,14 +238,16 @@ func (s *skiplist) key(ref uint64) key {
 // compareNode compares the node's key with k.
 func (s *skiplist) compareNode(ref uint64, k *key) int {
 	n := s.node(ref)
-	if t := uint32(n[nodeTableHeight]); t != k.table {
-		if t < k.table {
-			return -1
+	if !k.partKnown || n[nodePartRef] != k.partRef {
+		if t := uint32(n[nodeTableHeight]); t != k.table {
+			if t < k.table {
+				return -1
+			}
+			return 1
 		}
-		return 1
-	}
-	if c := bytes.Compare(s.data(n[nodePartRef], int(uint32(n[nodeLens]))), k.partition); c != 0 {
-		return c
+		if c := bytes.Compare(s.data(n[nodePartRef], int(uint32(n[nodeLens]))), k.partition); c != 0 {
+			return c
+		}
 	}
 	clustLen, colLen := int(n[nodeLens]>>32), int(n[nodeColLen])
 	kb := s.data(n[nodeKeyRef], clustLen+colLen)
@@ -495,6 +506,7 @@ func (s *skiplist) findInRow(k *key, prev *[maxHeight]uint64, h int) (next uint6
 		!bytes.Equal(s.data(n[nodePartRef], int(uint32(n[nodeLens]))), k.partition) {
 		return 0, false, false, false
 	}
+	k.partKnown, k.partRef = true, n[nodePartRef]
 	next, equal, ok = s.findInRowOf(k, l, n, clustLen, prev, h)
 	return next, equal, true, ok
 }
@@ -552,6 +564,9 @@ func (s *skiplist) upsertSharingPartition(k key, c *base.Cell) (uint64, bool) {
 	}
 	sp := &s.splices[slot]
 	hit := sp.height > 0 && sp.table == k.table && bytes.Equal(s.data(sp.partRef, sp.partLen), k.partition)
+	if hit && !k.partKnown {
+		k.partKnown, k.partRef = true, sp.partRef
+	}
 	if !found && hit {
 		x, equal, found = s.findWithSplice(&k, sp, &prev, h)
 		if found {
