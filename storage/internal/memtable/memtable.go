@@ -15,7 +15,7 @@
 //     nothing on average. Level 0 has back links: reverse iteration (the
 //     latest-N query) is a step per cell, not a search. An insert starts
 //     from where the last insert into its partition went (a splice, kept
-//     for up to 1,024 partitions), so a partition's keys arriving in order
+//     in 1,024 slots, two a partition), so a partition's keys arriving in order
 //     (TimeUUID DESC clustering: each new event before the last) cost a
 //     step per level of the new node (its height is drawn first; 1.33
 //     levels on average) instead of a search from the head. A key of the

@@ -3,7 +3,6 @@ package memtable
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/maphash"
 	"math/rand/v2"
 	"sync/atomic"
 	"unsafe"
@@ -121,19 +120,21 @@ type skiplist struct {
 	// Writer only.
 	// splices remembers, per partition (direct-mapped by a hash of table
 	// and partition), the search path of the partition's last insert.
-	splices    [spliceSlots]splice
-	spliceSeed maphash.Seed
+	splices [spliceSlotCount]splice
 	// spliceHits counts the inserts placed from a splice, and
 	// spliceUpperCompares the key comparisons their search made above
 	// level 0 (for tests).
 	spliceHits, spliceUpperCompares int
-	// last and before are the last two inserts' search paths (see
-	// findInRow); fingerHits counts the inserts they placed (for tests).
-	last, before finger
-	fingerHits   int
-	rng          *rand.Rand
-	nodeUsed     int // words used in the last node slab
-	dataUsed     int // bytes used in the last data slab
+	// fingers are the last two inserts' search paths (see findInRow):
+	// fingers[lastFinger] the last one's, the other the one before.
+	// Alternating saves copying one into the other per insert.
+	fingers    [2]finger
+	lastFinger int
+	// fingerHits counts the inserts the fingers placed (for tests).
+	fingerHits int
+	rng        *rand.Rand
+	nodeUsed   int // words used in the last node slab
+	dataUsed   int // bytes used in the last data slab
 	// arenaBytes is the slab bytes used. Slabs are at most 1 MiB, so what
 	// the last ones leave unused is small against a memtable's size.
 	arenaBytes int64
@@ -142,7 +143,7 @@ type skiplist struct {
 // newSkiplist returns an empty list whose mapped slab bytes are added to
 // account (if not nil) while it holds them.
 func newSkiplist(account *atomic.Int64) *skiplist {
-	s := &skiplist{rng: rand.New(rand.NewPCG(1, 2)), slabs: &slabs{account: account}, spliceSeed: maphash.MakeSeed()}
+	s := &skiplist{rng: rand.New(rand.NewPCG(1, 2)), slabs: &slabs{account: account}}
 	s.nodeSlabs.Store(&[][]uint64{s.slabs.wordSlab(minNodeSlabWords)})
 	s.dataSlabs.Store(&[][]byte{s.slabs.byteSlab(minDataSlabBytes)})
 	s.releaseWhenUnreachable()
@@ -368,14 +369,12 @@ func (s *skiplist) findLessThan(k *key) uint64 {
 // first returns the first node, or 0.
 func (s *skiplist) first() uint64 { return s.next(s.head, 0) }
 
-// spliceSlots is the number of partitions whose last insert position is
-// remembered: many more than the partitions a batch spreads over (a
-// writer's: 20 event types in an hour or two, as many per-minute count
-// partitions, a type-hours one), since the slots are direct-mapped and
-// two partitions in one slot evict each other's splice at every switch
-// (a full search each time): about 40 partitions in 64 slots collided in
-// three pairs on average; in 1,024, in 0.8. A slot is 192 bytes.
-const spliceSlots = 1024
+// spliceSlotCount is the number of slots of partitions' splices: many
+// more than the partitions a batch spreads over (a writer's: 20 event
+// types in an hour or two, as many per-minute count partitions, a
+// type-hours one), each partition having two (spliceSlots). A slot is
+// 192 bytes.
+const spliceSlotCount = 1024
 
 // splice is where the last insert into a partition went, of those at
 // either end of the partition's run of nodes or placed by a full search
@@ -396,12 +395,37 @@ type splice struct {
 	prev    [maxHeight]uint64
 }
 
-// spliceSlot returns the splice slot of (table, partition). maphash
-// reads the key 8 bytes at a time (AES-based where the CPU has it): an
-// FNV-1a loop, byte by byte, was an eighth of a writer's memtable insert.
-func (s *skiplist) spliceSlot(table uint32, partition []byte) int {
-	h := maphash.Bytes(s.spliceSeed, partition) ^ uint64(table)*0x9e3779b97f4a7c15
-	return int(h % spliceSlots)
+// spliceSlots returns the two splice slots of (table, partition): a
+// multiply and xor-shift mix of the key read 8 bytes at a time (FNV-1a,
+// byte by byte, was an eighth of a writer's memtable insert), its low
+// bits and its high bits. Two partitions in one direct-mapped slot evict
+// each other's splice at every switch (a full search each time); with
+// two slots each, ~40 partitions practically never meet. Deterministic,
+// so which partitions meet does not change from run to run.
+func spliceSlots(table uint32, partition []byte) (int, int) {
+	h := uint64(table)*0x9e3779b97f4a7c15 ^ uint64(len(partition))
+	p := partition
+	for len(p) >= 8 {
+		h = (h ^ binary.LittleEndian.Uint64(p)) * 0xbf58476d1ce4e5b9
+		h ^= h >> 31
+		p = p[8:]
+	}
+	var tail uint64
+	for i, c := range p {
+		tail |= uint64(c) << (8 * i)
+	}
+	// splitmix64's finalizer: every input bit reaches the low bits.
+	h ^= tail
+	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
+	h = (h ^ h>>27) * 0x94d049bb133111eb
+	h ^= h >> 31
+	return int(h % spliceSlotCount), int(h >> 32 % spliceSlotCount)
+}
+
+// spliceOf reports whether the splice in slot is k's partition's.
+func (s *skiplist) spliceOf(slot int, k *key) bool {
+	sp := &s.splices[slot]
+	return sp.height > 0 && sp.table == k.table && bytes.Equal(s.data(sp.partRef, sp.partLen), k.partition)
 }
 
 // maxSpliceSteps bounds how far a remembered splice is followed at level
@@ -495,7 +519,7 @@ type finger struct {
 // from it as from a splice. A key of another row, or that none of them
 // places, reports ok false having filled nothing.
 func (s *skiplist) findInRow(k *key, prev *[maxHeight]uint64, h int) (next uint64, equal, sameRow, ok bool) {
-	l := &s.last
+	l := &s.fingers[s.lastFinger]
 	if l.node == 0 {
 		return 0, false, false, false
 	}
@@ -534,7 +558,7 @@ func (s *skiplist) findInRowOf(k *key, l *finger, n []uint64, clustLen int, prev
 	if next, equal, ok = s.findFrom(k, &l.prev, l.height, false, prev, h); ok {
 		return next, equal, ok
 	}
-	if b := &s.before; b.node != 0 {
+	if b := &s.fingers[1-s.lastFinger]; b.node != 0 {
 		return s.findFrom(k, &b.prev, b.height, false, prev, h)
 	}
 	return 0, false, false
@@ -557,13 +581,19 @@ func (s *skiplist) upsertSharingPartition(k key, c *base.Cell) (uint64, bool) {
 		}
 		s.fingerHits++
 	}
-	// A key of the last insert's row has its partition's slot.
-	slot := s.last.slot
+	// A key of the last insert's row has its partition's slot. Otherwise
+	// the partition has two: the first that holds its splice, or else
+	// (to renew) the first that is empty, or else the first.
+	slot := s.fingers[s.lastFinger].slot
 	if !sameRow {
-		slot = s.spliceSlot(k.table, k.partition)
+		var other int
+		slot, other = spliceSlots(k.table, k.partition)
+		if !s.spliceOf(slot, &k) && (s.spliceOf(other, &k) || s.splices[slot].height > 0 && s.splices[other].height == 0) {
+			slot = other
+		}
 	}
 	sp := &s.splices[slot]
-	hit := sp.height > 0 && sp.table == k.table && bytes.Equal(s.data(sp.partRef, sp.partLen), k.partition)
+	hit := s.spliceOf(slot, &k)
 	if hit && !k.partKnown {
 		k.partKnown, k.partRef = true, sp.partRef
 	}
@@ -637,9 +667,14 @@ func (s *skiplist) upsertSharingPartition(k key, c *base.Cell) (uint64, bool) {
 	atFront := prev[0] == s.head || s.node(prev[0])[nodePartRef] != partRef
 	atBack := x == 0 || s.node(x)[nodePartRef] != partRef
 	if !found || atFront || atBack {
-		*sp = splice{table: k.table, partRef: partRef, partLen: len(k.partition), height: int(s.height.Load()), prev: prev}
+		sp.table, sp.partRef, sp.partLen, sp.height = k.table, partRef, len(k.partition), int(s.height.Load())
+		copy(sp.prev[:sp.height], prev[:sp.height])
 	}
-	s.before = s.last
-	s.last = finger{node: ref, slot: slot, height: int(s.height.Load()), prev: prev}
+	// The finger before the last becomes the last; prev above the list's
+	// height is never read.
+	s.lastFinger = 1 - s.lastFinger
+	f := &s.fingers[s.lastFinger]
+	f.node, f.slot, f.height = ref, slot, int(s.height.Load())
+	copy(f.prev[:f.height], prev[:f.height])
 	return ref, true
 }
