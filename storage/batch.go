@@ -138,11 +138,19 @@ func (b *Batch) AddCounter(table string, partition, clustering, column []byte, d
 // resolve fills table ids, expiry times, deletion times and counter
 // timestamps so the mutations are final and replay deterministically.
 func (b *Batch) resolve(lookup func(string) (*tableState, error), nowSeconds, counterMicros int64) error {
+	// A writer's batch is runs of one table's mutations (an event's
+	// cells): the last lookup is kept, and a name equal to its name (the
+	// same string, usually: a pointer comparison) skips the map.
+	var lastName string
+	var t *tableState
 	for i := range b.mutations {
 		m := &b.mutations[i]
-		t, err := lookup(m.table)
-		if err != nil {
-			return err
+		if t == nil || m.table != lastName {
+			var err error
+			if t, err = lookup(m.table); err != nil {
+				return err
+			}
+			lastName = m.table
 		}
 		m.tableID = t.id
 		if len(m.partition) == 0 {

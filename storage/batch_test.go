@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -70,4 +71,55 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("round trip differs:\n got %+v\nwant %+v", again, muts)
 		}
 	})
+}
+
+// TestResolveLooksUpRunsOfATable: resolve looks a table up once per run of
+// its mutations and still gives every mutation its own table's id and
+// default TTL when the tables alternate, and fails on an unknown table
+// wherever it is.
+func TestResolveLooksUpRunsOfATable(t *testing.T) {
+	tables := map[string]*tableState{
+		"a": {id: 1, def: TableDef{Name: "a", DefaultTTLSeconds: 60}},
+		"b": {id: 2, def: TableDef{Name: "b"}},
+	}
+	lookups := 0
+	lookup := func(name string) (*tableState, error) {
+		lookups++
+		if ts, ok := tables[name]; ok {
+			return ts, nil
+		}
+		return nil, fmt.Errorf("%w %q", ErrUnknownTable, name)
+	}
+	var b Batch
+	names := []string{"a", "a", "a", "b", "b", "a", "b", "a", "a"}
+	for i, name := range names {
+		b.Put(name, []byte("p"), []byte{byte(i)}, []byte("c"), []byte("v"), 1)
+	}
+	if err := b.resolve(lookup, 1000, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range b.mutations {
+		want := tables[names[i]]
+		if m.tableID != want.id {
+			t.Fatalf("mutation %d (table %s): id %d, want %d", i, names[i], m.tableID, want.id)
+		}
+		if wantTTL := want.def.DefaultTTLSeconds; m.cell.TTL != wantTTL {
+			t.Fatalf("mutation %d (table %s): ttl %d, want %d", i, names[i], m.cell.TTL, wantTTL)
+		}
+	}
+	if lookups != 5 {
+		t.Fatalf("%d lookups for 5 runs of a table", lookups)
+	}
+	for _, at := range []int{0, 4} {
+		var b Batch
+		for i, name := range names[:6] {
+			if i == at {
+				name = "nope"
+			}
+			b.Put(name, []byte("p"), []byte{byte(i)}, []byte("c"), []byte("v"), 1)
+		}
+		if err := b.resolve(lookup, 1000, 1); !errors.Is(err, ErrUnknownTable) {
+			t.Fatalf("unknown table at %d: %v, want ErrUnknownTable", at, err)
+		}
+	}
 }

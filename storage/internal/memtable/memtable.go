@@ -15,10 +15,17 @@
 //     nothing on average. Level 0 has back links: reverse iteration (the
 //     latest-N query) is a step per cell, not a search. An insert starts
 //     from where the last insert into its partition went (a splice, kept
-//     for up to 64 partitions), so a partition's keys arriving in order
+//     in 1,024 slots, two a partition), so a partition's keys arriving in order
 //     (TimeUUID DESC clustering: each new event before the last) cost a
 //     step per level of the new node (its height is drawn first; 1.33
-//     levels on average) instead of a search from the head. A walk in key
+//     levels on average) instead of a search from the head. A key of the
+//     last insert's row (same table, partition and clustering: a writer's
+//     event is a row of cells applied one after the other) starts from
+//     the last two inserts' paths instead (findInRow): right after the
+//     last, or right before it or the one before it, with two key
+//     comparisons and no hash of the partition. While the partition's
+//     shared key ref is known, comparisons take a node holding it for the
+//     same partition without comparing the bytes. A walk in key
 //     order (TableIter: a flush) prefetches the next node's data and the
 //     node after it, since key order is not allocation order (amd64 only:
 //     PREFETCHT0 in prefetch_amd64.s; elsewhere a no-op).
@@ -166,7 +173,9 @@ func (m *Memtable) noteTimestamp(table uint32, ts int64) {
 		m.tableMin.Store(&grown)
 		mins = &grown
 	}
-	m.written.Store(true)
+	if !m.written.Load() {
+		m.written.Store(true) // an exchange: not once a cell
+	}
 	if tm := &(*mins)[table]; ts < tm.Load() {
 		tm.Store(ts)
 	}

@@ -73,6 +73,15 @@ type key struct {
 	partition  []byte
 	clustering []byte
 	column     []byte
+	// partKnown: partRef is the arena ref of the partition key that
+	// nodes of (table, partition) share, which the writer knows when a
+	// splice or the last insert is of the partition; compareNode then
+	// takes a node with that ref for the same table and partition
+	// without comparing them. Nodes of other partitions, or of this one
+	// whose key was copied again (not placed next to the others), compare
+	// in full.
+	partKnown bool
+	partRef   uint64
 }
 
 func compareKeys(a, b *key) int {
@@ -111,14 +120,21 @@ type skiplist struct {
 	// Writer only.
 	// splices remembers, per partition (direct-mapped by a hash of table
 	// and partition), the search path of the partition's last insert.
-	splices [spliceSlots]splice
+	splices [spliceSlotCount]splice
 	// spliceHits counts the inserts placed from a splice, and
 	// spliceUpperCompares the key comparisons their search made above
 	// level 0 (for tests).
 	spliceHits, spliceUpperCompares int
-	rng                             *rand.Rand
-	nodeUsed                        int // words used in the last node slab
-	dataUsed                        int // bytes used in the last data slab
+	// fingers are the last two inserts' search paths (see findInRow):
+	// fingers[lastFinger] the last one's, the other the one before.
+	// Alternating saves copying one into the other per insert.
+	fingers    [2]finger
+	lastFinger int
+	// fingerHits counts the inserts the fingers placed (for tests).
+	fingerHits int
+	rng        *rand.Rand
+	nodeUsed   int // words used in the last node slab
+	dataUsed   int // bytes used in the last data slab
 	// arenaBytes is the slab bytes used. Slabs are at most 1 MiB, so what
 	// the last ones leave unused is small against a memtable's size.
 	arenaBytes int64
@@ -223,14 +239,16 @@ func (s *skiplist) key(ref uint64) key {
 // compareNode compares the node's key with k.
 func (s *skiplist) compareNode(ref uint64, k *key) int {
 	n := s.node(ref)
-	if t := uint32(n[nodeTableHeight]); t != k.table {
-		if t < k.table {
-			return -1
+	if !k.partKnown || n[nodePartRef] != k.partRef {
+		if t := uint32(n[nodeTableHeight]); t != k.table {
+			if t < k.table {
+				return -1
+			}
+			return 1
 		}
-		return 1
-	}
-	if c := bytes.Compare(s.data(n[nodePartRef], int(uint32(n[nodeLens]))), k.partition); c != 0 {
-		return c
+		if c := bytes.Compare(s.data(n[nodePartRef], int(uint32(n[nodeLens]))), k.partition); c != 0 {
+			return c
+		}
 	}
 	clustLen, colLen := int(n[nodeLens]>>32), int(n[nodeColLen])
 	kb := s.data(n[nodeKeyRef], clustLen+colLen)
@@ -351,10 +369,12 @@ func (s *skiplist) findLessThan(k *key) uint64 {
 // first returns the first node, or 0.
 func (s *skiplist) first() uint64 { return s.next(s.head, 0) }
 
-// spliceSlots is the number of partitions whose last insert position is
-// remembered: more than the partitions a batch of events spreads over
-// (loadtest/peers: 20 event types in an hour or two).
-const spliceSlots = 64
+// spliceSlotCount is the number of slots of partitions' splices: many
+// more than the partitions a batch spreads over (a writer's: 20 event
+// types in an hour or two, as many per-minute count partitions, a
+// type-hours one), each partition having two (spliceSlots). A slot is
+// 192 bytes.
+const spliceSlotCount = 1024
 
 // splice is where the last insert into a partition went, of those at
 // either end of the partition's run of nodes or placed by a full search
@@ -375,20 +395,42 @@ type splice struct {
 	prev    [maxHeight]uint64
 }
 
-// spliceSlot returns the splice slot of (table, partition): FNV-1a.
-func spliceSlot(table uint32, partition []byte) int {
-	h := uint32(2166136261) ^ table
-	h *= 16777619
-	for _, b := range partition {
-		h ^= uint32(b)
-		h *= 16777619
+// spliceSlots returns the two splice slots of (table, partition): a
+// multiply and xor-shift mix of the key read 8 bytes at a time (FNV-1a,
+// byte by byte, was an eighth of a writer's memtable insert), its low
+// bits and its high bits. Two partitions in one direct-mapped slot evict
+// each other's splice at every switch (a full search each time); with
+// two slots each, ~40 partitions practically never meet. Deterministic,
+// so which partitions meet does not change from run to run.
+func spliceSlots(table uint32, partition []byte) (int, int) {
+	h := uint64(table)*0x9e3779b97f4a7c15 ^ uint64(len(partition))
+	p := partition
+	for len(p) >= 8 {
+		h = (h ^ binary.LittleEndian.Uint64(p)) * 0xbf58476d1ce4e5b9
+		h ^= h >> 31
+		p = p[8:]
 	}
-	return int(h % spliceSlots)
+	var tail uint64
+	for i, c := range p {
+		tail |= uint64(c) << (8 * i)
+	}
+	// splitmix64's finalizer: every input bit reaches the low bits.
+	h ^= tail
+	h = (h ^ h>>30) * 0xbf58476d1ce4e5b9
+	h = (h ^ h>>27) * 0x94d049bb133111eb
+	h ^= h >> 31
+	return int(h % spliceSlotCount), int(h >> 32 % spliceSlotCount)
+}
+
+// spliceOf reports whether the splice in slot is k's partition's.
+func (s *skiplist) spliceOf(slot int, k *key) bool {
+	sp := &s.splices[slot]
+	return sp.height > 0 && sp.table == k.table && bytes.Equal(s.data(sp.partRef, sp.partLen), k.partition)
 }
 
 // maxSpliceSteps bounds how far a remembered splice is followed at level
 // 0 before the full search is cheaper.
-const maxSpliceSteps = 4
+const maxSpliceSteps = 12
 
 // findWithSplice is findGreaterOrEqual (with prev) for a key of the
 // partition sp was remembered for, starting from sp instead of the head,
@@ -403,8 +445,15 @@ const maxSpliceSteps = 4
 // maxSpliceSteps nodes after it at level 0); the caller then searches
 // from the head.
 func (s *skiplist) findWithSplice(k *key, sp *splice, prev *[maxHeight]uint64, h int) (next uint64, equal, ok bool) {
-	x := sp.prev[0]
-	if x != s.head && s.compareNode(x, k) >= 0 {
+	return s.findFrom(k, &sp.prev, sp.height, false, prev, h)
+}
+
+// findFrom is findWithSplice from a path: from[i] is a node before k at
+// level i for i < fromHeight (so far as from[0] is, which it checks
+// unless known says it is known to be).
+func (s *skiplist) findFrom(k *key, from *[maxHeight]uint64, fromHeight int, known bool, prev *[maxHeight]uint64, h int) (next uint64, equal, ok bool) {
+	x := from[0]
+	if !known && x != s.head && s.compareNode(x, k) >= 0 {
 		return 0, false, false
 	}
 	next = s.next(x, 0)
@@ -426,8 +475,8 @@ func (s *skiplist) findWithSplice(k *key, sp *splice, prev *[maxHeight]uint64, h
 	height := int(s.height.Load())
 	for level := 1; level < height; level++ {
 		y := s.head
-		if level < sp.height {
-			y = sp.prev[level]
+		if level < fromHeight {
+			y = from[level]
 		}
 		if level >= h {
 			prev[level] = y
@@ -449,6 +498,72 @@ func (s *skiplist) findWithSplice(k *key, sp *splice, prev *[maxHeight]uint64, h
 	return next, equal, true
 }
 
+// finger is where an insert went: its node, and prev, the rightmost node
+// before it at each level of the list then (height).
+type finger struct {
+	node   uint64 // 0: none
+	slot   int    // its partition's splice slot
+	height int
+	prev   [maxHeight]uint64
+}
+
+// findInRow is findWithSplice for a key of the same row (table,
+// partition, clustering) as the last insert, from the last two inserts'
+// paths instead of a partition's splice: a writer's event is a row of a
+// few cells applied one after the other (catalog.EventRowBuilder: data,
+// user, author), the first placed by the splice, and each next cell goes
+// right after the last insert (the path to it, with the node itself at
+// its levels) or right before it or the insert before it (their own
+// paths). Nodes never move, so such a path is still before k wherever
+// findFrom checks its first node, and findFrom walks the levels right
+// from it as from a splice. A key of another row, or that none of them
+// places, reports ok false having filled nothing.
+func (s *skiplist) findInRow(k *key, prev *[maxHeight]uint64, h int) (next uint64, equal, sameRow, ok bool) {
+	l := &s.fingers[s.lastFinger]
+	if l.node == 0 {
+		return 0, false, false, false
+	}
+	n := s.node(l.node)
+	clustLen := int(n[nodeLens] >> 32)
+	if uint32(n[nodeTableHeight]) != k.table || clustLen != len(k.clustering) ||
+		!bytes.Equal(s.data(n[nodeKeyRef], clustLen), k.clustering) ||
+		!bytes.Equal(s.data(n[nodePartRef], int(uint32(n[nodeLens]))), k.partition) {
+		return 0, false, false, false
+	}
+	k.partKnown, k.partRef = true, n[nodePartRef]
+	next, equal, ok = s.findInRowOf(k, l, n, clustLen, prev, h)
+	return next, equal, true, ok
+}
+
+// findInRowOf is findInRow once k is known to be of l's row; n is l's
+// node, clustLen its clustering key's length.
+func (s *skiplist) findInRowOf(k *key, l *finger, n []uint64, clustLen int, prev *[maxHeight]uint64, h int) (next uint64, equal, ok bool) {
+	colLen := int(n[nodeColLen])
+	switch c := bytes.Compare(s.data(n[nodeKeyRef]+uint64(clustLen), colLen), k.column); {
+	case c == 0:
+		return l.node, true, true
+	case c < 0:
+		// After the last insert: its path with the node at its levels.
+		var from [maxHeight]uint64
+		hn := int(n[nodeTableHeight] >> 32)
+		for i := range l.height {
+			if i < hn {
+				from[i] = l.node
+			} else {
+				from[i] = l.prev[i]
+			}
+		}
+		return s.findFrom(k, &from, l.height, true, prev, h)
+	}
+	if next, equal, ok = s.findFrom(k, &l.prev, l.height, false, prev, h); ok {
+		return next, equal, ok
+	}
+	if b := &s.fingers[1-s.lastFinger]; b.node != 0 {
+		return s.findFrom(k, &b.prev, b.height, false, prev, h)
+	}
+	return 0, false, false
+}
+
 // upsertSharingPartition finds the node for k or inserts one holding c;
 // it reports whether it inserted. The new node's partition key is shared
 // with an adjacent node of the same partition (cells of a partition are
@@ -456,14 +571,33 @@ func (s *skiplist) findWithSplice(k *key, sp *splice, prev *[maxHeight]uint64, h
 // the arena. Writer only.
 func (s *skiplist) upsertSharingPartition(k key, c *base.Cell) (uint64, bool) {
 	var prev [maxHeight]uint64
-	sp := &s.splices[spliceSlot(k.table, k.partition)]
-	hit := sp.height > 0 && sp.table == k.table && bytes.Equal(s.data(sp.partRef, sp.partLen), k.partition)
 	// The height is drawn before the search, which then needs the
 	// levels below it only (findWithSplice); an overwrite draws one too.
 	h := s.randomHeight()
-	var x uint64
-	found, equal := false, false
-	if hit {
+	x, equal, sameRow, found := s.findInRow(&k, &prev, h)
+	if found {
+		if equal {
+			return x, false
+		}
+		s.fingerHits++
+	}
+	// A key of the last insert's row has its partition's slot. Otherwise
+	// the partition has two: the first that holds its splice, or else
+	// (to renew) the first that is empty, or else the first.
+	slot := s.fingers[s.lastFinger].slot
+	if !sameRow {
+		var other int
+		slot, other = spliceSlots(k.table, k.partition)
+		if !s.spliceOf(slot, &k) && (s.spliceOf(other, &k) || s.splices[slot].height > 0 && s.splices[other].height == 0) {
+			slot = other
+		}
+	}
+	sp := &s.splices[slot]
+	hit := s.spliceOf(slot, &k)
+	if hit && !k.partKnown {
+		k.partKnown, k.partRef = true, sp.partRef
+	}
+	if !found && hit {
 		x, equal, found = s.findWithSplice(&k, sp, &prev, h)
 		if found {
 			s.spliceHits++
@@ -533,7 +667,14 @@ func (s *skiplist) upsertSharingPartition(k key, c *base.Cell) (uint64, bool) {
 	atFront := prev[0] == s.head || s.node(prev[0])[nodePartRef] != partRef
 	atBack := x == 0 || s.node(x)[nodePartRef] != partRef
 	if !found || atFront || atBack {
-		*sp = splice{table: k.table, partRef: partRef, partLen: len(k.partition), height: int(s.height.Load()), prev: prev}
+		sp.table, sp.partRef, sp.partLen, sp.height = k.table, partRef, len(k.partition), int(s.height.Load())
+		copy(sp.prev[:sp.height], prev[:sp.height])
 	}
+	// The finger before the last becomes the last; prev above the list's
+	// height is never read.
+	s.lastFinger = 1 - s.lastFinger
+	f := &s.fingers[s.lastFinger]
+	f.node, f.slot, f.height = ref, slot, int(s.height.Load())
+	copy(f.prev[:f.height], prev[:f.height])
 	return ref, true
 }
