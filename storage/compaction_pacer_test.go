@@ -236,16 +236,7 @@ func TestManualCompactionIsNotPaced(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		flushRows(t, db, i*100, 100)
 	}
-	done := make(chan error, 1)
-	go func() { done <- db.Compact("t") }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("DB.Compact waited for the limit (at 1 byte/s it would take days)")
-	}
+	compactWithinAMinute(t, db, "the limit")
 	if m := db.Metrics(); m.CompactionPacedTime != 0 || m.Tables[0].SSTables != 1 {
 		t.Fatalf("want one SSTable and no paced time:\n%s", m)
 	}
@@ -261,16 +252,7 @@ func TestManualCompactionHurriesThePacedOne(t *testing.T) {
 		flushRows(t, db, i*100, 100)
 	}
 	waitFor(t, "the compaction of 4 SSTables to wait for the limit", func() bool { return db.Metrics().CompactionsPaced == 1 })
-	done := make(chan error, 1)
-	go func() { done <- db.Compact("t") }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("DB.Compact waited for the paced background compaction (at 1 byte/s it would take days)")
-	}
+	compactWithinAMinute(t, db, "the paced background compaction")
 	if m := db.Metrics(); m.Tables[0].SSTables != 1 || m.Compactions < 2 {
 		t.Fatalf("want the background compaction and the manual one done, one SSTable:\n%s", m)
 	}
@@ -349,5 +331,22 @@ func TestClosedWindowsDoNotStallWrites(t *testing.T) {
 	clock.Advance(time.Hour)
 	if err := put(11); err != nil {
 		t.Fatalf("write once the window of 4 SSTables has closed: %v", err)
+	}
+}
+
+// compactWithinAMinute runs DB.Compact of table "t" and fails the test if
+// it has not returned within a minute: at the tests' 1 byte/s it would
+// have waited for what, days.
+func compactWithinAMinute(t *testing.T, db *DB, what string) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- db.Compact("t") }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("DB.Compact waited for %s (at 1 byte/s it would take days)", what)
 	}
 }

@@ -1,7 +1,6 @@
 package memtable
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -89,26 +88,7 @@ func TestSpliceInserts(t *testing.T) {
 				m.ApplyCell(table, pk, &c)
 				ref[fmt.Sprintf("%d|%s|%x", table, pk, ck)] = v
 			}
-			checkSkiplist(t, m.list)
-			want := make([]string, 0, len(ref))
-			for k := range ref {
-				want = append(want, k)
-			}
-			sort.Strings(want)
-			var got []string
-			for x := m.list.first(); x != 0; x = m.list.next(x, 0) {
-				k := m.list.key(x)
-				var c base.Cell
-				m.list.cell(x, &c)
-				id := fmt.Sprintf("%d|%s|%x", k.table, k.partition, k.clustering)
-				if ref[id] != string(c.Value) {
-					t.Fatalf("%s holds %q, want %q", id, c.Value, ref[id])
-				}
-				got = append(got, id)
-			}
-			if !bytes.Equal([]byte(fmt.Sprint(got)), []byte(fmt.Sprint(want))) {
-				t.Fatalf("the list holds %d keys, the map %d, or in another order", len(got), len(want))
-			}
+			checkAgainstModel(t, m, ref, func(k key) string { return fmt.Sprintf("%d|%s|%x", k.table, k.partition, k.clustering) })
 			if hits := float64(m.list.spliceHits) / float64(len(ref)); hits < tc.minHits {
 				t.Fatalf("%.0f%% of inserts placed from a splice, want at least %.0f%%", 100*hits, 100*tc.minHits)
 			}
@@ -190,26 +170,9 @@ func TestRowInserts(t *testing.T) {
 					ref[fmt.Sprintf("%d|%s|%x|%s", table, pk, other, "data")] = v
 				}
 			}
-			checkSkiplist(t, m.list)
-			want := make([]string, 0, len(ref))
-			for k := range ref {
-				want = append(want, k)
-			}
-			sort.Strings(want)
-			var got []string
-			for x := m.list.first(); x != 0; x = m.list.next(x, 0) {
-				k := m.list.key(x)
-				var c base.Cell
-				m.list.cell(x, &c)
-				id := fmt.Sprintf("%d|%s|%x|%s", k.table, k.partition, k.clustering, k.column)
-				if ref[id] != string(c.Value) {
-					t.Fatalf("seed %d: %s holds %q, want %q", seed, id, c.Value, ref[id])
-				}
-				got = append(got, id)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("seed %d: the list holds %d keys, the map %d, or in another order", seed, len(got), len(want))
-			}
+			checkAgainstModel(t, m, ref, func(k key) string {
+				return fmt.Sprintf("%d|%s|%x|%s", k.table, k.partition, k.clustering, k.column)
+			})
 			// A new key after a row's first cell is placed from a finger
 			// (most: not always next to an overwritten one).
 			if m.list.fingerHits < laterNew*8/10 {
@@ -236,5 +199,30 @@ func TestSpliceSlotsSpread(t *testing.T) {
 	}
 	if len(first) < 550 || len(second) < 550 {
 		t.Fatalf("1,000 partitions took %d first and %d second slots of %d, want about 640", len(first), len(second), spliceSlotCount)
+	}
+}
+
+// checkAgainstModel checks m's skiplist (its links, then its keys in order
+// and each one's value) against ref, the values by key as id names them.
+func checkAgainstModel(t *testing.T, m *Memtable, ref map[string]string, id func(key) string) {
+	t.Helper()
+	checkSkiplist(t, m.list)
+	want := make([]string, 0, len(ref))
+	for k := range ref {
+		want = append(want, k)
+	}
+	sort.Strings(want)
+	var got []string
+	for x := m.list.first(); x != 0; x = m.list.next(x, 0) {
+		key := id(m.list.key(x))
+		var c base.Cell
+		m.list.cell(x, &c)
+		if ref[key] != string(c.Value) {
+			t.Fatalf("%s holds %q, want %q", key, c.Value, ref[key])
+		}
+		got = append(got, key)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("the list holds %d keys, the map %d, or in another order", len(got), len(want))
 	}
 }
