@@ -52,10 +52,18 @@ func newMergingIter(sources []cellSource, lazy []lazySource, reverse bool) *merg
 // init sets m up as newMergingIter does, in memory the caller provides (a
 // read embeds its merge, so that opening a slice allocates less).
 func (m *mergingIter) init(sources []cellSource, lazy []lazySource, reverse bool) {
+	m.initWith(sources, lazy, reverse, nil)
+}
+
+// initWith is init with spare, an empty array to use for the heap if the
+// sources do not fit its first one.
+func (m *mergingIter) initWith(sources []cellSource, lazy []lazySource, reverse bool, spare []cellSource) {
 	*m = mergingIter{reverse: reverse, lazy: lazy}
 	m.heap = m.heapBuf[:0]
 	if n := len(sources) + len(lazy); n > len(m.heapBuf) {
-		m.heap = make([]cellSource, 0, n)
+		if m.heap = spare[:0]; cap(m.heap) < n {
+			m.heap = make([]cellSource, 0, n)
+		}
 	}
 	for _, s := range sources {
 		if s.Next() {

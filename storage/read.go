@@ -169,6 +169,15 @@ type rowScan struct {
 	cellsBuf    [2][1]Cell // Row's and building's first arrays
 	candsBuf    [1]candidate
 	sstIterVals [1]sstable.PartitionIter // the first SSTable's iterator
+	// iterVals holds the SSTables' iterators; sources and lazy are what
+	// open gave the merge (kept to be reused, see spare).
+	iterVals []sstable.PartitionIter
+	sources  []cellSource
+	lazy     []lazySource
+	// spare holds the arrays an earlier read of several sources grew
+	// beyond the first ones above, emptied, for the next read that takes
+	// this scan from the pool.
+	spare scanSpares
 	// untilCtxCheck counts merged cells down to the next context check.
 	untilCtxCheck int32
 	// pending says merge.Cell() holds a cell not yet consumed: the first
@@ -293,7 +302,8 @@ func (it *RowIterator) release() {
 	if s.v != nil {
 		s.v.unref()
 	}
-	*s = rowScan{}
+	spare := s.spares()
+	*s = rowScan{spare: spare}
 	rowScanPool.Put(s)
 	it.s = nil
 }
@@ -306,8 +316,9 @@ type candidate struct {
 
 func (it *rowScan) open(tableID uint32) {
 	q := &it.q
-	sources, lazy := it.sourcesBuf[:0], it.lazyBuf[:0]
-	it.sstIters = it.sstItersBuf[:0]
+	sources := orSpare(it.sourcesBuf[:0], it.spare.sources)
+	lazy := orSpare(it.lazyBuf[:0], it.spare.lazy)
+	it.sstIters = orSpare(it.sstItersBuf[:0], it.spare.iters)
 	it.memMinTimestamp = int64(1<<63 - 1)
 	for _, mem := range it.v.memtables() {
 		if !mem.HasPartition(tableID, q.Partition) {
@@ -321,7 +332,7 @@ func (it *rowScan) open(tableID uint32) {
 		sources = append(sources, mem.NewIter(tableID, q.Partition, q.Start, q.End, q.Reverse))
 	}
 
-	cands := it.candsBuf[:0]
+	cands := orSpare(it.candsBuf[:0], it.spare.cands)
 	for _, h := range it.v.sstables[tableID] {
 		if !h.reader.MayContain(q.Partition) {
 			it.stats.SSTablesSkipped++
@@ -349,6 +360,14 @@ func (it *rowScan) open(tableID uint32) {
 	}
 
 	it.cands = cands
+	// The SSTables' iterators live in the scan's own array (the pooled
+	// one's, if large enough): sized now, as they must not move.
+	it.iterVals = it.sstIterVals[:]
+	if len(cands) > len(it.iterVals) {
+		if it.iterVals = it.spare.iterVals[:cap(it.spare.iterVals)]; len(cands) > len(it.iterVals) {
+			it.iterVals = make([]sstable.PartitionIter, len(cands))
+		}
+	}
 	for i := range cands {
 		c := &cands[i]
 		in := &c.info
@@ -375,12 +394,8 @@ func (it *rowScan) open(tableID uint32) {
 			},
 		}
 		var pi *sstable.PartitionIter
-		if len(it.sstIters) < len(it.sstIterVals) {
-			pi = &it.sstIterVals[len(it.sstIters)]
-			c.h.reader.InitPartitionIter(pi, c.info, o)
-		} else {
-			pi = c.h.reader.NewPartitionIter(c.info, o)
-		}
+		pi = &it.iterVals[len(it.sstIters)]
+		c.h.reader.InitPartitionIter(pi, c.info, o)
 		it.sstIters = append(it.sstIters, pi)
 		first := c.info.MinClustering
 		if q.Reverse {
@@ -392,8 +407,9 @@ func (it *rowScan) open(tableID uint32) {
 		it.deletion.Ranges = base.FragmentRanges(it.deletion.Ranges)
 	}
 	it.ranges = base.NewRangeCursor(it.deletion.Ranges, q.Reverse)
+	it.sources, it.lazy = sources, lazy
 	it.merge = &it.mergeBuf
-	it.merge.init(sources, lazy, q.Reverse)
+	it.merge.initWith(sources, lazy, q.Reverse, it.spare.heap)
 }
 
 // olderDataOverlaps reports whether any source other than candidate skip
@@ -611,6 +627,52 @@ func (it *rowScan) finish() {
 		it.stats.BlocksSkipped += s.BlocksSkipped()
 		s.Close()
 	}
-	it.sstIters = nil
 	it.db.metrics.read(&it.stats)
+}
+
+// scanSpares are a pooled scan's arrays for reads of several sources.
+type scanSpares struct {
+	sources  []cellSource
+	lazy     []lazySource
+	heap     []cellSource
+	cands    []candidate
+	iters    []*sstable.PartitionIter
+	iterVals []sstable.PartitionIter
+}
+
+// maxSpare is the most elements a pooled scan keeps in a spare array: a
+// read of more sources than that allocates its own.
+const maxSpare = 64
+
+// spares returns the scan's grown arrays, cleared (they pin nothing), to
+// keep for the next read; the first arrays inside the scan are not kept.
+// The scan has finished: its iterators are closed.
+func (it *rowScan) spares() scanSpares {
+	return scanSpares{
+		sources:  spareOf(it.sources, len(it.sourcesBuf), it.spare.sources),
+		lazy:     spareOf(it.lazy, len(it.lazyBuf), it.spare.lazy),
+		heap:     spareOf(it.merge.heap, len(it.merge.heapBuf), it.spare.heap),
+		cands:    spareOf(it.cands, len(it.candsBuf), it.spare.cands),
+		iters:    spareOf(it.sstIters, len(it.sstItersBuf), it.spare.iters),
+		iterVals: spareOf(it.iterVals, len(it.sstIterVals), it.spare.iterVals),
+	}
+}
+
+// spareOf returns a (cleared) if it grew beyond a scan's first array of
+// inline elements and is not too large, else the spare kept before.
+func spareOf[T any](a []T, inline int, kept []T) []T {
+	if cap(a) <= inline || cap(a) > maxSpare {
+		return kept
+	}
+	a = a[:cap(a)]
+	clear(a)
+	return a[:0]
+}
+
+// orSpare returns first, or spare (emptied) if it has more room.
+func orSpare[T any](first, spare []T) []T {
+	if cap(spare) > cap(first) {
+		return spare[:0]
+	}
+	return first
 }

@@ -471,3 +471,53 @@ func TestSliceScanReuse(t *testing.T) {
 		t.Fatalf("p2 closed after its first row: stats %s", s)
 	}
 }
+
+// TestSliceAllocationsSeveralSources checks that a slice merging a
+// memtable and three SSTables allocates no arrays for its sources: the
+// pooled scan keeps those an earlier read grew (scanSpares), and the
+// SSTables' iterators too. What is left is the RowIterator handle, the
+// memtable's iterator, one block filter closure per SSTable and a few
+// small ones: 8, against 17 when the scan kept nothing.
+func TestSliceAllocationsSeveralSources(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector drops pooled items at random")
+	}
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	db := openTestDB(t, clock, TableDef{Name: "t"})
+	const perSource = 10
+	for src := range 4 {
+		apply(t, db, func(b *Batch) {
+			for i := range perSource {
+				b.Put("t", []byte("p"), fmt.Appendf(nil, "k%d-%03d", src, i), []byte("c"), []byte("v"), int64(100+i))
+			}
+		})
+		if src < 3 {
+			if err := db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	q := SliceQuery{Table: "t", Partition: []byte("p")}
+	read := func() {
+		it, err := db.Slice(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for it.Next() {
+			n += len(it.Row().Cells)
+		}
+		if err := it.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if s := it.Stats(); n != 4*perSource || s.SSTablesRead != 3 || s.MemtablesRead != 1 {
+			t.Fatalf("read %d cells from %d SSTables and %d memtables, want %d from 3 and 1", n, s.SSTablesRead, s.MemtablesRead, 4*perSource)
+		}
+	}
+	read() // the blocks into the cache, the arrays into the pooled scan
+	allocs := testing.AllocsPerRun(20, read)
+	t.Logf("%.1f allocations per slice of 4 sources", allocs)
+	if allocs > 8 {
+		t.Errorf("a cached slice of a memtable and 3 SSTables allocates %.0f objects, want at most 8", allocs)
+	}
+}
