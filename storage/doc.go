@@ -84,10 +84,11 @@
 // reused for the next block read once neither the cache nor any read
 // or compaction holds it. Rows a read returns are valid until its Next or
 // Close, as their bytes may be in a memtable's arena or a recycled block.
-// A read's own state (its merge, its first SSTable iterator, the rows'
-// arrays) comes from a pool and goes back when the read finishes, so a
-// one-SSTable slice allocates about three small objects on the Go heap and
-// reads cause few collections.
+// A read's own state (its merge, its SSTable iterators, the rows' arrays,
+// and the arrays an earlier read of several sources grew) comes from a
+// pool and goes back when the read finishes, so a one-SSTable slice
+// allocates about three small objects on the Go heap and reads cause few
+// collections.
 // Metrics reports MemtableMappedBytes, BlockCacheBytes,
 // BlockCacheMappedBytes and BlockCachePinnedIndexBytes; docs/ARCHITECTURE.md
 // ("The engine's memory") says how to size the budget.
