@@ -378,18 +378,7 @@ func TestSliceAllocations(t *testing.T) {
 	}
 	q := SliceQuery{Table: "t", Partition: []byte("p")}
 	read := func() {
-		it, err := db.Slice(context.Background(), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for it.Next() {
-			n += len(it.Row().Cells)
-		}
-		if err := it.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if n != rows {
+		if n, _ := countSlice(t, db, q); n != rows {
 			t.Fatalf("read %d cells, want %d", n, rows)
 		}
 	}
@@ -499,18 +488,7 @@ func TestSliceAllocationsSeveralSources(t *testing.T) {
 	}
 	q := SliceQuery{Table: "t", Partition: []byte("p")}
 	read := func() {
-		it, err := db.Slice(context.Background(), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for it.Next() {
-			n += len(it.Row().Cells)
-		}
-		if err := it.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if s := it.Stats(); n != 4*perSource || s.SSTablesRead != 3 || s.MemtablesRead != 1 {
+		if n, s := countSlice(t, db, q); n != 4*perSource || s.SSTablesRead != 3 || s.MemtablesRead != 1 {
 			t.Fatalf("read %d cells from %d SSTables and %d memtables, want %d from 3 and 1", n, s.SSTablesRead, s.MemtablesRead, 4*perSource)
 		}
 	}
@@ -520,4 +498,22 @@ func TestSliceAllocationsSeveralSources(t *testing.T) {
 	if allocs > 8 {
 		t.Errorf("a cached slice of a memtable and 3 SSTables allocates %.0f objects, want at most 8", allocs)
 	}
+}
+
+// countSlice runs q and returns how many cells it read and the read's
+// stats.
+func countSlice(t *testing.T, db *DB, q SliceQuery) (int, ReadStats) {
+	t.Helper()
+	it, err := db.Slice(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for it.Next() {
+		n += len(it.Row().Cells)
+	}
+	if err := it.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return n, it.Stats()
 }
