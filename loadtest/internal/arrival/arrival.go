@@ -113,24 +113,34 @@ func Run[T any](ctx context.Context, cfg Config[T]) (Stats, error) {
 	stats := Stats{Start: clock.Now()}
 	end := stats.Start.Add(cfg.Duration)
 
-	// Unbuffered: a send succeeds only when a worker is idle, so an
-	// operation never waits in a queue where its lateness would be hidden.
-	work := make(chan slot[T])
+	// A worker is free while its id is in idle: every worker starts there
+	// (before its goroutine has run, so the first operations are not
+	// dropped for a goroutine not yet scheduled) and puts its id back
+	// after each operation. An operation is handed only to a free worker,
+	// through the worker's own one-slot channel, so it never waits in a
+	// queue where its lateness would be hidden.
+	idle := make(chan int, cfg.Workers)
+	jobs := make([]chan slot[T], cfg.Workers)
 	var wg sync.WaitGroup
 	for w := range cfg.Workers {
+		jobs[w] = make(chan slot[T], 1)
+		idle <- w
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for s := range work {
+			for s := range jobs[w] {
 				cfg.Do(ctx, w, s.op, s.intended)
 				if cfg.Done != nil {
 					cfg.Done(w, s.op, s.intended, clock.Now().Sub(s.intended))
 				}
+				idle <- w // never blocks: idle has room for every worker
 			}
 		}()
 	}
 	defer func() {
-		close(work)
+		for _, j := range jobs {
+			close(j)
+		}
 		wg.Wait()
 	}()
 
@@ -156,7 +166,8 @@ func Run[T any](ctx context.Context, cfg Config[T]) (Stats, error) {
 		s := slot[T]{op: cfg.Next(seq), intended: intended}
 		stats.Scheduled++
 		select {
-		case work <- s:
+		case w := <-idle:
+			jobs[w] <- s
 			stats.Started++
 			continue
 		default:
@@ -171,7 +182,8 @@ func Run[T any](ctx context.Context, cfg Config[T]) (Stats, error) {
 		}
 		c, stop := clock.After(deadline)
 		select {
-		case work <- s:
+		case w := <-idle:
+			jobs[w] <- s
 			stats.Started++
 		case <-c:
 			// A worker may have become free at the deadline itself; the

@@ -2,6 +2,7 @@ package arrival
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -287,6 +288,28 @@ func TestScheduledIsRateTimesDuration(t *testing.T) {
 		}
 		if s.Scheduled != c.want {
 			t.Errorf("rate %v for %s: scheduled %d, want %d", c.rate, c.d, s.Scheduled, c.want)
+		}
+	}
+}
+
+// TestFirstOperationNotDroppedBeforeWorkersRun checks that the first
+// operation goes to a worker whose goroutine has not run yet: with one P
+// the scheduler reaches operation 0 before any worker goroutine does, and
+// a hand-off that needed a worker parked at its receive dropped it (with
+// MaxLateness 0 at once). TestZeroLatenessDropsAtOnce failed now and then
+// that way on a loaded machine.
+func TestFirstOperationNotDroppedBeforeWorkersRun(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for i := range 200 { // the old hand-off lost the race most times, not every time
+		clock := NewFakeClock(t0)
+		var r recorder
+		cfg := r.config(clock, 1000, time.Millisecond, 1, 0, func(int64) {})
+		s, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Scheduled != 1 || s.Started != 1 || s.Dropped != 0 {
+			t.Fatalf("run %d: stats = %+v, want operation 0 scheduled and started, none dropped", i, s)
 		}
 	}
 }
