@@ -9,7 +9,6 @@ package sstable
 import (
 	"encoding/binary"
 	"fmt"
-	"runtime"
 
 	"github.com/eventide/eventide/storage/internal/base"
 )
@@ -129,11 +128,7 @@ func (w *Writer) CopyBlock(s *Scanner) (bool, error) {
 	if err := w.write(frame); err != nil {
 		return false, err
 	}
-	w.blockIndex = appendBlockIndexEntry(w.blockIndex, &h)
-	w.dataBytes += uint64(len(frame))
-	w.pageBlocks++
-	w.cur.numBlocks++
-	w.props.DataBlocks++
+	w.frameWritten(&h, len(frame))
 
 	if !w.haveCell {
 		w.ckBufs[0] = append(w.ckBufs[0][:0], first.Clustering...)
@@ -152,11 +147,6 @@ func (w *Writer) CopyBlock(s *Scanner) (bool, error) {
 		w.countCell(&cell)
 	}
 	s.ci = s.blk.len()
-
-	w.sinceYield += int(h.rawLen)
-	if w.sinceYield >= defaultBlockSize {
-		w.sinceYield = 0
-		runtime.Gosched()
-	}
+	w.blockAdded(int(h.rawLen))
 	return true, nil
 }

@@ -613,28 +613,35 @@ func (w *Writer) flushBlock(more bool) error {
 	} else if err := w.writeBlock(w.rawBuf, splits, &h, head); err != nil {
 		return err
 	}
-	w.pageBlocks++
-	w.cur.numBlocks++
-	w.props.DataBlocks++
+	w.blockAdded(len(w.rawBuf))
 	w.blk.reset()
 	if !w.dictDone && len(w.pendRaw) >= w.opts.DictionarySampleSize {
 		if err := w.fixDict(); err != nil {
 			return err
 		}
 	}
-	// SSTables are written by background work (flushes, compactions) that
-	// can keep every P busy for seconds. Yielding after each block's worth
-	// of data (a few hundred µs of CPU) lets latency-sensitive goroutines,
-	// such as a NATS delivery or a writer's commit, run between blocks
-	// instead of waiting for the scheduler's 10 ms preemption. Not after
-	// every block: a million one-row partitions are a million tiny
-	// blocks, and yielding after each was 12% of writing them.
-	w.sinceYield += len(w.rawBuf)
+	return nil
+}
+
+// blockAdded counts a data block added to the current partition (written,
+// held back or copied) of rawLen decompressed bytes.
+//
+// SSTables are written by background work (flushes, compactions) that can
+// keep every P busy for seconds. Yielding after each block's worth of data
+// (a few hundred µs of CPU) lets latency-sensitive goroutines, such as a
+// NATS delivery or a writer's commit, run between blocks instead of
+// waiting for the scheduler's 10 ms preemption. Not after every block: a
+// million one-row partitions are a million tiny blocks, and yielding after
+// each was 12% of writing them.
+func (w *Writer) blockAdded(rawLen int) {
+	w.pageBlocks++
+	w.cur.numBlocks++
+	w.props.DataBlocks++
+	w.sinceYield += rawLen
 	if w.sinceYield >= defaultBlockSize {
 		w.sinceYield = 0
 		runtime.Gosched()
 	}
-	return nil
 }
 
 // writeBlock compresses, frames and writes one data block and appends its
@@ -647,9 +654,15 @@ func (w *Writer) writeBlock(raw []byte, splits []int, h *blockHandle, head bool)
 		return err
 	}
 	h.storedLen = uint64(stored)
-	w.blockIndex = appendBlockIndexEntry(w.blockIndex, h)
-	w.dataBytes += uint64(len(w.frameBuf))
+	w.frameWritten(h, len(w.frameBuf))
 	return nil
+}
+
+// frameWritten records a data block's frame of frameLen bytes just
+// written: its block index entry and the data bytes.
+func (w *Writer) frameWritten(h *blockHandle, frameLen int) {
+	w.blockIndex = appendBlockIndexEntry(w.blockIndex, h)
+	w.dataBytes += uint64(frameLen)
 }
 
 // blockCompression is the compression of a data block: the file's, but S2
