@@ -11,12 +11,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/eventide/eventide/internal/cputime"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/storage"
 )
@@ -119,7 +119,7 @@ func BenchmarkFanout(b *testing.B) {
 			maxSSTables := 0
 			b.ResetTimer()
 			start := time.Now()
-			cpuBefore := processCPU(b)
+			cpuBefore := cputime.MustProcess(b.Fatal)
 			for i := 0; i < b.N; i++ {
 				t0 := time.Now()
 				var posts []Message
@@ -146,13 +146,13 @@ func BenchmarkFanout(b *testing.B) {
 				if *benchStallDetail {
 					m := e.db.Metrics()
 					b.Logf("post %d: %.1f ms, cpu so far %.0f ns/row; since start: %d flushes, %d compactions, %d stalls (%.1f ms), %d wal syncs",
-						i, float64(times[i].Microseconds())/1000, float64((processCPU(b)-cpuBefore).Nanoseconds())/float64(followers**benchBurst*(i+1)),
+						i, float64(times[i].Microseconds())/1000, float64((cputime.MustProcess(b.Fatal)-cpuBefore).Nanoseconds())/float64(followers**benchBurst*(i+1)),
 						m.Flushes-before.Flushes, m.Compactions-before.Compactions, m.WriteStalls-before.WriteStalls,
 						float64((m.WriteStallTime-before.WriteStallTime).Microseconds())/1000, m.WALSyncs-before.WALSyncs)
 				}
 			}
 			elapsed := time.Since(start)
-			cpu := processCPU(b) - cpuBefore
+			cpu := cputime.MustProcess(b.Fatal) - cpuBefore
 			b.StopTimer()
 			after := e.db.Metrics()
 			if *benchStallDetail {
@@ -235,18 +235,6 @@ func BenchmarkTimelineRead(b *testing.B) {
 	b.StopTimer()
 	slices.Sort(times)
 	b.ReportMetric(float64(times[(len(times)*99)/100].Microseconds())/1000, "p99-ms")
-}
-
-// processCPU is the CPU time (user and system) the process used so far.
-// CPU per row moves much less than wall time with the load of the other
-// processes on a shared machine (though it still rises with contention,
-// through cache misses and the GC's extra work).
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // rowsWritten reads the fan-out's timeline rows counter directly: the

@@ -4,18 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"syscall"
 	"testing"
-)
 
-// processCPUNanos is the process's CPU time (user and system) so far.
-func processCPUNanos(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatalf("cannot read the process's CPU time: %v", err)
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
-}
+	"github.com/eventide/eventide/internal/cputime"
+)
 
 // writerBatchShape is what a writer's batch holds at 40,000-70,000
 // events/s (writer/batch.go, catalog.EventRowBuilder): events spread over
@@ -112,13 +104,13 @@ func BenchmarkApplyWriterBatch(b *testing.B) {
 		batch.Reset()
 		arena = fillWriterBatch(&batch, i*writerBatchEvents, arena)
 		cells += batch.Len()
-		cpuStart := processCPUNanos(b)
+		cpuStart := int64(cputime.MustProcess(b.Fatal))
 		b.StartTimer()
 		if err := db.Apply(context.Background(), &batch); err != nil {
 			b.Fatal(err)
 		}
 		b.StopTimer()
-		cpu += processCPUNanos(b) - cpuStart
+		cpu += int64(cputime.MustProcess(b.Fatal)) - cpuStart
 		b.StartTimer()
 	}
 	b.StopTimer()

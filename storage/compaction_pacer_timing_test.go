@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/eventide/eventide/internal/cputime"
 )
 
 // BenchmarkPacedMerge runs the all-in-one's second-tier merge of the
@@ -36,7 +38,7 @@ func BenchmarkPacedMerge(b *testing.B) {
 				opts.CompactionThroughput = limit
 				done := make(chan struct{}, 1)
 				opts.Logger = slog.New(compactedHandler{done})
-				cpu0 := processCPUTime(b)
+				cpu0 := int64(cputime.MustProcess(b.Fatal))
 				start := time.Now()
 				db, err := Open(dir, opts) // Open schedules the merge
 				if err != nil {
@@ -44,7 +46,7 @@ func BenchmarkPacedMerge(b *testing.B) {
 				}
 				<-done
 				wall += time.Since(start)
-				cpu += time.Duration(processCPUTime(b) - cpu0)
+				cpu += time.Duration(int64(cputime.MustProcess(b.Fatal)) - cpu0)
 				outBytes = db.Metrics().CompactionWritten
 				if err := db.Close(); err != nil {
 					b.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/eventide/eventide/bucket"
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/internal/cputime"
 	"github.com/eventide/eventide/storage/internal/sstable"
 	"github.com/eventide/eventide/storage/vfs"
 )
@@ -159,7 +160,7 @@ func BenchmarkActiveWindowMerge(b *testing.B) {
 				}
 				dir := b.TempDir()
 				b.SetBytes(inBytes)
-				cpu0 := processCPUTime(b)
+				cpu0 := int64(cputime.MustProcess(b.Fatal))
 				n := 0
 				var outBytes int64
 				var copied int
@@ -191,7 +192,7 @@ func BenchmarkActiveWindowMerge(b *testing.B) {
 					}
 					n++
 				}
-				b.ReportMetric(float64(processCPUTime(b)-cpu0)/float64(int64(n)*cells), "cpu-ns/cell")
+				b.ReportMetric(float64(int64(cputime.MustProcess(b.Fatal))-cpu0)/float64(int64(n)*cells), "cpu-ns/cell")
 				b.ReportMetric(float64(inBytes)/float64(len(c.inputs)), "in-bytes/input")
 				b.ReportMetric(float64(outBytes)/float64(inBytes), "out/in")
 				b.ReportMetric(float64(copied)/float64(blocks), "copied/block")

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/eventide/eventide/internal/cputime"
 )
 
 // BenchmarkExpiredRead reads every live cell of a partition of 520 event
@@ -54,7 +56,7 @@ func BenchmarkExpiredRead(b *testing.B) {
 			// Rows 0..rows-live-1 have expired, the others have not.
 			clock.Advance(time.Duration(ttlSeconds+2*(rows-live)-1) * time.Second)
 			var queries int
-			cpu0 := processCPUTime(b)
+			cpu0 := int64(cputime.MustProcess(b.Fatal))
 			for b.Loop() {
 				q := SliceQuery{Table: "t", Partition: []byte("p" + strconv.Itoa(queries%partitions))}
 				it, err := db.Slice(context.Background(), q)
@@ -73,7 +75,7 @@ func BenchmarkExpiredRead(b *testing.B) {
 				}
 				queries++
 			}
-			b.ReportMetric(float64(processCPUTime(b)-cpu0)/float64(queries), "cpu-ns/op")
+			b.ReportMetric(float64(int64(cputime.MustProcess(b.Fatal))-cpu0)/float64(queries), "cpu-ns/op")
 		})
 	}
 }

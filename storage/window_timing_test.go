@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/eventide/eventide/internal/cputime"
 )
 
 // BenchmarkWindowSlice reads a forward slice over 10% of one partition of
@@ -48,7 +49,7 @@ func BenchmarkWindowSlice(b *testing.B) {
 				tableBytes += t.Bytes
 			}
 			var got, queries int
-			cpu0 := processCPUTime(b)
+			cpu0 := int64(cputime.MustProcess(b.Fatal))
 			for b.Loop() {
 				p := queries % partitions
 				first := rng.IntN(rows - window)
@@ -76,19 +77,10 @@ func BenchmarkWindowSlice(b *testing.B) {
 			b.ReportMetric(float64(got)/b.Elapsed().Seconds(), "rows/s")
 			// CPU time per query: on a shared machine, steadier than
 			// the wall time per query.
-			b.ReportMetric(float64(processCPUTime(b)-cpu0)/float64(queries), "cpu-ns/op")
+			b.ReportMetric(float64(int64(cputime.MustProcess(b.Fatal))-cpu0)/float64(queries), "cpu-ns/op")
 			b.ReportMetric(float64(tableBytes)/float64(partitions*rows), "bytes/event")
 		})
 	}
-}
-
-// processCPUTime is the process's user and system CPU time in ns.
-func processCPUTime(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // benchEventJSON is an event payload of about 200 bytes shaped as

@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/eventide/eventide/internal/cputime"
 	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/writer/consumer"
 )
@@ -25,7 +25,7 @@ func BenchmarkHandlerBatch(b *testing.B) {
 	ctx := context.Background()
 	var sb storage.Batch
 	b.ReportAllocs()
-	cpu0 := processCPU(b)
+	cpu0 := cputime.MustProcess(b.Fatal)
 	b.ResetTimer()
 	for range b.N {
 		eb := w.Prepare(ds, 0)
@@ -41,16 +41,7 @@ func BenchmarkHandlerBatch(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/event")
 	// CPU time moves less than wall time with the machine's other load
 	// (the embedded NATS server is idle meanwhile).
-	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/event")
-}
-
-// processCPU is the process's user and system CPU time so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	b.ReportMetric(float64((cputime.MustProcess(b.Fatal)-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/event")
 }
 
 // benchDeliveries returns a writer and n real JetStream deliveries of
@@ -122,14 +113,14 @@ func BenchmarkParseEvent(b *testing.B) {
 		parseTestNow.Add(-time.Minute).UnixMilli(), strings.Repeat("x", 140)))
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
-	cpu0 := processCPU(b)
+	cpu0 := cputime.MustProcess(b.Fatal)
 	for b.Loop() {
 		if _, rej := v.parse("events.click", body, msgIdentity{stream: DefaultStream, seq: 1}, parseTestNow); rej != nil {
 			b.Fatal(rej)
 		}
 	}
 	// CPU time moves less than wall time with the machine's other load.
-	b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((cputime.MustProcess(b.Fatal)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkBatchFixedCost times what one stored batch costs the process
@@ -178,7 +169,7 @@ func BenchmarkBatchFixedCost(b *testing.B) {
 			if withWriter {
 				<-stored
 			}
-			cpu0 := processCPU(b)
+			cpu0 := cputime.MustProcess(b.Fatal)
 			b.ResetTimer()
 			for range b.N {
 				if _, err := js.Publish(ctx, "events.bench", body); err != nil {
@@ -193,7 +184,7 @@ func BenchmarkBatchFixedCost(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+			b.ReportMetric(float64((cputime.MustProcess(b.Fatal)-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
 		})
 	}
 }

@@ -3,14 +3,13 @@ package queryrpc
 import (
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
 	"github.com/eventide/eventide/bucket/schema"
+	"github.com/eventide/eventide/internal/cputime"
 	"github.com/eventide/eventide/internal/natsembed"
 	"github.com/eventide/eventide/writer"
 )
@@ -47,7 +46,7 @@ func BenchmarkTailPublisherNoListener(b *testing.B) {
 					Data: []byte(fmt.Sprintf(`{"seq":%d,"pad":"%s"}`, i, pad))}}
 			}
 			b.ReportAllocs()
-			cpu0 := processCPU(b)
+			cpu0 := cputime.MustProcess(b.Fatal)
 			b.ResetTimer()
 			seq := uint64(0)
 			for range b.N {
@@ -61,16 +60,7 @@ func BenchmarkTailPublisherNoListener(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.StopTimer()
-			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/event")
+			b.ReportMetric(float64((cputime.MustProcess(b.Fatal)-cpu0).Nanoseconds())/float64(b.N*n), "cpu-ns/event")
 		})
 	}
-}
-
-// processCPU is the process's user and system CPU time so far.
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

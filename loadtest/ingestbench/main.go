@@ -41,13 +41,13 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/eventide/eventide/internal/cputime"
 	"github.com/eventide/eventide/internal/natsembed"
 	"github.com/eventide/eventide/loadtest/internal/rawjs"
 	"github.com/eventide/eventide/reader"
@@ -151,12 +151,19 @@ func run(n, rounds, types int, fraction float64, latencyFor time.Duration, dir s
 	var ratios, evRates []float64
 	for round := 1; round <= rounds; round++ {
 		waitStorageIdle(db)
-		cpu0 := processCPU()
+		cpu0, err := cputime.Process()
+		if err != nil {
+			return err
+		}
 		rawRate, err := throughput(js, "raw", n, types, func() int64 { return rawAcked.Load() })
 		if err != nil {
 			return err
 		}
-		rawCPU := processCPU() - cpu0
+		cpu1, err := cputime.Process()
+		if err != nil {
+			return err
+		}
+		rawCPU := cpu1 - cpu0
 		if round == 1 && cpuProfile != "" {
 			f, err := os.Create(cpuProfile)
 			if err != nil {
@@ -169,9 +176,11 @@ func run(n, rounds, types int, fraction float64, latencyFor time.Duration, dir s
 		if round == 1 && memProfile != "" {
 			runtime.MemProfileRate = 64 << 10 // sampling starts with the phase (main turned it off)
 		}
-		cpu0 = processCPU()
+		// Process read the time above, so it cannot fail here.
+		cpu0, _ = cputime.Process()
 		evRate, err := throughput(js, "events", n, types, func() int64 { return int64(w.Stats().LastAppliedSeq) })
-		evCPU := processCPU() - cpu0
+		cpu1, _ = cputime.Process()
+		evCPU := cpu1 - cpu0
 		if round == 1 {
 			pprof.StopCPUProfile()
 			if memProfile != "" {
@@ -240,15 +249,6 @@ func run(n, rounds, types int, fraction float64, latencyFor time.Duration, dir s
 }
 
 func typeName(i int) string { return fmt.Sprintf("type%02d", i) }
-
-// processCPU is the process's user and system CPU time so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 func perEventMicros(d time.Duration, n int) float64 {
 	return float64(d.Microseconds()) / float64(n)

@@ -4,13 +4,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/eventide/eventide/internal/cputime"
 	"github.com/eventide/eventide/internal/natsembed"
 )
 
@@ -135,7 +135,7 @@ func BenchmarkLingeringPull(b *testing.B) {
 			}()
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu0 := processCPU(b)
+			cpu0 := cputime.MustProcess(b.Fatal)
 			got := 0
 			for got < b.N {
 				msgs, err := c.pull.pull(ctx, nil, DefaultFetchBatch, DefaultFetchBytes, DefaultFetchLinger, bc.fill)
@@ -149,20 +149,10 @@ func BenchmarkLingeringPull(b *testing.B) {
 				}
 				got += len(msgs)
 			}
-			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(got), "cpu-ns/msg")
+			b.ReportMetric(float64((cputime.MustProcess(b.Fatal)-cpu0).Nanoseconds())/float64(got), "cpu-ns/msg")
 			b.StopTimer()
 			cancel()
 			<-published
 		})
 	}
-}
-
-// processCPU is the process's user and system CPU time so far.
-func processCPU(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

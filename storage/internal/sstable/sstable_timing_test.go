@@ -4,10 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
-	"syscall"
 	"testing"
-	"time"
 
+	"github.com/eventide/eventide/internal/cputime"
 	"github.com/eventide/eventide/storage/internal/base"
 	"github.com/klauspost/compress/zstd"
 )
@@ -259,17 +258,6 @@ func oneRowPartitions(n int) []testPartition {
 	return parts
 }
 
-// processCPU is the process's user and system CPU time so far: on a
-// shared machine, CPU per operation moves much less with the neighbours'
-// load than wall-clock time does (it includes the GC's).
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkWriteOneRowPartitions is a flush or compaction output of the
 // fan-out: 100,000 one-row partitions, per partition.
 func BenchmarkWriteOneRowPartitions(b *testing.B) {
@@ -277,12 +265,12 @@ func BenchmarkWriteOneRowPartitions(b *testing.B) {
 	for _, comp := range []Compression{CompressionS2, CompressionZstd} {
 		b.Run(comp.String(), func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := processCPU(b)
+			cpu := cputime.MustProcess(b.Fatal)
 			for b.Loop() {
 				writeTable(b, parts, WriterOptions{Compression: comp})
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(parts)), "ns/partition")
-			b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N*len(parts)), "cpu-ns/partition")
+			b.ReportMetric(float64(cputime.MustProcess(b.Fatal)-cpu)/float64(b.N*len(parts)), "cpu-ns/partition")
 		})
 	}
 }
@@ -292,7 +280,7 @@ func BenchmarkScanOneRowPartitions(b *testing.B) {
 	parts := oneRowPartitions(100000)
 	r := openBench(b, parts, CompressionS2, NewCache(32<<20))
 	b.ReportAllocs()
-	cpu := processCPU(b)
+	cpu := cputime.MustProcess(b.Fatal)
 	for b.Loop() {
 		s := r.NewScanner()
 		n := 0
@@ -306,7 +294,7 @@ func BenchmarkScanOneRowPartitions(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(parts)), "ns/partition")
-	b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N*len(parts)), "cpu-ns/partition")
+	b.ReportMetric(float64(cputime.MustProcess(b.Fatal)-cpu)/float64(b.N*len(parts)), "cpu-ns/partition")
 }
 
 func benchPointReads(b *testing.B, readRow bool) {
@@ -457,10 +445,10 @@ func BenchmarkWriteSmallSSTables(b *testing.B) {
 //
 //	defer reportCPUPerOp(b)()
 func reportCPUPerOp(b *testing.B) func() {
-	cpu0 := processCPU(b)
+	cpu0 := cputime.MustProcess(b.Fatal)
 	return func() {
 		if b.N > 0 {
-			b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(cputime.MustProcess(b.Fatal)-cpu0)/float64(b.N), "cpu-ns/op")
 		}
 	}
 }
