@@ -18,7 +18,10 @@
 //	                                   write, Flush or Close, or within WALSyncInterval
 //	                                   (for writes that can be redone, e.g. fan-out chunks)
 //	DB.Slice(ctx, SliceQuery) Rows     bounded, forward or reverse, limit, tombstone cap,
-//	                                   ReadStats trace; stops when ctx is done
+//	                                   ReadStats trace; stops when ctx is done. Read it
+//	                                   to the end or Close it: until then it pins its
+//	                                   SSTables (a dropped one is released by the GC,
+//	                                   logged and counted in Metrics.UnclosedReads)
 //	DB.Flush, DB.Compact, DB.CompactAll
 //	DB.Metrics() Metrics               String() prints the LSM as a table
 //	DB.Check()                         verifies every file

@@ -32,6 +32,9 @@ type metrics struct {
 	reads, readTombstones      atomic.Int64
 	readLiveCells, readBlocks  atomic.Int64
 	readSSTables, readSSTSkips atomic.Int64
+	// unclosedReads counts slices released by the garbage collector
+	// because their caller never closed them (releaseUnclosed).
+	unclosedReads atomic.Int64
 	// memtableMapped is the memtable arena mapped from the OS, outside
 	// the Go heap (memtable.NewAccounted).
 	memtableMapped                atomic.Int64
@@ -147,6 +150,7 @@ func (c *collector) counters() []counterDesc {
 		d("eventide_storage_reads_total", "Slice reads.", &m.reads, 1),
 		d("eventide_storage_read_tombstones_total", "Tombstones scanned by reads.", &m.readTombstones, 1),
 		d("eventide_storage_read_blocks_total", "SSTable blocks read by slices.", &m.readBlocks, 1),
+		d("eventide_storage_reads_unclosed_total", "Slices their caller never closed, released by the garbage collector (a bug in the caller: until then each kept its SSTables from being deleted and its blocks in memory).", &m.unclosedReads, 1),
 	}
 }
 
@@ -260,6 +264,12 @@ type Metrics struct {
 	WriteStallTime      time.Duration
 	Reads               int64
 	TombstonesRead      int64
+	// UnclosedReads counts slices whose Rows were dropped neither read
+	// to the end nor closed, released when the garbage collector found
+	// them unreachable (each is logged as a warning). Until then such a
+	// read kept the SSTables it read from being deleted, and its blocks
+	// in memory. Anything but 0 is a bug in the caller.
+	UnclosedReads int64
 	// BlockCacheHits and BlockCacheMisses count lookups of decompressed
 	// blocks in the block cache (Options.BlockCacheSize; zeros without
 	// one); BlockCacheBytes is what it holds (decoded blocks and index
@@ -291,7 +301,7 @@ func (db *DB) Metrics() Metrics {
 		PurgedTombstones: m.purgedTombs.Load(), DroppedSSTables: m.droppedSSTables.Load(),
 		WriteStalls: m.stalls.Load(), WriteStallTime: time.Duration(m.stallNanos.Load()),
 		CompactionPacedTime: time.Duration(m.pacedNanos.Load()), CompactionsPaced: int(m.pacedWaiting.Load()),
-		Reads: m.reads.Load(), TombstonesRead: m.readTombstones.Load(),
+		Reads: m.reads.Load(), TombstonesRead: m.readTombstones.Load(), UnclosedReads: m.unclosedReads.Load(),
 		WALBytes: db.walBytes(), MemtableMappedBytes: m.memtableMapped.Load(),
 		WALSyncTime: time.Duration(m.walSyncNanos.Load()),
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/eventide/eventide/storage/internal/base"
@@ -228,7 +229,31 @@ func (db *DB) Slice(ctx context.Context, q SliceQuery) (Rows, error) {
 	s.deletion.Partition = base.LiveDeletion
 	s.row.Cells, s.building.cells = s.cellsBuf[0][:0], s.cellsBuf[1][:0]
 	s.open(t.id)
-	return &RowIterator{s: s}, nil
+	it := &RowIterator{s: s}
+	runtime.SetFinalizer(it, releaseUnclosed)
+	return it, nil
+}
+
+// releaseUnclosed releases the scan of a RowIterator that became
+// unreachable without Close (a caller's bug): until now its snapshot kept
+// the SSTables it read from being deleted and its blocks from going back
+// to the arena. It runs on the runtime's cleanup goroutine, once, and
+// never for an iterator that was finished or closed (release stops it).
+// The scan is not pooled again: nothing else can hold it, but a leak is
+// rare enough not to matter.
+func releaseUnclosed(it *RowIterator) {
+	s := it.s
+	if s == nil {
+		return
+	}
+	db, table := s.db, s.q.Table
+	s.finish()
+	if s.v != nil {
+		s.v.unref()
+	}
+	db.metrics.unclosedReads.Add(1)
+	db.log.Warn("a slice was never closed; the garbage collector released it (call Close on every Rows, or read it to the end)",
+		"table", table)
 }
 
 // rowScanPool holds finished scans for the next read (reset to zero, so a
@@ -239,7 +264,12 @@ var rowScanPool = sync.Pool{New: func() any { return new(rowScan) }}
 //
 // Its scan goes back to a pool as soon as the read has finished (Next has
 // returned false, or Close): from then on Row is empty and Stats and Err
-// are the read's final ones.
+// are the read's final ones. Until then it holds a snapshot (the SSTables
+// it reads cannot be deleted) and the blocks it is on. An iterator
+// dropped before that is released when the garbage collector finds it
+// unreachable (a finalizer: no allocation, unlike runtime.AddCleanup's
+// closure, on the read path), with a warning in the log and
+// Metrics.UnclosedReads counting it.
 type RowIterator struct {
 	s     *rowScan // nil once finished
 	stats ReadStats
@@ -297,6 +327,7 @@ func (it *RowIterator) Close() error {
 // releases its snapshot and puts it back in the pool.
 func (it *RowIterator) release() {
 	s := it.s
+	runtime.SetFinalizer(it, nil)
 	s.finish()
 	it.stats, it.err = s.stats, s.err
 	if s.v != nil {

@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -516,4 +520,100 @@ func countSlice(t *testing.T, db *DB, q SliceQuery) (int, ReadStats) {
 		t.Fatal(err)
 	}
 	return n, it.Stats()
+}
+
+// TestUnclosedSliceIsReleased drops a slice after one row, neither read
+// to the end nor closed. Its snapshot pinned the SSTable it read, so a
+// compaction that replaced the SSTable could not delete it; once the
+// garbage collector finds the iterator unreachable, the scan is released:
+// the file goes, the read is counted in UnclosedReads and logged.
+func TestUnclosedSliceIsReleased(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	var logged syncLog
+	dir := t.TempDir()
+	db := openTestDBIn(t, dir, clock, func(o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+	}, TableDef{Name: "t"})
+	for round := range 2 {
+		apply(t, db, func(b *Batch) {
+			for i := range 5 {
+				b.Put("t", []byte("p"), fmt.Appendf(nil, "k%03d", i), []byte("c"), fmt.Appendf(nil, "v%d-%d", round, i), int64(100+10*round+i))
+			}
+		})
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sstables := func() []string {
+		names, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	before := sstables()
+	if len(before) != 2 {
+		t.Fatalf("want 2 SSTables before the compaction, found %v", before)
+	}
+	func() {
+		it, err := db.Slice(context.Background(), SliceQuery{Table: "t", Partition: []byte("p")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !it.Next() {
+			t.Fatalf("no row: %v", it.Err())
+		}
+		// Dropped here: neither read to the end nor closed.
+	}()
+	if err := db.CompactAll(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sstables(); len(got) != 3 {
+		t.Fatalf("while the unclosed slice is reachable its two SSTables must stay beside the compaction's output; found %v", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sstables()) != 1 || db.Metrics().UnclosedReads != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the unclosed slice was not released: SSTables %v (want the compaction's output only), UnclosedReads %d (want 1)", sstables(), db.Metrics().UnclosedReads)
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	if !strings.Contains(logged.String(), "a slice was never closed") {
+		t.Errorf("the release was not logged; the log:\n%s", logged.String())
+	}
+	// The store reads on as before.
+	it, err := db.Slice(context.Background(), SliceQuery{Table: "t", Partition: []byte("p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for it.Next() {
+		n++
+	}
+	if err := it.Close(); err != nil || n != 5 {
+		t.Fatalf("read %d rows after the release (err %v), want 5", n, err)
+	}
+	if got := db.Metrics().UnclosedReads; got != 1 {
+		t.Errorf("UnclosedReads %d after closed reads, want 1", got)
+	}
+}
+
+// syncLog is a log destination the engine's goroutines and the test can
+// share.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
