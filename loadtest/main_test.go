@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -310,6 +311,16 @@ func TestFindMaxRamps(t *testing.T) {
 		t.Errorf("raw ramp = %+v, ratio %v", fm.Raw, fm.Ratio)
 	} else if p99 := fm.Raw.Steps[1].P99["queryable"]; p99 <= 0 {
 		t.Errorf("raw step has no publish-to-consumed p99")
+	}
+	// Every step says where its load was and what the server spent per
+	// event; a raw step also what the server's counters did meanwhile.
+	for _, st := range append(slices.Clone(fm.Steps), fm.Raw.Steps...) {
+		if st.Started.IsZero() || st.Seconds < 0.5 || st.ServerCores <= 0 || st.ServerMicrosPerEvent <= 0 {
+			t.Errorf("step %s: started %v, %v s, %v server cores, %v µs/event: want all set", st.Run, st.Started, st.Seconds, st.ServerCores, st.ServerMicrosPerEvent)
+		}
+		if st.ServerCounters["process_cpu_seconds_total"] <= 0 {
+			t.Errorf("step %s: server counters %v, want the server's CPU among them", st.Run, st.ServerCounters)
+		}
 	}
 	if r.Events.TargetRate != 400 || r.Queries != nil {
 		t.Errorf("the report's figures are not those of the 400/s step: events %+v", r.Events)

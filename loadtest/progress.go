@@ -131,23 +131,3 @@ func (s *serverSampler) stats(loadEnd time.Time) *report.ServerStats {
 	}
 	return st
 }
-
-// coresBetween returns the server's CPU over [from, to] in cores, from
-// the samples nearest inside that span; 0 without two of them.
-func (s *serverSampler) coresBetween(from, to time.Time) float64 {
-	var first, last *target.ProcSample
-	for i := range s.samples {
-		ps := &s.samples[i]
-		if ps.At.Before(from) || ps.At.After(to) {
-			continue
-		}
-		if first == nil {
-			first = ps
-		}
-		last = ps
-	}
-	if first == nil || last == first {
-		return 0
-	}
-	return (last.CPUSeconds - first.CPUSeconds) / last.At.Sub(first.At).Seconds()
-}

@@ -130,14 +130,18 @@ const headerIntended = "Eventide-Loadtest-Intended"
 // intended start to publish ack and "queryable" intended start to
 // consumed, with the schedule in Events, so the run's objectives apply
 // to it as to Eventide.
-func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Report, error) {
+func (e *env) rawStep(ctx context.Context, rate float64, run string) (_ *report.Report, serverCores float64, _ error) {
 	cfg := e.cfg
 	js := e.js
 	subject, cons, remove, err := createRawStream(ctx, js, run)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer remove()
+	// The server's counters say what Eventide's storage did meanwhile
+	// (flushes and compactions of earlier steps' events).
+	countersBefore, countersErr := e.api.serverCounters(ctx)
+	serverCoresSince := e.serverCoresSince()
 	selfStart, selfErr := target.ReadProc(os.Getpid())
 	start := time.Now()
 	lat := hist.NewSet(cfg.Workers+1, start)
@@ -190,6 +194,7 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 		},
 	})
 	loadEnd := time.Now()
+	serverCores = serverCoresSince()
 	var harness *report.HarnessStats
 	if selfEnd, err := target.ReadProc(os.Getpid()); err == nil && selfErr == nil {
 		cpu := selfEnd.CPUSeconds - selfStart.CPUSeconds
@@ -198,7 +203,13 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 	if err != nil {
 		stopTicking()
 		<-tickDone
-		return nil, configError{err}
+		return nil, 0, configError{err}
+	}
+	var counters map[string]float64
+	if countersErr == nil {
+		if after, err := e.api.serverCounters(ctx); err == nil {
+			counters = counterDeltas(countersBefore, after)
+		}
 	}
 	deadline := loadEnd.Add(cfg.DrainTimeout)
 	for consumed.Load() < acked.Load() && time.Now().Before(deadline) && ctx.Err() == nil {
@@ -209,7 +220,7 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 	lat.Tick(time.Now())
 	// Started and Finished bound the load, for the server's CPU.
 	r := &report.Report{
-		Started: start, Finished: loadEnd, Harness: harness,
+		Started: start, Finished: loadEnd, Harness: harness, ServerCounters: counters,
 		Events:  &report.EventsResult{Schedule: schedule(rate, stats, failed.Load(), loadEnd.Sub(start), nil)},
 		Latency: map[string]hist.Summary{},
 	}
@@ -223,7 +234,7 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 		r.Latency[kind] = sum
 	}
 	if n := consumed.Load(); n < acked.Load() {
-		return nil, fmt.Errorf("raw step at %.0f/s: consumed %d of %d acked messages within %s", rate, n, acked.Load(), cfg.DrainTimeout)
+		return nil, 0, fmt.Errorf("raw step at %.0f/s: consumed %d of %d acked messages within %s", rate, n, acked.Load(), cfg.DrainTimeout)
 	}
-	return r, nil
+	return r, serverCores, nil
 }

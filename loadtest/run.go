@@ -182,6 +182,7 @@ type stepResult struct {
 	checks             []report.Check
 	harness            *report.HarnessStats
 	counters           map[string]float64 // the server's /metrics counters' deltas over the load
+	serverCores        float64            // the spawned server's CPU over the load; 0 if not spawned
 }
 
 // step runs the workloads at the given event rate for --duration with
@@ -196,6 +197,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 	cfg := &c
 	res := &stepResult{cfg: cfg, errors: map[string]int64{}}
 	countersBefore, countersErr := e.api.serverCounters(ctx)
+	serverCoresSince := e.serverCoresSince()
 	selfStart, selfErr := target.ReadProc(os.Getpid())
 	start := time.Now()
 	res.loadStart = start
@@ -333,6 +335,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 	wg.Wait()
 	loadEnd := time.Now()
 	res.loadEnd = loadEnd
+	res.serverCores = serverCoresSince()
 	if selfEnd, err := target.ReadProc(os.Getpid()); err == nil && selfErr == nil {
 		cpu := selfEnd.CPUSeconds - selfStart.CPUSeconds
 		res.harness = &report.HarnessStats{CPUSeconds: cpu, AvgCores: cpu / loadEnd.Sub(start).Seconds()}

@@ -291,7 +291,18 @@ type FindMaxStep struct {
 	// cores (CPU seconds per second); HarnessCores the harness's.
 	ServerCores  float64 `json:"server_cores,omitempty"`
 	HarnessCores float64 `json:"harness_cores,omitempty"`
-	// ServerCounters is as Report.ServerCounters, for this step.
+	// ServerMicrosPerEvent is the spawned server's CPU over the step's
+	// load in microseconds per event achieved (ServerCores over
+	// AchievedRate): a figure that moves less with the machine's load
+	// than the rates do.
+	ServerMicrosPerEvent float64 `json:"server_us_per_event,omitempty"`
+	// Started is when the step's load began and Seconds how long it ran,
+	// to place the step in the server's samples.
+	Started time.Time `json:"started"`
+	Seconds float64   `json:"seconds"`
+	// ServerCounters is as Report.ServerCounters, for this step. In a raw
+	// JetStream step they show what Eventide's storage did meanwhile
+	// (flushes, compactions of earlier steps' events).
 	ServerCounters map[string]float64 `json:"server_counters,omitempty"`
 }
 
