@@ -119,9 +119,51 @@ func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration,
 	}, nil
 }
 
-// headerIntended carries a raw message's intended publish start, in Unix
-// nanoseconds, to the consumer that times it.
-const headerIntended = "Eventide-Loadtest-Intended"
+// A raw step's message carries its intended publish start in its body,
+// not in a header: Eventide's events have no headers, and a header costs
+// the server a scan of it in every JetStream publish and the consumer a
+// parse into a map. The body opens with the start in Unix nanoseconds,
+// zero-padded to a fixed width, then the rest of an event's body.
+const (
+	rawIntendedPrefix = `{"t":"`
+	rawIntendedDigits = 19 // Unix nanoseconds until the year 2262
+)
+
+// appendRawBody appends a raw message's body: intended, then time and a
+// padding string of pad bytes.
+func appendRawBody(dst []byte, intended time.Time, pad string) []byte {
+	dst = append(dst, rawIntendedPrefix...)
+	ns := strconv.AppendInt(nil, intended.UnixNano(), 10)
+	for range rawIntendedDigits - len(ns) {
+		dst = append(dst, '0')
+	}
+	dst = append(dst, ns...)
+	dst = append(dst, `","time":`...)
+	dst = strconv.AppendInt(dst, intended.UnixMilli(), 10)
+	dst = append(dst, `,"data":{"pad":"`...)
+	dst = append(dst, pad...)
+	return append(dst, `"}}`...)
+}
+
+// rawIntended reads the intended publish start of a raw message's body
+// (appendRawBody); false if the body does not hold one.
+func rawIntended(body []byte) (time.Time, bool) {
+	end := len(rawIntendedPrefix) + rawIntendedDigits
+	if len(body) < end || string(body[:len(rawIntendedPrefix)]) != rawIntendedPrefix {
+		return time.Time{}, false
+	}
+	var ns int64
+	for _, c := range body[len(rawIntendedPrefix):end] {
+		if c < '0' || c > '9' {
+			return time.Time{}, false
+		}
+		ns = ns*10 + int64(c-'0')
+	}
+	if ns < 0 { // overflowed
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
+}
 
 // rawStep runs the raw JetStream pipeline open loop at rate for
 // --duration, on a stream of its own deleted afterwards: publishes
@@ -149,13 +191,17 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (_ *report.
 	var consumed atomic.Int64
 	stopConsuming := rawjs.Consume(ctx, cons, func(m jetstream.Msg) {
 		// One goroutine consumes, so the consumer's slot is its own.
-		if ns, err := strconv.ParseInt(m.Headers().Get(headerIntended), 10, 64); err == nil {
-			lat.Record(consumerSlot, "queryable", time.Since(time.Unix(0, ns)))
+		if intended, ok := rawIntended(m.Data()); ok {
+			lat.Record(consumerSlot, "queryable", time.Since(intended))
 		}
 	}, func(n int) { consumed.Add(int64(n)) })
 	defer stopConsuming()
 
-	body := []byte(fmt.Sprintf(`{"time":%d,"data":{"pad":"%s"}}`, time.Now().UnixMilli(), strings.Repeat("x", max(cfg.Events.PayloadMedian-48, 1))))
+	// Bodies of the events' median size less 8 bytes, as before the
+	// intended start moved from a header into them (appendRawBody's own
+	// bytes are 66 besides the padding).
+	pad := strings.Repeat("x", max(cfg.Events.PayloadMedian-8-66, 1))
+	bufs := make([][]byte, cfg.Workers)
 	lastErr := make([]error, cfg.Workers)
 	var acked, failed atomic.Int64
 	tickCtx, stopTicking := context.WithCancel(ctx)
@@ -177,7 +223,8 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (_ *report.
 		Rate: rate, Duration: cfg.Duration, Workers: cfg.Workers, MaxLateness: cfg.MaxLateness,
 		Next: func(seq int64) int64 { return seq },
 		Do: func(ctx context.Context, w int, _ int64, intended time.Time) {
-			msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{headerIntended: {strconv.FormatInt(intended.UnixNano(), 10)}}}
+			bufs[w] = appendRawBody(bufs[w][:0], intended, pad)
+			msg := &nats.Msg{Subject: subject, Data: bufs[w]}
 			pctx, cancel := context.WithTimeout(ctx, cfg.PublishLimit)
 			_, lastErr[w] = js.PublishMsg(pctx, msg)
 			cancel()
