@@ -255,6 +255,9 @@ func TestBadConfiguration(t *testing.T) {
 		{[]string{"run", "--find-max", "--workload", "queries"}, "--find-max ramps the event rate"},
 		{[]string{"run", "--nats-url", "nats://" + closed, "--progress", "off"}, "cannot connect to NATS at nats://" + closed},
 		{[]string{"walk"}, `unknown command "walk"`},
+		{[]string{"run", "--spawn", "--spawn-env", "GOMAXPROCS"}, `--spawn-env "GOMAXPROCS": want KEY=VALUE`},
+		{[]string{"run", "--spawn", "--spawn-env", "EVENTIDE_DATA=/x"}, "--spawn-env EVENTIDE_DATA: the server's configuration goes in --spawn-args"},
+		{[]string{"run", "--spawn-env", "GOGC=200"}, "--spawn-env needs --spawn"},
 		{[]string{"run", "--http-token", "a", "--http-token-file", "/nonexistent"}, "--http-token-file excludes --http-token"},
 		{[]string{"run", "--http-token-file", "/nonexistent/token"}, "--http-token-file: open /nonexistent/token"},
 	}

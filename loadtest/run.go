@@ -579,7 +579,7 @@ func spawn(ctx context.Context, cfg *config, stderr io.Writer) (*target.Server, 
 	if cfg.Workloads["social"] && !strings.Contains(cfg.SpawnArgs, "fanout-threshold") {
 		extra = append(extra, "--fanout-threshold", strconv.Itoa(cfg.Social.Threshold))
 	}
-	srv, err := target.Spawn(ctx, bin, filepath.Join(dir, "data"), filepath.Join(dir, "server.log"), extra, 60*time.Second)
+	srv, err := target.Spawn(ctx, bin, filepath.Join(dir, "data"), filepath.Join(dir, "server.log"), extra, cfg.SpawnEnv, 60*time.Second)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err
