@@ -130,6 +130,11 @@ func TestSpawnedRun(t *testing.T) {
 	if r.Raw.RatePerSecond <= 0 || r.Server.PeakRSSBytes <= 0 || len(r.Server.Times) == 0 {
 		t.Errorf("raw %+v server peak %d", *r.Raw, r.Server.PeakRSSBytes)
 	}
+	// The server's counters ride with every sample, running totals.
+	if syncs := r.Server.Counters["eventide_storage_wal_syncs_total"]; len(syncs) != len(r.Server.Times) || len(syncs) == 0 ||
+		syncs[len(syncs)-1] < r.ServerCounters["eventide_storage_wal_syncs_total"] || len(r.Server.Counters["eventide_storage_compactions_total"]) != len(syncs) {
+		t.Errorf("server counters per sample = %v for %d samples, want running totals of WAL fsyncs (%v during the load) and compactions", r.Server.Counters, len(r.Server.Times), r.ServerCounters["eventide_storage_wal_syncs_total"])
+	}
 	if r.ServerCounters["eventide_writer_batch_messages_sum"] < float64(r.Events.AckedValid) || r.ServerCounters["eventide_storage_wal_syncs_total"] == 0 {
 		t.Errorf("server counters over the load = %v, want the writer's batches and WAL fsyncs", r.ServerCounters)
 	}

@@ -58,6 +58,9 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 	}
 	defer e.nc.Close()
 	defer e.api.client.CloseIdleConnections()
+	if e.server != nil {
+		e.server.counters = e.api.serverCounters
+	}
 
 	// The server's RSS and CPU are sampled over the whole run.
 	sampleCtx, stopSampling := context.WithCancel(ctx)

@@ -245,6 +245,11 @@ type ServerStats struct {
 	CPUSecondsAll float64   `json:"cpu_seconds_total"`
 	// AvgCores is CPU seconds over wall seconds of the measured phase.
 	AvgCores float64 `json:"avg_cores"`
+	// Counters holds, per name, the server's running total of some of its
+	// /metrics counters at each sample (aligned with Times): flushes,
+	// compactions and their bytes written, write stalls, WAL fsyncs and
+	// their seconds, to set latency over time against them.
+	Counters map[string][]float64 `json:"counters,omitempty"`
 }
 
 // FindMax is a --find-max ramp: steps of --duration each at rising event
