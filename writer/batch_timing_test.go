@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -194,6 +195,94 @@ func BenchmarkBatchFixedCost(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+		})
+	}
+}
+
+// BenchmarkWriterAtRate is the ingest path at a steady rate, as the
+// all-in-one runs it: a publisher on a TCP connection sends rate
+// loadtest-like events a second (20 types, ~200-byte bodies; core NATS
+// publishes into the stream, spread over each millisecond), and the
+// writer, on an in-process connection, fetches, validates, stores (WAL
+// fsync included) and acks them. cpu-ns/event is the whole process's CPU
+// (embedded server and publisher included) per event stored, events/batch
+// the writer's mean batch. The sub-benchmarks differ in FetchLinger: under
+// load a batch holds what arrives within it, so a longer linger means
+// fewer batches (each with its pull, fsync, ack, checkpoint and counter
+// cells) for up to that much more publish-to-queryable latency.
+func BenchmarkWriterAtRate(b *testing.B) {
+	const rate = 40000
+	for _, linger := range []time.Duration{5 * time.Millisecond, 10 * time.Millisecond} {
+		b.Run("linger-"+linger.String(), func(b *testing.B) {
+			s := startNATS(b, b.TempDir(), -1)
+			pub := connect(b, s.ClientURL())
+			wnc, err := nats.Connect("", nats.InProcessServer(s))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer wnc.Close()
+			db := openDB(b, b.TempDir())
+			var stored, batches atomic.Int64
+			w := newWriter(b, wnc, db, Config{FetchLinger: linger, OnStored: func(evs []StoredEvent) {
+				stored.Add(int64(len(evs)))
+				batches.Add(1)
+			}})
+			runWriter(b, w)
+			now := time.Now().UnixMilli()
+			pad := strings.Repeat("x", 120)
+			type msg struct {
+				subject string
+				body    []byte
+			}
+			msgs := make([]msg, 1000)
+			for i := range msgs {
+				msgs[i] = msg{fmt.Sprintf("events.bench-t%02d", i%20),
+					fmt.Appendf(nil, `{"time":%d,"user":"u%d","data":{"seq":%d,"pad":"%s"}}`, now, i%997, i, pad)}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			published := make(chan struct{})
+			go func() {
+				defer close(published)
+				tick := time.NewTicker(time.Millisecond)
+				defer tick.Stop()
+				start := time.Now()
+				sent := 0
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-tick.C:
+					}
+					for due := int(time.Since(start).Seconds() * rate); sent < due; sent++ {
+						m := msgs[sent%len(msgs)]
+						if err := pub.Publish(m.subject, m.body); err != nil {
+							return
+						}
+					}
+				}
+			}()
+			defer func() {
+				cancel()
+				<-published
+			}()
+			// Warm: the first second's events stored.
+			wait := func(n int64) {
+				deadline := time.Now().Add(time.Minute)
+				for stored.Load() < n {
+					if time.Now().After(deadline) {
+						b.Fatalf("%d of %d events stored within a minute", stored.Load(), n)
+					}
+					time.Sleep(time.Millisecond) // polling the writer's count, with a deadline
+				}
+			}
+			wait(rate)
+			n0, batches0, cpu0 := stored.Load(), batches.Load(), processCPU(b)
+			b.ResetTimer()
+			wait(n0 + int64(b.N))
+			b.StopTimer()
+			n, nb := stored.Load()-n0, batches.Load()-batches0
+			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(n), "cpu-ns/event")
+			b.ReportMetric(float64(n)/float64(max(nb, 1)), "events/batch")
 		})
 	}
 }
