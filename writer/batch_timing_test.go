@@ -3,7 +3,9 @@ package writer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -206,7 +208,10 @@ func BenchmarkBatchFixedCost(b *testing.B) {
 // writer, on an in-process connection, fetches, validates, stores (WAL
 // fsync included) and acks them. cpu-ns/event is the whole process's CPU
 // (embedded server and publisher included) per event stored, events/batch
-// the writer's mean batch. The sub-benchmarks differ in FetchLinger: under
+// the writer's mean batch, p50-ms and p99-ms the time from an event's
+// publish to its batch being stored (its stream sequence is its place in
+// the one publisher's order). With -cpu 2,4 the same runs with more Go Ps
+// than this machine's cores. The sub-benchmarks differ in FetchLinger: under
 // load a batch holds what arrives within it, so a longer linger means
 // fewer batches (each with its pull, fsync, ack, checkpoint and counter
 // cells) for up to that much more publish-to-queryable latency.
@@ -223,7 +228,24 @@ func BenchmarkWriterAtRate(b *testing.B) {
 			defer wnc.Close()
 			db := openDB(b, b.TempDir())
 			var stored, batches atomic.Int64
+			// sentAt[i] is when message i+1 of the stream was published
+			// (unix nanos); lat collects publish-to-stored while measuring.
+			maxEvents := rate + b.N + rate
+			sentAt := make([]atomic.Int64, maxEvents)
+			var latMu sync.Mutex
+			var lat []time.Duration
+			var measuring atomic.Bool
 			w := newWriter(b, wnc, db, Config{FetchLinger: linger, OnStored: func(evs []StoredEvent) {
+				now := time.Now().UnixNano()
+				latMu.Lock()
+				defer latMu.Unlock()
+				if measuring.Load() {
+					for _, ev := range evs {
+						if i := int(ev.Seq) - 1; i < len(sentAt) {
+							lat = append(lat, time.Duration(now-sentAt[i].Load()))
+						}
+					}
+				}
 				stored.Add(int64(len(evs)))
 				batches.Add(1)
 			}})
@@ -253,8 +275,9 @@ func BenchmarkWriterAtRate(b *testing.B) {
 						return
 					case <-tick.C:
 					}
-					for due := int(time.Since(start).Seconds() * rate); sent < due; sent++ {
+					for due := min(int(time.Since(start).Seconds()*rate), maxEvents); sent < due; sent++ {
 						m := msgs[sent%len(msgs)]
+						sentAt[sent].Store(time.Now().UnixNano())
 						if err := pub.Publish(m.subject, m.body); err != nil {
 							return
 						}
@@ -276,11 +299,20 @@ func BenchmarkWriterAtRate(b *testing.B) {
 				}
 			}
 			wait(rate)
+			measuring.Store(true)
 			n0, batches0, cpu0 := stored.Load(), batches.Load(), processCPU(b)
 			b.ResetTimer()
 			wait(n0 + int64(b.N))
 			b.StopTimer()
+			measuring.Store(false)
 			n, nb := stored.Load()-n0, batches.Load()-batches0
+			latMu.Lock()
+			defer latMu.Unlock()
+			slices.Sort(lat)
+			if len(lat) > 0 {
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			}
 			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(n), "cpu-ns/event")
 			b.ReportMetric(float64(n)/float64(max(nb, 1)), "events/batch")
 		})
