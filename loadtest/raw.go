@@ -133,7 +133,8 @@ const (
 // padding string of pad bytes.
 func appendRawBody(dst []byte, intended time.Time, pad string) []byte {
 	dst = append(dst, rawIntendedPrefix...)
-	ns := strconv.AppendInt(nil, intended.UnixNano(), 10)
+	var digits [20]byte
+	ns := strconv.AppendInt(digits[:0], intended.UnixNano(), 10)
 	for range rawIntendedDigits - len(ns) {
 		dst = append(dst, '0')
 	}
