@@ -48,10 +48,14 @@ func ConsumerConfig(durable string) jetstream.ConsumerConfig {
 // handle sees each message in order; acked(n) follows each batch's ack.
 // stop ends the goroutine and waits for it.
 func Consume(ctx context.Context, cons jetstream.Consumer, handle func(jetstream.Msg), acked func(n int)) (stop func()) {
-	f := &fetcher{
+	return consume(ctx, &fetcher{
 		cons: cons, batch: consumer.DefaultFetchBatch, maxBytes: consumer.DefaultFetchBytes,
 		linger: consumer.DefaultFetchLinger, wait: consumer.DefaultFetchWait,
-	}
+	}, handle, acked)
+}
+
+// consume is Consume with f's fetch pattern.
+func consume(ctx context.Context, f *fetcher, handle func(jetstream.Msg), acked func(n int)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {

@@ -3,12 +3,15 @@ package rawjs
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventide/eventide/internal/natstest"
+	"github.com/eventide/eventide/writer/consumer"
 )
 
 // TestFetchLingersUnderLoadAsTheWriter: once a fetch has brought
@@ -94,4 +97,93 @@ func TestFetchLingersUnderLoadAsTheWriter(t *testing.T) {
 			t.Fatalf("message %d is %q, want %q", i, got, want)
 		}
 	}
+}
+
+// BenchmarkConsumeAtRate is the raw pipeline's consumer while messages
+// trickle in, as in a find-max step: a publisher on its own connection
+// sends 70,000 ~200-byte messages a second, spread over each millisecond,
+// and Consume takes them. cpu-ns/msg is the whole process's CPU (embedded
+// server, publisher and consumer) per message consumed, msgs/fetch the
+// mean batch. "linger" is Consume's pattern; "ready" takes only what is
+// ready, as before the consumer lingered like the writer's.
+func BenchmarkConsumeAtRate(b *testing.B) {
+	const rate = 70000
+	for _, bc := range []struct {
+		name   string
+		linger time.Duration
+	}{{"linger", consumer.DefaultFetchLinger}, {"ready", 0}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := natstest.StartServer(b)
+			_, js := natstest.Connect(b, s.ClientURL())
+			pub, _ := natstest.Connect(b, s.ClientURL())
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			stream, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "RAWBENCH", Subjects: []string{"rawbench"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			cons, err := stream.CreateOrUpdateConsumer(ctx, ConsumerConfig("raw"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			payload := make([]byte, 200)
+			published := make(chan struct{})
+			go func() {
+				defer close(published)
+				tick := time.NewTicker(time.Millisecond)
+				defer tick.Stop()
+				start := time.Now()
+				sent := 0
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-tick.C:
+					}
+					for due := int(time.Since(start).Seconds() * rate); sent < due; sent++ {
+						if err := pub.Publish("rawbench", payload); err != nil {
+							return
+						}
+					}
+				}
+			}()
+			var consumed, fetches atomic.Int64
+			f := &fetcher{cons: cons, batch: consumer.DefaultFetchBatch, maxBytes: consumer.DefaultFetchBytes,
+				linger: bc.linger, wait: consumer.DefaultFetchWait}
+			stop := consume(ctx, f, func(jetstream.Msg) {}, func(n int) {
+				consumed.Add(int64(n))
+				fetches.Add(1)
+			})
+			wait := func(n int64) {
+				deadline := time.Now().Add(time.Minute)
+				for consumed.Load() < n {
+					if time.Now().After(deadline) {
+						b.Fatalf("%d of %d messages consumed within a minute", consumed.Load(), n)
+					}
+					time.Sleep(time.Millisecond) // polling the consumer's count, with a deadline
+				}
+			}
+			wait(rate / 10)
+			n0, f0, cpu0 := consumed.Load(), fetches.Load(), processCPU(b)
+			b.ResetTimer()
+			wait(n0 + int64(b.N))
+			b.StopTimer()
+			n, nf := consumed.Load()-n0, fetches.Load()-f0
+			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(n), "cpu-ns/msg")
+			b.ReportMetric(float64(n)/float64(max(nf, 1)), "msgs/fetch")
+			stop()
+			cancel()
+			<-published
+		})
+	}
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
