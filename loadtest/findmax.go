@@ -99,8 +99,16 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 	var results []*stepResult
 	eventide := newRamp(cfg, cfg.EventRate)
 	ramps := []*rampState{eventide}
+	settle := func() float64 {
+		waited, quiet := settleServer(ctx, func() (float64, bool) { return e.serverCPU(ctx) }, time.Now, sleepCtx)
+		if !quiet && waited >= settleTimeout {
+			e.progress.note("the server was still busy after %s; starting the step anyway", settleTimeout)
+		}
+		return waited.Seconds()
+	}
 	steps := []stepFunc{func(i int, rate float64) (report.FindMaxStep, error) {
 		run := fmt.Sprintf("%ss%d", cfg.Run, i)
+		settled := settle()
 		e.progress.note("find-max step %d: %.0f events/s for %s", i+1, rate, cfg.Duration)
 		res, err := e.step(ctx, rate, run)
 		if err != nil {
@@ -116,6 +124,7 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 		}
 		st.ServerCores = res.serverCores
 		st.ServerCounters = res.counters
+		st.SettleSeconds = settled
 		placeLoad(&st, res.loadStart, res.loadEnd)
 		fm.AllCorrect = fm.AllCorrect && st.Correct
 		return st, nil
@@ -126,6 +135,7 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 		ramps = append(ramps, raw)
 		steps = append(steps, func(i int, rate float64) (report.FindMaxStep, error) {
 			run := fmt.Sprintf("%sr%d", cfg.Run, i)
+			settled := settle()
 			e.progress.note("find-max raw JetStream step %d: %.0f messages/s for %s", i+1, rate, cfg.Duration)
 			probe, serverCores, err := e.rawStep(ctx, rate, run)
 			if err != nil {
@@ -138,6 +148,7 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 			}
 			st.ServerCores = serverCores
 			st.ServerCounters = probe.ServerCounters
+			st.SettleSeconds = settled
 			placeLoad(&st, probe.Started, probe.Finished)
 			return st, nil
 		})

@@ -326,6 +326,9 @@ func TestFindMaxRamps(t *testing.T) {
 		if st.Started.IsZero() || st.Seconds < 0.5 || st.ServerCores <= 0 || st.ServerMicrosPerEvent <= 0 {
 			t.Errorf("step %s: started %v, %v s, %v server cores, %v µs/event: want all set", st.Run, st.Started, st.Seconds, st.ServerCores, st.ServerMicrosPerEvent)
 		}
+		if st.SettleSeconds < settleWindow.Seconds() || st.SettleSeconds > settleTimeout.Seconds()+1 {
+			t.Errorf("step %s waited %v s for the server to go quiet, want one window at least and at most the timeout", st.Run, st.SettleSeconds)
+		}
 		if st.ServerCounters["process_cpu_seconds_total"] <= 0 {
 			t.Errorf("step %s: server counters %v, want the server's CPU among them", st.Run, st.ServerCounters)
 		}

@@ -144,6 +144,12 @@ func (s *serverSampler) sample() {
 	}
 }
 
+// cpuNow reads the server's CPU seconds so far from /proc.
+func (s *serverSampler) cpuNow() (float64, bool) {
+	ps, err := target.ReadProc(s.pid)
+	return ps.CPUSeconds, err == nil
+}
+
 func (s *serverSampler) stats(loadEnd time.Time) *report.ServerStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -301,6 +301,10 @@ type FindMaxStep struct {
 	// AchievedRate): a figure that moves less with the machine's load
 	// than the rates do.
 	ServerMicrosPerEvent float64 `json:"server_us_per_event,omitempty"`
+	// SettleSeconds is how long the harness waited before the step for
+	// the server to go quiet (its CPU under 0.1 cores over half a second,
+	// at most 30 s): the flushes and compactions of the step before.
+	SettleSeconds float64 `json:"settle_seconds"`
 	// Started is when the step's load began and Seconds how long it ran,
 	// to place the step in the server's samples.
 	Started time.Time `json:"started"`
