@@ -70,6 +70,7 @@ type config struct {
 	HTTPToken   string
 	Spawn       bool
 	SpawnArgs   string
+	SpawnEnv    []string // KEY=VALUE for the spawned server's environment
 	Stream, DLQ string
 
 	Workloads map[string]bool
@@ -138,6 +139,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	tokenFile := fs.String("http-token-file", "", "file holding the bearer token (surrounding whitespace dropped); excludes --http-token")
 	fs.BoolVar(&c.Spawn, "spawn", false, "build cmd/ingest into a temporary directory and run it with a temporary data directory on free loopback ports; record its RSS and CPU")
 	fs.StringVar(&c.SpawnArgs, "spawn-args", "", "extra flags for the spawned server, space-separated, e.g. '--wal-sync periodic'")
+	spawnEnv := fs.String("spawn-env", "", "environment variables for the spawned server only, space-separated KEY=VALUE, e.g. 'GOMAXPROCS=4 GOGC=200' (not EVENTIDE_*: use --spawn-args)")
 	fs.StringVar(&c.Stream, "stream", "EVENTS", "the server's event stream (--stream of cmd/ingest)")
 	fs.StringVar(&c.DLQ, "dlq-stream", "EVENTS_DLQ", "the server's dead-letter stream")
 	workloads := fs.String("workload", "events,queries", "workloads to run, comma-separated: events, queries, social (fanout: its probe posts; timelines: social and timeline queries), tail (live tail subscribers of the events' probes)")
@@ -248,6 +250,20 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.Duration <= 0 {
 		errs = append(errs, fmt.Errorf("--duration %s: must be positive", c.Duration))
+	}
+	for _, kv := range strings.Fields(*spawnEnv) {
+		key, _, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || key == "":
+			errs = append(errs, fmt.Errorf("--spawn-env %q: want KEY=VALUE", kv))
+		case strings.HasPrefix(key, "EVENTIDE_"):
+			errs = append(errs, fmt.Errorf("--spawn-env %s: the server's configuration goes in --spawn-args, where the report shows it as flags", key))
+		default:
+			c.SpawnEnv = append(c.SpawnEnv, kv)
+		}
+	}
+	if len(c.SpawnEnv) > 0 && !c.Spawn {
+		errs = append(errs, errors.New("--spawn-env needs --spawn"))
 	}
 	c.Seed = *seed
 	if c.Seed == 0 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/eventide/eventide/loadtest/internal/report"
+	"github.com/eventide/eventide/loadtest/internal/target"
 )
 
 // rampState is one ramp of steps at rising rates: from the first rate,
@@ -98,8 +99,16 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 	var results []*stepResult
 	eventide := newRamp(cfg, cfg.EventRate)
 	ramps := []*rampState{eventide}
+	settle := func() float64 {
+		waited, quiet := settleServer(ctx, func() (float64, bool) { return e.serverCPU(ctx) }, time.Now, sleepCtx)
+		if !quiet && waited >= settleTimeout {
+			e.progress.note("the server was still busy after %s; starting the step anyway", settleTimeout)
+		}
+		return waited.Seconds()
+	}
 	steps := []stepFunc{func(i int, rate float64) (report.FindMaxStep, error) {
 		run := fmt.Sprintf("%ss%d", cfg.Run, i)
+		settled := settle()
 		e.progress.note("find-max step %d: %.0f events/s for %s", i+1, rate, cfg.Duration)
 		res, err := e.step(ctx, rate, run)
 		if err != nil {
@@ -113,8 +122,10 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 		if res.harness != nil {
 			st.HarnessCores = res.harness.AvgCores
 		}
-		st.ServerCores = e.serverCores(res.loadStart, res.loadEnd)
+		st.ServerCores = res.serverCores
 		st.ServerCounters = res.counters
+		st.SettleSeconds = settled
+		placeLoad(&st, res.loadStart, res.loadEnd)
 		fm.AllCorrect = fm.AllCorrect && st.Correct
 		return st, nil
 	}}
@@ -124,8 +135,9 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 		ramps = append(ramps, raw)
 		steps = append(steps, func(i int, rate float64) (report.FindMaxStep, error) {
 			run := fmt.Sprintf("%sr%d", cfg.Run, i)
+			settled := settle()
 			e.progress.note("find-max raw JetStream step %d: %.0f messages/s for %s", i+1, rate, cfg.Duration)
-			probe, err := e.rawStep(ctx, rate, run)
+			probe, serverCores, err := e.rawStep(ctx, rate, run)
 			if err != nil {
 				return report.FindMaxStep{}, err
 			}
@@ -134,7 +146,10 @@ func (e *env) findMax(ctx context.Context, rep *report.Report) (*report.FindMax,
 			if probe.Harness != nil {
 				st.HarnessCores = probe.Harness.AvgCores
 			}
-			st.ServerCores = e.serverCores(probe.Started, probe.Finished)
+			st.ServerCores = serverCores
+			st.ServerCounters = probe.ServerCounters
+			st.SettleSeconds = settled
+			placeLoad(&st, probe.Started, probe.Finished)
 			return st, nil
 		})
 	}
@@ -191,13 +206,29 @@ func rawObjectives(objs []report.Objective, r *report.Report) []report.Objective
 	return report.CheckObjectives(keep, r)
 }
 
-// serverCores is the spawned server's CPU in cores over [from, to]; 0
-// when not spawned.
-func (e *env) serverCores(from, to time.Time) float64 {
+// serverCoresSince reads the spawned server's CPU time now and returns a
+// function that gives its CPU in cores from then to when it is called: 0
+// when not spawned or unreadable. Read from /proc at both ends, it holds
+// for a step shorter than the sampling interval.
+func (e *env) serverCoresSince() func() float64 {
 	if e.server == nil {
-		return 0
+		return func() float64 { return 0 }
 	}
-	e.server.mu.Lock()
-	defer e.server.mu.Unlock()
-	return e.server.coresBetween(from, to)
+	start, startErr := target.ReadProc(e.server.pid)
+	return func() float64 {
+		end, err := target.ReadProc(e.server.pid)
+		if startErr != nil || err != nil || !end.At.After(start.At) {
+			return 0
+		}
+		return (end.CPUSeconds - start.CPUSeconds) / end.At.Sub(start.At).Seconds()
+	}
+}
+
+// placeLoad sets st's load window and, from its server cores, the
+// server's CPU per event achieved.
+func placeLoad(st *report.FindMaxStep, from, to time.Time) {
+	st.Started, st.Seconds = from.UTC(), to.Sub(from).Seconds()
+	if st.ServerCores > 0 && st.AchievedRate > 0 {
+		st.ServerMicrosPerEvent = 1e6 * st.ServerCores / st.AchievedRate
+	}
 }

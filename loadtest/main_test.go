@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +129,11 @@ func TestSpawnedRun(t *testing.T) {
 	}
 	if r.Raw.RatePerSecond <= 0 || r.Server.PeakRSSBytes <= 0 || len(r.Server.Times) == 0 {
 		t.Errorf("raw %+v server peak %d", *r.Raw, r.Server.PeakRSSBytes)
+	}
+	// The server's counters ride with every sample, running totals.
+	if syncs := r.Server.Counters["eventide_storage_wal_syncs_total"]; len(syncs) != len(r.Server.Times) || len(syncs) == 0 ||
+		syncs[len(syncs)-1] < r.ServerCounters["eventide_storage_wal_syncs_total"] || len(r.Server.Counters["eventide_storage_compactions_total"]) != len(syncs) {
+		t.Errorf("server counters per sample = %v for %d samples, want running totals of WAL fsyncs (%v during the load) and compactions", r.Server.Counters, len(r.Server.Times), r.ServerCounters["eventide_storage_wal_syncs_total"])
 	}
 	if r.ServerCounters["eventide_writer_batch_messages_sum"] < float64(r.Events.AckedValid) || r.ServerCounters["eventide_storage_wal_syncs_total"] == 0 {
 		t.Errorf("server counters over the load = %v, want the writer's batches and WAL fsyncs", r.ServerCounters)
@@ -254,6 +260,9 @@ func TestBadConfiguration(t *testing.T) {
 		{[]string{"run", "--find-max", "--workload", "queries"}, "--find-max ramps the event rate"},
 		{[]string{"run", "--nats-url", "nats://" + closed, "--progress", "off"}, "cannot connect to NATS at nats://" + closed},
 		{[]string{"walk"}, `unknown command "walk"`},
+		{[]string{"run", "--spawn", "--spawn-env", "GOMAXPROCS"}, `--spawn-env "GOMAXPROCS": want KEY=VALUE`},
+		{[]string{"run", "--spawn", "--spawn-env", "EVENTIDE_DATA=/x"}, "--spawn-env EVENTIDE_DATA: the server's configuration goes in --spawn-args"},
+		{[]string{"run", "--spawn-env", "GOGC=200"}, "--spawn-env needs --spawn"},
 		{[]string{"run", "--http-token", "a", "--http-token-file", "/nonexistent"}, "--http-token-file excludes --http-token"},
 		{[]string{"run", "--http-token-file", "/nonexistent/token"}, "--http-token-file: open /nonexistent/token"},
 	}
@@ -310,6 +319,19 @@ func TestFindMaxRamps(t *testing.T) {
 		t.Errorf("raw ramp = %+v, ratio %v", fm.Raw, fm.Ratio)
 	} else if p99 := fm.Raw.Steps[1].P99["queryable"]; p99 <= 0 {
 		t.Errorf("raw step has no publish-to-consumed p99")
+	}
+	// Every step says where its load was and what the server spent per
+	// event; a raw step also what the server's counters did meanwhile.
+	for _, st := range append(slices.Clone(fm.Steps), fm.Raw.Steps...) {
+		if st.Started.IsZero() || st.Seconds < 0.5 || st.ServerCores <= 0 || st.ServerMicrosPerEvent <= 0 {
+			t.Errorf("step %s: started %v, %v s, %v server cores, %v µs/event: want all set", st.Run, st.Started, st.Seconds, st.ServerCores, st.ServerMicrosPerEvent)
+		}
+		if st.SettleSeconds < settleWindow.Seconds() || st.SettleSeconds > settleTimeout.Seconds()+1 {
+			t.Errorf("step %s waited %v s for the server to go quiet, want one window at least and at most the timeout", st.Run, st.SettleSeconds)
+		}
+		if st.ServerCounters["process_cpu_seconds_total"] <= 0 {
+			t.Errorf("step %s: server counters %v, want the server's CPU among them", st.Run, st.ServerCounters)
+		}
 	}
 	if r.Events.TargetRate != 400 || r.Queries != nil {
 		t.Errorf("the report's figures are not those of the 400/s step: events %+v", r.Events)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -80,10 +81,28 @@ func (p *progress) clear() {
 type serverSampler struct {
 	pid   int
 	start time.Time
+	// counters reads the server's /metrics counters with each sample; nil
+	// until connected.
+	counters func(context.Context) (map[string]float64, error)
 
 	mu      sync.Mutex
 	samples []target.ProcSample
+	// storage holds, per sample, the running totals of sampledCounters
+	// (the last known when /metrics could not be read).
+	storage [][len(sampledCounters)]float64
 	errs    int
+}
+
+// sampledCounters are the server's counters kept with every sample, so
+// that a latency spike can be set against the flushes, compactions and
+// stalls around it (the report's server.counters).
+var sampledCounters = [...]string{
+	"eventide_storage_flushes_total",
+	"eventide_storage_compactions_total",
+	"eventide_storage_compaction_written_bytes_total",
+	"eventide_storage_write_stalls_total",
+	"eventide_storage_wal_syncs_total",
+	"eventide_storage_wal_sync_seconds_total",
 }
 
 // maxServerSamples bounds the samples kept; beyond it every other one is
@@ -92,20 +111,43 @@ const maxServerSamples = 2048
 
 func (s *serverSampler) sample() {
 	ps, err := target.ReadProc(s.pid)
+	var counters map[string]float64
+	var counterErr error
+	if s.counters != nil && err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		counters, counterErr = s.counters(ctx)
+		cancel()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
 		s.errs++
 		return
 	}
-	s.samples = append(s.samples, ps)
-	if len(s.samples) >= maxServerSamples {
-		kept := s.samples[:0]
-		for i := 0; i < len(s.samples); i += 2 {
-			kept = append(kept, s.samples[i])
-		}
-		s.samples = kept
+	var totals [len(sampledCounters)]float64
+	if n := len(s.storage); n > 0 {
+		totals = s.storage[n-1]
 	}
+	if counters != nil && counterErr == nil {
+		for i, name := range sampledCounters {
+			totals[i] = counters[name]
+		}
+	}
+	s.samples = append(s.samples, ps)
+	s.storage = append(s.storage, totals)
+	if len(s.samples) >= maxServerSamples {
+		kept, keptStorage := s.samples[:0], s.storage[:0]
+		for i := 0; i < len(s.samples); i += 2 {
+			kept, keptStorage = append(kept, s.samples[i]), append(keptStorage, s.storage[i])
+		}
+		s.samples, s.storage = kept, keptStorage
+	}
+}
+
+// cpuNow reads the server's CPU seconds so far from /proc.
+func (s *serverSampler) cpuNow() (float64, bool) {
+	ps, err := target.ReadProc(s.pid)
+	return ps.CPUSeconds, err == nil
 }
 
 func (s *serverSampler) stats(loadEnd time.Time) *report.ServerStats {
@@ -113,6 +155,16 @@ func (s *serverSampler) stats(loadEnd time.Time) *report.ServerStats {
 	defer s.mu.Unlock()
 	st := &report.ServerStats{PID: s.pid}
 	var atEnd *target.ProcSample
+	if s.counters != nil {
+		st.Counters = map[string][]float64{}
+		for i, name := range sampledCounters {
+			values := make([]float64, len(s.storage))
+			for j, totals := range s.storage {
+				values[j] = totals[i]
+			}
+			st.Counters[name] = values
+		}
+	}
 	for i, ps := range s.samples {
 		st.Times = append(st.Times, ps.At.Sub(s.start).Seconds())
 		st.RSSBytes = append(st.RSSBytes, ps.RSSBytes)
@@ -130,24 +182,4 @@ func (s *serverSampler) stats(loadEnd time.Time) *report.ServerStats {
 		}
 	}
 	return st
-}
-
-// coresBetween returns the server's CPU over [from, to] in cores, from
-// the samples nearest inside that span; 0 without two of them.
-func (s *serverSampler) coresBetween(from, to time.Time) float64 {
-	var first, last *target.ProcSample
-	for i := range s.samples {
-		ps := &s.samples[i]
-		if ps.At.Before(from) || ps.At.After(to) {
-			continue
-		}
-		if first == nil {
-			first = ps
-		}
-		last = ps
-	}
-	if first == nil || last == first {
-		return 0
-	}
-	return (last.CPUSeconds - first.CPUSeconds) / last.At.Sub(first.At).Seconds()
 }

@@ -119,9 +119,52 @@ func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration,
 	}, nil
 }
 
-// headerIntended carries a raw message's intended publish start, in Unix
-// nanoseconds, to the consumer that times it.
-const headerIntended = "Eventide-Loadtest-Intended"
+// A raw step's message carries its intended publish start in its body,
+// not in a header: Eventide's events have no headers, and a header costs
+// the server a scan of it in every JetStream publish and the consumer a
+// parse into a map. The body opens with the start in Unix nanoseconds,
+// zero-padded to a fixed width, then the rest of an event's body.
+const (
+	rawIntendedPrefix = `{"t":"`
+	rawIntendedDigits = 19 // Unix nanoseconds until the year 2262
+)
+
+// appendRawBody appends a raw message's body: intended, then time and a
+// padding string of pad bytes.
+func appendRawBody(dst []byte, intended time.Time, pad string) []byte {
+	dst = append(dst, rawIntendedPrefix...)
+	var digits [20]byte
+	ns := strconv.AppendInt(digits[:0], intended.UnixNano(), 10)
+	for range rawIntendedDigits - len(ns) {
+		dst = append(dst, '0')
+	}
+	dst = append(dst, ns...)
+	dst = append(dst, `","time":`...)
+	dst = strconv.AppendInt(dst, intended.UnixMilli(), 10)
+	dst = append(dst, `,"data":{"pad":"`...)
+	dst = append(dst, pad...)
+	return append(dst, `"}}`...)
+}
+
+// rawIntended reads the intended publish start of a raw message's body
+// (appendRawBody); false if the body does not hold one.
+func rawIntended(body []byte) (time.Time, bool) {
+	end := len(rawIntendedPrefix) + rawIntendedDigits
+	if len(body) < end || string(body[:len(rawIntendedPrefix)]) != rawIntendedPrefix {
+		return time.Time{}, false
+	}
+	var ns int64
+	for _, c := range body[len(rawIntendedPrefix):end] {
+		if c < '0' || c > '9' {
+			return time.Time{}, false
+		}
+		ns = ns*10 + int64(c-'0')
+	}
+	if ns < 0 { // overflowed
+		return time.Time{}, false
+	}
+	return time.Unix(0, ns), true
+}
 
 // rawStep runs the raw JetStream pipeline open loop at rate for
 // --duration, on a stream of its own deleted afterwards: publishes
@@ -130,14 +173,18 @@ const headerIntended = "Eventide-Loadtest-Intended"
 // intended start to publish ack and "queryable" intended start to
 // consumed, with the schedule in Events, so the run's objectives apply
 // to it as to Eventide.
-func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Report, error) {
+func (e *env) rawStep(ctx context.Context, rate float64, run string) (_ *report.Report, serverCores float64, _ error) {
 	cfg := e.cfg
 	js := e.js
 	subject, cons, remove, err := createRawStream(ctx, js, run)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer remove()
+	// The server's counters say what Eventide's storage did meanwhile
+	// (flushes and compactions of earlier steps' events).
+	countersBefore, countersErr := e.api.serverCounters(ctx)
+	serverCoresSince := e.serverCoresSince()
 	selfStart, selfErr := target.ReadProc(os.Getpid())
 	start := time.Now()
 	lat := hist.NewSet(cfg.Workers+1, start)
@@ -145,13 +192,17 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 	var consumed atomic.Int64
 	stopConsuming := rawjs.Consume(ctx, cons, func(m jetstream.Msg) {
 		// One goroutine consumes, so the consumer's slot is its own.
-		if ns, err := strconv.ParseInt(m.Headers().Get(headerIntended), 10, 64); err == nil {
-			lat.Record(consumerSlot, "queryable", time.Since(time.Unix(0, ns)))
+		if intended, ok := rawIntended(m.Data()); ok {
+			lat.Record(consumerSlot, "queryable", time.Since(intended))
 		}
 	}, func(n int) { consumed.Add(int64(n)) })
 	defer stopConsuming()
 
-	body := []byte(fmt.Sprintf(`{"time":%d,"data":{"pad":"%s"}}`, time.Now().UnixMilli(), strings.Repeat("x", max(cfg.Events.PayloadMedian-48, 1))))
+	// Bodies of the events' median size less 8 bytes, as before the
+	// intended start moved from a header into them (appendRawBody's own
+	// bytes are 66 besides the padding).
+	pad := strings.Repeat("x", max(cfg.Events.PayloadMedian-8-66, 1))
+	bufs := make([][]byte, cfg.Workers)
 	lastErr := make([]error, cfg.Workers)
 	var acked, failed atomic.Int64
 	tickCtx, stopTicking := context.WithCancel(ctx)
@@ -173,7 +224,8 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 		Rate: rate, Duration: cfg.Duration, Workers: cfg.Workers, MaxLateness: cfg.MaxLateness,
 		Next: func(seq int64) int64 { return seq },
 		Do: func(ctx context.Context, w int, _ int64, intended time.Time) {
-			msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{headerIntended: {strconv.FormatInt(intended.UnixNano(), 10)}}}
+			bufs[w] = appendRawBody(bufs[w][:0], intended, pad)
+			msg := &nats.Msg{Subject: subject, Data: bufs[w]}
 			pctx, cancel := context.WithTimeout(ctx, cfg.PublishLimit)
 			_, lastErr[w] = js.PublishMsg(pctx, msg)
 			cancel()
@@ -190,6 +242,7 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 		},
 	})
 	loadEnd := time.Now()
+	serverCores = serverCoresSince()
 	var harness *report.HarnessStats
 	if selfEnd, err := target.ReadProc(os.Getpid()); err == nil && selfErr == nil {
 		cpu := selfEnd.CPUSeconds - selfStart.CPUSeconds
@@ -198,7 +251,13 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 	if err != nil {
 		stopTicking()
 		<-tickDone
-		return nil, configError{err}
+		return nil, 0, configError{err}
+	}
+	var counters map[string]float64
+	if countersErr == nil {
+		if after, err := e.api.serverCounters(ctx); err == nil {
+			counters = counterDeltas(countersBefore, after)
+		}
 	}
 	deadline := loadEnd.Add(cfg.DrainTimeout)
 	for consumed.Load() < acked.Load() && time.Now().Before(deadline) && ctx.Err() == nil {
@@ -209,7 +268,7 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 	lat.Tick(time.Now())
 	// Started and Finished bound the load, for the server's CPU.
 	r := &report.Report{
-		Started: start, Finished: loadEnd, Harness: harness,
+		Started: start, Finished: loadEnd, Harness: harness, ServerCounters: counters,
 		Events:  &report.EventsResult{Schedule: schedule(rate, stats, failed.Load(), loadEnd.Sub(start), nil)},
 		Latency: map[string]hist.Summary{},
 	}
@@ -223,7 +282,7 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (*report.Re
 		r.Latency[kind] = sum
 	}
 	if n := consumed.Load(); n < acked.Load() {
-		return nil, fmt.Errorf("raw step at %.0f/s: consumed %d of %d acked messages within %s", rate, n, acked.Load(), cfg.DrainTimeout)
+		return nil, 0, fmt.Errorf("raw step at %.0f/s: consumed %d of %d acked messages within %s", rate, n, acked.Load(), cfg.DrainTimeout)
 	}
-	return r, nil
+	return r, serverCores, nil
 }

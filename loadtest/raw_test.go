@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,4 +85,48 @@ func TestRawConsumeAcksAsTheWriter(t *testing.T) {
 	if got := acks.Load(); got < 2 || got > n/10 {
 		t.Errorf("%d acks for %d messages: want one per fetch", got, n)
 	}
+}
+
+// A raw message's body carries its intended start (to the nanosecond),
+// has the events' median size less 8 bytes at --payload 200, and is JSON.
+func TestRawBodyIntended(t *testing.T) {
+	intended := time.Unix(1795000000, 123456789)
+	pad := strings.Repeat("x", 200-8-66)
+	body := appendRawBody(nil, intended, pad)
+	if len(body) != 192 {
+		t.Errorf("body of %d bytes, want 192: %s", len(body), body)
+	}
+	if !json.Valid(body) {
+		t.Errorf("body is not JSON: %s", body)
+	}
+	got, ok := rawIntended(body)
+	if !ok || !got.Equal(intended) {
+		t.Errorf("rawIntended = %v, %v; want %v", got, ok, intended)
+	}
+	for _, bad := range []string{``, `{"t":"12`, `{"x":"0001795000000123456789"}`, `{"t":"00017950000x0123456789"}`, `{"t":"9999999999999999999"}`} {
+		if _, ok := rawIntended([]byte(bad)); ok {
+			t.Errorf("rawIntended(%q) accepted", bad)
+		}
+	}
+}
+
+// FuzzRawIntended: rawIntended never panics, and what appendRawBody
+// writes it reads back.
+func FuzzRawIntended(f *testing.F) {
+	f.Add([]byte(`{"t":"1795000000123456789","time":1795000000123,"data":{"pad":"x"}}`), int64(1795000000123456789))
+	f.Add([]byte(`{"t":"9999999999999999999"}`), int64(0))
+	f.Add([]byte(`{"t":"`), int64(1))
+	f.Fuzz(func(t *testing.T, body []byte, ns int64) {
+		rawIntended(body)
+		if ns < 0 {
+			ns = -ns
+		}
+		if ns < 0 {
+			return
+		}
+		at := time.Unix(0, ns)
+		if got, ok := rawIntended(appendRawBody(nil, at, "x")); !ok || !got.Equal(at) {
+			t.Fatalf("round trip of %d: %v, %v", ns, got, ok)
+		}
+	})
 }

@@ -58,6 +58,9 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 	}
 	defer e.nc.Close()
 	defer e.api.client.CloseIdleConnections()
+	if e.server != nil {
+		e.server.counters = e.api.serverCounters
+	}
 
 	// The server's RSS and CPU are sampled over the whole run.
 	sampleCtx, stopSampling := context.WithCancel(ctx)
@@ -182,6 +185,7 @@ type stepResult struct {
 	checks             []report.Check
 	harness            *report.HarnessStats
 	counters           map[string]float64 // the server's /metrics counters' deltas over the load
+	serverCores        float64            // the spawned server's CPU over the load; 0 if not spawned
 }
 
 // step runs the workloads at the given event rate for --duration with
@@ -196,6 +200,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 	cfg := &c
 	res := &stepResult{cfg: cfg, errors: map[string]int64{}}
 	countersBefore, countersErr := e.api.serverCounters(ctx)
+	serverCoresSince := e.serverCoresSince()
 	selfStart, selfErr := target.ReadProc(os.Getpid())
 	start := time.Now()
 	res.loadStart = start
@@ -333,6 +338,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 	wg.Wait()
 	loadEnd := time.Now()
 	res.loadEnd = loadEnd
+	res.serverCores = serverCoresSince()
 	if selfEnd, err := target.ReadProc(os.Getpid()); err == nil && selfErr == nil {
 		cpu := selfEnd.CPUSeconds - selfStart.CPUSeconds
 		res.harness = &report.HarnessStats{CPUSeconds: cpu, AvgCores: cpu / loadEnd.Sub(start).Seconds()}
@@ -576,7 +582,7 @@ func spawn(ctx context.Context, cfg *config, stderr io.Writer) (*target.Server, 
 	if cfg.Workloads["social"] && !strings.Contains(cfg.SpawnArgs, "fanout-threshold") {
 		extra = append(extra, "--fanout-threshold", strconv.Itoa(cfg.Social.Threshold))
 	}
-	srv, err := target.Spawn(ctx, bin, filepath.Join(dir, "data"), filepath.Join(dir, "server.log"), extra, 60*time.Second)
+	srv, err := target.Spawn(ctx, bin, filepath.Join(dir, "data"), filepath.Join(dir, "server.log"), extra, cfg.SpawnEnv, 60*time.Second)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, nil, err

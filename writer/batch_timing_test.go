@@ -3,7 +3,10 @@ package writer
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,6 +188,124 @@ func BenchmarkBatchFixedCost(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64((cputime.MustProcess(b.Fatal)-cpu0).Microseconds())/float64(b.N), "cpu-us/op")
+		})
+	}
+}
+
+// BenchmarkWriterAtRate is the ingest path at a steady rate, as the
+// all-in-one runs it: a publisher on a TCP connection sends rate
+// loadtest-like events a second (20 types, ~200-byte bodies; core NATS
+// publishes into the stream, spread over each millisecond), and the
+// writer, on an in-process connection, fetches, validates, stores (WAL
+// fsync included) and acks them. cpu-ns/event is the whole process's CPU
+// (embedded server and publisher included) per event stored, events/batch
+// the writer's mean batch, p50-ms and p99-ms the time from an event's
+// publish to its batch being stored (its stream sequence is its place in
+// the one publisher's order). With -cpu 2,4 the same runs with more Go Ps
+// than this machine's cores. The sub-benchmarks differ in FetchLinger: under
+// load a batch holds what arrives within it, so a longer linger means
+// fewer batches (each with its pull, fsync, ack, checkpoint and counter
+// cells) for up to that much more publish-to-queryable latency.
+func BenchmarkWriterAtRate(b *testing.B) {
+	const rate = 40000
+	for _, linger := range []time.Duration{5 * time.Millisecond, 10 * time.Millisecond} {
+		b.Run("linger-"+linger.String(), func(b *testing.B) {
+			s := startNATS(b, b.TempDir(), -1)
+			pub := connect(b, s.ClientURL())
+			wnc, err := nats.Connect("", nats.InProcessServer(s))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer wnc.Close()
+			db := openDB(b, b.TempDir())
+			var stored, batches atomic.Int64
+			// sentAt[i] is when message i+1 of the stream was published
+			// (unix nanos); lat collects publish-to-stored while measuring.
+			maxEvents := rate + b.N + rate
+			sentAt := make([]atomic.Int64, maxEvents)
+			var latMu sync.Mutex
+			var lat []time.Duration
+			var measuring atomic.Bool
+			w := newWriter(b, wnc, db, Config{FetchLinger: linger, OnStored: func(evs []StoredEvent) {
+				now := time.Now().UnixNano()
+				latMu.Lock()
+				defer latMu.Unlock()
+				if measuring.Load() {
+					for _, ev := range evs {
+						if i := int(ev.Seq) - 1; i < len(sentAt) {
+							lat = append(lat, time.Duration(now-sentAt[i].Load()))
+						}
+					}
+				}
+				stored.Add(int64(len(evs)))
+				batches.Add(1)
+			}})
+			runWriter(b, w)
+			now := time.Now().UnixMilli()
+			pad := strings.Repeat("x", 120)
+			type msg struct {
+				subject string
+				body    []byte
+			}
+			msgs := make([]msg, 1000)
+			for i := range msgs {
+				msgs[i] = msg{fmt.Sprintf("events.bench-t%02d", i%20),
+					fmt.Appendf(nil, `{"time":%d,"user":"u%d","data":{"seq":%d,"pad":"%s"}}`, now, i%997, i, pad)}
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			published := make(chan struct{})
+			go func() {
+				defer close(published)
+				tick := time.NewTicker(time.Millisecond)
+				defer tick.Stop()
+				start := time.Now()
+				sent := 0
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-tick.C:
+					}
+					for due := min(int(time.Since(start).Seconds()*rate), maxEvents); sent < due; sent++ {
+						m := msgs[sent%len(msgs)]
+						sentAt[sent].Store(time.Now().UnixNano())
+						if err := pub.Publish(m.subject, m.body); err != nil {
+							return
+						}
+					}
+				}
+			}()
+			defer func() {
+				cancel()
+				<-published
+			}()
+			// Warm: the first second's events stored.
+			wait := func(n int64) {
+				deadline := time.Now().Add(time.Minute)
+				for stored.Load() < n {
+					if time.Now().After(deadline) {
+						b.Fatalf("%d of %d events stored within a minute", stored.Load(), n)
+					}
+					time.Sleep(time.Millisecond) // polling the writer's count, with a deadline
+				}
+			}
+			wait(rate)
+			measuring.Store(true)
+			n0, batches0, cpu0 := stored.Load(), batches.Load(), cputime.MustProcess(b.Fatal)
+			b.ResetTimer()
+			wait(n0 + int64(b.N))
+			b.StopTimer()
+			measuring.Store(false)
+			n, nb := stored.Load()-n0, batches.Load()-batches0
+			latMu.Lock()
+			defer latMu.Unlock()
+			slices.Sort(lat)
+			if len(lat) > 0 {
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+			}
+			b.ReportMetric(float64((cputime.MustProcess(b.Fatal)-cpu0).Nanoseconds())/float64(n), "cpu-ns/event")
+			b.ReportMetric(float64(n)/float64(max(nb, 1)), "events/batch")
 		})
 	}
 }

@@ -2,7 +2,9 @@ package writer
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -242,6 +244,10 @@ func (s *jsonScanner) afterMember(closer byte) (more, ok bool) {
 func (s *jsonScanner) str() bool {
 	b, i := s.b, s.i+1 // past '"'
 	for i < len(b) {
+		i = skipPlain(b, i)
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		if !strSpecial[c] {
 			i++
@@ -288,6 +294,33 @@ func (s *jsonScanner) str() bool {
 	}
 	s.i = i
 	return false
+}
+
+// Eight bytes at a time: every byte of a word is 0x01 or 0x80 times
+// these (SWAR, as in "Bit Twiddling Hacks", haszero/hasless).
+const (
+	swarOnes  = 0x0101010101010101
+	swarHighs = 0x8080808080808080
+)
+
+// skipPlain returns the index of the first byte at or after i that str
+// must look at (strSpecial), or a place in the last 7 bytes of b from
+// which str's byte loop finds it: it steps over plain bytes a word at a
+// time. In each word it flags bytes below 0x20, from 0x80, '"' and '\';
+// the subtraction's borrows only flag bytes above a flagged one, so the
+// lowest flag is exact.
+func skipPlain(b []byte, i int) int {
+	for i+8 <= len(b) {
+		w := binary.LittleEndian.Uint64(b[i:])
+		quote := w ^ (swarOnes * '"')
+		backslash := w ^ (swarOnes * '\\')
+		special := (w-swarOnes*0x20)&^w | w | (quote-swarOnes)&^quote | (backslash-swarOnes)&^backslash
+		if special &= swarHighs; special != 0 {
+			return i + bits.TrailingZeros64(special)/8
+		}
+		i += 8
+	}
+	return i
 }
 
 func isHex(c byte) bool {

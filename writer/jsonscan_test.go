@@ -94,3 +94,22 @@ func checkScanAgainstEncodingJSON(t *testing.T, body []byte) {
 		}
 	}
 }
+
+// TestScanStringWordBoundaries: str steps over plain bytes eight at a
+// time (skipPlain), so a byte it must look at is tried at every place in
+// strings of up to 40 bytes, at every alignment, against encoding/json.
+func TestScanStringWordBoundaries(t *testing.T) {
+	specials := []string{`\"`, `\\`, `\n`, `\u00e9`, `\u12g4`, "\x01", "\x1f", "\x7f", "\x80", "\xff", "\xc3\xa9", `"`, `\`}
+	for n := 0; n <= 40; n++ {
+		for _, sp := range specials {
+			for at := 0; at <= n; at++ {
+				s := strings.Repeat("a", at) + sp + strings.Repeat("b", n-at)
+				for lead := 0; lead < 8; lead++ { // the string's alignment in the body
+					checkScanAgainstEncodingJSON(t, []byte(`{"user":"`+s+`","pad":"`+strings.Repeat("x", lead)+`"}`))
+					checkScanAgainstEncodingJSON(t, []byte(`{`+strings.Repeat(" ", lead)+`"data":"`+s+`"}`))
+				}
+			}
+		}
+		checkScanAgainstEncodingJSON(t, []byte(`{"data":"`+strings.Repeat("z", n))) // unterminated
+	}
+}

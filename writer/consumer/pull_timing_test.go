@@ -70,7 +70,9 @@ func BenchmarkFetch(b *testing.B) {
 // in-process connection as in cmd/ingest, pulls batches with the default
 // 5 ms linger and acks each. "queued" takes the
 // deliveries when the request expires (the loop's way, awaitFill); "each"
-// waits for them one by one as they arrive. cpu-ns/msg is the whole
+// waits for them one by one as they arrive; "queued-tcp" is "queued" with
+// the loop's connection over loopback TCP instead of in-process
+// (net.Pipe). cpu-ns/msg is the whole
 // process's CPU (the embedded server and the publisher included) per
 // message; the difference between the two is the consumer's.
 func BenchmarkLingeringPull(b *testing.B) {
@@ -78,14 +80,19 @@ func BenchmarkLingeringPull(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		fill bool
-	}{{"queued", true}, {"each", false}} {
+		tcp  bool // the loop's connection over loopback TCP, not in-process
+	}{{"queued", true, false}, {"each", false, false}, {"queued-tcp", true, true}} {
 		b.Run(bc.name, func(b *testing.B) {
 			s, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: b.TempDir()})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer natsembed.Stop(s)
-			nc, err := nats.Connect("", nats.InProcessServer(s))
+			url, opts := "", []nats.Option{nats.InProcessServer(s)}
+			if bc.tcp {
+				url, opts = s.ClientURL(), nil
+			}
+			nc, err := nats.Connect(url, opts...)
 			if err != nil {
 				b.Fatal(err)
 			}

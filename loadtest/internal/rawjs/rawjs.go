@@ -7,9 +7,11 @@
 //
 // What it shares with the writer, and must keep sharing: the consumer's
 // ack policy (AckAll, one ack per fetched batch, of its last message), its
-// ack wait and pending bound (two fetches), and the fetch pattern (a pull
-// for whatever is ready, else a pull of one message waiting up to
-// consumer.DefaultFetchWait and then what else is ready). What it does not
+// ack wait and pending bound (two fetches), and the fetch pattern: under
+// load (the last fetch brought messages) one pull that lingers up to
+// consumer.DefaultFetchLinger for a full batch; otherwise a pull for
+// whatever is ready, else a pull of one message waiting up to
+// consumer.DefaultFetchWait and then what else is ready. What it does not
 // do: the writer also checks delivery sequences and overlaps the next
 // fetch with storing the batch; with nothing to store there is nothing to
 // overlap.
@@ -35,15 +37,25 @@ func ConsumerConfig(durable string) jetstream.ConsumerConfig {
 }
 
 // Consume consumes cons on a goroutine of its own, the way Eventide's
-// writer consumes its stream, without storing anything: a pull for
-// whatever is ready (up to consumer.DefaultFetchBatch messages and
-// consumer.DefaultFetchBytes bytes, expiring after a millisecond); when
+// writer consumes its stream, without storing anything: while the last
+// fetch brought messages, a pull of up to consumer.DefaultFetchBatch
+// messages and consumer.DefaultFetchBytes bytes that lingers up to
+// consumer.DefaultFetchLinger for them; otherwise a pull for whatever is
+// ready (within the same bounds, expiring after a millisecond), and when
 // nothing is ready, a pull of one message waiting up to
 // consumer.DefaultFetchWait, then what else is ready; then one ack for the
 // batch, of its last message (cons must ack cumulatively: ConsumerConfig).
 // handle sees each message in order; acked(n) follows each batch's ack.
 // stop ends the goroutine and waits for it.
 func Consume(ctx context.Context, cons jetstream.Consumer, handle func(jetstream.Msg), acked func(n int)) (stop func()) {
+	return consume(ctx, &fetcher{
+		cons: cons, batch: consumer.DefaultFetchBatch, maxBytes: consumer.DefaultFetchBytes,
+		linger: consumer.DefaultFetchLinger, wait: consumer.DefaultFetchWait,
+	}, handle, acked)
+}
+
+// consume is Consume with f's fetch pattern.
+func consume(ctx context.Context, f *fetcher, handle func(jetstream.Msg), acked func(n int)) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -51,7 +63,7 @@ func Consume(ctx context.Context, cons jetstream.Consumer, handle func(jetstream
 		var msgs []jetstream.Msg
 		for ctx.Err() == nil {
 			var err error
-			if msgs, err = fetch(ctx, cons, msgs[:0]); len(msgs) == 0 {
+			if msgs, err = f.fetch(ctx, msgs[:0]); len(msgs) == 0 {
 				if err != nil {
 					consumer.Backoff(ctx, 0) // not a hot loop while the server refuses pulls
 				}
@@ -70,11 +82,30 @@ func Consume(ctx context.Context, cons jetstream.Consumer, handle func(jetstream
 	}
 }
 
+// fetcher is Consume's fetch pattern, with the writer's bounds (the
+// tests shrink them).
+type fetcher struct {
+	cons         jetstream.Consumer
+	batch        int
+	maxBytes     int
+	linger, wait time.Duration
+	// loaded is true when the last fetch brought messages: the next one
+	// lingers for a full batch, as the writer's does
+	// (writer/consumer.Consumer.fetch).
+	loaded bool
+}
+
 // fetch is one fetch of Consume, appended to msgs. The error is that of a
 // pull that failed, not of one that found nothing.
-func fetch(ctx context.Context, cons jetstream.Consumer, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
-	ready := func(msgs []jetstream.Msg, n, maxBytes int) ([]jetstream.Msg, error) {
-		batch, err := cons.Fetch(n, jetstream.FetchMaxBytes(maxBytes), jetstream.FetchMaxWait(time.Millisecond))
+func (f *fetcher) fetch(ctx context.Context, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
+	msgs, err := f.fetchPending(ctx, msgs)
+	f.loaded = len(msgs) > 0 && f.linger > 0
+	return msgs, err
+}
+
+func (f *fetcher) fetchPending(ctx context.Context, msgs []jetstream.Msg) ([]jetstream.Msg, error) {
+	pull := func(msgs []jetstream.Msg, n, maxBytes int, expiry time.Duration) ([]jetstream.Msg, error) {
+		batch, err := f.cons.Fetch(n, jetstream.FetchMaxBytes(maxBytes), jetstream.FetchMaxWait(expiry))
 		if err != nil {
 			return msgs, err
 		}
@@ -83,21 +114,27 @@ func fetch(ctx context.Context, cons jetstream.Consumer, msgs []jetstream.Msg) (
 		}
 		return msgs, nil
 	}
-	msgs, err := ready(msgs, consumer.DefaultFetchBatch, consumer.DefaultFetchBytes)
+	if f.loaded {
+		if msgs, err := pull(msgs, f.batch, f.maxBytes, f.linger); len(msgs) > 0 || err != nil {
+			return msgs, err
+		}
+		// Nothing came within the linger: wait for a first message.
+	}
+	msgs, err := pull(msgs, f.batch, f.maxBytes, time.Millisecond)
 	if len(msgs) > 0 || err != nil {
 		return msgs, err
 	}
-	fctx, cancel := context.WithTimeout(ctx, consumer.DefaultFetchWait)
+	fctx, cancel := context.WithTimeout(ctx, f.wait)
 	defer cancel()
-	first, err := cons.Fetch(1, jetstream.FetchContext(fctx))
+	first, err := f.cons.Fetch(1, jetstream.FetchContext(fctx))
 	if err != nil {
 		return msgs, err
 	}
 	for m := range first.Messages() {
 		msgs = append(msgs, m)
 	}
-	if len(msgs) == 0 {
+	if len(msgs) == 0 || f.batch == 1 {
 		return msgs, nil
 	}
-	return ready(msgs, consumer.DefaultFetchBatch-1, consumer.DefaultFetchBytes-len(msgs[0].Data()))
+	return pull(msgs, f.batch-1, f.maxBytes-len(msgs[0].Data()), time.Millisecond)
 }

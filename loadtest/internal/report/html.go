@@ -107,6 +107,22 @@ h2 { margin-top: 1.5em; }
       axes: [{ label: "seconds since start" }, { scale: "mib", label: "RSS MiB" }, { scale: "cores", side: 1, label: "CPU cores", grid: { show: false } }],
       series: [{}, { label: "RSS MiB", scale: "mib", stroke: "#1f77b4" }, { label: "CPU cores", scale: "cores", stroke: "#d62728" }],
     }, [r.server.t, r.server.rss_bytes.map(b => b / 1048576), cores], div);
+    const c = r.server.counters;
+    if (c && c["eventide_storage_compaction_written_bytes_total"]) {
+      const per = a => a.map((v, i) => i === 0 ? 0 : v - a[i - 1]);
+      const div2 = document.createElement("div");
+      sec.appendChild(div2);
+      new uPlot({
+        title: "storage work per sample: set latency spikes against it", width: width, height: 240,
+        scales: { x: { time: false }, mb: {}, n: {} },
+        axes: [{ label: "seconds since start" }, { scale: "mb", label: "MB" }, { scale: "n", side: 1, label: "count", grid: { show: false } }],
+        series: [{}, { label: "compaction MB written", scale: "mb", stroke: "#9467bd" },
+          { label: "compactions", scale: "n", stroke: "#2ca02c" }, { label: "flushes", scale: "n", stroke: "#8c564b" },
+          { label: "write stalls", scale: "n", stroke: "#d62728" }],
+      }, [r.server.t, per(c["eventide_storage_compaction_written_bytes_total"]).map(b => b / 1e6),
+        per(c["eventide_storage_compactions_total"]), per(c["eventide_storage_flushes_total"]),
+        per(c["eventide_storage_write_stalls_total"])], div2);
+    }
   }
 })();
 </script>

@@ -245,6 +245,11 @@ type ServerStats struct {
 	CPUSecondsAll float64   `json:"cpu_seconds_total"`
 	// AvgCores is CPU seconds over wall seconds of the measured phase.
 	AvgCores float64 `json:"avg_cores"`
+	// Counters holds, per name, the server's running total of some of its
+	// /metrics counters at each sample (aligned with Times): flushes,
+	// compactions and their bytes written, write stalls, WAL fsyncs and
+	// their seconds, to set latency over time against them.
+	Counters map[string][]float64 `json:"counters,omitempty"`
 }
 
 // FindMax is a --find-max ramp: steps of --duration each at rising event
@@ -291,7 +296,22 @@ type FindMaxStep struct {
 	// cores (CPU seconds per second); HarnessCores the harness's.
 	ServerCores  float64 `json:"server_cores,omitempty"`
 	HarnessCores float64 `json:"harness_cores,omitempty"`
-	// ServerCounters is as Report.ServerCounters, for this step.
+	// ServerMicrosPerEvent is the spawned server's CPU over the step's
+	// load in microseconds per event achieved (ServerCores over
+	// AchievedRate): a figure that moves less with the machine's load
+	// than the rates do.
+	ServerMicrosPerEvent float64 `json:"server_us_per_event,omitempty"`
+	// SettleSeconds is how long the harness waited before the step for
+	// the server to go quiet (its CPU under 0.1 cores over half a second,
+	// at most 30 s): the flushes and compactions of the step before.
+	SettleSeconds float64 `json:"settle_seconds"`
+	// Started is when the step's load began and Seconds how long it ran,
+	// to place the step in the server's samples.
+	Started time.Time `json:"started"`
+	Seconds float64   `json:"seconds"`
+	// ServerCounters is as Report.ServerCounters, for this step. In a raw
+	// JetStream step they show what Eventide's storage did meanwhile
+	// (flushes, compactions of earlier steps' events).
 	ServerCounters map[string]float64 `json:"server_counters,omitempty"`
 }
 

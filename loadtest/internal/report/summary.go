@@ -139,7 +139,7 @@ func passWord(ok bool) string {
 
 func writeSteps(b *strings.Builder, title, lastCol string, steps []FindMaxStep) {
 	fmt.Fprintf(b, "  %s:\n", title)
-	fmt.Fprintf(b, "  %-12s %12s %12s %9s %12s %13s %7s %7s  %s\n", "run", "target/s", "achieved/s", "dropped", "p99 publish", lastCol, "server", "harness", "result")
+	fmt.Fprintf(b, "  %-12s %12s %12s %9s %12s %13s %7s %8s %7s  %s\n", "run", "target/s", "achieved/s", "dropped", "p99 publish", lastCol, "server", "µs/event", "harness", "result")
 	for _, st := range steps {
 		verdict := "held"
 		if !st.Held {
@@ -148,8 +148,8 @@ func writeSteps(b *strings.Builder, title, lastCol string, steps []FindMaxStep) 
 		if !st.Correct {
 			verdict += " (correctness check FAILED)"
 		}
-		fmt.Fprintf(b, "  %-12s %12.0f %12.1f %8.3f%% %12s %13s %7.2f %7.2f  %s\n", st.Run, st.TargetRate, st.AchievedRate, 100*st.DroppedRatio,
-			FormatSeconds(st.P99["publish"]), FormatSeconds(st.P99["queryable"]), st.ServerCores, st.HarnessCores, verdict)
+		fmt.Fprintf(b, "  %-12s %12.0f %12.1f %8.3f%% %12s %13s %7.2f %8.2f %7.2f  %s\n", st.Run, st.TargetRate, st.AchievedRate, 100*st.DroppedRatio,
+			FormatSeconds(st.P99["publish"]), FormatSeconds(st.P99["queryable"]), st.ServerCores, st.ServerMicrosPerEvent, st.HarnessCores, verdict)
 		if line := DescribeCounters(st.ServerCounters, 0); line != "" {
 			fmt.Fprintf(b, "  %12s %s\n", "", line)
 		}

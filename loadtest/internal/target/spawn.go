@@ -74,8 +74,9 @@ func freePort() (int, error) {
 
 // Spawn starts bin with its data in dataDir and its log in logPath, and
 // waits until it is ready (at most readyTimeout). extraArgs are added to
-// its flags.
-func Spawn(ctx context.Context, bin, dataDir, logPath string, extraArgs []string, readyTimeout time.Duration) (*Server, error) {
+// its flags, extraEnv (KEY=VALUE) to its environment, overriding what
+// it would inherit.
+func Spawn(ctx context.Context, bin, dataDir, logPath string, extraArgs, extraEnv []string, readyTimeout time.Duration) (*Server, error) {
 	httpPort, err := freePort()
 	if err != nil {
 		return nil, err
@@ -96,7 +97,7 @@ func Spawn(ctx context.Context, bin, dataDir, logPath string, extraArgs []string
 	}, extraArgs...)
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = withoutEventideEnv(os.Environ())
+	cmd.Env = serverEnv(os.Environ(), extraEnv)
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return nil, fmt.Errorf("cannot start %s: %w", bin, err)
@@ -116,6 +117,13 @@ func Spawn(ctx context.Context, bin, dataDir, logPath string, extraArgs []string
 		return nil, fmt.Errorf("spawned server did not become ready: %w\n%s", err, tail(logPath))
 	}
 	return s, nil
+}
+
+// serverEnv is the spawned server's environment: the harness's without
+// EVENTIDE_* variables, then extra, whose keys override inherited ones
+// (os/exec keeps the last value of a key).
+func serverEnv(env, extra []string) []string {
+	return append(withoutEventideEnv(env), extra...)
 }
 
 // withoutEventideEnv drops EVENTIDE_* variables so that the caller's
