@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/eventide/eventide/internal/cputime"
 	"github.com/eventide/eventide/internal/natstest"
 	"github.com/eventide/eventide/writer/consumer"
 )
@@ -164,26 +164,16 @@ func BenchmarkConsumeAtRate(b *testing.B) {
 				}
 			}
 			wait(rate / 10)
-			n0, f0, cpu0 := consumed.Load(), fetches.Load(), processCPU(b)
+			n0, f0, cpu0 := consumed.Load(), fetches.Load(), cputime.MustProcess(b.Fatal)
 			b.ResetTimer()
 			wait(n0 + int64(b.N))
 			b.StopTimer()
 			n, nf := consumed.Load()-n0, fetches.Load()-f0
-			b.ReportMetric(float64((processCPU(b)-cpu0).Nanoseconds())/float64(n), "cpu-ns/msg")
+			b.ReportMetric(float64((cputime.MustProcess(b.Fatal)-cpu0).Nanoseconds())/float64(n), "cpu-ns/msg")
 			b.ReportMetric(float64(n)/float64(max(nf, 1)), "msgs/fetch")
 			stop()
 			cancel()
 			<-published
 		})
 	}
-}
-
-// processCPU is the process's user and system CPU time so far.
-func processCPU(b *testing.B) time.Duration {
-	b.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
