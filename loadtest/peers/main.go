@@ -27,7 +27,11 @@
 //     compaction strategy for these stores.
 //
 // Memory: each engine's defaults, or -equal-memory (64 MiB memtable and
-// 256 MiB block cache for every engine), or -memtable / -*-cache.
+// 256 MiB block cache for every engine), or -memtable / -*-cache. Besides
+// the peak RSS after ingest, the report gives each engine's process peak
+// RSS over every phase it ran (the read phases' caches included:
+// Eventide's block cache is faulted in whole at its first block, see
+// storage.Options.LazyBlockCacheMemory).
 //
 // Each engine runs in a process of its own (process.go): in one process
 // the engines would share one Go heap, and whatever an engine run earlier
@@ -296,10 +300,14 @@ func compareRows(rs map[string]*result) error {
 }
 
 type result struct {
-	built                    bool // false when -reuse found the stores ready
-	ingestSeconds            float64
-	eventsPerSecond          float64
-	peakRSSBytes             int64
+	built           bool // false when -reuse found the stores ready
+	ingestSeconds   float64
+	eventsPerSecond float64
+	peakRSSBytes    int64
+	// finalPeakRSSBytes is the process's peak RSS when all its phases
+	// have run: the read phases' memory too (a cache filled by the
+	// reads, or Eventide's prefaulted block cache).
+	finalPeakRSSBytes        int64
 	bytesPerEvent            float64
 	latest, expired          phaseResult
 	latestRows, expiredCells int
@@ -510,6 +518,7 @@ func runEngine(name string, cfg config) (*result, error) {
 			}
 		}
 	}
+	r.finalPeakRSSBytes = peakRSS()
 	return r, nil
 }
 
@@ -955,6 +964,9 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 			row(what+", after manual compaction: on-disk MiB", del(func(d *deleteResult) float64 { return float64(d.manualBytes) / (1 << 20) }), "%.1f")
 			row(what+": live cells returned (background, manual)", del(func(d *deleteResult) float64 { return float64(d.bgCells + d.manualCells) }), "%.0f")
 		}
+	}
+	if !cfg.sameProcess {
+		row("peak RSS over all phases run (MiB; each engine in its own process)", val(func(r *result) float64 { return float64(r.finalPeakRSSBytes) / (1 << 20) }), "%.1f")
 	}
 }
 
