@@ -965,9 +965,11 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 			row(what+": live cells returned (background, manual)", del(func(d *deleteResult) float64 { return float64(d.bgCells + d.manualCells) }), "%.0f")
 		}
 	}
-	if !cfg.sameProcess {
-		row("peak RSS over all phases run (MiB; each engine in its own process)", val(func(r *result) float64 { return float64(r.finalPeakRSSBytes) / (1 << 20) }), "%.1f")
+	finalRSS := "peak RSS over all phases run (MiB; each engine in its own process)"
+	if cfg.sameProcess {
+		finalRSS = "peak RSS over all phases run (MiB; process-wide, so only the first engine's is its own)"
 	}
+	row(finalRSS, val(func(r *result) float64 { return float64(r.finalPeakRSSBytes) / (1 << 20) }), "%.1f")
 }
 
 func splitComma(s string) []string {
