@@ -25,7 +25,12 @@ import (
 // 64 to 256 KiB (see arenaSlabFor) mapped on demand, a buffer's pages
 // faulted in with one call when it is first carved (Linux,
 // prefaultBlockMemory); a released buffer goes on its class's
-// free list for the next block of that size. Larger buffers (a block of
+// free list for the next block of that size. A buffer whose class has no
+// free chunk and could only come from memory not resident (a fresh or
+// non-prefaulted slab, a decommitted chunk) takes a free chunk of one of
+// the next two classes instead, if there is one (borrow): a full cache
+// frees the classes of the blocks it evicts, and the blocks read next may
+// need the classes just below. Larger buffers (a block of
 // one huge cell) are mapped and unmapped one by one.
 //
 // Lifetime: a buffer is put back only when the block it belongs to has no
@@ -91,6 +96,10 @@ type blockArena struct {
 	// prefaulted region not carved into buffers yet (resident: the
 	// reserve, and the uncarved rest of the slabs cut from it).
 	mapped, idle, warm, reserved atomic.Int64
+	// resvLeft is the bytes of the reserve not cut into slabs yet (or
+	// the size of an armed prefault not done yet); borrowed counts the
+	// buffers taken from a larger class (see borrow).
+	resvLeft, borrowed atomic.Int64
 }
 
 // arenaClass is one size class: its free chunks and the rest of the slab
@@ -181,6 +190,19 @@ func (a *blockArena) alloc(n int) []byte {
 		a.warm.Add(-int64(size))
 		return unsafe.Slice((*byte)(p), size)[:n]
 	}
+	if a.mmap && !(len(cl.cur) >= size && cl.curResident) && a.resvLeft.Load() < int64(arenaSlabFor(size)) {
+		// Every other way to a buffer of this class touches memory not
+		// resident (a fresh slab's or a decommitted chunk's pages): take
+		// a resident free buffer of one of the next two classes (at most
+		// twice the size) if there is one. A full cache's evictions
+		// free buffers of the classes its old blocks had, and the blocks
+		// read next may need the classes below them.
+		cl.mu.Unlock()
+		if b := a.borrow(c, n); b != nil {
+			return b
+		}
+		cl.mu.Lock()
+	}
 	if p := popChunk(&cl.cold); p != nil {
 		cl.mu.Unlock()
 		a.idle.Add(-int64(size))
@@ -204,6 +226,30 @@ func (a *blockArena) alloc(n int) []byte {
 		prefaultBlockMemory(b[:n])
 	}
 	return b[:n]
+}
+
+// borrowClasses is how many classes above its own a buffer may be taken
+// from (see alloc): two, at most twice the size asked for.
+const borrowClasses = 2
+
+// borrow returns a resident free buffer of one of the borrowClasses
+// classes above c, of length n, or nil. The buffer keeps its class (its
+// capacity), which free puts it back to.
+func (a *blockArena) borrow(c, n int) []byte {
+	for up := c + 1; up <= c+borrowClasses && up < arenaClasses; up++ {
+		ucl := &a.classes[up]
+		ucl.mu.Lock()
+		p := popChunk(&ucl.free)
+		ucl.mu.Unlock()
+		if p != nil {
+			size := arenaClassBytes(up)
+			a.idle.Add(-int64(size))
+			a.warm.Add(-int64(size))
+			a.borrowed.Add(1)
+			return unsafe.Slice((*byte)(p), size)[:n]
+		}
+	}
+	return nil
 }
 
 // popChunk takes the last chunk off a free list, or returns nil if it is
@@ -238,10 +284,12 @@ func (a *blockArena) newSlab(n int) (slab []byte, resident bool) {
 	if a.prefaultBytes > 0 {
 		a.prefaultLocked(a.prefaultBytes)
 		a.prefaultBytes = 0
+		a.resvLeft.Store(int64(len(a.resv)))
 	}
 	if rest := len(a.resv) - a.resvCut; rest >= n {
 		b := a.resv[a.resvCut : a.resvCut+n : a.resvCut+n]
 		a.resvCut += n
+		a.resvLeft.Store(int64(len(a.resv) - a.resvCut))
 		a.mu.Unlock()
 		prefaultBudget.Add(int64(n))
 		return b, true // idle and reserved until carved
@@ -281,6 +329,7 @@ func (a *blockArena) armPrefault(n int64) {
 	a.mu.Lock()
 	if a.mmap && a.resv == nil {
 		a.prefaultBytes = max(n, 0)
+		a.resvLeft.Store(a.prefaultBytes)
 	}
 	a.mu.Unlock()
 }
@@ -347,6 +396,7 @@ func (a *blockArena) releaseReserve() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.prefaultBytes = 0
+	a.resvLeft.Store(0)
 	rest := a.resv[a.resvCut:]
 	if len(rest) == 0 {
 		return 0
@@ -422,6 +472,7 @@ func (a *blockArena) releaseAll() {
 	}
 	a.resv, a.resvCut, a.prefaultBytes = nil, 0, 0
 	a.reserved.Store(0)
+	a.resvLeft.Store(0)
 	a.mu.Unlock()
 	for _, b := range slabs {
 		unmapBlockMemory(b)

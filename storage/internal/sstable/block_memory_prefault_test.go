@@ -211,3 +211,59 @@ func TestArenaPrefaultBudget(t *testing.T) {
 		t.Fatalf("%d bytes of budget left after two releases, want %d", left, slab+2*(2<<20-slab))
 	}
 }
+
+// TestArenaBorrowsLargerFreeBuffer checks that a buffer whose class has
+// no free chunk and could only be carved from memory not resident takes
+// a resident free chunk of one of the next two classes (which keeps its
+// class: freeing it puts it back there), that it takes none further up,
+// and none while a resident slab or reserve could serve the class.
+func TestArenaBorrowsLargerFreeBuffer(t *testing.T) {
+	if !mmapBlocks {
+		t.Skip("block buffers are on the Go heap on this platform: nothing to fault in")
+	}
+	if arenaClassBytes(arenaClassOf(3000)) != 3072 || arenaClassBytes(arenaClassOf(3000)+2) != 6144 {
+		t.Fatal("the test's sizes no longer fit the classes")
+	}
+	a := &blockArena{mmap: true}
+	defer a.releaseAll()
+	big := a.alloc(6000) // class 6144, two classes above 3072's
+	for i := range big {
+		big[i] = 5
+	}
+	a.free(big)
+	b := a.alloc(3000)
+	if unsafe.SliceData(b) != unsafe.SliceData(big) || len(b) != 3000 || cap(b) != 6144 {
+		t.Fatalf("alloc(3000) did not take the free 6144-byte buffer: len %d cap %d", len(b), cap(b))
+	}
+	if a.inUse() != 6144 || a.borrowed.Load() != 1 {
+		t.Fatalf("%d bytes in use, %d borrowed, want 6144 and 1", a.inUse(), a.borrowed.Load())
+	}
+	a.free(b)
+	if again := a.alloc(6000); unsafe.SliceData(again) != unsafe.SliceData(big) {
+		t.Fatal("a borrowed buffer did not go back to its own class")
+	} else {
+		a.free(again)
+	}
+	if a.inUse() != 0 {
+		t.Fatalf("%d bytes in use after everything was freed", a.inUse())
+	}
+
+	// Three classes up is too far.
+	far := a.alloc(8000)
+	a.free(far)
+	a.alloc(6000) // takes big back, so only far is free above
+	if b := a.alloc(2000); unsafe.SliceData(b) == unsafe.SliceData(far) {
+		t.Fatal("alloc(2000) took a buffer four classes above its own")
+	}
+
+	// With a prefaulted reserve left, the class is carved from it instead.
+	c := NewCache(4 << 20)
+	defer c.blocks.arena.releaseAll()
+	c.Prefault()
+	ca := c.blocks.arena
+	big2 := ca.alloc(6000)
+	ca.free(big2)
+	if b := ca.alloc(3000); unsafe.SliceData(b) == unsafe.SliceData(big2) || cap(b) != 3072 {
+		t.Fatalf("alloc(3000) borrowed (cap %d) while the reserve had room", cap(b))
+	}
+}
