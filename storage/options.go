@@ -105,7 +105,8 @@ type Options struct {
 	// as it fills. What no block has used yet is unmapped by Close, and
 	// a process holds at most 256 MiB of such memory across its stores
 	// (a store opened when that is spent prefaults what is left, or
-	// nothing). Set it for stores whose cache stays mostly empty (write-
+	// nothing if under 1 MiB; a cache under 1 MiB is never prefaulted).
+	// Set it for stores whose cache stays mostly empty (write-
 	// only nodes, tests that open many stores) or whose BlockCacheSize
 	// is far above the memory the process should hold before its reads
 	// need it.
