@@ -368,6 +368,7 @@ func gcCounters() (allocBytes, cycles uint64) {
 type query struct {
 	index     int    // position in the phase
 	gcs       uint32 // GC cycles completed while it ran
+	faults    uint64 // the process's minor page faults while it ran (with -slowest only)
 	took      time.Duration
 	partition string
 	cold      bool
@@ -420,6 +421,10 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 	for q := 0; q < cfg.queries; q++ {
 		p := gen.randomPartition()
 		_, gcBefore := gcCounters()
+		var faultsBefore uint64
+		if cfg.slowest > 0 {
+			faultsBefore = minorFaults()
+		}
 		t0 := time.Now()
 		n, err := read(p)
 		if err != nil {
@@ -429,6 +434,9 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 		_, gcAfter := gcCounters()
 		total += n
 		qq := query{index: q, gcs: uint32(gcAfter - gcBefore), took: took, partition: p, cold: !seen[p]}
+		if cfg.slowest > 0 {
+			qq.faults = minorFaults() - faultsBefore
+		}
 		seen[p] = true
 		if cfg.slowest > 0 && tr != nil {
 			qq.trace = tr.lastTrace()
@@ -463,7 +471,7 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 			if q.cold {
 				kind = "cold"
 			}
-			fmt.Fprintf(os.Stderr, "  %8.1f µs %s #%d (%d GCs ended during it) %s %s\n", float64(q.took.Nanoseconds())/1e3, kind, q.index, q.gcs, q.partition, q.trace)
+			fmt.Fprintf(os.Stderr, "  %8.1f µs %s #%d (%d GCs ended during it, %d page faults) %s %s\n", float64(q.took.Nanoseconds())/1e3, kind, q.index, q.gcs, q.faults, q.partition, q.trace)
 		}
 	}
 	return r, total, nil
