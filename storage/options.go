@@ -93,8 +93,9 @@ type Options struct {
 	// the first block the store decodes (a read's or a compaction's)
 	// first maps BlockCacheSize bytes outside the Go heap and faults them
 	// in at once (transparent huge pages where the system allows them on
-	// request; a few milliseconds per 32 MiB on the 2-core test VM, paid by that
-	// one read), so that cold reads decode their blocks into resident
+	// request; 2-7 ms per 32 MiB on the loaded 2-core test VM, up to
+	// 41 ms when the kernel compacts memory for the huge pages, paid by
+	// that one read), so that cold reads decode their blocks into resident
 	// memory. Without it, while the cache filled after a restart, each
 	// cold read of loadtest/peers' 90%-expired partitions took 3.8 page
 	// faults, about 9 of its ~24 µs there, and the phase's p99 was

@@ -124,7 +124,7 @@ func (c *Cache) PoisonReleased() { c.blocks.arena.poison = true }
 
 // Prefault makes the cache, when it first needs memory for a block, map
 // the memory for its whole capacity and fault it in at once (transparent
-// huge pages where allowed; a few milliseconds per 32 MiB), so that the
+// huge pages where allowed; milliseconds per 32 MiB), so that the
 // blocks it fills with are decoded into resident memory instead of each
 // cold read paying the page faults of the fresh buffer it is cached in
 // (see blockArena). Nothing is prefaulted where block buffers are not
