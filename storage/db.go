@@ -149,6 +149,9 @@ func Open(dir string, opts Options) (*DB, error) {
 		lock.Close()
 		return nil, err
 	}
+	if !opts.LazyBlockCacheMemory {
+		db.cache.Prefault() // see Options.LazyBlockCacheMemory
+	}
 	if opts.Registerer != nil {
 		if err := db.metrics.register(opts.Registerer); err != nil {
 			db.Close()
@@ -772,6 +775,9 @@ func (db *DB) Close() error {
 		db.current = nil
 	}
 	db.mu.Unlock()
+	// The block cache's prefaulted memory no block took goes back now,
+	// not when a collection finds the cache unreachable.
+	db.cache.ReleaseReserve()
 	if db.opts.Registerer != nil {
 		db.metrics.unregister(db.opts.Registerer)
 	}

@@ -283,7 +283,9 @@ type Metrics struct {
 	// eviction, and free buffers kept for the next reads. It stays
 	// bounded by the cache's capacity plus the blocks pinned at the
 	// peak, in each size class (see docs/ARCHITECTURE.md, "The engine's
-	// memory").
+	// memory"). Unless Options.LazyBlockCacheMemory, it is at least the
+	// capacity from the cache's first block on: the prefaulted reserve
+	// the blocks are cut from, resident whether used yet or not.
 	BlockCacheMappedBytes int64
 	// BlockCachePinnedIndexBytes is what the open SSTables' index pages
 	// pinned at open take (on the Go heap, within a sixteenth of

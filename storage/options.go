@@ -88,6 +88,30 @@ type Options struct {
 	// Decoded range tombstones of partitions with many of them are kept
 	// besides, up to a quarter of it.
 	BlockCacheSize int64
+	// LazyBlockCacheMemory maps and faults in the block cache's memory as
+	// blocks fill it, a buffer at a time. By default (false), on Linux,
+	// the first block the store decodes (a read's or a compaction's)
+	// first maps BlockCacheSize bytes outside the Go heap and faults them
+	// in at once (transparent huge pages where the system allows them on
+	// request; 2-7 ms per 32 MiB on the loaded 2-core test VM, up to
+	// 41 ms when the kernel compacts memory for the huge pages, paid by
+	// that one read), so that cold reads decode their blocks into resident
+	// memory. Without it, while the cache filled after a restart, each
+	// cold read of loadtest/peers' 90%-expired partitions took 3.8 page
+	// faults, about 9 of its ~24 µs there, and the phase's p99 was
+	// 0.12-0.15x Pebble's, whose cache lives in Go heap memory that
+	// ingest left resident; with it, 0.0 faults and a cold p50 of 13-15
+	// µs (BENCHMARKS.md, session s13-expired). The cost is resident
+	// memory: the cache's full size from its first block on instead of
+	// as it fills. What no block has used yet is unmapped by Close, and
+	// a process holds at most 256 MiB of such memory across its stores
+	// (a store opened when that is spent prefaults what is left, or
+	// nothing if under 1 MiB; a cache under 1 MiB is never prefaulted).
+	// Set it for stores whose cache stays mostly empty (write-
+	// only nodes, tests that open many stores) or whose BlockCacheSize
+	// is far above the memory the process should hold before its reads
+	// need it.
+	LazyBlockCacheMemory bool
 	// BlockSize is the target uncompressed size of an SSTable data block;
 	// 0 means 32 KiB, or 16 KiB with SSTableDictionary.
 	BlockSize int

@@ -27,7 +27,11 @@
 //     compaction strategy for these stores.
 //
 // Memory: each engine's defaults, or -equal-memory (64 MiB memtable and
-// 256 MiB block cache for every engine), or -memtable / -*-cache.
+// 256 MiB block cache for every engine), or -memtable / -*-cache. Besides
+// the peak RSS after ingest, the report gives each engine's process peak
+// RSS over every phase it ran (the read phases' caches included:
+// Eventide's block cache is faulted in whole at its first block, see
+// storage.Options.LazyBlockCacheMemory).
 //
 // Each engine runs in a process of its own (process.go): in one process
 // the engines would share one Go heap, and whatever an engine run earlier
@@ -296,10 +300,14 @@ func compareRows(rs map[string]*result) error {
 }
 
 type result struct {
-	built                    bool // false when -reuse found the stores ready
-	ingestSeconds            float64
-	eventsPerSecond          float64
-	peakRSSBytes             int64
+	built           bool // false when -reuse found the stores ready
+	ingestSeconds   float64
+	eventsPerSecond float64
+	peakRSSBytes    int64
+	// finalPeakRSSBytes is the process's peak RSS when all its phases
+	// have run: the read phases' memory too (a cache filled by the
+	// reads, or Eventide's prefaulted block cache).
+	finalPeakRSSBytes        int64
 	bytesPerEvent            float64
 	latest, expired          phaseResult
 	latestRows, expiredCells int
@@ -360,6 +368,7 @@ func gcCounters() (allocBytes, cycles uint64) {
 type query struct {
 	index     int    // position in the phase
 	gcs       uint32 // GC cycles completed while it ran
+	faults    uint64 // the process's minor page faults while it ran (with -slowest only)
 	took      time.Duration
 	partition string
 	cold      bool
@@ -412,6 +421,10 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 	for q := 0; q < cfg.queries; q++ {
 		p := gen.randomPartition()
 		_, gcBefore := gcCounters()
+		var faultsBefore uint64
+		if cfg.slowest > 0 {
+			faultsBefore = minorFaults()
+		}
 		t0 := time.Now()
 		n, err := read(p)
 		if err != nil {
@@ -421,6 +434,9 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 		_, gcAfter := gcCounters()
 		total += n
 		qq := query{index: q, gcs: uint32(gcAfter - gcBefore), took: took, partition: p, cold: !seen[p]}
+		if cfg.slowest > 0 {
+			qq.faults = minorFaults() - faultsBefore
+		}
 		seen[p] = true
 		if cfg.slowest > 0 && tr != nil {
 			qq.trace = tr.lastTrace()
@@ -455,7 +471,7 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 			if q.cold {
 				kind = "cold"
 			}
-			fmt.Fprintf(os.Stderr, "  %8.1f µs %s #%d (%d GCs ended during it) %s %s\n", float64(q.took.Nanoseconds())/1e3, kind, q.index, q.gcs, q.partition, q.trace)
+			fmt.Fprintf(os.Stderr, "  %8.1f µs %s #%d (%d GCs ended during it, %d page faults) %s %s\n", float64(q.took.Nanoseconds())/1e3, kind, q.index, q.gcs, q.faults, q.partition, q.trace)
 		}
 	}
 	return r, total, nil
@@ -510,6 +526,7 @@ func runEngine(name string, cfg config) (*result, error) {
 			}
 		}
 	}
+	r.finalPeakRSSBytes = peakRSS()
 	return r, nil
 }
 
@@ -956,6 +973,11 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 			row(what+": live cells returned (background, manual)", del(func(d *deleteResult) float64 { return float64(d.bgCells + d.manualCells) }), "%.0f")
 		}
 	}
+	finalRSS := "peak RSS over all phases run (MiB; each engine in its own process)"
+	if cfg.sameProcess {
+		finalRSS = "peak RSS over all phases run (MiB; process-wide, so only the first engine's is its own)"
+	}
+	row(finalRSS, val(func(r *result) float64 { return float64(r.finalPeakRSSBytes) / (1 << 20) }), "%.1f")
 }
 
 func splitComma(s string) []string {

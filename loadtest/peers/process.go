@@ -81,7 +81,7 @@ func writeResult(file string, r *result) error {
 type resultWire struct {
 	Built                                bool
 	IngestSeconds, EventsPerSecond       float64
-	PeakRSSBytes                         int64
+	PeakRSSBytes, FinalPeakRSSBytes      int64
 	BytesPerEvent                        float64
 	Latest, Expired, Window              phaseWire
 	LatestRows, ExpiredCells, WindowRows int
@@ -105,7 +105,7 @@ type deleteWire struct {
 
 func wireOf(r *result) resultWire {
 	w := resultWire{Built: r.built, IngestSeconds: r.ingestSeconds, EventsPerSecond: r.eventsPerSecond,
-		PeakRSSBytes: r.peakRSSBytes, BytesPerEvent: r.bytesPerEvent,
+		PeakRSSBytes: r.peakRSSBytes, FinalPeakRSSBytes: r.finalPeakRSSBytes, BytesPerEvent: r.bytesPerEvent,
 		Latest: phaseWireOf(r.latest), Expired: phaseWireOf(r.expired), Window: phaseWireOf(r.window),
 		LatestRows: r.latestRows, ExpiredCells: r.expiredCells, WindowRows: r.windowRows}
 	if r.deleted != nil {
@@ -121,7 +121,7 @@ func wireOf(r *result) resultWire {
 
 func (w *resultWire) result() *result {
 	r := &result{built: w.Built, ingestSeconds: w.IngestSeconds, eventsPerSecond: w.EventsPerSecond,
-		peakRSSBytes: w.PeakRSSBytes, bytesPerEvent: w.BytesPerEvent,
+		peakRSSBytes: w.PeakRSSBytes, finalPeakRSSBytes: w.FinalPeakRSSBytes, bytesPerEvent: w.BytesPerEvent,
 		latest: w.Latest.phase(), expired: w.Expired.phase(), window: w.Window.phase(),
 		latestRows: w.LatestRows, expiredCells: w.ExpiredCells, windowRows: w.WindowRows}
 	if w.Deleted != nil {

@@ -11,3 +11,15 @@ func prefaultBlockMemory([]byte) {}
 // decommitBlockMemory does nothing: free buffers are decommitted on Linux
 // only.
 func decommitBlockMemory([]byte) bool { return false }
+
+// populateBlockMemory faults in b, a fresh mapping, by writing to each
+// of its pages.
+func populateBlockMemory(b []byte) { touchPages(b) }
+
+// prefaultSupported: no prefaulted reserve outside Linux (the pages fault
+// in as buffers are written).
+const prefaultSupported = false
+
+func mapRegion(int) []byte { return nil }
+
+func unmapRegion([]byte) {}
