@@ -150,7 +150,7 @@ func Open(dir string, opts Options) (*DB, error) {
 		return nil, err
 	}
 	if !opts.LazyBlockCacheMemory {
-		db.cache.Prefault() // see Options.LazyBlockCacheMemory
+		db.cache.PrefaultNow() // see Options.LazyBlockCacheMemory
 	}
 	if opts.Registerer != nil {
 		if err := db.metrics.register(opts.Registerer); err != nil {

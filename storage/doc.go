@@ -92,9 +92,9 @@
 // pool and goes back when the read finishes, so a one-SSTable slice
 // allocates about three small objects on the Go heap and reads cause few
 // collections.
-// The block cache's arena is mapped and faulted in whole when the cache
-// first needs memory (Options.LazyBlockCacheMemory), so that cold reads
-// do not pay page faults while it fills.
+// The block cache's arena is mapped and faulted in whole by Open
+// (Options.LazyBlockCacheMemory), so that cold reads do not pay page
+// faults while it fills.
 // Metrics reports MemtableMappedBytes, BlockCacheBytes,
 // BlockCacheMappedBytes and BlockCachePinnedIndexBytes; docs/ARCHITECTURE.md
 // ("The engine's memory") says how to size the budget.

@@ -284,7 +284,7 @@ type Metrics struct {
 	// bounded by the cache's capacity plus the blocks pinned at the
 	// peak, in each size class (see docs/ARCHITECTURE.md, "The engine's
 	// memory"). Unless Options.LazyBlockCacheMemory, it is at least the
-	// capacity from the cache's first block on: the prefaulted reserve
+	// capacity from Open on: the prefaulted reserve
 	// the blocks are cut from, resident whether used yet or not.
 	BlockCacheMappedBytes int64
 	// BlockCachePinnedIndexBytes is what the open SSTables' index pages

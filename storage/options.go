@@ -90,20 +90,20 @@ type Options struct {
 	BlockCacheSize int64
 	// LazyBlockCacheMemory maps and faults in the block cache's memory as
 	// blocks fill it, a buffer at a time. By default (false), on Linux,
-	// the first block the store decodes (a read's or a compaction's)
-	// first maps BlockCacheSize bytes outside the Go heap and faults them
+	// Open maps BlockCacheSize bytes outside the Go heap and faults them
 	// in at once (transparent huge pages where the system allows them on
 	// request; 2-7 ms per 32 MiB on the loaded 2-core test VM, up to
-	// 41 ms when the kernel compacts memory for the huge pages, paid by
-	// that one read), so that cold reads decode their blocks into resident
-	// memory. Without it, while the cache filled after a restart, each
+	// 41 ms when the kernel compacts memory for the huge pages), so that
+	// cold reads decode their blocks into resident memory. (Done at the
+	// first block instead, as first built, that one read paid it: the
+	// first probe reads of a freshly started all-in-one, and a one-read
+	// benchmark, took those milliseconds.) Without it, while the cache filled after a restart, each
 	// cold read of loadtest/peers' 90%-expired partitions took 3.8 page
 	// faults, about 9 of its ~24 µs there, and the phase's p99 was
 	// 0.12-0.15x Pebble's, whose cache lives in Go heap memory that
 	// ingest left resident; with it, 0.0 faults and a cold p50 of 13-15
 	// µs (BENCHMARKS.md, session s13-expired). The cost is resident
-	// memory: the cache's full size from its first block on instead of
-	// as it fills. What no block has used yet is unmapped by Close, and
+	// memory: the cache's full size from Open on instead of as it fills. What no block has used yet is unmapped by Close, and
 	// a process holds at most 256 MiB of such memory across its stores
 	// (a store opened when that is spent prefaults what is left, or
 	// nothing if under 1 MiB; a cache under 1 MiB is never prefaulted).

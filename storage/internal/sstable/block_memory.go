@@ -52,17 +52,19 @@ import (
 // both resident. Once the Cache is unreachable (the store closed), every
 // slab is unmapped.
 //
-// Prefaulting (Cache.Prefault, storage.Options.LazyBlockCacheMemory off):
+// Prefaulting (Cache.Prefault and PrefaultNow, storage.Open unless
+// storage.Options.LazyBlockCacheMemory):
 // a fresh buffer's page faults were about 9 of a cold read's ~24 µs on
 // the 2-core test VM while the cache fills (BENCHMARKS.md, s11-read), 3.8
 // faults per query of loadtest/peers' 90%-expired read. A prefaulted
-// arena, when it first needs a slab, maps one region of the cache's
-// capacity, asks for transparent huge pages on it and faults it all in
-// with one MADV_POPULATE_WRITE (pages touched one by one where that is
-// refused): that one block read takes a few milliseconds more per 32 MiB;
+// arena, when it first needs a slab (or at once, PrefaultNow: storage
+// calls it when the store opens, so that no read pays it), maps one
+// region of the cache's capacity, asks for transparent huge pages on it
+// and faults it all in with one MADV_POPULATE_WRITE (pages touched one
+// by one where that is refused): a few milliseconds per 32 MiB;
 // from then on new slabs are cut from this reserve, already resident,
 // before any is mapped, and their buffers need no prefault. The reserve
-// is the memory a full cache holds anyway, resident from its first block
+// is the memory a full cache holds anyway, resident from the start
 // instead of as the cache fills. What of it is not cut into slabs yet is
 // bounded per process (prefaultBudget: a region takes what is left of
 // it, or nothing under a MiB), and is unmapped when the store closes
@@ -332,6 +334,20 @@ func (a *blockArena) armPrefault(n int64) {
 		a.resvLeft.Store(a.prefaultBytes)
 	}
 	a.mu.Unlock()
+}
+
+// prefaultArmed does an armed prefault now (see armPrefault) instead of
+// at the next new slab, and returns the bytes it faulted in.
+func (a *blockArena) prefaultArmed() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.prefaultBytes <= 0 {
+		return 0
+	}
+	n := a.prefaultLocked(a.prefaultBytes)
+	a.prefaultBytes = 0
+	a.resvLeft.Store(int64(len(a.resv) - a.resvCut))
+	return n
 }
 
 // prefaultLocked maps a region of n bytes (whole pages, fewer if the

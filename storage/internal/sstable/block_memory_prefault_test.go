@@ -267,3 +267,29 @@ func TestArenaBorrowsLargerFreeBuffer(t *testing.T) {
 		t.Fatalf("alloc(3000) borrowed (cap %d) while the reserve had room", cap(b))
 	}
 }
+
+// TestPrefaultNow checks that PrefaultNow maps and faults in the reserve
+// before any buffer is asked for, and that the first buffer is cut from
+// it without mapping anything more.
+func TestPrefaultNow(t *testing.T) {
+	if !mmapBlocks {
+		t.Skip("block buffers are on the Go heap on this platform: nothing to prefault")
+	}
+	const capacity = 2 << 20
+	c := NewCache(capacity)
+	a := c.blocks.arena
+	defer a.releaseAll()
+	if n := c.PrefaultNow(); n != capacity {
+		t.Fatalf("PrefaultNow faulted in %d bytes, want %d", n, capacity)
+	}
+	if m := c.Metrics(); m.MappedBytes != capacity || m.ReservedBytes != capacity {
+		t.Fatalf("after PrefaultNow: %+v, want the capacity mapped and reserved", m)
+	}
+	a.free(a.alloc(5000))
+	if m := c.Metrics(); m.MappedBytes != capacity {
+		t.Fatalf("the first buffer mapped more than the reserve: %+v", m)
+	}
+	if n := c.PrefaultNow(); n != 0 {
+		t.Fatalf("a second PrefaultNow faulted in %d bytes", n)
+	}
+}

@@ -143,6 +143,18 @@ func (c *Cache) Prefault() {
 	c.blocks.arena.armPrefault(capacity)
 }
 
+// PrefaultNow is Prefault done at once: the memory for the cache's
+// capacity is mapped and faulted in before it returns (see Prefault for
+// what limits it), so that no block read pays for it. It returns the
+// bytes it faulted in.
+func (c *Cache) PrefaultNow() int64 {
+	if c == nil {
+		return 0
+	}
+	c.Prefault()
+	return c.blocks.arena.prefaultArmed()
+}
+
 // ReleaseReserve unmaps the part of the memory Prefault faulted in that
 // no block has used yet (and disarms a Prefault not done yet), and
 // returns its bytes; the cache goes on working, mapping fresh memory as

@@ -99,8 +99,9 @@
 // alive (it is not Go memory) and reads poison or another block's bytes.
 // The arena's memory is bounded by the cache's capacity plus the blocks
 // iterators and scanners hold beyond it; CacheMetrics.MappedBytes reports it.
-// On Linux, Cache.Prefault makes the arena map and fault in the cache's
-// whole capacity when it first needs memory, so that cold reads decode
+// On Linux, Cache.PrefaultNow makes the arena map and fault in the cache's
+// whole capacity at once (Cache.Prefault: when it first needs memory),
+// so that cold reads decode
 // into resident memory (CacheMetrics.ReservedBytes is what no block has
 // used yet; Cache.ReleaseReserve unmaps it when the store closes).
 package sstable
