@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/eventide/eventide/internal/cputime"
+	"github.com/eventide/eventide/internal/natstest"
 	"github.com/eventide/eventide/storage"
 	"github.com/eventide/eventide/writer/consumer"
 )
@@ -253,28 +254,11 @@ func BenchmarkWriterAtRate(b *testing.B) {
 					fmt.Appendf(nil, `{"time":%d,"user":"u%d","data":{"seq":%d,"pad":"%s"}}`, now, i%997, i, pad)}
 			}
 			ctx, cancel := context.WithCancel(context.Background())
-			published := make(chan struct{})
-			go func() {
-				defer close(published)
-				tick := time.NewTicker(time.Millisecond)
-				defer tick.Stop()
-				start := time.Now()
-				sent := 0
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-tick.C:
-					}
-					for due := min(int(time.Since(start).Seconds()*rate), maxEvents); sent < due; sent++ {
-						m := msgs[sent%len(msgs)]
-						sentAt[sent].Store(time.Now().UnixNano())
-						if err := pub.Publish(m.subject, m.body); err != nil {
-							return
-						}
-					}
-				}
-			}()
+			published := natstest.PublishPaced(ctx, rate, maxEvents, func(i int) error {
+				m := msgs[i%len(msgs)]
+				sentAt[i].Store(time.Now().UnixNano())
+				return pub.Publish(m.subject, m.body)
+			})
 			defer func() {
 				cancel()
 				<-published

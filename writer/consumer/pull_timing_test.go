@@ -12,6 +12,7 @@ import (
 
 	"github.com/eventide/eventide/internal/cputime"
 	"github.com/eventide/eventide/internal/natsembed"
+	"github.com/eventide/eventide/internal/natstest"
 )
 
 // BenchmarkFetch fetches batches of 32 messages and acks each batch with
@@ -120,26 +121,7 @@ func BenchmarkLingeringPull(b *testing.B) {
 			}
 			defer pubc.Close()
 			payload := make([]byte, 200)
-			published := make(chan struct{})
-			go func() {
-				defer close(published)
-				tick := time.NewTicker(time.Millisecond)
-				defer tick.Stop()
-				start := time.Now()
-				sent := 0
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-tick.C:
-					}
-					for due := int(time.Since(start).Seconds() * rate); sent < due; sent++ {
-						if err := pubc.Publish("seam.x", payload); err != nil {
-							return
-						}
-					}
-				}
-			}()
+			published := natstest.PublishPaced(ctx, rate, 0, func(int) error { return pubc.Publish("seam.x", payload) })
 			b.ReportAllocs()
 			b.ResetTimer()
 			cpu0 := cputime.MustProcess(b.Fatal)

@@ -127,26 +127,7 @@ func BenchmarkConsumeAtRate(b *testing.B) {
 				b.Fatal(err)
 			}
 			payload := make([]byte, 200)
-			published := make(chan struct{})
-			go func() {
-				defer close(published)
-				tick := time.NewTicker(time.Millisecond)
-				defer tick.Stop()
-				start := time.Now()
-				sent := 0
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case <-tick.C:
-					}
-					for due := int(time.Since(start).Seconds() * rate); sent < due; sent++ {
-						if err := pub.Publish("rawbench", payload); err != nil {
-							return
-						}
-					}
-				}
-			}()
+			published := natstest.PublishPaced(ctx, rate, 0, func(int) error { return pub.Publish("rawbench", payload) })
 			var consumed, fetches atomic.Int64
 			f := &fetcher{cons: cons, batch: consumer.DefaultFetchBatch, maxBytes: consumer.DefaultFetchBytes,
 				linger: bc.linger, wait: consumer.DefaultFetchWait}
