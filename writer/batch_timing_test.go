@@ -144,14 +144,7 @@ func BenchmarkBatchFixedCost(b *testing.B) {
 			name = "publish+store"
 		}
 		b.Run(name, func(b *testing.B) {
-			s := startNATS(b, b.TempDir(), -1)
-			pub := connect(b, s.ClientURL())
-			wnc, err := nats.Connect("", nats.InProcessServer(s))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer wnc.Close()
-			db := openDB(b, b.TempDir())
+			pub, wnc, db := benchServerWriterConn(b)
 			stored := make(chan struct{}, 1)
 			w := newWriter(b, wnc, db, Config{OnStored: func([]StoredEvent) {
 				select {
@@ -211,14 +204,7 @@ func BenchmarkWriterAtRate(b *testing.B) {
 	const rate = 40000
 	for _, linger := range []time.Duration{5 * time.Millisecond, 10 * time.Millisecond} {
 		b.Run("linger-"+linger.String(), func(b *testing.B) {
-			s := startNATS(b, b.TempDir(), -1)
-			pub := connect(b, s.ClientURL())
-			wnc, err := nats.Connect("", nats.InProcessServer(s))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer wnc.Close()
-			db := openDB(b, b.TempDir())
+			pub, wnc, db := benchServerWriterConn(b)
 			var stored, batches atomic.Int64
 			// sentAt[i] is when message i+1 of the stream was published
 			// (unix nanos); lat collects publish-to-stored while measuring.
@@ -292,4 +278,20 @@ func BenchmarkWriterAtRate(b *testing.B) {
 			b.ReportMetric(float64(n)/float64(max(nb, 1)), "events/batch")
 		})
 	}
+}
+
+// benchServerWriterConn starts an embedded NATS server and returns a
+// publisher's connection over TCP, the writer's in-process connection (as
+// cmd/ingest has it) and a store: the setup of the benchmarks that publish
+// while a writer stores.
+func benchServerWriterConn(b *testing.B) (pub, writerConn *nats.Conn, db *storage.DB) {
+	b.Helper()
+	s := startNATS(b, b.TempDir(), -1)
+	pub = connect(b, s.ClientURL())
+	writerConn, err := nats.Connect("", nats.InProcessServer(s))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(writerConn.Close)
+	return pub, writerConn, openDB(b, b.TempDir())
 }

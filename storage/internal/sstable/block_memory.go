@@ -283,11 +283,7 @@ func (a *blockArena) mapOrMake(n int) []byte {
 // allocates) one.
 func (a *blockArena) newSlab(n int) (slab []byte, resident bool) {
 	a.mu.Lock()
-	if a.prefaultBytes > 0 {
-		a.prefaultLocked(a.prefaultBytes)
-		a.prefaultBytes = 0
-		a.resvLeft.Store(int64(len(a.resv)))
-	}
+	a.prefaultArmedLocked()
 	if rest := len(a.resv) - a.resvCut; rest >= n {
 		b := a.resv[a.resvCut : a.resvCut+n : a.resvCut+n]
 		a.resvCut += n
@@ -341,6 +337,12 @@ func (a *blockArena) armPrefault(n int64) {
 func (a *blockArena) prefaultArmed() int64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.prefaultArmedLocked()
+}
+
+// prefaultArmedLocked is prefaultArmed with a.mu held (newSlab does an
+// armed prefault this way at the first slab).
+func (a *blockArena) prefaultArmedLocked() int64 {
 	if a.prefaultBytes <= 0 {
 		return 0
 	}
