@@ -27,7 +27,9 @@
 //	DB.Check()                         verifies every file
 //	DB.Snapshot() *Snapshot            a flushed, pinned view of the SSTables; its
 //	                                   ExportTable writes a table's cells that a filter
-//	                                   keeps to SSTables outside the store (snapshot.go)
+//	                                   keeps to SSTables outside the store (snapshot.go).
+//	                                   Close it (a dropped one is released by the GC,
+//	                                   logged and counted in Metrics.UnclosedSnapshots)
 //	DB.Ingest(files, *Batch)           installs external SSTables and a batch in one
 //	                                   manifest edit, after checking every block (ingest.go)
 //	DB.Recovery() RecoveryInfo         what Open replayed and cut from the WAL

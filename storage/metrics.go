@@ -35,6 +35,9 @@ type metrics struct {
 	// unclosedReads counts slices released by the garbage collector
 	// because their caller never closed them (releaseUnclosed).
 	unclosedReads atomic.Int64
+	// unclosedSnapshots counts snapshots released by the garbage
+	// collector (releaseUnclosedSnapshot).
+	unclosedSnapshots atomic.Int64
 	// memtableMapped is the memtable arena mapped from the OS, outside
 	// the Go heap (memtable.NewAccounted).
 	memtableMapped                atomic.Int64
@@ -151,6 +154,7 @@ func (c *collector) counters() []counterDesc {
 		d("eventide_storage_read_tombstones_total", "Tombstones scanned by reads.", &m.readTombstones, 1),
 		d("eventide_storage_read_blocks_total", "SSTable blocks read by slices.", &m.readBlocks, 1),
 		d("eventide_storage_reads_unclosed_total", "Slices their caller never closed, released by the garbage collector (a bug in the caller: until then each kept its SSTables from being deleted and its blocks in memory).", &m.unclosedReads, 1),
+		d("eventide_storage_snapshots_unclosed_total", "Snapshots their caller never closed, released by the garbage collector (a bug in the caller: until then each kept its SSTables from being deleted).", &m.unclosedSnapshots, 1),
 	}
 }
 
@@ -270,6 +274,11 @@ type Metrics struct {
 	// read kept the SSTables it read from being deleted, and its blocks
 	// in memory. Anything but 0 is a bug in the caller.
 	UnclosedReads int64
+	// UnclosedSnapshots counts Snapshots dropped without Close, released
+	// when the garbage collector found them unreachable (each is logged
+	// as a warning); until then their SSTables could not be deleted.
+	// Anything but 0 is a bug in the caller.
+	UnclosedSnapshots int64
 	// BlockCacheHits and BlockCacheMisses count lookups of decompressed
 	// blocks in the block cache (Options.BlockCacheSize; zeros without
 	// one); BlockCacheBytes is what it holds (decoded blocks and index
@@ -303,7 +312,7 @@ func (db *DB) Metrics() Metrics {
 		PurgedTombstones: m.purgedTombs.Load(), DroppedSSTables: m.droppedSSTables.Load(),
 		WriteStalls: m.stalls.Load(), WriteStallTime: time.Duration(m.stallNanos.Load()),
 		CompactionPacedTime: time.Duration(m.pacedNanos.Load()), CompactionsPaced: int(m.pacedWaiting.Load()),
-		Reads: m.reads.Load(), TombstonesRead: m.readTombstones.Load(), UnclosedReads: m.unclosedReads.Load(),
+		Reads: m.reads.Load(), TombstonesRead: m.readTombstones.Load(), UnclosedReads: m.unclosedReads.Load(), UnclosedSnapshots: m.unclosedSnapshots.Load(),
 		WALBytes: db.walBytes(), MemtableMappedBytes: m.memtableMapped.Load(),
 		WALSyncTime: time.Duration(m.walSyncNanos.Load()),
 	}

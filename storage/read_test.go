@@ -617,3 +617,67 @@ func (l *syncLog) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestUnclosedSnapshotIsReleased drops a Snapshot without Close. It
+// pinned the SSTables it was taken over, so a compaction that replaced
+// them could not delete them; once the garbage collector finds the
+// snapshot unreachable, its version is released: the files go, the
+// snapshot is counted in UnclosedSnapshots and logged. A closed snapshot
+// is not counted.
+func TestUnclosedSnapshotIsReleased(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	var logged syncLog
+	dir := t.TempDir()
+	db := openTestDBIn(t, dir, clock, func(o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(&logged, nil))
+	}, TableDef{Name: "t"})
+	for round := range 2 {
+		apply(t, db, func(b *Batch) {
+			for i := range 5 {
+				b.Put("t", []byte("p"), fmt.Appendf(nil, "k%03d", i), []byte("c"), fmt.Appendf(nil, "v%d-%d", round, i), int64(100+10*round+i))
+			}
+		})
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sstables := func() []string {
+		names, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	closed, err := db.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed.Close()
+	func() {
+		if _, err := db.Snapshot(); err != nil {
+			t.Fatal(err)
+		}
+		// Dropped here without Close.
+	}()
+	if err := db.CompactAll(); err != nil {
+		t.Fatal(err)
+	}
+	if got := sstables(); len(got) != 3 {
+		t.Fatalf("while the unclosed snapshot is reachable its two SSTables must stay beside the compaction's output; found %v", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(sstables()) != 1 || db.Metrics().UnclosedSnapshots != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the unclosed snapshot was not released: SSTables %v (want the compaction's output only), UnclosedSnapshots %d (want 1)", sstables(), db.Metrics().UnclosedSnapshots)
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+	}
+	if !strings.Contains(logged.String(), "a snapshot was never closed") {
+		t.Errorf("the release was not logged; the log:\n%s", logged.String())
+	}
+	runtime.GC()
+	if got := db.Metrics().UnclosedSnapshots; got != 1 {
+		t.Errorf("UnclosedSnapshots %d, want 1 (the closed snapshot must not count)", got)
+	}
+}

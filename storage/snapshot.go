@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"sort"
 
 	"github.com/eventide/eventide/storage/internal/base"
@@ -33,10 +34,14 @@ import (
 // in its window as if it had compacted it.
 
 // Snapshot is a consistent, read-only view of a store's SSTables. Close
-// it to release the files it holds.
+// it to release the files it holds. A snapshot dropped without Close is
+// released when the garbage collector finds it unreachable, with a
+// warning in the log and Metrics.UnclosedSnapshots counting it: until
+// then its SSTables could not be deleted.
 type Snapshot struct {
-	db *DB
-	v  *version
+	db      *DB
+	v       *version
+	cleanup runtime.Cleanup
 }
 
 // Snapshot flushes the memtables and returns a view of the SSTables that
@@ -57,7 +62,9 @@ func (db *DB) Snapshot() (*Snapshot, error) {
 		if len(v.imms) == 0 {
 			v.ref()
 			db.mu.Unlock()
-			return &Snapshot{db: db, v: v}, nil
+			s := &Snapshot{db: db, v: v}
+			s.cleanup = runtime.AddCleanup(s, releaseUnclosedSnapshot, unclosedSnapshot{db: db, v: v})
+			return s, nil
 		}
 		db.mu.Unlock()
 	}
@@ -66,9 +73,27 @@ func (db *DB) Snapshot() (*Snapshot, error) {
 // Close releases the snapshot's SSTables.
 func (s *Snapshot) Close() {
 	if s.v != nil {
+		s.cleanup.Stop()
 		s.v.unref()
 		s.v = nil
 	}
+}
+
+// unclosedSnapshot is what releaseUnclosedSnapshot needs of a Snapshot
+// (not the Snapshot itself: a cleanup must not keep it reachable).
+type unclosedSnapshot struct {
+	db *DB
+	v  *version
+}
+
+// releaseUnclosedSnapshot releases the version of a Snapshot that became
+// unreachable without Close (a caller's bug). It runs once, on the
+// runtime's cleanup goroutine, and never for a closed snapshot (Close
+// stops it).
+func releaseUnclosedSnapshot(u unclosedSnapshot) {
+	u.v.unref()
+	u.db.metrics.unclosedSnapshots.Add(1)
+	u.db.log.Warn("a snapshot was never closed; the garbage collector released it (call Close on every Snapshot)")
 }
 
 // ExportedSSTable is one file ExportTable wrote.
