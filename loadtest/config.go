@@ -113,6 +113,9 @@ type config struct {
 	RawRate  float64
 	Ramp     float64
 	MaxSteps int
+	// RetryBroken is how many times a step that broke an objective is
+	// run again at the same rate before the rate counts as broken.
+	RetryBroken int
 
 	Objectives []report.Objective
 	JSONPath   string
@@ -205,7 +208,8 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.FindMax, "find-max", false, "ramp the event rate from --rate, --duration per step, until an objective breaks; report the highest rate that held (objectives default to "+defaultFindMaxSLO+")")
 	fs.Float64Var(&c.RawRate, "raw-rate", 0, "--find-max: the raw JetStream ramp's first rate (default --rate)")
 	fs.Float64Var(&c.Ramp, "ramp", 1.5, "--find-max: factor between steps until an objective breaks")
-	fs.IntVar(&c.MaxSteps, "max-steps", 10, "--find-max: most steps")
+	fs.IntVar(&c.MaxSteps, "max-steps", 10, "--find-max: most rates tried (retries not counted)")
+	fs.IntVar(&c.RetryBroken, "retry-broken", 1, "--find-max: run a step that broke an objective again at the same rate up to this many times before the rate counts as broken")
 	slo := fs.String("slo", "", "objectives, e.g. 'p99(query.latest)<10ms,drop<0.1%' (see loadtest/README.md)")
 	fs.StringVar(&c.JSONPath, "json", "", "write the JSON report to this file")
 	fs.StringVar(&c.HTMLPath, "html", "", "write the HTML report to this file")
@@ -407,6 +411,9 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		}
 		if c.MaxSteps < 1 || c.MaxSteps > 100 {
 			errs = append(errs, fmt.Errorf("--max-steps %d: must be 1 to 100", c.MaxSteps))
+		}
+		if c.RetryBroken < 0 || c.RetryBroken > 10 {
+			errs = append(errs, fmt.Errorf("--retry-broken %d: must be 0 to 10", c.RetryBroken))
 		}
 		if strings.TrimSpace(*slo) == "" {
 			*slo = defaultFindMaxSLO

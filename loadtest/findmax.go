@@ -11,17 +11,25 @@ import (
 
 // rampState is one ramp of steps at rising rates: from the first rate,
 // multiplying by --ramp while every objective holds; after the first
-// step that breaks one, it halves the gap between the highest rate that
+// rate that breaks one, it halves the gap between the highest rate that
 // held and the lowest that broke until the gap is under 5% or
-// --max-steps steps ran. If the first step breaks, it halves the rate
-// instead. A step that is not correct ends the ramp: a pipeline that loses
-// events has no capacity figure.
+// --max-steps rates ran. If the first rate breaks, it halves the rate
+// instead. A step that breaks an objective is run again at the same rate
+// up to --retry-broken times before the rate counts as broken (a retry
+// that holds makes it held): on a shared machine one hiccup, a flush
+// that met another process's burst, must not set the ceiling, and
+// least of all at the first rate, above which a ramp never looks again.
+// Retries are steps of their own in the report, not counted in
+// --max-steps. A step that is not correct ends the ramp: a pipeline that
+// loses events has no capacity figure.
 type rampState struct {
 	cfg       *config
 	rate      float64
 	good, bad float64 // the highest rate that held, the lowest that broke; 0 if none
 	best      int     // index in steps of the step at good; -1 if none
 	steps     []report.FindMaxStep
+	rates     int // distinct rates run
+	retries   int // retries run at the current rate
 	done      bool
 }
 
@@ -32,11 +40,18 @@ func newRamp(cfg *config, rate float64) *rampState {
 // record adds the step just run at r.rate and picks the next rate.
 func (r *rampState) record(st report.FindMaxStep) {
 	i := len(r.steps)
+	st.Retry = r.retries > 0
 	r.steps = append(r.steps, st)
 	if !st.Correct {
 		r.done = true
 		return
 	}
+	if !st.Held && r.retries < r.cfg.RetryBroken {
+		r.retries++
+		return
+	}
+	r.retries = 0
+	r.rates++
 	if st.Held {
 		r.good, r.best = r.rate, i
 	} else {
@@ -50,7 +65,7 @@ func (r *rampState) record(st report.FindMaxStep) {
 	default:
 		r.rate = (r.good + r.bad) / 2
 	}
-	if len(r.steps) >= r.cfg.MaxSteps || (r.good > 0 && r.bad > 0 && (r.bad-r.good)/r.good < 0.05) || r.rate < 1 || r.rate > maxRate {
+	if r.rates >= r.cfg.MaxSteps || (r.good > 0 && r.bad > 0 && (r.bad-r.good)/r.good < 0.05) || r.rate < 1 || r.rate > maxRate {
 		r.done = true
 	}
 }

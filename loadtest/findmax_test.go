@@ -67,3 +67,51 @@ func TestRampStopsAtIncorrectStep(t *testing.T) {
 		t.Errorf("ran %v steps, highest rates held %v and %v; want [2 4], 100 and 800", n, ramps[0].good, ramps[1].good)
 	}
 }
+
+// TestRampRetriesBrokenStep: with --retry-broken 1 a step that breaks is
+// run once more at its rate. A hiccup at the first rate (broken once, held
+// on the retry) no longer sets the ceiling: the ramp goes on above it. A
+// rate that breaks twice counts as broken. Retries are marked in the
+// report and not counted in --max-steps.
+func TestRampRetriesBrokenStep(t *testing.T) {
+	cfg := &config{Ramp: 2, MaxSteps: 4, RetryBroken: 1}
+	r := newRamp(cfg, 100)
+	var ran []string
+	hiccup := true
+	step := func(i int, rate float64) (report.FindMaxStep, error) {
+		held := rate <= 500
+		if rate == 100 && hiccup {
+			held, hiccup = false, false
+		}
+		ran = append(ran, fmt.Sprintf("%.0f:%v", rate, held))
+		return report.FindMaxStep{TargetRate: rate, Held: held, Correct: true}, nil
+	}
+	if err := interleave(context.Background(), []*rampState{r}, []stepFunc{step}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"100:false", "100:true", "200:true", "400:true", "800:false", "800:false"}
+	if !reflect.DeepEqual(ran, want) {
+		t.Errorf("steps ran %v, want %v", ran, want)
+	}
+	if r.good != 400 || r.best != 3 {
+		t.Errorf("highest rate held %v at step %d, want 400 at step 3", r.good, r.best)
+	}
+	var retries []bool
+	for _, st := range r.steps {
+		retries = append(retries, st.Retry)
+	}
+	if want := []bool{false, true, false, false, false, true}; !reflect.DeepEqual(retries, want) {
+		t.Errorf("steps marked as retries %v, want %v", retries, want)
+	}
+
+	// Without retries the first step's hiccup halves the rate and the
+	// ramp never looks above the first rate again.
+	cfg.RetryBroken = 0
+	r, hiccup, ran = newRamp(cfg, 100), true, nil
+	if err := interleave(context.Background(), []*rampState{r}, []stepFunc{step}); err != nil {
+		t.Fatal(err)
+	}
+	if r.good >= 100 {
+		t.Errorf("without retries: highest rate held %v (steps %v), want under 100", r.good, ran)
+	}
+}

@@ -290,6 +290,9 @@ type FindMaxStep struct {
 	Held    bool     `json:"held"`
 	Failed  []string `json:"failed,omitempty"`
 	Correct bool     `json:"correct"`
+	// Retry is true when the step ran the rate of the step before it
+	// again, because that one broke an objective (--retry-broken).
+	Retry bool `json:"retry,omitempty"`
 	// P99 is each latency kind's 99th percentile in seconds.
 	P99 map[string]float64 `json:"p99"`
 	// ServerCores is the spawned server's CPU over the step's load, in

@@ -148,6 +148,9 @@ func writeSteps(b *strings.Builder, title, lastCol string, steps []FindMaxStep) 
 		if !st.Correct {
 			verdict += " (correctness check FAILED)"
 		}
+		if st.Retry {
+			verdict = "retry, " + verdict
+		}
 		fmt.Fprintf(b, "  %-12s %12.0f %12.1f %8.3f%% %12s %13s %7.2f %8.2f %7.2f  %s\n", st.Run, st.TargetRate, st.AchievedRate, 100*st.DroppedRatio,
 			FormatSeconds(st.P99["publish"]), FormatSeconds(st.P99["queryable"]), st.ServerCores, st.ServerMicrosPerEvent, st.HarnessCores, verdict)
 		if line := DescribeCounters(st.ServerCounters, 0); line != "" {
