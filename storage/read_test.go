@@ -528,29 +528,7 @@ func countSlice(t *testing.T, db *DB, q SliceQuery) (int, ReadStats) {
 // garbage collector finds the iterator unreachable, the scan is released:
 // the file goes, the read is counted in UnclosedReads and logged.
 func TestUnclosedSliceIsReleased(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
-	var logged syncLog
-	dir := t.TempDir()
-	db := openTestDBIn(t, dir, clock, func(o *Options) {
-		o.Logger = slog.New(slog.NewTextHandler(&logged, nil))
-	}, TableDef{Name: "t"})
-	for round := range 2 {
-		apply(t, db, func(b *Batch) {
-			for i := range 5 {
-				b.Put("t", []byte("p"), fmt.Appendf(nil, "k%03d", i), []byte("c"), fmt.Appendf(nil, "v%d-%d", round, i), int64(100+10*round+i))
-			}
-		})
-		if err := db.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sstables := func() []string {
-		names, err := filepath.Glob(filepath.Join(dir, "*.sst"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return names
-	}
+	db, logged, sstables := openWithTwoSSTables(t)
 	before := sstables()
 	if len(before) != 2 {
 		t.Fatalf("want 2 SSTables before the compaction, found %v", before)
@@ -565,23 +543,7 @@ func TestUnclosedSliceIsReleased(t *testing.T) {
 		}
 		// Dropped here: neither read to the end nor closed.
 	}()
-	if err := db.CompactAll(); err != nil {
-		t.Fatal(err)
-	}
-	if got := sstables(); len(got) != 3 {
-		t.Fatalf("while the unclosed slice is reachable its two SSTables must stay beside the compaction's output; found %v", got)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for len(sstables()) != 1 || db.Metrics().UnclosedReads != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the unclosed slice was not released: SSTables %v (want the compaction's output only), UnclosedReads %d (want 1)", sstables(), db.Metrics().UnclosedReads)
-		}
-		runtime.GC()
-		time.Sleep(time.Millisecond)
-	}
-	if !strings.Contains(logged.String(), "a slice was never closed") {
-		t.Errorf("the release was not logged; the log:\n%s", logged.String())
-	}
+	compactUntilReleased(t, db, logged, sstables, "slice", func(m Metrics) int64 { return m.UnclosedReads })
 	// The store reads on as before.
 	it, err := db.Slice(context.Background(), SliceQuery{Table: "t", Partition: []byte("p")})
 	if err != nil {
@@ -625,29 +587,7 @@ func (l *syncLog) String() string {
 // snapshot is counted in UnclosedSnapshots and logged. A closed snapshot
 // is not counted.
 func TestUnclosedSnapshotIsReleased(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
-	var logged syncLog
-	dir := t.TempDir()
-	db := openTestDBIn(t, dir, clock, func(o *Options) {
-		o.Logger = slog.New(slog.NewTextHandler(&logged, nil))
-	}, TableDef{Name: "t"})
-	for round := range 2 {
-		apply(t, db, func(b *Batch) {
-			for i := range 5 {
-				b.Put("t", []byte("p"), fmt.Appendf(nil, "k%03d", i), []byte("c"), fmt.Appendf(nil, "v%d-%d", round, i), int64(100+10*round+i))
-			}
-		})
-		if err := db.Flush(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sstables := func() []string {
-		names, err := filepath.Glob(filepath.Join(dir, "*.sst"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return names
-	}
+	db, logged, sstables := openWithTwoSSTables(t)
 	closed, err := db.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -659,25 +599,65 @@ func TestUnclosedSnapshotIsReleased(t *testing.T) {
 		}
 		// Dropped here without Close.
 	}()
+	compactUntilReleased(t, db, logged, sstables, "snapshot", func(m Metrics) int64 { return m.UnclosedSnapshots })
+	runtime.GC()
+	if got := db.Metrics().UnclosedSnapshots; got != 1 {
+		t.Errorf("UnclosedSnapshots %d, want 1 (the closed snapshot must not count)", got)
+	}
+}
+
+// openWithTwoSSTables opens a store logging to logged, with 5 rows of
+// partition "p" of table "t" written twice, each round flushed to an
+// SSTable of its own; sstables lists the store's SSTable files.
+func openWithTwoSSTables(t *testing.T) (db *DB, logged *syncLog, sstables func() []string) {
+	t.Helper()
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	logged = new(syncLog)
+	dir := t.TempDir()
+	db = openTestDBIn(t, dir, clock, func(o *Options) {
+		o.Logger = slog.New(slog.NewTextHandler(logged, nil))
+	}, TableDef{Name: "t"})
+	for round := range 2 {
+		apply(t, db, func(b *Batch) {
+			for i := range 5 {
+				b.Put("t", []byte("p"), fmt.Appendf(nil, "k%03d", i), []byte("c"), fmt.Appendf(nil, "v%d-%d", round, i), int64(100+10*round+i))
+			}
+		})
+		if err := db.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sstables = func() []string {
+		names, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return names
+	}
+	return db, logged, sstables
+}
+
+// compactUntilReleased compacts the two SSTables of openWithTwoSSTables
+// while a dropped, unclosed what ("slice" or "snapshot") pins them: they
+// must stay beside the compaction's output until the garbage collector
+// releases it, then go, with unclosed counting 1 and the release logged.
+func compactUntilReleased(t *testing.T, db *DB, logged *syncLog, sstables func() []string, what string, unclosed func(Metrics) int64) {
+	t.Helper()
 	if err := db.CompactAll(); err != nil {
 		t.Fatal(err)
 	}
 	if got := sstables(); len(got) != 3 {
-		t.Fatalf("while the unclosed snapshot is reachable its two SSTables must stay beside the compaction's output; found %v", got)
+		t.Fatalf("while the unclosed %s is reachable its two SSTables must stay beside the compaction's output; found %v", what, got)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for len(sstables()) != 1 || db.Metrics().UnclosedSnapshots != 1 {
+	for len(sstables()) != 1 || unclosed(db.Metrics()) != 1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the unclosed snapshot was not released: SSTables %v (want the compaction's output only), UnclosedSnapshots %d (want 1)", sstables(), db.Metrics().UnclosedSnapshots)
+			t.Fatalf("the unclosed %s was not released: SSTables %v (want the compaction's output only), counted unclosed %d (want 1)", what, sstables(), unclosed(db.Metrics()))
 		}
 		runtime.GC()
 		time.Sleep(time.Millisecond)
 	}
-	if !strings.Contains(logged.String(), "a snapshot was never closed") {
-		t.Errorf("the release was not logged; the log:\n%s", logged.String())
-	}
-	runtime.GC()
-	if got := db.Metrics().UnclosedSnapshots; got != 1 {
-		t.Errorf("UnclosedSnapshots %d, want 1 (the closed snapshot must not count)", got)
+	if want := "a " + what + " was never closed"; !strings.Contains(logged.String(), want) {
+		t.Errorf("the release was not logged (%q); the log:\n%s", want, logged.String())
 	}
 }
