@@ -205,21 +205,7 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (_ *report.
 	bufs := make([][]byte, cfg.Workers)
 	lastErr := make([]error, cfg.Workers)
 	var acked, failed atomic.Int64
-	tickCtx, stopTicking := context.WithCancel(ctx)
-	tickDone := make(chan struct{})
-	go func() {
-		defer close(tickDone)
-		t := time.NewTicker(cfg.Tick)
-		defer t.Stop()
-		for {
-			select {
-			case <-tickCtx.Done():
-				return
-			case now := <-t.C:
-				lat.Tick(now)
-			}
-		}
-	}()
+	stopTicking := every(ctx, cfg.Tick, lat.Tick)
 	stats, err := arrival.Run(ctx, arrival.Config[int64]{
 		Rate: rate, Duration: cfg.Duration, Workers: cfg.Workers, MaxLateness: cfg.MaxLateness,
 		Next: func(seq int64) int64 { return seq },
@@ -250,7 +236,6 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (_ *report.
 	}
 	if err != nil {
 		stopTicking()
-		<-tickDone
 		return nil, 0, configError{err}
 	}
 	var counters map[string]float64
@@ -264,7 +249,6 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (_ *report.
 		time.Sleep(10 * time.Millisecond) // polling the consumer's count, with a deadline
 	}
 	stopTicking()
-	<-tickDone
 	lat.Tick(time.Now())
 	// Started and Finished bound the load, for the server's CPU.
 	r := &report.Report{

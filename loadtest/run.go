@@ -257,28 +257,13 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 
 	// The ticker merges the histograms and draws the progress line until
 	// the end of the step, drain included.
-	tickCtx, stopTicking := context.WithCancel(ctx)
-	tickDone := make(chan struct{})
-	go func() {
-		defer close(tickDone)
-		t := time.NewTicker(cfg.Tick)
-		defer t.Stop()
-		for {
-			select {
-			case <-tickCtx.Done():
-				return
-			case now := <-t.C:
-				for _, s := range res.sets {
-					s.Tick(now)
-				}
-				e.progress.line(now.Sub(start), rate, events, queries, probes, eventLat, social, fan)
-			}
+	stopTicking := every(ctx, cfg.Tick, func(now time.Time) {
+		for _, s := range res.sets {
+			s.Tick(now)
 		}
-	}()
-	defer func() {
-		stopTicking()
-		<-tickDone
-	}()
+		e.progress.line(now.Sub(start), rate, events, queries, probes, eventLat, social, fan)
+	})
+	defer stopTicking()
 
 	pollCtx, stopPolling := context.WithCancel(ctx)
 	pollDone := make(chan struct{})
@@ -489,7 +474,6 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 		maps.Copy(res.errors, errs)
 	}
 	stopTicking()
-	<-tickDone
 	now := time.Now()
 	for _, s := range res.sets {
 		s.Tick(now)

@@ -71,3 +71,29 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// every calls tick with the time, every d, on a goroutine of its own until
+// ctx is done or the returned stop is called. stop waits for a tick under
+// way to end, so nothing ticks after it returns; it may be called more
+// than once.
+func every(ctx context.Context, d time.Duration, tick func(now time.Time)) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				tick(now)
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
