@@ -101,6 +101,11 @@
 //     author's follower count: the follower list is streamed from the
 //     store, never loaded. The storage engine's memory for the rows
 //     written is the engine's (BENCHMARKS.md measures both).
+//   - Chunks wait for the engine's flushes: a chunk's batch waits while
+//     a frozen memtable is being flushed and the memtables hold more than
+//     Options.MaxMemtableBytes (memtables.go), so a large fan-out does not
+//     fill the next memtable while the last one is still resident.
+//     Ordinary ingest never waits for it.
 //   - An author becomes large (pull) when its follower count first passes
 //     Options.LargeThreshold, and stays large: its posts from then on are
 //     only in its userline, merged into timelines at read time
