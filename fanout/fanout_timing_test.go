@@ -262,6 +262,16 @@ var (
 // the follows are flushed and compacted, so the engine is quiet, and the
 // heap is collected and returned to the OS.
 //
+// What the growth is made of: the memtable and block cache arenas'
+// growth (outside the Go heap; the memtables' peak with
+// peak-frozen-memtables, the flushes during the post and
+// memtable-wait-s, the time chunks waited for them:
+// Options.MaxMemtableBytes, -bench.memlimit), and the Go heap's: the
+// collector lets the heap grow to its goal, twice the live heap
+// (GOGC=100), so heap-live-before-MiB, peak-heap-live-MiB (the live
+// heap after the post's collections, gcs of them) and
+// peak-heap-goal-MiB say how much of peak-heap-growth-MiB is headroom.
+//
 //	go test ./fanout -run XXX -bench BenchmarkFanoutMemory -benchtime 1x
 func BenchmarkFanoutMemory(b *testing.B) {
 	o := DefaultOptions()
