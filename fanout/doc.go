@@ -97,7 +97,8 @@
 //   - The fan-out's own memory is bounded by 2 x Options.Workers chunks
 //     of Options.ChunkSize followers (one being applied and one read
 //     ahead per worker; their batches reused) and the trim length table
-//     (8 bytes x Options.TrimTracked, 4 MiB by default), whatever an
+//     (8 bytes x Options.TrimTracked, 4 MiB by default, mapped outside
+//     the Go heap: lengths.go), whatever an
 //     author's follower count: the follower list is streamed from the
 //     store, never loaded. The storage engine's memory for the rows
 //     written is the engine's (BENCHMARKS.md measures both).

@@ -64,7 +64,8 @@ type Options struct {
 	// all checked at once), which starts tracking it.
 	TrimEvery int
 	// TrimTracked is how many timelines' length bounds the chunks keep
-	// (8 bytes each, allocated once; rounded up to a power of two). A
+	// (8 bytes each, allocated once, outside the Go heap where anonymous
+	// mmap exists; rounded up to a power of two). A
 	// timeline evicted from the table is checked as an untracked one
 	// (about one in TimelineCap+TrimEvery of its copies when more
 	// timelines than the table holds take turns evicting each other).
