@@ -69,6 +69,7 @@ func BenchmarkFanout(b *testing.B) {
 			if *benchNoTrim {
 				o.TrimEvery = 1 << 30
 			}
+			benchMemLimit(&o)
 			e := newEnvStorage(b, o, func(so *storage.Options) {
 				if *benchWALPeriodic {
 					so.WALSyncMode = storage.WALPeriodic
@@ -247,7 +248,7 @@ var (
 	benchMemFollowers = flag.Int("bench.memfollowers", 1_000_000, "BenchmarkFanoutMemory: followers of the author")
 	benchMemtableMiB  = flag.Int("bench.memtable", 0, "BenchmarkFanoutMemory: storage MemtableSize in MiB (0: the default)")
 	benchCacheMiB     = flag.Int("bench.cache", 0, "BenchmarkFanoutMemory: storage BlockCacheSize in MiB (0: the default)")
-	benchMemLimitMiB  = flag.Int("bench.memlimit", -1, "BenchmarkFanoutMemory: Options.MaxMemtableBytes in MiB (-1: the default, 0: no limit)")
+	benchMemLimitMiB  = flag.Int("bench.memlimit", -1, "BenchmarkFanout, BenchmarkFanoutMemory: Options.MaxMemtableBytes in MiB (-1: the default, 0: no limit)")
 	benchHeapProfile  = flag.String("bench.heapprofile", "", "BenchmarkFanoutMemory: write a heap profile here when half the rows are written")
 )
 
@@ -276,12 +277,7 @@ var (
 func BenchmarkFanoutMemory(b *testing.B) {
 	o := DefaultOptions()
 	o.LargeThreshold = 1 << 40
-	switch {
-	case *benchMemLimitMiB == 0:
-		o.MaxMemtableBytes = -1
-	case *benchMemLimitMiB > 0:
-		o.MaxMemtableBytes = int64(*benchMemLimitMiB) << 20
-	}
+	benchMemLimit(&o)
 	e := newEnvStorage(b, o, func(so *storage.Options) {
 		if *benchMemtableMiB > 0 {
 			so.MemtableSize = int64(*benchMemtableMiB) << 20
@@ -374,6 +370,16 @@ func BenchmarkFanoutMemory(b *testing.B) {
 		b.ReportMetric(float64(cachePeak-cacheBase)/(1<<20), "peak-cache-mapped-growth-MiB")
 		b.ReportMetric(float64(memBase)/(1<<20), "memtable-mapped-before-MiB")
 		b.ReportMetric(float64(cacheBase)/(1<<20), "cache-mapped-before-MiB")
+	}
+}
+
+// benchMemLimit sets o.MaxMemtableBytes from -bench.memlimit.
+func benchMemLimit(o *Options) {
+	switch {
+	case *benchMemLimitMiB == 0:
+		o.MaxMemtableBytes = -1
+	case *benchMemLimitMiB > 0:
+		o.MaxMemtableBytes = int64(*benchMemLimitMiB) << 20
 	}
 }
 
