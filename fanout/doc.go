@@ -97,10 +97,16 @@
 //   - The fan-out's own memory is bounded by 2 x Options.Workers chunks
 //     of Options.ChunkSize followers (one being applied and one read
 //     ahead per worker; their batches reused) and the trim length table
-//     (8 bytes x Options.TrimTracked, 4 MiB by default), whatever an
+//     (8 bytes x Options.TrimTracked, 4 MiB by default, mapped outside
+//     the Go heap: lengths.go), whatever an
 //     author's follower count: the follower list is streamed from the
 //     store, never loaded. The storage engine's memory for the rows
 //     written is the engine's (BENCHMARKS.md measures both).
+//   - Chunks wait for the engine's flushes: a chunk's batch waits while
+//     a frozen memtable is being flushed and the memtables hold more than
+//     Options.MaxMemtableBytes (memtables.go), so a large fan-out does not
+//     fill the next memtable while the last one is still resident.
+//     Ordinary ingest never waits for it.
 //   - An author becomes large (pull) when its follower count first passes
 //     Options.LargeThreshold, and stays large: its posts from then on are
 //     only in its userline, merged into timelines at read time

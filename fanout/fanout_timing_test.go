@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	rtmetrics "runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -68,6 +69,7 @@ func BenchmarkFanout(b *testing.B) {
 			if *benchNoTrim {
 				o.TrimEvery = 1 << 30
 			}
+			benchMemLimit(&o)
 			e := newEnvStorage(b, o, func(so *storage.Options) {
 				if *benchWALPeriodic {
 					so.WALSyncMode = storage.WALPeriodic
@@ -246,6 +248,7 @@ var (
 	benchMemFollowers = flag.Int("bench.memfollowers", 1_000_000, "BenchmarkFanoutMemory: followers of the author")
 	benchMemtableMiB  = flag.Int("bench.memtable", 0, "BenchmarkFanoutMemory: storage MemtableSize in MiB (0: the default)")
 	benchCacheMiB     = flag.Int("bench.cache", 0, "BenchmarkFanoutMemory: storage BlockCacheSize in MiB (0: the default)")
+	benchMemLimitMiB  = flag.Int("bench.memlimit", -1, "BenchmarkFanout, BenchmarkFanoutMemory: Options.MaxMemtableBytes in MiB (-1: the default, 0: no limit)")
 	benchHeapProfile  = flag.String("bench.heapprofile", "", "BenchmarkFanoutMemory: write a heap profile here when half the rows are written")
 )
 
@@ -260,10 +263,21 @@ var (
 // the follows are flushed and compacted, so the engine is quiet, and the
 // heap is collected and returned to the OS.
 //
+// What the growth is made of: the memtable and block cache arenas'
+// growth (outside the Go heap; the memtables' peak with
+// peak-frozen-memtables, the flushes during the post and
+// memtable-wait-s, the time chunks waited for them:
+// Options.MaxMemtableBytes, -bench.memlimit), and the Go heap's: the
+// collector lets the heap grow to its goal, twice the live heap
+// (GOGC=100), so heap-live-before-MiB, peak-heap-live-MiB (the live
+// heap after the post's collections, gcs of them) and
+// peak-heap-goal-MiB say how much of peak-heap-growth-MiB is headroom.
+//
 //	go test ./fanout -run XXX -bench BenchmarkFanoutMemory -benchtime 1x
 func BenchmarkFanoutMemory(b *testing.B) {
 	o := DefaultOptions()
 	o.LargeThreshold = 1 << 40
+	benchMemLimit(&o)
 	e := newEnvStorage(b, o, func(so *storage.Options) {
 		if *benchMemtableMiB > 0 {
 			so.MemtableSize = int64(*benchMemtableMiB) << 20
@@ -301,6 +315,14 @@ func BenchmarkFanoutMemory(b *testing.B) {
 		memBase, cacheBase := sm.MemtableMappedBytes, sm.BlockCacheMappedBytes
 		memPeak, cachePeak := memBase, cacheBase
 		var lastSample time.Time
+		// What the Go heap's growth is made of: the live heap at the
+		// start (the collector lets the heap grow to twice it, GOGC=100),
+		// the heap goal at its highest, and the collections during the post.
+		rm := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+		rtmetrics.Read(rm)
+		liveBase, goalPeak, gcBase := rm[0].Value.Uint64(), rm[1].Value.Uint64(), rm[2].Value.Uint64()
+		livePeak := liveBase
+		frozenPeak, flushesBase := sm.FrozenMemtables, sm.Flushes
 		want := rowsWritten(e.f) + float64(*benchMemFollowers)
 		start := time.Now()
 		e.apply(e.post("star", fmt.Sprintf("p%d", i), "hello"))
@@ -321,12 +343,23 @@ func BenchmarkFanoutMemory(b *testing.B) {
 			runtime.ReadMemStats(&ms)
 			peak = max(peak, ms.HeapInuse)
 			rssPeak = max(rssPeak, procStatusKiB(b, "VmRSS"))
+			rtmetrics.Read(rm)
+			livePeak, goalPeak = max(livePeak, rm[0].Value.Uint64()), max(goalPeak, rm[1].Value.Uint64())
 			if time.Since(lastSample) >= 10*time.Millisecond {
 				sm := e.db.Metrics()
 				memPeak, cachePeak = max(memPeak, sm.MemtableMappedBytes), max(cachePeak, sm.BlockCacheMappedBytes)
+				frozenPeak = max(frozenPeak, sm.FrozenMemtables)
 				lastSample = time.Now()
 			}
 		}
+		rtmetrics.Read(rm)
+		b.ReportMetric(float64(liveBase)/(1<<20), "heap-live-before-MiB")
+		b.ReportMetric(float64(livePeak)/(1<<20), "peak-heap-live-MiB")
+		b.ReportMetric(float64(goalPeak)/(1<<20), "peak-heap-goal-MiB")
+		b.ReportMetric(float64(rm[2].Value.Uint64()-gcBase), "gcs")
+		b.ReportMetric(float64(frozenPeak), "peak-frozen-memtables")
+		b.ReportMetric(float64(e.db.Metrics().Flushes-flushesBase), "flushes")
+		b.ReportMetric(testutil.ToFloat64(e.f.m.memtableWait), "memtable-wait-s")
 		if hwmReset {
 			rssPeak = max(rssPeak, procStatusKiB(b, "VmHWM"))
 		}
@@ -337,6 +370,16 @@ func BenchmarkFanoutMemory(b *testing.B) {
 		b.ReportMetric(float64(cachePeak-cacheBase)/(1<<20), "peak-cache-mapped-growth-MiB")
 		b.ReportMetric(float64(memBase)/(1<<20), "memtable-mapped-before-MiB")
 		b.ReportMetric(float64(cacheBase)/(1<<20), "cache-mapped-before-MiB")
+	}
+}
+
+// benchMemLimit sets o.MaxMemtableBytes from -bench.memlimit.
+func benchMemLimit(o *Options) {
+	switch {
+	case *benchMemLimitMiB == 0:
+		o.MaxMemtableBytes = -1
+	case *benchMemLimitMiB > 0:
+		o.MaxMemtableBytes = int64(*benchMemLimitMiB) << 20
 	}
 }
 

@@ -416,6 +416,9 @@ func (f *Fanout) applyChunk(ctx context.Context, pc *preparedChunk) (done bool, 
 		return true, nil
 	}
 	ref := pc.ref
+	if err := f.waitForMemtables(ctx); err != nil {
+		return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)
+	}
 	if pc.more || !pc.post {
 		if err := f.db.ApplyNoSync(ctx, pc.b); err != nil {
 			return false, fmt.Errorf("cannot apply chunk of fan-out job %d part %d: %w", ref.Job, ref.Shard, err)

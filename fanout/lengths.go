@@ -2,7 +2,9 @@ package fanout
 
 import (
 	"math/bits"
+	"runtime"
 	"sync/atomic"
+	"unsafe"
 )
 
 // lengths remembers, for a bounded number of timelines, an upper bound
@@ -32,6 +34,15 @@ import (
 // Options.TrimTracked slots, allocated once, whatever the number of
 // timelines. A timeline whose bucket is full evicts one of its two
 // occupants, which then counts as unknown.
+//
+// Where the platform has anonymous mmap (lengths_mmap.go), the slots are
+// mapped from the OS, outside the Go heap, and unmapped once the table
+// is unreachable (runtime.AddCleanup): on the heap, the collector counted
+// the 4 MiB table in the live heap, and its goal (twice the live heap,
+// GOGC=100) gave the rest of the process 4 MiB more to grow into. Its
+// pages are resident once chunks have touched them (a 1,000,000-follower
+// post touches them all), as before. Every method keeps the table
+// reachable until its last use of a slot (runtime.KeepAlive).
 type lengths struct {
 	slots []atomic.Uint64
 	mask  uint64 // bucket index mask (len(slots)/2 - 1)
@@ -46,7 +57,15 @@ func newLengths(n int) *lengths {
 		n = 2
 	}
 	n = 1 << bits.Len(uint(n-1)) // a power of two
-	return &lengths{slots: make([]atomic.Uint64, n), mask: uint64(n/2 - 1)}
+	t := &lengths{mask: uint64(n/2 - 1)}
+	if m := mapTable(n * 8); m != nil {
+		// Page-aligned, so every slot is 8-byte aligned for its atomics.
+		t.slots = unsafe.Slice((*atomic.Uint64)(unsafe.Pointer(unsafe.SliceData(m))), n)
+		runtime.AddCleanup(t, unmapTable, m)
+	} else {
+		t.slots = make([]atomic.Uint64, n)
+	}
+	return t
 }
 
 // fingerprint is the slot tag of hash h: never 0, which marks an empty
@@ -78,10 +97,12 @@ func (t *lengths) add(h uint64, n uint32) (bound uint32, known bool) {
 			}
 			l := min(uint64(uint32(v))+uint64(n), maxLength)
 			if s.CompareAndSwap(v, fp<<32|l) {
+				runtime.KeepAlive(t)
 				return uint32(l), true
 			}
 		}
 	}
+	runtime.KeepAlive(t)
 	return 0, false
 }
 
@@ -97,11 +118,13 @@ func (t *lengths) touch(hashes []uint64) {
 		a, _ := t.bucket(h)
 		x ^= a.Load()
 	}
+	runtime.KeepAlive(t)
 	touchSink.Store(x)
 }
 
 // set records that the timeline of hash h holds at most bound rows.
 func (t *lengths) set(h uint64, bound uint32) {
+	defer runtime.KeepAlive(t)
 	fp := fingerprint(h)
 	v := fp<<32 | uint64(min(bound, maxLength))
 	a, b := t.bucket(h)
@@ -127,6 +150,7 @@ func (t *lengths) set(h uint64, bound uint32) {
 
 // forget makes the timeline of hash h unknown.
 func (t *lengths) forget(h uint64) {
+	defer runtime.KeepAlive(t)
 	fp := fingerprint(h)
 	a, b := t.bucket(h)
 	for _, s := range [2]*atomic.Uint64{a, b} {

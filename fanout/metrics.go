@@ -26,6 +26,8 @@ type metrics struct {
 	yielded        prometheus.Counter
 	trimChecks     prometheus.Counter
 	trims          prometheus.Counter
+	memtableWait   prometheus.Counter
+	memtableWaits  prometheus.Gauge
 }
 
 func newMetrics() *metrics {
@@ -57,7 +59,7 @@ func newMetrics() *metrics {
 		}),
 		yielded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "eventide_fanout_yield_seconds_total",
-			Help: "Seconds the chunk workers held back a chunk to yield to the writer's backlog or the storage engine's flushes.",
+			Help: "Seconds the chunk workers held back a chunk to yield to the writer's backlog.",
 		}),
 		trimChecks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "eventide_fanout_trim_checks_total",
@@ -67,9 +69,17 @@ func newMetrics() *metrics {
 			Name: "eventide_fanout_trims_total",
 			Help: "Timelines cut back to the timeline cap (one range tombstone each).",
 		}),
+		memtableWait: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "eventide_fanout_memtable_wait_seconds_total",
+			Help: "Seconds chunks waited for the storage engine to flush a frozen memtable (Options.MaxMemtableBytes).",
+		}),
+		memtableWaits: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "eventide_fanout_chunks_waiting_for_flush",
+			Help: "Chunks waiting now for the storage engine to flush a frozen memtable (Options.MaxMemtableBytes).",
+		}),
 	}
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.lag, m.rowsWritten, m.pendingChunks, m.largestPending, m.skipped, m.chunkErrors, m.yielded, m.trimChecks, m.trims}
+	return []prometheus.Collector{m.lag, m.rowsWritten, m.pendingChunks, m.largestPending, m.skipped, m.chunkErrors, m.yielded, m.trimChecks, m.trims, m.memtableWait, m.memtableWaits}
 }

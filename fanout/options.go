@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eventide/eventide/storage"
 )
 
 // Options configure a Fanout. Start from DefaultOptions.
@@ -62,7 +64,8 @@ type Options struct {
 	// all checked at once), which starts tracking it.
 	TrimEvery int
 	// TrimTracked is how many timelines' length bounds the chunks keep
-	// (8 bytes each, allocated once; rounded up to a power of two). A
+	// (8 bytes each, allocated once, outside the Go heap where anonymous
+	// mmap exists; rounded up to a power of two). A
 	// timeline evicted from the table is checked as an untracked one
 	// (about one in TimelineCap+TrimEvery of its copies when more
 	// timelines than the table holds take turns evicting each other).
@@ -88,6 +91,19 @@ type Options struct {
 	// unfollow looks through for the author's copies to delete (the read
 	// filter hides any it misses).
 	CleanupScan int
+	// MaxMemtableBytes bounds the storage engine's memtables while a
+	// fan-out writes: a chunk waits before its batch while the memtables
+	// (storage.Metrics MemtableBytes: the mutable one and the frozen ones
+	// waiting for their flush) hold more than this and one of them is
+	// being flushed. A large fan-out writes memtables faster than they
+	// are flushed, so without it the mutable memtable fills while the
+	// frozen ones flush, up to the engine's own stall limit
+	// (MemtableSize x (1 + MaxImmutableMemtables)). Ordinary ingest does
+	// not wait. The default (0) is storage.DefaultOptions' MemtableSize:
+	// with the engine's default memtable, a chunk waits whenever a
+	// frozen memtable is being flushed and the mutable one holds
+	// anything. Negative: no limit.
+	MaxMemtableBytes int64
 }
 
 // DefaultOptions returns the defaults of the issue: posts of type "post",
@@ -111,6 +127,8 @@ func DefaultOptions() Options {
 		TrimEvery:      200,
 		TrimTracked:    1 << 19,
 		CleanupScan:    2_000,
+
+		MaxMemtableBytes: storage.DefaultOptions().MemtableSize,
 
 		BusyRowsPerSecond: 20_000,
 		BusyShare:         0.25,
@@ -145,6 +163,9 @@ func (o *Options) validate() error {
 	}
 	if o.TrimTracked == 0 {
 		o.TrimTracked = d.TrimTracked
+	}
+	if o.MaxMemtableBytes == 0 {
+		o.MaxMemtableBytes = d.MaxMemtableBytes
 	}
 	if o.BusyShare == 0 {
 		o.BusyShare = d.BusyShare
