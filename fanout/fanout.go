@@ -90,6 +90,9 @@ func Open(db *storage.DB, opts Options) (*Fanout, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	if opts.MaxMemtableBytes == 0 {
+		opts.MaxMemtableBytes = db.Metrics().MemtableSize
+	}
 	if err := catalog.EnsureFanoutTables(db); err != nil {
 		return nil, err
 	}

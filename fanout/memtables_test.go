@@ -51,14 +51,14 @@ func (h *flushHoldFS) unhold() {
 // for its flush and the memtables hold more than MaxMemtableBytes,
 // instead of filling memtables up to the engine's stall limit (two
 // frozen); Run still ends while they wait; once the flushes go on, every
-// follower gets the post.
+// follower gets the post. MaxMemtableBytes is left at its default, the
+// store's own MemtableSize (here 256 KiB, not the engine's default).
 func TestChunksWaitForFlush(t *testing.T) {
 	const memtableSize = 256 << 10
 	const followers = 6000
 	o := DefaultOptions()
 	o.ChunkSize = 100
 	o.LargeThreshold = 1 << 40
-	o.MaxMemtableBytes = memtableSize
 	fs := &flushHoldFS{FS: vfs.Default, release: make(chan struct{})}
 	e := newEnvStorage(t, o, func(so *storage.Options) {
 		so.FS = fs

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/eventide/eventide/storage"
 )
 
 // Options configure a Fanout. Start from DefaultOptions.
@@ -99,10 +97,10 @@ type Options struct {
 	// are flushed, so without it the mutable memtable fills while the
 	// frozen ones flush, up to the engine's own stall limit
 	// (MemtableSize x (1 + MaxImmutableMemtables)). Ordinary ingest does
-	// not wait. The default (0) is storage.DefaultOptions' MemtableSize:
-	// with the engine's default memtable, a chunk waits whenever a
-	// frozen memtable is being flushed and the mutable one holds
-	// anything. Negative: no limit.
+	// not wait. The default (0) is the store's own memtable size
+	// (storage.Options.MemtableSize, read from its Metrics at Open): a
+	// chunk waits whenever a frozen memtable is being flushed and the
+	// mutable one holds anything. Negative: no limit.
 	MaxMemtableBytes int64
 }
 
@@ -127,8 +125,6 @@ func DefaultOptions() Options {
 		TrimEvery:      200,
 		TrimTracked:    1 << 19,
 		CleanupScan:    2_000,
-
-		MaxMemtableBytes: storage.DefaultOptions().MemtableSize,
 
 		BusyRowsPerSecond: 20_000,
 		BusyShare:         0.25,
@@ -163,9 +159,6 @@ func (o *Options) validate() error {
 	}
 	if o.TrimTracked == 0 {
 		o.TrimTracked = d.TrimTracked
-	}
-	if o.MaxMemtableBytes == 0 {
-		o.MaxMemtableBytes = d.MaxMemtableBytes
 	}
 	if o.BusyShare == 0 {
 		o.BusyShare = d.BusyShare

@@ -239,6 +239,9 @@ type Metrics struct {
 	// the arena bytes their cells use, and an estimate for deletions.
 	MemtableBytes   int64
 	FrozenMemtables int
+	// MemtableSize is the size at which the mutable memtable is frozen
+	// and flushed (Options.MemtableSize).
+	MemtableSize int64
 	// MemtableMappedBytes is the memtable arena mapped from the OS,
 	// outside the Go heap: the memtables' slabs whole (a little more than
 	// MemtableBytes), and those of flushed memtables until they are
@@ -313,7 +316,7 @@ func (db *DB) Metrics() Metrics {
 		WriteStalls: m.stalls.Load(), WriteStallTime: time.Duration(m.stallNanos.Load()),
 		CompactionPacedTime: time.Duration(m.pacedNanos.Load()), CompactionsPaced: int(m.pacedWaiting.Load()),
 		Reads: m.reads.Load(), TombstonesRead: m.readTombstones.Load(), UnclosedReads: m.unclosedReads.Load(), UnclosedSnapshots: m.unclosedSnapshots.Load(),
-		WALBytes: db.walBytes(), MemtableMappedBytes: m.memtableMapped.Load(),
+		WALBytes: db.walBytes(), MemtableMappedBytes: m.memtableMapped.Load(), MemtableSize: db.opts.MemtableSize,
 		WALSyncTime: time.Duration(m.walSyncNanos.Load()),
 	}
 	if db.wal != nil {
