@@ -331,6 +331,12 @@ type WriterOptions struct {
 	// the engine's setting. Smaller values are for tests whose files are
 	// small. It is clamped to 8 bytes .. 1 MiB.
 	DictionarySampleSize int
+
+	// oneStreamLiterals keeps klauspost/compress's literal sections as
+	// the encoder writes them (one Huffman stream below 1024 literals),
+	// for tests and measurements against the four-stream rewrite (see
+	// literalStreams).
+	oneStreamLiterals bool
 }
 
 // DefaultWriterOptions returns the options the engine uses by default.
@@ -445,6 +451,9 @@ func NewWriter(f vfs.File, opts WriterOptions) *Writer {
 		return w
 	}
 	w.comp, w.err = newCompressor(opts.Compression, opts.ZstdLevel)
+	if w.comp != nil && !opts.oneStreamLiterals {
+		w.comp.minFourStreams = min4StreamLiterals
+	}
 	return w
 }
 
