@@ -191,10 +191,13 @@ func zstdFrameBlocks(frame []byte) (headerLen, maxBlock, checksumLen int, err er
 	if fh.Skippable || fh.HeaderSize <= 0 || fh.HeaderSize > len(frame) {
 		return 0, 0, 0, fmt.Errorf("%w: not a zstd data frame", errLiteralStreams)
 	}
-	maxBlock = zstdMaxBlockSize
-	if fh.WindowSize < uint64(maxBlock) {
-		maxBlock = int(fh.WindowSize)
+	// A block is at most the window (RFC 8878, 3.1.1.2.4), which in a
+	// single-segment frame is the content size.
+	window := fh.WindowSize
+	if fh.SingleSegment {
+		window = fh.FrameContentSize
 	}
+	maxBlock = int(min(window, zstdMaxBlockSize))
 	if fh.HasCheckSum {
 		checksumLen = 4
 	}
