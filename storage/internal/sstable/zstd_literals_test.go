@@ -36,6 +36,15 @@ func peersPartition(rng *rand.Rand, key []byte, events int) testPartition {
 	return p
 }
 
+// peersWriterOptions are the options the engine writes loadtest/peers'
+// compacted files with (storage's longLivedZstdLevel, no dictionary).
+func peersWriterOptions() WriterOptions {
+	opts := DefaultWriterOptions()
+	opts.ZstdLevel = 7
+	opts.NoDictionary = true
+	return opts
+}
+
 func peersTable(seed uint64, parts, rows int) []testPartition {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	out := make([]testPartition, parts)
@@ -70,9 +79,8 @@ func forEachDataFrame(t testing.TB, f *memFile, fn func(payload []byte, c Compre
 func TestZstdLiteralSectionsOfPeersBlocks(t *testing.T) {
 	parts := peersTable(1, 4, 520)
 	for _, four := range []bool{false, true} {
-		opts := DefaultWriterOptions()
+		opts := peersWriterOptions()
 		opts.oneStreamLiterals = !four
-		opts.NoDictionary = true
 		f, props := writeTable(t, parts, opts)
 		var frames, zblocks, one, oneLits, oneBytes, rewritable, fourS, fourLits int
 		hist := map[string]int{}
@@ -205,8 +213,7 @@ func BenchmarkDecodeZstdDataBlock(b *testing.B) {
 	for _, four := range []bool{false, true} {
 		name := map[bool]string{false: "1x", true: "4x"}[four]
 		b.Run(name, func(b *testing.B) {
-			opts := DefaultWriterOptions()
-			opts.NoDictionary = true
+			opts := peersWriterOptions()
 			opts.oneStreamLiterals = !four
 			f, props := writeTable(b, parts, opts)
 			var frames [][]byte
