@@ -100,6 +100,9 @@ func TestZstdLiteralSectionsOfPeersBlocks(t *testing.T) {
 					continue
 				}
 				b := fmt.Sprintf("%s %4d-%4d", map[bool]string{false: "1X", true: "4X"}[s.fourStreams], s.literals/256*256, s.literals/256*256+255)
+				if s.literalType == literalsTreeless {
+					b += " treeless"
+				}
 				hist[b]++
 				if s.fourStreams {
 					fourS++
