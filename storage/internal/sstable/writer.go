@@ -74,7 +74,8 @@ package sstable
 // size, no frame checksum; a data block of 4 KiB or more is split into
 // several zstd blocks at its values section, or before its shapes and at
 // each hole column when its values are shaped, parts of less than 512
-// bytes joining the next), 2 s2 (block format), 3
+// bytes joining the next; Huffman-coded literal sections of 256 literals
+// or more in four streams, see zstd_literals.go), 2 s2 (block format), 3
 // zstd against the file's dictionary (version 5, data blocks only: one
 // zstd frame naming dictionary ID 1, one zstd block, the dictionary as raw
 // content). A block that does not shrink is stored with compression 0.
