@@ -448,3 +448,23 @@ func FuzzLiteralStreams(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkWriteZstdLiterals writes loadtest/peers-like partitions as the
+// engine's long-lived files, with the encoder's literal sections ("1x")
+// and with the four-stream rewrite ("4x"): what the rewrite costs the
+// writer.
+func BenchmarkWriteZstdLiterals(b *testing.B) {
+	parts := peersTable(3, 8, 520)
+	for _, four := range []bool{false, true} {
+		b.Run(map[bool]string{false: "1x", true: "4x"}[four], func(b *testing.B) {
+			opts := peersWriterOptions()
+			opts.oneStreamLiterals = !four
+			b.SetBytes(rawEventBytes(parts))
+			cpu0 := cputime.MustProcess(b.Fatal)
+			for b.Loop() {
+				writeTable(b, parts, opts)
+			}
+			b.ReportMetric(float64(cputime.MustProcess(b.Fatal)-cpu0)/float64(b.N)/float64(8*520), "cpu-ns/event")
+		})
+	}
+}
