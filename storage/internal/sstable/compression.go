@@ -1,7 +1,6 @@
 package sstable
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -102,10 +101,6 @@ type compressor struct {
 	minFourStreams int
 	lits           literalStreams
 	litsFrame      []byte
-	// parts are the pieces of the block being compressed that the zstd
-	// encoder made a zstd block each (the splits), empty otherwise.
-	parts [][]byte
-	check []byte // decodesTo's buffer
 }
 
 // appendWriter is an io.Writer appending to a byte slice, for the
@@ -274,24 +269,20 @@ func (c *compressor) appendBlockFrame(dst, raw []byte, want Compression, splits 
 		// length check below or by the reader's verification.
 		var errs []error
 		prev := 0
-		c.parts = c.parts[:0]
 		for _, split := range splits {
 			if split <= prev || split >= len(raw) {
 				continue
 			}
 			_, err := enc.Write(raw[prev:split])
 			errs = append(errs, err, enc.Flush())
-			c.parts = append(c.parts, raw[prev:split])
 			prev = split
 		}
 		_, err := enc.Write(raw[prev:])
 		errs = append(errs, err, enc.Close())
-		c.parts = append(c.parts, raw[prev:])
 		dst, c.out.b = c.out.b, nil
 		var h zstd.Header
 		if errors.Join(append(errs, h.Decode(dst[start:]))...) != nil || !h.HasFCS {
 			dst = enc.EncodeAll(raw, dst[:start])
-			c.parts = c.parts[:0]
 		}
 	case CompressionS2:
 		n := s2.MaxEncodedLen(len(raw))
@@ -307,9 +298,8 @@ func (c *compressor) appendBlockFrame(dst, raw []byte, want Compression, splits 
 		used = CompressionNone
 	}
 	if (used == CompressionZstd || used == compressionZstdDict) && c.minFourStreams > 0 {
-		dst = c.fourStreamLiterals(dst, start, raw)
+		dst = c.fourStreamLiterals(dst, start)
 	}
-	c.parts = c.parts[:0]
 	if used != CompressionNone && len(dst)-start >= len(raw) {
 		used = CompressionNone
 	}
@@ -326,40 +316,14 @@ func (c *compressor) appendBlockFrame(dst, raw []byte, want Compression, splits 
 // one-stream literal sections in four streams (literalStreams). A frame
 // the rewriter does not take apart, which klauspost/compress's encoder
 // does not write, stays as it is.
-func (c *compressor) fourStreamLiterals(dst []byte, start int, raw []byte) []byte {
-	out, n, replaced, err := c.lits.rewrite(c.litsFrame[:0], dst[start:], c.parts, c.minFourStreams)
-	if err == nil && replaced > 0 && !c.decodesTo(out, raw) {
-		// A later zstd block depended on the sequences of a block
-		// made literals only (repeat offsets or tables): rewrite
-		// without that.
-		out, n, _, err = c.lits.rewrite(out[:0], dst[start:], nil, c.minFourStreams)
-	}
+func (c *compressor) fourStreamLiterals(dst []byte, start int) []byte {
+	out, n, err := c.lits.rewrite(c.litsFrame[:0], dst[start:], c.minFourStreams)
 	c.litsFrame = out
 	if err != nil || n == 0 {
 		return dst
 	}
 	return append(dst[:start], out...)
 }
-
-// decodesTo reports whether frame decodes to raw.
-func (c *compressor) decodesTo(frame, raw []byte) bool {
-	dec, err := frameCheckDecoder()
-	if err != nil {
-		return false
-	}
-	if cap(c.check) < len(raw) {
-		c.check = make([]byte, 0, len(raw))
-	}
-	got, err := dec.DecodeAll(frame, c.check[:0])
-	c.check = got[:0]
-	return err == nil && bytes.Equal(got, raw)
-}
-
-// frameCheckDecoder is the decoder the writer checks rewritten frames
-// with, shared by every Writer (DecodeAll is safe for concurrent use).
-var frameCheckDecoder = sync.OnceValues(func() (*zstd.Decoder, error) {
-	return zstd.NewReader(nil, zstd.WithDecoderConcurrency(runtime.GOMAXPROCS(0)))
-})
 
 // minZstdBlock is the smallest block the writer compresses with zstd when
 // the file's compression is zstd; smaller ones are compressed with S2 (or

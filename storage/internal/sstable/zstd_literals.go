@@ -208,42 +208,30 @@ func zstdFrameBlocks(frame []byte) (headerLen, maxBlock, checksumLen int, err er
 // in four streams. It keeps buffers between frames; it is not safe for
 // concurrent use.
 type literalStreams struct {
-	huff  *huff0.Scratch
-	fresh huff0.Scratch // codes a literals-only block
-	lits  []byte
+	huff *huff0.Scratch
+	lits []byte
+	out  []byte
 }
 
 // rewrite appends to dst frame with every one-stream literals section
 // of at least minLits literals in four streams, and reports how many it
 // rewrote. frame must be one whole zstd frame. On an error, dst holds a
 // partial frame; the caller keeps the original.
-//
-// parts, if not nil, are the bytes each zstd block of the frame decodes
-// to (so many blocks, else it is ignored): a compressed block whose
-// literals alone, Huffman coded, take no more room than the block is
-// replaced by such a literals-only block (no sequences: the reader builds
-// no sequence tables for it and executes no matches). rewrite reports how
-// many it replaced: the caller must then check that the frame still
-// decodes to the same bytes, since a later block may use the repeat
-// offsets or tables of the replaced block's sequences.
-func (ls *literalStreams) rewrite(dst, frame []byte, parts [][]byte, minLits int) ([]byte, int, int, error) {
+func (ls *literalStreams) rewrite(dst, frame []byte, minLits int) ([]byte, int, error) {
 	headerLen, maxBlock, checksumLen, err := zstdFrameBlocks(frame)
 	if err != nil {
-		return dst, 0, 0, err
+		return dst, 0, err
 	}
 	dst = append(dst, frame[:headerLen]...)
 	pos := headerLen
 	// table is set by each section that describes a Huffman table: the
 	// table a later treeless section reuses.
 	haveTable := false
-	// diverged is set once a replaced block describes a table of its
-	// own: a later treeless section would then decode with it.
-	diverged := false
-	rewritten, replaced := 0, 0
-	for bi := 0; ; bi++ {
+	rewritten := 0
+	for {
 		bh, err := parseZstdBlockHeader(frame[pos:])
 		if err != nil {
-			return dst, rewritten, replaced, err
+			return dst, rewritten, err
 		}
 		content := frame[pos+zstdBlockHeaderLen : pos+zstdBlockHeaderLen+bh.content]
 		pos += zstdBlockHeaderLen + bh.content
@@ -253,45 +241,20 @@ func (ls *literalStreams) rewrite(dst, frame []byte, parts [][]byte, minLits int
 		} else {
 			lh, err := parseLiteralsHeader(content)
 			if err != nil {
-				return dst, rewritten, replaced, err
-			}
-			if lh.typ == literalsTreeless && diverged {
-				return dst, rewritten, replaced, fmt.Errorf("%w: a treeless section after a replaced block", errLiteralStreams)
-			}
-			// Only a block of mostly literals can be smaller without
-			// its sequences; the others are not worth coding twice.
-			if parts != nil && bi < len(parts) && lh.sectionLen+1 < len(content) && 8*lh.regenSize >= 7*len(parts[bi]) {
-				if lo := ls.literalsOnly(parts[bi], minLits); lo != nil && len(lo) <= len(content) {
-					if lh.typ == literalsCompressed {
-						// Keep the input's table for a later
-						// treeless section of the input.
-						if ls.huff, _, err = huff0.ReadTable(content[lh.headerLen:lh.sectionLen], ls.huff); err != nil {
-							return dst, rewritten, replaced, fmt.Errorf("%w: %v", errLiteralStreams, err)
-						}
-						haveTable = true
-					}
-					diverged = true
-					dst = appendZstdBlockHeader(dst, zstdBlockHeader{last: bh.last, typ: zstdBlockCompressed, size: len(lo)})
-					dst = append(dst, lo...)
-					replaced++
-					if bh.last {
-						break
-					}
-					continue
-				}
+				return dst, rewritten, err
 			}
 			section := content[lh.headerLen:lh.sectionLen]
 			var table, streams []byte
 			if lh.typ == literalsCompressed {
 				ls.huff, streams, err = huff0.ReadTable(section, ls.huff)
 				if err != nil {
-					return dst, rewritten, replaced, fmt.Errorf("%w: %v", errLiteralStreams, err)
+					return dst, rewritten, fmt.Errorf("%w: %v", errLiteralStreams, err)
 				}
 				haveTable = true
 				table = section[:len(section)-len(streams)]
 			} else if lh.typ == literalsTreeless {
 				if !haveTable {
-					return dst, rewritten, replaced, fmt.Errorf("%w: treeless literals without a table", errLiteralStreams)
+					return dst, rewritten, fmt.Errorf("%w: treeless literals without a table", errLiteralStreams)
 				}
 				streams = section
 			}
@@ -307,7 +270,7 @@ func (ls *literalStreams) rewrite(dst, frame []byte, parts [][]byte, minLits int
 				var ok bool
 				dst, ok = appendStreamsHeader(dst, lh.typ, lh.regenSize, len(table)+len(four))
 				if !ok {
-					return dst, rewritten, replaced, fmt.Errorf("%w: %d literals in %d bytes do not fit a header", errLiteralStreams, lh.regenSize, len(table)+len(four))
+					return dst, rewritten, fmt.Errorf("%w: %d literals in %d bytes do not fit a header", errLiteralStreams, lh.regenSize, len(table)+len(four))
 				}
 				dst = append(dst, table...)
 				dst = append(dst, four...)
@@ -316,7 +279,7 @@ func (ls *literalStreams) rewrite(dst, frame []byte, parts [][]byte, minLits int
 			}
 			bh.size = len(dst) - blockStart - zstdBlockHeaderLen
 			if bh.size > maxBlock {
-				return dst, rewritten, replaced, fmt.Errorf("%w: block of %d bytes would pass the frame's maximum %d", errLiteralStreams, bh.size, maxBlock)
+				return dst, rewritten, fmt.Errorf("%w: block of %d bytes would pass the frame's maximum %d", errLiteralStreams, bh.size, maxBlock)
 			}
 			putZstdBlockHeader(dst[blockStart:], bh)
 		}
@@ -325,50 +288,9 @@ func (ls *literalStreams) rewrite(dst, frame []byte, parts [][]byte, minLits int
 		}
 	}
 	if len(frame)-pos != checksumLen {
-		return dst, rewritten, replaced, fmt.Errorf("%w: %d bytes after the last block, want %d", errLiteralStreams, len(frame)-pos, checksumLen)
+		return dst, rewritten, fmt.Errorf("%w: %d bytes after the last block, want %d", errLiteralStreams, len(frame)-pos, checksumLen)
 	}
-	return append(dst, frame[pos:]...), rewritten + replaced, replaced, nil
-}
-
-// literalsOnly returns the content of a compressed zstd block that holds
-// part as Huffman-coded literals with a table of their own (in four
-// streams from minLits literals) and no sequences, or nil if Huffman
-// coding does not shrink part. The result aliases ls.fresh's buffer until
-// its next use.
-func (ls *literalStreams) literalsOnly(part []byte, minLits int) []byte {
-	if len(part) >= zstdMaxBlockSize {
-		return nil
-	}
-	ls.fresh.Reuse = huff0.ReusePolicyNone
-	four := len(part) >= minLits
-	var out []byte
-	var err error
-	if four {
-		out, _, err = huff0.Compress4X(part, &ls.fresh)
-	} else {
-		out, _, err = huff0.Compress1X(part, &ls.fresh)
-	}
-	if err != nil {
-		return nil
-	}
-	var hdr []byte
-	if four {
-		var ok bool
-		if hdr, ok = appendStreamsHeader(ls.lits[:0], literalsCompressed, len(part), len(out)); !ok {
-			return nil
-		}
-	} else {
-		if len(part) >= 1<<10 || len(out) >= 1<<10 {
-			return nil
-		}
-		v := literalsCompressed | literalsOneStream<<2 | len(part)<<4 | len(out)<<14
-		hdr = append(ls.lits[:0], byte(v), byte(v>>8), byte(v>>16))
-	}
-	// The header goes before the streams in ls.fresh's buffer; the
-	// block ends with Number_of_Sequences 0.
-	block := append(append(hdr, out...), 0)
-	ls.lits = block[:0]
-	return block
+	return append(dst, frame[pos:]...), rewritten, nil
 }
 
 // fourStreams decodes the one stream of n literals with the current table
@@ -400,8 +322,7 @@ type zstdLiteralSection struct {
 	literalType int // -1 for a block that is not compressed
 	fourStreams bool
 	literals    int
-	streamBytes int  // the section's bytes after its header, table included
-	sequences   bool // a compressed block with sequences after its literals
+	streamBytes int // the section's bytes after its header, table included
 }
 
 // zstdFrameLiterals lists the blocks of one zstd frame and their literal
@@ -424,7 +345,6 @@ func zstdFrameLiterals(frame []byte) ([]zstdLiteralSection, error) {
 				return out, err
 			}
 			s.literalType, s.literals, s.streamBytes = lh.typ, lh.regenSize, lh.streamSize
-			s.sequences = lh.sectionLen+1 < bh.content
 			s.fourStreams = lh.typ >= literalsCompressed && lh.sizeFormat != literalsOneStream
 		}
 		out = append(out, s)

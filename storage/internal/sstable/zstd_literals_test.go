@@ -103,9 +103,6 @@ func TestZstdLiteralSectionsOfPeersBlocks(t *testing.T) {
 				if s.literalType == literalsTreeless {
 					b += " treeless"
 				}
-				if !s.sequences {
-					b += " literals only"
-				}
 				hist[b]++
 				if s.fourStreams {
 					fourS++
@@ -161,7 +158,7 @@ func TestLiteralStreamsRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, n, _, err := ls.rewrite(nil, payload, nil, min4StreamLiterals)
+			out, n, err := ls.rewrite(nil, payload, min4StreamLiterals)
 			if err != nil {
 				t.Fatalf("level %d: rewrite: %v", level, err)
 			}
@@ -369,7 +366,7 @@ func TestLiteralStreamsTreeless(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, rewritten, _, err := ls.rewrite(nil, frame, nil, min4StreamLiterals)
+		out, rewritten, err := ls.rewrite(nil, frame, min4StreamLiterals)
 		if err != nil {
 			t.Fatalf("%d literals: rewrite: %v", n, err)
 		}
@@ -432,7 +429,7 @@ func FuzzLiteralStreams(f *testing.F) {
 	f.Cleanup(dec.Close)
 	var ls literalStreams
 	f.Fuzz(func(t *testing.T, frame []byte, minLits uint16) {
-		out, n, _, err := ls.rewrite(nil, frame, nil, int(minLits))
+		out, n, err := ls.rewrite(nil, frame, int(minLits))
 		if err != nil || n == 0 {
 			return
 		}
