@@ -16,7 +16,7 @@ import (
 // of a data block (see appendBlockFrame's splits), most of which hold
 // fewer: their literals then decode one symbol after another, each
 // waiting on the previous one's bit count. Four streams decode
-// interleaved, about 1.4-1.8x faster at 512-1000 literals, for 6 bytes of
+// interleaved, about 1.2-1.8x faster at 512-1000 literals, for 6 bytes of
 // jump table and up to 3 of stream padding. The format allows four
 // streams at any size (Size_Format 01 has 10-bit sizes, like the one
 // stream's 00), so literalStreams rewrites the encoder's output: each
@@ -32,7 +32,8 @@ import (
 // rewritten in four streams. Measured (ReadTable and decode, 6-digit
 // decimal text, klauspost/compress v1.20.3, amd64): 1X 1,238 ns against
 // 4X 1,006 at 512 literals, 1,618 against 1,186 at 768, 2,046 against
-// 1,153 at 1000; see BENCHMARKS.md (s14-window) for what below.
+// 1,153 at 1000, 803 against 737 at 256 but 608 against 691 at 128;
+// whole data blocks decoded fastest with 256 (BENCHMARKS.md, s14-window).
 const min4StreamLiterals = 256
 
 // Literals section types and size formats (RFC 8878, 3.1.1.3.1.1).
@@ -208,9 +209,8 @@ func zstdFrameBlocks(frame []byte) (headerLen, maxBlock, checksumLen int, err er
 // in four streams. It keeps buffers between frames; it is not safe for
 // concurrent use.
 type literalStreams struct {
-	huff *huff0.Scratch
-	lits []byte
-	out  []byte
+	huff *huff0.Scratch // the current Huffman table
+	lits []byte         // a section's literals, decoded
 }
 
 // rewrite appends to dst frame with every one-stream literals section
@@ -224,8 +224,8 @@ func (ls *literalStreams) rewrite(dst, frame []byte, minLits int) ([]byte, int, 
 	}
 	dst = append(dst, frame[:headerLen]...)
 	pos := headerLen
-	// table is set by each section that describes a Huffman table: the
-	// table a later treeless section reuses.
+	// haveTable is set by the first section that describes a Huffman
+	// table: ls.huff then holds the table a treeless section reuses.
 	haveTable := false
 	rewritten := 0
 	for {
