@@ -468,3 +468,57 @@ func BenchmarkWriteZstdLiterals(b *testing.B) {
 		})
 	}
 }
+
+// TestLiteralStreamsThroughReader writes files whose data blocks have
+// rewritten sections, with and without a dictionary (compression 3
+// frames), and reads every cell back through the Reader.
+func TestLiteralStreamsThroughReader(t *testing.T) {
+	parts := peersTable(5, 3, 400)
+	for _, tc := range []struct {
+		name string
+		opts WriterOptions
+		want Compression
+	}{
+		{"level 7", peersWriterOptions(), CompressionZstd},
+		{"dictionary, 4 KiB blocks", WriterOptions{Compression: CompressionZstd, BlockSize: 4 << 10}, compressionZstdDict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, _ := writeTable(t, parts, tc.opts)
+			four := 0
+			forEachDataFrame(t, f, func(payload []byte, c Compression) {
+				if c != tc.want {
+					return
+				}
+				secs, err := zstdFrameLiterals(payload)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range secs {
+					if s.fourStreams && s.literals < 1024 {
+						four++
+					}
+				}
+			})
+			if four == 0 {
+				t.Fatalf("no %v frame has a rewritten four-stream section", tc.want)
+			}
+			r := openTable(t, f, NewCache(1<<20))
+			defer r.Close()
+			if err := r.Check(); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range parts {
+				info, ok := r.Partition(p.key)
+				if !ok {
+					t.Fatalf("partition %q not found", p.key)
+				}
+				it := r.NewPartitionIter(info, IterOptions{})
+				got := collect(t, it)
+				it.Close()
+				if d := diffCells(got, p.cells); d != "" {
+					t.Fatalf("partition %q: %s", p.key, d)
+				}
+			}
+		})
+	}
+}
