@@ -95,6 +95,12 @@ type compressor struct {
 	// dict compresses data blocks against the file's dictionary, once
 	// the Writer has one (setDict).
 	dict *zstd.Encoder
+	// minFourStreams, if not 0, is the fewest literals of a one-stream
+	// literals section that appendBlockFrame rewrites in four streams
+	// (see literalStreams).
+	minFourStreams int
+	lits           literalStreams
+	litsFrame      []byte
 }
 
 // appendWriter is an io.Writer appending to a byte slice, for the
@@ -291,6 +297,9 @@ func (c *compressor) appendBlockFrame(dst, raw []byte, want Compression, splits 
 	default:
 		used = CompressionNone
 	}
+	if (used == CompressionZstd || used == compressionZstdDict) && c.minFourStreams > 0 {
+		dst = c.fourStreamLiterals(dst, start)
+	}
 	if used != CompressionNone && len(dst)-start >= len(raw) {
 		used = CompressionNone
 	}
@@ -301,6 +310,19 @@ func (c *compressor) appendBlockFrame(dst, raw []byte, want Compression, splits 
 	dst = append(dst, byte(used))
 	dst = binary.LittleEndian.AppendUint32(dst, blockChecksum(dst[start:start+payloadLen], used))
 	return dst, payloadLen
+}
+
+// fourStreamLiterals rewrites the zstd frame at dst[start:] with its
+// one-stream literal sections in four streams (literalStreams). A frame
+// the rewriter does not take apart, which klauspost/compress's encoder
+// does not write, stays as it is.
+func (c *compressor) fourStreamLiterals(dst []byte, start int) []byte {
+	out, n, err := c.lits.rewrite(c.litsFrame[:0], dst[start:], c.minFourStreams)
+	c.litsFrame = out
+	if err != nil || n == 0 {
+		return dst
+	}
+	return append(dst[:start], out...)
 }
 
 // minZstdBlock is the smallest block the writer compresses with zstd when

@@ -74,7 +74,8 @@ package sstable
 // size, no frame checksum; a data block of 4 KiB or more is split into
 // several zstd blocks at its values section, or before its shapes and at
 // each hole column when its values are shaped, parts of less than 512
-// bytes joining the next), 2 s2 (block format), 3
+// bytes joining the next; Huffman-coded literal sections of 256 literals
+// or more in four streams, see zstd_literals.go), 2 s2 (block format), 3
 // zstd against the file's dictionary (version 5, data blocks only: one
 // zstd frame naming dictionary ID 1, one zstd block, the dictionary as raw
 // content). A block that does not shrink is stored with compression 0.
@@ -331,6 +332,12 @@ type WriterOptions struct {
 	// the engine's setting. Smaller values are for tests whose files are
 	// small. It is clamped to 8 bytes .. 1 MiB.
 	DictionarySampleSize int
+
+	// oneStreamLiterals keeps klauspost/compress's literal sections as
+	// the encoder writes them (one Huffman stream below 1024 literals),
+	// for tests and measurements against the four-stream rewrite (see
+	// literalStreams).
+	oneStreamLiterals bool
 }
 
 // DefaultWriterOptions returns the options the engine uses by default.
@@ -445,6 +452,9 @@ func NewWriter(f vfs.File, opts WriterOptions) *Writer {
 		return w
 	}
 	w.comp, w.err = newCompressor(opts.Compression, opts.ZstdLevel)
+	if w.comp != nil && !opts.oneStreamLiterals {
+		w.comp.minFourStreams = min4StreamLiterals
+	}
 	return w
 }
 
