@@ -1,6 +1,7 @@
 package sstable
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -209,8 +210,11 @@ func zstdFrameBlocks(frame []byte) (headerLen, maxBlock, checksumLen int, err er
 // in four streams. It keeps buffers between frames; it is not safe for
 // concurrent use.
 type literalStreams struct {
-	huff *huff0.Scratch // the current Huffman table
-	lits []byte         // a section's literals, decoded
+	huff  *huff0.Scratch // the current Huffman table
+	lits  []byte         // a section's literals, decoded
+	check []byte         // the four streams, decoded again
+	// compress4X is huff0.Compress4X (nil); tests replace it.
+	compress4X func(in []byte, s *huff0.Scratch) (out []byte, reused bool, err error)
 }
 
 // rewrite appends to dst frame with every one-stream literals section
@@ -295,20 +299,33 @@ func (ls *literalStreams) rewrite(dst, frame []byte, minLits int) ([]byte, int, 
 
 // fourStreams decodes the one stream of n literals with the current table
 // and encodes them again in four streams with the same table. It returns
-// nil if that fails or does not shrink the literals (then the section
-// stays as it is). The result aliases ls.huff's buffers until the next
-// call.
+// nil if that fails, does not shrink the literals, or does not decode
+// back to the same literals (then the section stays as it is): the
+// block's checksum is taken over what the writer stores, so a wrong
+// encoding would be stored as good, and a few microseconds of decoding
+// per section (next to a zstd level-7 encoding of the block) keep that
+// from ever reaching a file. The result aliases ls.huff's buffers until
+// the next call.
 func (ls *literalStreams) fourStreams(stream []byte, n int) []byte {
 	if cap(ls.lits) < n {
 		ls.lits = make([]byte, 0, n)
+		ls.check = make([]byte, 0, n)
 	}
-	lits, err := ls.huff.Decoder().Decompress1X(ls.lits[:0:n], stream)
+	dec := ls.huff.Decoder()
+	lits, err := dec.Decompress1X(ls.lits[:0:n], stream)
 	if err != nil || len(lits) != n {
 		return nil
 	}
+	compress4X := ls.compress4X
+	if compress4X == nil {
+		compress4X = huff0.Compress4X
+	}
 	ls.huff.Reuse = huff0.ReusePolicyMust
-	four, reused, err := huff0.Compress4X(lits, ls.huff)
+	four, reused, err := compress4X(lits, ls.huff)
 	if err != nil || !reused {
+		return nil
+	}
+	if check, err := dec.Decompress4X(ls.check[:0:n], four); err != nil || !bytes.Equal(check, lits) {
 		return nil
 	}
 	return four

@@ -181,6 +181,54 @@ func TestLiteralStreamsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestLiteralStreamsKeepWhatDoesNotDecodeBack: a four-stream encoding
+// that does not decode back to the section's literals (here one whose
+// last byte is flipped) is never written: every section stays as the
+// encoder wrote it, and the frame decodes to the original bytes. The
+// block checksum covers what is stored, so nothing after the rewrite
+// would catch it.
+func TestLiteralStreamsKeepWhatDoesNotDecodeBack(t *testing.T) {
+	opts := DefaultWriterOptions()
+	opts.oneStreamLiterals = true
+	opts.NoDictionary = true
+	opts.ZstdLevel = 7
+	f, _ := writeTable(t, peersTable(2, 2, 400), opts)
+	ls := literalStreams{compress4X: func(in []byte, s *huff0.Scratch) ([]byte, bool, error) {
+		out, reused, err := huff0.Compress4X(in, s)
+		if err == nil && len(out) > 0 {
+			out[len(out)-1] ^= 0x5a
+		}
+		return out, reused, err
+	}}
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	frames := 0
+	forEachDataFrame(t, f, func(payload []byte, c Compression) {
+		if c != CompressionZstd {
+			return
+		}
+		frames++
+		want, err := dec.DecodeAll(payload, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, n, err := ls.rewrite(nil, payload, min4StreamLiterals)
+		if err != nil {
+			t.Fatalf("rewrite: %v", err)
+		}
+		if n != 0 {
+			t.Errorf("%d sections rewritten from encodings that do not decode back", n)
+		}
+		checkLiteralStreams(t, dec, out, want)
+	})
+	if frames == 0 {
+		t.Fatal("no zstd data block to rewrite")
+	}
+}
+
 // checkLiteralStreams decodes frame with dec and with a decoder of its
 // own, and compares both with want.
 func checkLiteralStreams(t testing.TB, dec *zstd.Decoder, frame, want []byte) {
