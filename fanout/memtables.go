@@ -13,7 +13,7 @@ const memtablePoll = time.Millisecond
 
 // waitForMemtables holds a chunk back while the storage engine's
 // memtables (the mutable one and the frozen ones waiting for their
-// flush) hold more than Options.MaxMemtableBytes and a frozen one is
+// flush: storage.DB.MemtableUsage) hold more than Options.MaxMemtableBytes and a frozen one is
 // being flushed: the flush unmaps it, and the chunk then goes into the
 // mutable memtable instead of growing it while the frozen one is still
 // resident. Without a frozen memtable it never waits (nothing would
@@ -27,8 +27,8 @@ func (f *Fanout) waitForMemtables(ctx context.Context) error {
 	var start time.Time
 	var t *time.Timer
 	for {
-		m := f.db.Metrics()
-		if m.FrozenMemtables == 0 || m.MemtableBytes <= limit || f.db.Health().Err != nil {
+		bytes, frozen := f.db.MemtableUsage()
+		if frozen == 0 || bytes <= limit || f.db.Health().Err != nil {
 			break
 		}
 		if start.IsZero() {

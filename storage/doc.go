@@ -24,6 +24,7 @@
 //	                                   logged and counted in Metrics.UnclosedReads)
 //	DB.Flush, DB.Compact, DB.CompactAll
 //	DB.Metrics() Metrics               String() prints the LSM as a table
+//	DB.MemtableUsage() (bytes, frozen) what the memtables hold, cheaply (for polling)
 //	DB.Check()                         verifies every file
 //	DB.Snapshot() *Snapshot            a flushed, pinned view of the SSTables; its
 //	                                   ExportTable writes a table's cells that a filter

@@ -223,3 +223,32 @@ func TestReadsDuringFlushAndRelease(t *testing.T) {
 		t.Fatalf("%d flushes, want at least 6", m.Flushes)
 	}
 }
+
+// TestMemtableUsage: DB.MemtableUsage gives what Metrics gives for the
+// memtables (bytes held and frozen count): nothing on an empty store,
+// bytes and no frozen memtable after a write, nothing after a flush.
+func TestMemtableUsage(t *testing.T) {
+	db := openTestDB(t, &fakeClock{now: time.Unix(1_800_000_000, 0)}, TableDef{Name: "t"})
+	check := func(when string, wantBytes bool) {
+		t.Helper()
+		bytes, frozen := db.MemtableUsage()
+		m := db.Metrics()
+		if bytes != m.MemtableBytes || frozen != m.FrozenMemtables {
+			t.Fatalf("%s: MemtableUsage %d bytes, %d frozen; Metrics %d, %d", when, bytes, frozen, m.MemtableBytes, m.FrozenMemtables)
+		}
+		if frozen != 0 || (bytes > 0) != wantBytes {
+			t.Fatalf("%s: %d bytes, %d frozen; want none frozen, bytes held %v", when, bytes, frozen, wantBytes)
+		}
+	}
+	check("empty", false)
+	apply(t, db, func(b *Batch) {
+		for i := range 100 {
+			b.Put("t", []byte("p"), fmt.Appendf(nil, "k%03d", i), []byte("c"), []byte("v"), int64(100+i))
+		}
+	})
+	check("after a write", true)
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	check("after the flush", false)
+}

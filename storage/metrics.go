@@ -331,10 +331,7 @@ func (db *DB) Metrics() Metrics {
 	if db.current == nil {
 		return out
 	}
-	for _, mem := range db.current.memtables() {
-		out.MemtableBytes += mem.SizeBytes()
-	}
-	out.FrozenMemtables = len(db.current.imms)
+	out.MemtableBytes, out.FrozenMemtables = db.memtableUsageLocked()
 	windowIndex := map[int64]int{}
 	for _, t := range db.tables {
 		tm := TableMetrics{Name: t.def.Name, Compaction: t.def.Compaction}
@@ -365,6 +362,27 @@ func (db *DB) Metrics() Metrics {
 	}
 	sort.Slice(out.Tables, func(i, j int) bool { return out.Tables[i].Name < out.Tables[j].Name })
 	return out
+}
+
+// MemtableUsage returns Metrics' MemtableBytes and FrozenMemtables
+// alone: what the memtables hold, and how many are frozen waiting for
+// their flush. It costs a lock and a sum, where Metrics also lists the
+// WAL directory and every table's SSTables; for callers that poll it (the
+// fan-out's wait for flushes, every millisecond).
+func (db *DB) MemtableUsage() (bytes int64, frozen int) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.current == nil {
+		return 0, 0
+	}
+	return db.memtableUsageLocked()
+}
+
+func (db *DB) memtableUsageLocked() (bytes int64, frozen int) {
+	for _, mem := range db.current.memtables() {
+		bytes += mem.SizeBytes()
+	}
+	return bytes, len(db.current.imms)
 }
 
 // walBytes sums the bytes the files in the WAL directory take: each file's
