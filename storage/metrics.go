@@ -6,10 +6,11 @@ import (
 	"sort"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eventide/eventide/storage/vfs"
 )
 
 // metrics holds the engine's counters. They are plain atomics read by
@@ -400,8 +401,8 @@ func (db *DB) walBytes() int64 {
 	for _, name := range names {
 		if fi, err := db.opts.FS.Stat(filepath.Join(db.walDir, name)); err == nil && !fi.IsDir() {
 			size := fi.Size()
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Blocks*512 < size {
-				size = st.Blocks * 512
+			if alloc, ok := vfs.AllocatedSize(fi); ok && alloc < size {
+				size = alloc
 			}
 			n += size
 		}

@@ -7,7 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
+
+	"github.com/eventide/eventide/storage/vfs"
 )
 
 // dataLockName is the lock file in --data. It is not storage's LOCK (in
@@ -19,7 +20,8 @@ const dataLockName = "eventide.lock"
 // directory's lock: exit code 3.
 var errDataDirInUse = errors.New("data directory in use")
 
-// dataDirLock is the exclusive flock on <data>/eventide.lock. The kernel
+// dataDirLock is the exclusive lock on <data>/eventide.lock (flock on
+// Unix, LockFileEx on Windows: vfs.LockFile). The kernel
 // drops it when the process exits, however it exits, so a crash never
 // leaves a stale lock behind.
 type dataDirLock struct{ f *os.File }
@@ -31,13 +33,9 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 		return nil, fmt.Errorf("cannot create data directory: %w", err)
 	}
 	name := filepath.Join(dir, dataLockName)
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := vfs.LockFile(name)
 	if err != nil {
-		return nil, fmt.Errorf("cannot open the data directory's lock file %s: %w", name, err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
+		if errors.Is(err, vfs.ErrLocked) {
 			holder := "another process"
 			if b, rerr := os.ReadFile(name); rerr == nil {
 				if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil && pid > 0 {
@@ -47,7 +45,7 @@ func lockDataDir(dir string) (*dataDirLock, error) {
 			return nil, fmt.Errorf("%w: %s is locked by %s (its %s); stop that process or give this one another --data",
 				errDataDirInUse, dir, holder, dataLockName)
 		}
-		return nil, fmt.Errorf("cannot lock data directory %s (%s): %w", dir, name, err)
+		return nil, fmt.Errorf("cannot lock data directory %s: %w", dir, err)
 	}
 	if err := f.Truncate(0); err == nil {
 		// The pid only improves the next process's message; a failure to

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -47,13 +46,13 @@ func (c diskCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c diskCollector) Collect(ch chan<- prometheus.Metric) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(c.dir, &st); err != nil {
+	free, size, err := diskSpace(c.dir)
+	if err != nil {
 		err = fmt.Errorf("cannot statfs the data directory %s: %w", c.dir, err)
 		ch <- prometheus.NewInvalidMetric(diskFreeDesc, err)
 		ch <- prometheus.NewInvalidMetric(diskSizeDesc, err)
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(st.Bavail)*float64(st.Bsize))
-	ch <- prometheus.MustNewConstMetric(diskSizeDesc, prometheus.GaugeValue, float64(st.Blocks)*float64(st.Bsize))
+	ch <- prometheus.MustNewConstMetric(diskFreeDesc, prometheus.GaugeValue, float64(free))
+	ch <- prometheus.MustNewConstMetric(diskSizeDesc, prometheus.GaugeValue, float64(size))
 }

@@ -361,7 +361,7 @@ func (m *MemFS) Lock(name string) (io.Closer, error) {
 		d.entries[base] = n
 	}
 	if m.locks[n] {
-		return nil, memPathError("lock", name, errors.New("memfs: already locked"))
+		return nil, memPathError("lock", name, ErrLocked)
 	}
 	m.locks[n] = true
 	return memUnlocker{fs: m, node: n}, nil

@@ -15,10 +15,10 @@
 package vfs
 
 import (
+	"errors"
+	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"syscall"
 )
 
 // File is an open file.
@@ -125,26 +125,29 @@ func (osFS) List(dir string) ([]string, error) {
 
 func (osFS) Stat(name string) (os.FileInfo, error) { return os.Stat(name) }
 
-func (osFS) SyncDir(dir string) error {
-	d, err := os.Open(filepath.Clean(dir))
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return err
-	}
-	return d.Close()
-}
+func (osFS) SyncDir(dir string) error { return syncDir(dir) }
 
-func (osFS) Lock(name string) (io.Closer, error) {
+// Lock takes an exclusive lock on name, created if missing, that no other
+// process can take until the returned Closer closes it (flock on Unix,
+// LockFileEx on Windows; see lock_unix.go and lock_windows.go).
+func (osFS) Lock(name string) (io.Closer, error) { return LockFile(name) }
+
+// ErrLocked is the error (wrapped) of a lock another holder has.
+var ErrLocked = errors.New("locked by another process")
+
+// LockFile opens name, creating it if missing, and takes an exclusive lock
+// on it that lasts until the returned file is closed: FS.Lock for the
+// operating system's filesystem, exported for callers that also write
+// into the lock file (cmd/ingest names its process there). A lock held
+// elsewhere fails with an error wrapping ErrLocked.
+func LockFile(name string) (*os.File, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	if err := lockFile(f); err != nil {
 		f.Close()
-		return nil, err
+		return nil, fmt.Errorf("lock %s: %w", name, err)
 	}
 	return f, nil
 }
