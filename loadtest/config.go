@@ -71,6 +71,9 @@ type config struct {
 	Spawn       bool
 	SpawnArgs   string
 	SpawnEnv    []string // KEY=VALUE for the spawned server's environment
+	// SpawnBin is the cmd/ingest binary --spawn runs; empty builds one
+	// from the checkout the harness runs in.
+	SpawnBin string
 	Stream, DLQ string
 
 	Workloads map[string]bool
@@ -142,6 +145,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	tokenFile := fs.String("http-token-file", "", "file holding the bearer token (surrounding whitespace dropped); excludes --http-token")
 	fs.BoolVar(&c.Spawn, "spawn", false, "build cmd/ingest into a temporary directory and run it with a temporary data directory on free loopback ports; record its RSS and CPU")
 	fs.StringVar(&c.SpawnArgs, "spawn-args", "", "extra flags for the spawned server, space-separated, e.g. '--wal-sync periodic'")
+	fs.StringVar(&c.SpawnBin, "spawn-bin", "", "with --spawn: run this cmd/ingest binary (e.g. another build, to compare) instead of building one from the checkout")
 	spawnEnv := fs.String("spawn-env", "", "environment variables for the spawned server only, space-separated KEY=VALUE, e.g. 'GOMAXPROCS=4 GOGC=200' (not EVENTIDE_*: use --spawn-args)")
 	fs.StringVar(&c.Stream, "stream", "EVENTS", "the server's event stream (--stream of cmd/ingest)")
 	fs.StringVar(&c.DLQ, "dlq-stream", "EVENTS_DLQ", "the server's dead-letter stream")
@@ -268,6 +272,15 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	}
 	if len(c.SpawnEnv) > 0 && !c.Spawn {
 		errs = append(errs, errors.New("--spawn-env needs --spawn"))
+	}
+	if c.SpawnBin != "" {
+		if !c.Spawn {
+			errs = append(errs, errors.New("--spawn-bin needs --spawn"))
+		} else if fi, err := os.Stat(c.SpawnBin); err != nil {
+			errs = append(errs, fmt.Errorf("--spawn-bin: %w", err))
+		} else if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+			errs = append(errs, fmt.Errorf("--spawn-bin %s: not an executable file (build one with go build -o BIN ./cmd/ingest)", c.SpawnBin))
+		}
 	}
 	c.Seed = *seed
 	if c.Seed == 0 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -222,10 +223,20 @@ func TestTokenMissing(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("s3cret-token"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The server is a binary built here and given with --spawn-bin,
+	// which the harness runs without building one.
+	bin := filepath.Join(t.TempDir(), "ingest-prebuilt")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/ingest")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
 	var stdout, stderr bytes.Buffer
-	code := runMain(context.Background(), []string{"run", "--spawn", "--spawn-args", "--http-token-file " + tokenFile, "--progress", "off"}, &stdout, &stderr)
+	code := runMain(context.Background(), []string{"run", "--spawn", "--spawn-bin", bin, "--spawn-args", "--http-token-file " + tokenFile, "--progress", "off"}, &stdout, &stderr)
 	if code != exitConfig || !strings.Contains(stderr.String(), "refuses the harness (401)") {
 		t.Fatalf("exit %d, stderr %s; want exit %d naming the missing token", code, stderr.String(), exitConfig)
+	}
+	if strings.Contains(stderr.String(), "building cmd/ingest") {
+		t.Errorf("--spawn-bin: the harness built cmd/ingest anyway:\n%s", stderr.String())
 	}
 }
 
@@ -263,6 +274,9 @@ func TestBadConfiguration(t *testing.T) {
 		{[]string{"run", "--spawn", "--spawn-env", "GOMAXPROCS"}, `--spawn-env "GOMAXPROCS": want KEY=VALUE`},
 		{[]string{"run", "--spawn", "--spawn-env", "EVENTIDE_DATA=/x"}, "--spawn-env EVENTIDE_DATA: the server's configuration goes in --spawn-args"},
 		{[]string{"run", "--spawn-env", "GOGC=200"}, "--spawn-env needs --spawn"},
+		{[]string{"run", "--spawn-bin", "/bin/sh"}, "--spawn-bin needs --spawn"},
+		{[]string{"run", "--spawn", "--spawn-bin", "/nonexistent/ingest"}, "--spawn-bin: stat /nonexistent/ingest"},
+		{[]string{"run", "--spawn", "--spawn-bin", "main_test.go"}, "--spawn-bin main_test.go: not an executable file"},
 		{[]string{"run", "--http-token", "a", "--http-token-file", "/nonexistent"}, "--http-token-file excludes --http-token"},
 		{[]string{"run", "--http-token-file", "/nonexistent/token"}, "--http-token-file: open /nonexistent/token"},
 	}

@@ -540,22 +540,28 @@ func schedule(rate float64, s arrival.Stats, failed int64, elapsed time.Duration
 	return out
 }
 
-// spawn builds and starts an all-in-one Eventide in a temporary
-// directory; cleanup stops it and removes the directory.
+// spawn starts an all-in-one Eventide (cfg.SpawnBin, or cmd/ingest built
+// from this checkout) with its data in a temporary directory; cleanup
+// stops it and removes the directory.
 func spawn(ctx context.Context, cfg *config, stderr io.Writer) (*target.Server, func(), error) {
-	root, err := target.ModuleRoot(ctx)
-	if err != nil {
-		return nil, nil, configError{fmt.Errorf("--spawn: %w", err)}
+	root := ""
+	if cfg.SpawnBin == "" {
+		var err error
+		if root, err = target.ModuleRoot(ctx); err != nil {
+			return nil, nil, configError{fmt.Errorf("--spawn: %w (or give a built cmd/ingest with --spawn-bin)", err)}
+		}
 	}
 	dir, err := os.MkdirTemp("", "eventide-loadtest-")
 	if err != nil {
 		return nil, nil, fmt.Errorf("--spawn: cannot make a temporary directory: %w", err)
 	}
-	fmt.Fprintf(stderr, "loadtest: building cmd/ingest into %s\n", dir)
-	bin, err := target.BuildIngest(ctx, root, dir)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, nil, err
+	bin := cfg.SpawnBin
+	if bin == "" {
+		fmt.Fprintf(stderr, "loadtest: building cmd/ingest into %s\n", dir)
+		if bin, err = target.BuildIngest(ctx, root, dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, nil, err
+		}
 	}
 	var extra []string
 	if cfg.SpawnArgs != "" {

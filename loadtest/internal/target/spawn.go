@@ -20,8 +20,12 @@ import (
 	"time"
 )
 
-// ModuleRoot returns the directory of the Go module the harness runs in
-// (where go.mod is), asking the go command.
+// eventideModule is the module path ModuleRoot looks for.
+const eventideModule = "github.com/eventide/eventide"
+
+// ModuleRoot returns the directory of the Eventide module the harness
+// runs in (where go.mod is), asking the go command; it fails in another
+// module (loadtest/peers has its own) or outside any.
 func ModuleRoot(ctx context.Context) (string, error) {
 	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
 	if err != nil {
@@ -30,6 +34,13 @@ func ModuleRoot(ctx context.Context) (string, error) {
 	gomod := strings.TrimSpace(string(out))
 	if gomod == "" || gomod == os.DevNull {
 		return "", errors.New("cannot find the Eventide module: run from inside the repository")
+	}
+	b, err := os.ReadFile(gomod)
+	if err != nil {
+		return "", fmt.Errorf("cannot read %s: %w", gomod, err)
+	}
+	if !bytes.HasPrefix(b, []byte("module "+eventideModule+"\n")) {
+		return "", fmt.Errorf("the module at %s is not %s: run from inside the Eventide repository", filepath.Dir(gomod), eventideModule)
 	}
 	return filepath.Dir(gomod), nil
 }
