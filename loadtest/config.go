@@ -122,6 +122,9 @@ type config struct {
 
 	Objectives []report.Objective
 	JSONPath   string
+	// CPUProfile is where the harness writes its own CPU profile (not the
+	// server's), "" for none.
+	CPUProfile string
 	HTMLPath   string
 	Progress   string
 
@@ -217,6 +220,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	slo := fs.String("slo", "", "objectives, e.g. 'p99(query.latest)<10ms,drop<0.1%' (see loadtest/README.md)")
 	fs.StringVar(&c.JSONPath, "json", "", "write the JSON report to this file")
 	fs.StringVar(&c.HTMLPath, "html", "", "write the HTML report to this file")
+	fs.StringVar(&c.CPUProfile, "cpuprofile", "", "write a CPU profile of the harness itself (not of the server) over the whole run to this file, for go tool pprof")
 	fs.StringVar(&c.Progress, "progress", "auto", "live progress line on stderr: auto (when a terminal), on, off")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -30,6 +30,7 @@ func TestSpawnedRun(t *testing.T) {
 	defer checkGoroutines(t, runtime.NumGoroutine())
 	dir := t.TempDir()
 	jsonPath, htmlPath := filepath.Join(dir, "r.json"), filepath.Join(dir, "r.html")
+	profilePath := filepath.Join(dir, "harness.pprof")
 	// The server wants a bearer token: every request of the harness must
 	// carry it, or its queries and checks fail.
 	tokenFile := filepath.Join(dir, "token")
@@ -43,7 +44,7 @@ func TestSpawnedRun(t *testing.T) {
 		"--workload", "events,queries,social,tail", "--tail-subscribers", "2", "--users", "300", "--fanout-threshold", "100", "--big-authors", "2",
 		"--post-rate", "40", "--follow-rate", "5", "--unfollow-rate", "10", "--delete-rate", "5", "--post-probe-rate", "8",
 		"--slo", "p99(publish)<1h,p50(queryable)<1ns",
-		"--json", jsonPath, "--html", htmlPath,
+		"--json", jsonPath, "--html", htmlPath, "--cpuprofile", profilePath,
 	}, &stdout, &stderr)
 	t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
 	if code != exitFail {
@@ -51,6 +52,11 @@ func TestSpawnedRun(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "objective failed: p50(queryable)<1ns") || strings.Contains(stderr.String(), "objective failed: p99(publish)") {
 		t.Errorf("stderr does not name exactly the failed objective")
+	}
+
+	// The harness's CPU profile: a gzipped profile.proto with samples.
+	if prof, err := os.ReadFile(profilePath); err != nil || len(prof) < 100 || prof[0] != 0x1f || prof[1] != 0x8b {
+		t.Errorf("--cpuprofile: %d bytes, %v; want a gzipped profile", len(prof), err)
 	}
 
 	b, err := os.ReadFile(jsonPath)
@@ -275,6 +281,7 @@ func TestBadConfiguration(t *testing.T) {
 		{[]string{"run", "--spawn", "--spawn-env", "EVENTIDE_DATA=/x"}, "--spawn-env EVENTIDE_DATA: the server's configuration goes in --spawn-args"},
 		{[]string{"run", "--spawn-env", "GOGC=200"}, "--spawn-env needs --spawn"},
 		{[]string{"run", "--spawn-bin", "/bin/sh"}, "--spawn-bin needs --spawn"},
+		{[]string{"run", "--cpuprofile", "/nonexistent/dir/p.pprof", "--nats-url", "nats://" + closed, "--progress", "off"}, "--cpuprofile: open /nonexistent/dir/p.pprof"},
 		{[]string{"run", "--spawn", "--spawn-bin", "/nonexistent/ingest"}, "--spawn-bin: stat /nonexistent/ingest"},
 		{[]string{"run", "--spawn", "--spawn-bin", "main_test.go"}, "--spawn-bin main_test.go: not an executable file"},
 		{[]string{"run", "--http-token", "a", "--http-token-file", "/nonexistent"}, "--http-token-file excludes --http-token"},

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,17 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 	}
 	if dir, err := target.ModuleRoot(ctx); err == nil {
 		rep.Git = gitInfo(ctx, dir)
+	}
+	if cfg.CPUProfile != "" {
+		stop, err := startCPUProfile(cfg.CPUProfile)
+		if err != nil {
+			return false, configError{err}
+		}
+		defer func() {
+			if err := stop(); err != nil {
+				fmt.Fprintf(stderr, "loadtest: %v\n", err)
+			}
+		}()
 	}
 	e := &env{cfg: cfg, progress: newProgress(cfg.Progress, stderr), start: time.Now()}
 	fmt.Fprintf(stderr, "loadtest: run %s, seed %d\n", cfg.Run, cfg.Seed)
@@ -538,6 +550,26 @@ func schedule(rate float64, s arrival.Stats, failed int64, elapsed time.Duration
 		out.AchievedRate = float64(s.Started-failed) / elapsed.Seconds()
 	}
 	return out
+}
+
+// startCPUProfile starts profiling the harness's CPU into path; stop ends
+// the profile and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("--cpuprofile %s: %w", path, err)
+		}
+		return nil
+	}, nil
 }
 
 // spawn starts an all-in-one Eventide (cfg.SpawnBin, or cmd/ingest built
