@@ -268,9 +268,9 @@ type literalStreams struct {
 
 // literalSection is one Huffman-coded literals section of a frame.
 type literalSection struct {
-	block zstdBlockHeader
-	lh    literalsHeader
-	rest  []byte // the block's content after the literals section
+	block  zstdBlockHeader
+	lh     literalsHeader
+	rest   []byte // the block's content after the literals section
 	lits   [2]int // the literals in arena
 	fourAt [2]int // the own four streams in arena, if fourAt[1] > 0
 	own    litEncoding
@@ -301,10 +301,10 @@ func (ls *literalStreams) rewrite(dst, frame []byte, minLits int) ([]byte, int, 
 	if err != nil {
 		return dst, 0, err
 	}
-	// First pass: every block; Huffman sections are decoded, and their
-	// own encoding (four streams where that pays) is kept in arena.
-	// verbatim holds, for each block, -1 (copied as it is: frame
-	// offsets in spans) or the index of its section.
+	// First pass: every zstd block becomes a span of the frame; a
+	// Huffman-coded literals section's span names its section, whose
+	// own encoding (four streams where that pays) and, if tables may be
+	// shared, literals are kept in arena.
 	ls.sections = ls.sections[:0]
 	ls.arena = ls.arena[:0]
 	type span struct{ from, to, section int }
