@@ -244,8 +244,7 @@ func zstdFrameBlocks(frame []byte) (headerLen, maxBlock, checksumLen int, err er
 // not safe for concurrent use.
 type literalStreams struct {
 	huff  *huff0.Scratch // the current Huffman table
-	lits  []byte         // a section's literals, decoded
-	check []byte         // the four streams, decoded again
+	check []byte         // a rewritten section, decoded again
 	// compress4X is huff0.Compress4X (nil); tests replace it.
 	compress4X func(in []byte, s *huff0.Scratch) (out []byte, reused bool, err error)
 
@@ -345,9 +344,12 @@ func (ls *literalStreams) rewrite(dst, frame []byte, minLits int) ([]byte, int, 
 					treeless = true
 					streams = section
 				}
+				// The literals are needed to rewrite the section in
+				// four streams or to share tables.
+				toFour := lh.oneStream() && lh.regenSize >= minLits
 				litStart, n := len(ls.arena), lh.regenSize
-				if ls.maxShareExtra <= 0 {
-					n = 0 // the literals are needed only to share tables
+				if ls.maxShareExtra <= 0 && !toFour {
+					n = 0
 				}
 				ls.arena = slices.Grow(ls.arena, n)
 				dec, into := ls.huff.Decoder(), ls.arena[litStart:litStart:litStart+n]
@@ -365,8 +367,8 @@ func (ls *literalStreams) rewrite(dst, frame []byte, minLits int) ([]byte, int, 
 				}
 				own := litEncoding{table: table, streams: streams, four: !lh.oneStream()}
 				var fourAt [2]int
-				if lh.oneStream() && lh.regenSize >= minLits {
-					if four := ls.fourStreams(streams, lh.regenSize); four != nil {
+				if toFour {
+					if four := ls.fourStreams(ls.arena[litStart : litStart+n]); four != nil {
 						fourAt[0] = len(ls.arena)
 						ls.arena = append(ls.arena, four...)
 						fourAt[1] = len(ls.arena)
@@ -376,7 +378,7 @@ func (ls *literalStreams) rewrite(dst, frame []byte, minLits int) ([]byte, int, 
 				sec = len(ls.sections)
 				ls.sections = append(ls.sections, literalSection{
 					block: bh, lh: lh, rest: content[lh.sectionLen:],
-					lits: [2]int{litStart, litStart + lh.regenSize}, fourAt: fourAt, own: own,
+					lits: [2]int{litStart, litStart + n}, fourAt: fourAt, own: own,
 				})
 			}
 		}
@@ -615,24 +617,18 @@ func (ls *literalStreams) checkShared(run []literalSection, enc []litEncoding) b
 	return true
 }
 
-// fourStreams decodes the one stream of n literals with the current table
-// and encodes them again in four streams with the same table. It returns
-// nil if that fails, does not shrink the literals, or does not decode
-// back to the same literals (then the section stays as it is): the
-// block's checksum is taken over what the writer stores, so a wrong
-// encoding would be stored as good, and a few microseconds of decoding
-// per section (next to a zstd level-7 encoding of the block) keep that
-// from ever reaching a file. The result aliases ls.huff's buffers until
-// the next call.
-func (ls *literalStreams) fourStreams(stream []byte, n int) []byte {
-	if cap(ls.lits) < n {
-		ls.lits = make([]byte, 0, n)
+// fourStreams encodes lits, a one-stream section's literals, in four
+// streams with the current table. It returns nil if that fails, does not
+// shrink the literals, or does not decode back to the same literals (then
+// the section stays as it is): the block's checksum is taken over what
+// the writer stores, so a wrong encoding would be stored as good, and a
+// few microseconds of decoding per section (next to a zstd level-7
+// encoding of the block) keep that from ever reaching a file. The result
+// aliases ls.huff's buffers until the next call.
+func (ls *literalStreams) fourStreams(lits []byte) []byte {
+	n := len(lits)
+	if cap(ls.check) < n {
 		ls.check = make([]byte, 0, n)
-	}
-	dec := ls.huff.Decoder()
-	lits, err := dec.Decompress1X(ls.lits[:0:n], stream)
-	if err != nil || len(lits) != n {
-		return nil
 	}
 	compress4X := ls.compress4X
 	if compress4X == nil {
@@ -643,7 +639,7 @@ func (ls *literalStreams) fourStreams(stream []byte, n int) []byte {
 	if err != nil || !reused {
 		return nil
 	}
-	if check, err := dec.Decompress4X(ls.check[:0:n], four); err != nil || !bytes.Equal(check, lits) {
+	if check, err := ls.huff.Decoder().Decompress4X(ls.check[:0:n], four); err != nil || !bytes.Equal(check, lits) {
 		return nil
 	}
 	return four
