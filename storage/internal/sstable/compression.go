@@ -313,7 +313,8 @@ func (c *compressor) appendBlockFrame(dst, raw []byte, want Compression, splits 
 }
 
 // fourStreamLiterals rewrites the zstd frame at dst[start:] with its
-// one-stream literal sections in four streams (literalStreams). A frame
+// one-stream literal sections in four streams, and runs of sections
+// sharing one Huffman table (literalStreams). A frame
 // the rewriter does not take apart, which klauspost/compress's encoder
 // does not write, stays as it is.
 func (c *compressor) fourStreamLiterals(dst []byte, start int) []byte {

@@ -338,6 +338,11 @@ type WriterOptions struct {
 	// for tests and measurements against the four-stream rewrite (see
 	// literalStreams).
 	oneStreamLiterals bool
+	// ownLiteralTables keeps a Huffman table for every literal section
+	// as the encoder writes them, instead of sharing one between
+	// consecutive sections where that costs few bytes (see
+	// literalStreams.shareTables), for tests and measurements.
+	ownLiteralTables bool
 }
 
 // DefaultWriterOptions returns the options the engine uses by default.
@@ -454,6 +459,9 @@ func NewWriter(f vfs.File, opts WriterOptions) *Writer {
 	w.comp, w.err = newCompressor(opts.Compression, opts.ZstdLevel)
 	if w.comp != nil && !opts.oneStreamLiterals {
 		w.comp.minFourStreams = min4StreamLiterals
+		if !opts.ownLiteralTables {
+			w.comp.lits.maxShareExtra = maxSharedTableExtra
+		}
 	}
 	return w
 }

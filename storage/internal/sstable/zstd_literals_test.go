@@ -256,16 +256,16 @@ func checkLiteralStreams(t testing.TB, dec *zstd.Decoder, frame, want []byte) {
 
 // BenchmarkDecodeZstdDataBlock decodes the zstd data blocks of
 // loadtest/peers-like partitions, with the encoder's one-stream literal
-// sections ("1x") and with them rewritten in four streams ("4x"):
+// sections ("1x"), with them rewritten in four streams ("4x"), and with
+// tables shared too ("shared", the writer's default):
 //
 //	go test ./storage/internal/sstable -run '^$' -bench DecodeZstdDataBlock
 func BenchmarkDecodeZstdDataBlock(b *testing.B) {
 	parts := peersTable(3, 8, 520)
-	for _, four := range []bool{false, true} {
-		name := map[bool]string{false: "1x", true: "4x"}[four]
-		b.Run(name, func(b *testing.B) {
+	for _, tc := range literalVariants {
+		b.Run(tc.name, func(b *testing.B) {
 			opts := peersWriterOptions()
-			opts.oneStreamLiterals = !four
+			opts.oneStreamLiterals, opts.ownLiteralTables = tc.oneStream, tc.ownTables
 			f, props := writeTable(b, parts, opts)
 			var frames [][]byte
 			raw := 0
@@ -498,15 +498,15 @@ func FuzzLiteralStreams(f *testing.F) {
 }
 
 // BenchmarkWriteZstdLiterals writes loadtest/peers-like partitions as the
-// engine's long-lived files, with the encoder's literal sections ("1x")
-// and with the four-stream rewrite ("4x"): what the rewrite costs the
-// writer.
+// engine's long-lived files, with the encoder's literal sections ("1x"),
+// with the four-stream rewrite ("4x") and with shared tables too
+// ("shared"): what the rewrites cost the writer.
 func BenchmarkWriteZstdLiterals(b *testing.B) {
 	parts := peersTable(3, 8, 520)
-	for _, four := range []bool{false, true} {
-		b.Run(map[bool]string{false: "1x", true: "4x"}[four], func(b *testing.B) {
+	for _, tc := range literalVariants {
+		b.Run(tc.name, func(b *testing.B) {
 			opts := peersWriterOptions()
-			opts.oneStreamLiterals = !four
+			opts.oneStreamLiterals, opts.ownLiteralTables = tc.oneStream, tc.ownTables
 			b.SetBytes(rawEventBytes(parts))
 			cpu0 := cputime.MustProcess(b.Fatal)
 			for b.Loop() {
@@ -569,4 +569,265 @@ func TestLiteralStreamsThroughReader(t *testing.T) {
 			}
 		})
 	}
+}
+
+// literalVariants are the writer's literal sections, for benchmarks: as
+// the encoder writes them, in four streams, and with shared tables too.
+var literalVariants = []struct {
+	name                 string
+	oneStream, ownTables bool
+}{{"1x", true, true}, {"4x", false, true}, {"shared", false, false}}
+
+// literalTables counts the literal sections of the zstd data blocks of f
+// that describe a Huffman table and those that reuse one.
+func literalTables(t testing.TB, f *memFile) (tables, treeless int) {
+	t.Helper()
+	forEachDataFrame(t, f, func(payload []byte, c Compression) {
+		if c != CompressionZstd {
+			return
+		}
+		secs, err := zstdFrameLiterals(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range secs {
+			switch s.literalType {
+			case literalsCompressed:
+				tables++
+			case literalsTreeless:
+				treeless++
+			}
+		}
+	})
+	return tables, treeless
+}
+
+// TestSharedLiteralTablesOfPeersBlocks: the writer codes some runs of
+// loadtest/peers-like columns with one Huffman table, so that their data
+// blocks carry fewer tables, for a few bytes. Run with -v for the
+// figures.
+func TestSharedLiteralTablesOfPeersBlocks(t *testing.T) {
+	parts := peersTable(1, 4, 520)
+	own := peersWriterOptions()
+	own.ownLiteralTables = true
+	fOwn, propsOwn := writeTable(t, parts, own)
+	fShared, propsShared := writeTable(t, parts, peersWriterOptions())
+	ownTables, ownTreeless := literalTables(t, fOwn)
+	tables, treeless := literalTables(t, fShared)
+	t.Logf("own tables: %d tables, %d treeless, %.3f bytes/event; shared: %d tables, %d treeless, %.3f bytes/event",
+		ownTables, ownTreeless, float64(propsOwn.FileBytes)/(4*520), tables, treeless, float64(propsShared.FileBytes)/(4*520))
+	if ownTreeless != 0 {
+		t.Errorf("%d treeless sections without shared tables: the encoder writes some, and the test measures nothing", ownTreeless)
+	}
+	if treeless == 0 || tables+treeless != ownTables {
+		t.Errorf("shared tables: %d tables and %d treeless sections, want fewer than %d tables and %d sections in all", tables, treeless, ownTables, ownTables)
+	}
+	// Each shared section may cost maxSharedTableExtra bytes more.
+	if extra := int(propsShared.FileBytes - propsOwn.FileBytes); extra > treeless*maxSharedTableExtra {
+		t.Errorf("shared tables cost %d bytes, more than %d for %d treeless sections", extra, treeless*maxSharedTableExtra, treeless)
+	}
+}
+
+// TestSharedLiteralTablesRoundTrip rewrites the zstd frames of real data
+// blocks with tables shared (with no bound on their cost, to share as
+// many as can be, and with the writer's) and checks that two decoders
+// give the original bytes.
+func TestSharedLiteralTablesRoundTrip(t *testing.T) {
+	opts := DefaultWriterOptions()
+	opts.oneStreamLiterals = true
+	opts.NoDictionary = true
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	for _, level := range []int{0, 1, 7, 19} {
+		for _, extra := range []int{maxSharedTableExtra, 1 << 20} {
+			opts.ZstdLevel = level
+			f, _ := writeTable(t, peersTable(2, 2, 400), opts)
+			ls := literalStreams{maxShareExtra: extra}
+			shared := 0
+			forEachDataFrame(t, f, func(payload []byte, c Compression) {
+				if c != CompressionZstd {
+					return
+				}
+				want, err := dec.DecodeAll(payload, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, _, err := ls.rewrite(nil, payload, min4StreamLiterals)
+				if err != nil {
+					t.Fatalf("level %d, extra %d: rewrite: %v", level, extra, err)
+				}
+				checkLiteralStreams(t, dec, out, want)
+				secs, err := zstdFrameLiterals(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range secs {
+					if s.literalType == literalsTreeless {
+						shared++
+					}
+				}
+			})
+			if extra > maxSharedTableExtra && shared == 0 {
+				t.Errorf("level %d: no table shared without a bound on the cost", level)
+			}
+		}
+	}
+}
+
+// TestSharedLiteralTablesKeepWhatDoesNotDecodeBack: a run whose shared
+// encoding does not decode back to its literals (here every four-stream
+// encoding has its last byte flipped) is never written; the frames decode
+// to the original bytes.
+func TestSharedLiteralTablesKeepWhatDoesNotDecodeBack(t *testing.T) {
+	opts := peersWriterOptions()
+	opts.oneStreamLiterals = true
+	f, _ := writeTable(t, peersTable(2, 2, 400), opts)
+	ls := literalStreams{maxShareExtra: 1 << 20, compress4X: func(in []byte, s *huff0.Scratch) ([]byte, bool, error) {
+		out, reused, err := huff0.Compress4X(in, s)
+		if err == nil && len(out) > 0 {
+			out[len(out)-1] ^= 0x5a
+		}
+		return out, reused, err
+	}}
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	frames := 0
+	forEachDataFrame(t, f, func(payload []byte, c Compression) {
+		if c != CompressionZstd {
+			return
+		}
+		frames++
+		want, err := dec.DecodeAll(payload, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _, err := ls.rewrite(nil, payload, min4StreamLiterals)
+		if err != nil {
+			t.Fatalf("rewrite: %v", err)
+		}
+		checkLiteralStreams(t, dec, out, want)
+	})
+	if frames == 0 {
+		t.Fatal("no zstd data block to rewrite")
+	}
+}
+
+// literalsOnlyFrame builds a zstd frame by hand (RFC 8878) of one zstd
+// block per part, each holding literals only, in one stream: with a
+// Huffman table of its own, or treeless (reusing the previous one) where
+// treeless says so. It returns the frame and its content.
+func literalsOnlyFrame(t testing.TB, parts [][]byte, treeless []bool) (frame, content []byte) {
+	t.Helper()
+	for _, p := range parts {
+		content = append(content, p...)
+	}
+	frame = []byte{0x28, 0xb5, 0x2f, 0xfd, 0xa0} // magic; single segment, 4-byte content size
+	frame = binary.LittleEndian.AppendUint32(frame, uint32(len(content)))
+	var s huff0.Scratch
+	for i, p := range parts {
+		typ := literalsCompressed
+		s.Reuse = huff0.ReusePolicyNone
+		if treeless[i] {
+			typ = literalsTreeless
+			s.Reuse = huff0.ReusePolicyMust
+		}
+		lits, reused, err := huff0.Compress1X(p, &s)
+		if err != nil || reused != treeless[i] {
+			t.Fatalf("Compress1X: reused %v, %v", reused, err)
+		}
+		v := typ | len(p)<<4 | len(lits)<<14
+		block := []byte{byte(v), byte(v >> 8), byte(v >> 16)}
+		block = append(block, lits...)
+		block = append(block, 0) // no sequences
+		frame = appendZstdBlockHeader(frame, zstdBlockHeader{last: i == len(parts)-1, typ: zstdBlockCompressed, size: len(block)})
+		frame = append(frame, block...)
+	}
+	return frame, content
+}
+
+// TestSharedLiteralTablesNotWithTreeless: a frame that already has
+// treeless sections is not given shared tables: sharing a table between
+// the sections before one would change the table it reuses. Here two
+// digit columns, which would share a table, are followed by a treeless
+// section that reuses the second one's. The frame is rewritten in four
+// streams only, and decodes the same.
+func TestSharedLiteralTablesNotWithTreeless(t *testing.T) {
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	rng := rand.New(rand.NewPCG(8, 9))
+	digits := func(n int) []byte {
+		var p []byte
+		for len(p) < n {
+			p = fmt.Appendf(p, "%06d", rng.IntN(1000000))
+		}
+		return p[:n]
+	}
+	parts := [][]byte{digits(600), digits(600), digits(600)}
+	// Without the treeless section, the two columns share a table.
+	ls := literalStreams{maxShareExtra: 1 << 20}
+	pair, _ := literalsOnlyFrame(t, parts[:2], []bool{false, false})
+	out, _, err := ls.rewrite(nil, pair, min4StreamLiterals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secs, err := zstdFrameLiterals(out); err != nil || secs[1].literalType != literalsTreeless {
+		t.Fatalf("two digit columns do not share a table (%+v, %v): the test shows nothing", secs, err)
+	}
+	frame, want := literalsOnlyFrame(t, parts, []bool{false, false, true})
+	out, _, err = ls.rewrite(nil, frame, min4StreamLiterals)
+	if err != nil {
+		t.Fatalf("rewrite: %v", err)
+	}
+	checkLiteralStreams(t, dec, out, want)
+	before, _ := zstdFrameLiterals(frame)
+	after, err := zstdFrameLiterals(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range before {
+		if after[i].literalType != before[i].literalType {
+			t.Errorf("zstd block %d: literals type %d, want %d", i, after[i].literalType, before[i].literalType)
+		}
+	}
+}
+
+// FuzzSharedLiteralTables checks the rewriter with tables shared wherever
+// it can: it never panics, and a frame it rewrites decodes to what the
+// original decodes to.
+func FuzzSharedLiteralTables(f *testing.F) {
+	for _, frame := range literalFrames(f) {
+		f.Add(frame, uint16(min4StreamLiterals))
+	}
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<22))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(dec.Close)
+	ls := literalStreams{maxShareExtra: 1 << 20}
+	f.Fuzz(func(t *testing.T, frame []byte, minLits uint16) {
+		out, n, err := ls.rewrite(nil, frame, int(minLits))
+		if err != nil || n == 0 {
+			return
+		}
+		want, err := dec.DecodeAll(frame, nil)
+		if err != nil {
+			return
+		}
+		got, err := dec.DecodeAll(out, nil)
+		if err != nil {
+			t.Fatalf("rewritten frame does not decode: %v", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("rewritten frame decodes to %d bytes that differ from the original's %d", len(got), len(want))
+		}
+	})
 }
