@@ -13,7 +13,7 @@ func TestEnginesAgree(t *testing.T) {
 		t.Skip("builds four stores per engine")
 	}
 	cfg := config{events: 6000, types: 4, hours: 6, batch: 500, queries: 40, seed: 3, dir: t.TempDir(),
-		phases: map[string]bool{"latest": true, "expiry": true, "delete": true}, deleteStrategy: "time_window"}
+		phases: map[string]bool{"latest": true, "expiry": true, "delete": true}, deleteStrategy: "time_window", deleteRounds: 2}
 	for _, mem := range []memoryConfig{{}, {memtableBytes: 1 << 20, eventideCacheBytes: 4 << 20, pebbleCacheBytes: 4 << 20, goleveldbCacheBytes: 4 << 20, badgerCacheBytes: 4 << 20}} {
 		cfg.mem = mem
 		rs := map[string]*result{}
