@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
+	"weak"
 )
 
 // logEngine is an engine that does nothing but append what is asked of it
@@ -53,12 +55,23 @@ func TestDeleteStoresInterleaved(t *testing.T) {
 	var log []string
 	store := func(mode string) deleteStore {
 		openings := 0
+		first := &logEngine{mode: mode, log: &log}
+		last := weak.Make(first)
 		open := func() (engine, error) {
 			log = append(log, mode+" open")
+			// The store being reopened is closed: nothing of the phase
+			// may hold it any more, or a real store's memory would stay
+			// resident until the phase ends.
+			runtime.GC()
+			if last.Value() != nil {
+				t.Errorf("%s store: opening %d of the store is still reachable when it is reopened", mode, openings)
+			}
 			openings++
-			return &logEngine{mode: mode, log: &log, opening: openings}, nil
+			e := &logEngine{mode: mode, log: &log, opening: openings}
+			last = weak.Make(e)
+			return e, nil
 		}
-		return deleteStore{mode: mode, e: &logEngine{mode: mode, log: &log}, open: open}
+		return deleteStore{mode: mode, e: first, open: open}
 	}
 	stores := []deleteStore{store("cell"), store("row")}
 	ds, err := deleteStores(cfg, &benchClock{}, stores)
