@@ -51,7 +51,8 @@ func (e *logEngine) close() error              { e.record("close"); return nil }
 // with the other's (so both settle from the same instant); each read pass
 // runs deleteRounds rounds of queries, every store reopened between two.
 func TestDeleteStoresInterleaved(t *testing.T) {
-	cfg := config{events: 2000, types: 2, hours: 2, batch: 500, seed: 5, queries: 6, deleteRounds: 3}
+	cfg := config{events: 2000, types: 2, hours: 2, batch: 500, seed: 5, queries: 6}
+	const rounds = 3
 	var log []string
 	store := func(mode string) deleteStore {
 		openings := 0
@@ -74,12 +75,12 @@ func TestDeleteStoresInterleaved(t *testing.T) {
 		return deleteStore{mode: mode, e: first, open: open}
 	}
 	stores := []deleteStore{store("cell"), store("row")}
-	ds, err := deleteStores(cfg, &benchClock{}, stores)
+	ds, err := deleteStores(cfg, &benchClock{}, stores, rounds)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ingests, deletes, reads []string
-	var rounds strings.Builder // "r" for a read, "o" for a reopening
+	var order strings.Builder // "r" a read, "c" a close, "o" an opening
 	for _, l := range log {
 		switch f := strings.Fields(l); f[1] {
 		case "ingest":
@@ -88,18 +89,18 @@ func TestDeleteStoresInterleaved(t *testing.T) {
 			deletes = append(deletes, f[0]+" "+f[1])
 		case "read":
 			reads = append(reads, l)
-			rounds.WriteString("r")
+			order.WriteString("r")
 		case "close":
-			rounds.WriteString("c")
+			order.WriteString("c")
 		case "open":
-			rounds.WriteString("o")
+			order.WriteString("o")
 		}
 	}
 	// Per pass: a round of reads, then both stores closed and reopened
 	// before each further round.
 	round := strings.Repeat("r", 2*cfg.queries)
-	pass := round + strings.Repeat("coco"+round, cfg.deleteRounds-1)
-	if got, want := rounds.String(), pass+pass; got != want {
+	pass := round + strings.Repeat("coco"+round, rounds-1)
+	if got, want := order.String(), pass+pass; got != want {
 		t.Errorf("reads (r), closes (c) and opens (o) in order:\n%s, want\n%s", got, want)
 	}
 	batches := cfg.events / cfg.batch
@@ -118,9 +119,9 @@ func TestDeleteStoresInterleaved(t *testing.T) {
 		t.Errorf("deletes %q, want %q (cell deletes in the cell store, row deletes in the row store, the first alternating by batch)", deletes, wantDeletes)
 	}
 	// Two read passes (background only, after the manual compaction), each
-	// of deleteRounds x queries queries reading one partition from both
+	// of rounds x queries queries reading one partition from both
 	// stores.
-	queries := cfg.deleteRounds * cfg.queries
+	queries := rounds * cfg.queries
 	if len(reads) != 2*2*queries {
 		t.Fatalf("%d reads, want %d: %q", len(reads), 2*2*queries, reads)
 	}
@@ -138,7 +139,7 @@ func TestDeleteStoresInterleaved(t *testing.T) {
 	// A query is cold when it is the first of its partition in its round:
 	// each round reads freshly opened stores.
 	wantCold := 0
-	for r := range cfg.deleteRounds {
+	for r := range rounds {
 		seen := map[string]bool{}
 		for q := r * cfg.queries; q < (r+1)*cfg.queries; q++ {
 			seen[strings.Fields(reads[2*q])[2]] = true
@@ -159,7 +160,7 @@ func TestDeleteStoresInterleaved(t *testing.T) {
 		if want := int64(10); d.bgBytes != want {
 			t.Errorf("%s store: background-only disk bytes %d, want %d (measured before the first reopening)", stores[i].mode, d.bgBytes, want)
 		}
-		if want := int64(10 + cfg.deleteRounds - 1); d.manualBytes != want {
+		if want := int64(10 + rounds - 1); d.manualBytes != want {
 			t.Errorf("%s store: manual disk bytes %d, want %d (measured before the pass's first reopening)", stores[i].mode, d.manualBytes, want)
 		}
 	}

@@ -31,6 +31,11 @@ func TestEnginesAgree(t *testing.T) {
 		if e.latestRows == 0 || e.expiredCells == 0 || e.bytesPerEvent == 0 {
 			t.Fatalf("eventide read nothing: %d latest rows, %d expiry cells, %.1f bytes/event", e.latestRows, e.expiredCells, e.bytesPerEvent)
 		}
+		// Eventide's delete stores are read in deleteRounds rounds, a
+		// peer's one store in one.
+		if d, p := e.deleted["row"], rs["pebble"].deleted["row"]; d.bg.cold+d.bg.warm != cfg.deleteRounds*cfg.queries || p.bg.cold+p.bg.warm != cfg.queries {
+			t.Fatalf("delete phase: %d eventide and %d pebble reads, want %d and %d", d.bg.cold+d.bg.warm, p.bg.cold+p.bg.warm, cfg.deleteRounds*cfg.queries, cfg.queries)
+		}
 		for _, mode := range []string{"cell", "row"} {
 			d := e.deleted[mode]
 			if d == nil || d.bgCells == 0 || d.bgCells != d.manualCells {
