@@ -772,7 +772,7 @@ func runDelete(name string, cfg config, clock *benchClock) (map[string]*deleteRe
 	}
 	// Only Eventide's stores are read in rounds: reopening a Pebble store
 	// changes what it holds (its on-disk bytes after the manual
-	// compaction fell from 15.4 to 3.0 MiB, its p50 from 46 to 31-34 µs:
+	// compaction fell from 15.4 to 3.0 MiB, its p50 from 46-71 to 24-34 µs:
 	// BENCHMARKS.md, session s15-delete), so a peer's one store is read
 	// in one round of -queries, as before.
 	rounds := 1
