@@ -839,9 +839,10 @@ const defaultDeleteRounds = 10
 // gc_grace so purging is allowed, flush, give background compaction
 // cfg.deleteSettle from the end of the deletes (the same instant for
 // every store), and read every live cell of random partitions, each
-// query's partition from every store in turn (readInterleaved); then
-// compact each store manually and read again the same way. Writes are
-// frozen during the reads.
+// query's partition from every store in turn (readInterleaved), in rounds
+// rounds of cfg.queries, every store reopened between two; then compact
+// each store manually and read again the same way. Writes are frozen
+// during the reads.
 //
 // Built and read one after the other, Eventide's cell- and row-deleted
 // stores each met the machine's load in their own minutes, and the p99 of
