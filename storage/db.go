@@ -240,7 +240,7 @@ func (db *DB) recover() error {
 
 	// Replay the WAL into a fresh memtable. Records are final (resolved
 	// before they were logged) so replay reproduces the same cells.
-	mem := memtable.NewAccounted(&db.metrics.memtableMapped)
+	mem := memtable.NewAccounted(db.metrics.memtableMapped)
 	res, err := wal.Replay(db.opts.FS, db.walDir, m.MinUnflushedWAL, func(segment uint64, offset int64, rec []byte) error {
 		muts, err := decodeRecord(rec)
 		if err != nil {
@@ -667,7 +667,7 @@ func (db *DB) rotateMemtable(force bool) error {
 		db.walError("rotate", err)
 		return fmt.Errorf("cannot rotate wal: %w", err)
 	}
-	db.mutable = memtable.NewAccounted(&db.metrics.memtableMapped)
+	db.mutable = memtable.NewAccounted(db.metrics.memtableMapped)
 	db.mu.Lock()
 	old := db.current
 	imms := append(append([]*immMemtable(nil), old.imms...), &immMemtable{mem: mem, walSegmentAfter: seg})

@@ -82,7 +82,7 @@ func (db *DB) Ingest(files []IngestSSTable, b *Batch) (err error) {
 		if err != nil {
 			return fmt.Errorf("cannot ingest a batch: %w", err)
 		}
-		mem := memtable.NewAccounted(&db.metrics.memtableMapped)
+		mem := memtable.NewAccounted(db.metrics.memtableMapped)
 		for i := range b.mutations {
 			db.applyToMemtable(mem, &b.mutations[i])
 		}

@@ -40,14 +40,20 @@ type metrics struct {
 	// collector (releaseUnclosedSnapshot).
 	unclosedSnapshots atomic.Int64
 	// memtableMapped is the memtable arena mapped from the OS, outside
-	// the Go heap (memtable.NewAccounted).
-	memtableMapped                atomic.Int64
+	// the Go heap (memtable.NewAccounted). It is an allocation of its own,
+	// not a field: every memtable's arena keeps a pointer to it in the
+	// argument of the cleanup that unmaps the arena once the memtable is
+	// unreachable, and an object reachable from a cleanup's argument
+	// stays reachable. A field would keep this metrics, its db and so
+	// the db's memtable reachable for good: a closed DB was never
+	// collected, its block cache and memtable memory never unmapped.
+	memtableMapped                *atomic.Int64
 	collectors                    []prometheus.Collector
 	applyLatency, tombstonesPerRd prometheus.Histogram
 }
 
 func newMetrics(db *DB) *metrics {
-	m := &metrics{db: db}
+	m := &metrics{db: db, memtableMapped: new(atomic.Int64)}
 	m.applyLatency = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "eventide_storage_apply_seconds", Help: "Time to make one batch durable and visible (WAL append and memtable insert).",
 		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/eventide/eventide/storage"
@@ -169,6 +171,20 @@ func (e *eventideEngine) slice(q storage.SliceQuery) (int, error) {
 func (e *eventideEngine) metricsString() string { return e.db.Metrics().String() }
 
 func (e *eventideEngine) lastTrace() string { return e.last.String() }
+
+// lsmState is the store's SSTables by time window and its counters, for
+// -slowest's report before the delete phase's background-only reads.
+func (e *eventideEngine) lsmState() string {
+	m := e.db.Metrics()
+	var b strings.Builder
+	b.WriteString(m.String())
+	for _, t := range m.Tables {
+		for _, w := range t.Windows {
+			fmt.Fprintf(&b, "  window %s: %d sstables, %d bytes\n", w.Start.Format("01-02T15"), w.SSTables, w.Bytes)
+		}
+	}
+	return b.String()
+}
 
 func (e *eventideEngine) diskBytes() (int64, error) { return dirSize(e.dir) }
 

@@ -24,7 +24,26 @@
 //     live cell of random partitions is read after background compaction
 //     alone had -delete-settle (60 s), then after a manual compaction;
 //     on-disk bytes both times. -delete-strategy picks Eventide's
-//     compaction strategy for these stores.
+//     compaction strategy for these stores. Eventide's two stores are
+//     built side by side (each batch ingested, then deleted, in both), so
+//     they settle over the same 60 s, and read side by side: each query
+//     reads its partition from the cell-deleted store and then the
+//     row-deleted one, or the other way round (alternating), so both
+//     meet the same load from the rest of the machine. Each of their
+//     read passes is -delete-rounds rounds of -queries queries (10 x
+//     1,000 by default), both stores closed and reopened between two
+//     rounds, so that each round starts with empty block caches, as a
+//     single round did: the p99 is then the 100th slowest of 10,000
+//     reads, not the 10th of 1,000, which a few preemptions of this
+//     process decided. The process collects its garbage after each
+//     reopening (a closed Eventide store's block cache is unmapped once
+//     a collection finds it unreachable); Eventide's two stores are open
+//     at once, so its peak RSS over all phases includes both when this
+//     phase runs. On-disk bytes are measured after a pass's first round
+//     (each reopening adds an empty WAL segment, 4 KiB on disk, until
+//     the next flush: 2.2 MiB after the manual compaction where one
+//     round measured 2.1). A peer's one store is read in one round of
+//     -queries: reopening Pebble changes what it holds.
 //
 // Memory: each engine's defaults, or -equal-memory (64 MiB memtable and
 // 256 MiB block cache for every engine), or -memtable / -*-cache. Besides
@@ -43,10 +62,14 @@
 // To study the read phases: -dir D -reuse keeps the stores of an earlier
 // run with the same workload flags and reruns only the reads;
 // -readprofile P writes a CPU profile of each read phase alone
-// (P-<engine>-<phase>.pprof); -slowest N prints the N slowest queries of
-// each read phase with the engine's trace of each. Every run splits each
-// read phase's latencies into cold queries (the first of a partition in
-// that phase, which find none of its blocks cached) and warm ones, and
+// (P-<engine>-<phase>.pprof; one profile for the delete phase's stores
+// read side by side, P-<engine>-<phase>+<phase>.pprof); -slowest N prints
+// the N slowest queries of each read phase with the engine's trace of
+// each, and Eventide's SSTables by window before the delete phase's
+// background-only reads. Every run splits each read phase's latencies
+// into cold queries (the first of a partition in that phase, or in the
+// delete phase's round, which find none of its blocks cached) and warm
+// ones, and
 // counts the minor page faults per query: memory touched for the first
 // time (a filling block cache's buffers), which a cold read pays for.
 //
@@ -69,6 +92,7 @@ import (
 	"runtime/pprof"
 	"runtime/trace"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -97,6 +121,10 @@ type config struct {
 	// deleteSettle is how long the delete phase leaves background
 	// compaction to work after the deletes before it reads.
 	deleteSettle time.Duration
+	// deleteRounds is how many rounds of cfg.queries queries each delete
+	// read pass runs, the stores closed and reopened between two rounds
+	// (so every round starts with empty block caches, as the first does).
+	deleteRounds int
 	// deleteStrategy is Eventide's compaction strategy in the delete
 	// phase (time_window, as the other phases, or size_tiered).
 	deleteStrategy string
@@ -177,7 +205,7 @@ func main() {
 	flag.BoolVar(&cfg.memBreakdown, "membreakdown", false, "print the runtime's memory classes (and Eventide's memtable and cache bytes) at the peak RSS of each ingest")
 	flag.StringVar(&cfg.ingestProfile, "ingestprofile", "", "write CPU, mutex and block profiles of the latest phase's ingest loop alone (not its flush and compaction) to PREFIX-<engine>-ingest-{cpu,mutex,block}.pprof")
 	flag.StringVar(&cfg.ingestTrace, "ingesttrace", "", "write a Go execution trace (runtime/trace) of the latest phase's ingest loop alone to PREFIX-<engine>-ingest.trace; read where the loop waits with go tool trace -pprof=sync|syscall|sched")
-	flag.IntVar(&cfg.slowest, "slowest", 0, "print the N slowest queries of each read phase, with the engine's trace")
+	flag.IntVar(&cfg.slowest, "slowest", 0, "print the N slowest queries of each read phase, with the engine's trace (and, before the delete phase's background-only reads, Eventide's SSTables by time window)")
 	eventideBlockKiB := flag.Int("eventide-block-size", 0, "Eventide's SSTable block size in KiB (0: storage.DefaultOptions)")
 	eventideDictionary := flag.Bool("eventide-dictionary", false, "Eventide's SSTables compressed against a per-file zstd dictionary in 16 KiB blocks (storage.Options.SSTableDictionary)")
 	eventideLog := flag.Bool("eventide-log", false, "print Eventide's log (each flush, compaction and stall) to stderr")
@@ -188,6 +216,7 @@ func main() {
 	memtableMiB := flag.Int64("memtable", 0, "every engine's memtable in MiB (0: each engine's default)")
 	equalMemory := flag.Bool("equal-memory", false, "give every engine a 64 MiB memtable and a 256 MiB block cache (overrides -memtable and the -*-cache flags)")
 	flag.DurationVar(&cfg.deleteSettle, "delete-settle", 60*time.Second, "delete phase: how long background compaction works after the deletes before the reads")
+	flag.IntVar(&cfg.deleteRounds, "delete-rounds", defaultDeleteRounds, "delete phase: rounds of -queries queries in each read pass of Eventide's stores, both closed and reopened between two rounds (empty block caches, as in the first); each query reads its partition from the cell- and the row-deleted store, in turn. A peer's store is read in one round")
 	flag.Int64Var(&cfg.deleteTombstoneIntervalSeconds, "delete-tombstone-interval", 0, "delete phase: Eventide's TombstoneCompactionIntervalSeconds (storage's default is 86400; the phase's last flush is new by the engine clock)")
 	flag.StringVar(&cfg.deleteStrategy, "delete-strategy", "time_window", "delete phase: Eventide's compaction strategy (time_window or size_tiered)")
 	flag.BoolVar(&cfg.sameProcess, "same-process", false, "run every engine in this process, one after another, instead of each in its own (they then share one Go heap, and peak RSS is process-wide)")
@@ -198,6 +227,9 @@ func main() {
 	if *equalMemory {
 		cfg.mem = memoryConfig{memtableBytes: equalMemtableBytes, eventideCacheBytes: equalCacheBytes,
 			pebbleCacheBytes: equalCacheBytes, goleveldbCacheBytes: equalCacheBytes, badgerCacheBytes: equalCacheBytes}
+	}
+	if cfg.deleteRounds < 1 {
+		fatal(fmt.Errorf("-delete-rounds must be at least 1, not %d", cfg.deleteRounds))
 	}
 	cfg.mem.eventideBlockSize = *eventideBlockKiB << 10
 	cfg.mem.eventideDictionary = *eventideDictionary
@@ -276,6 +308,11 @@ func compareRows(rs map[string]*result) error {
 	if e == nil {
 		return nil
 	}
+	// Eventide's two delete stores hold the same live cells, and are
+	// read on the same partitions.
+	if c, r := e.deleted["cell"], e.deleted["row"]; c != nil && r != nil && (c.bgCells != r.bgCells || c.manualCells != r.manualCells) {
+		return fmt.Errorf("eventide's delete stores disagree: reads returned %d/%d live cells from the cell-deleted store and %d/%d from the row-deleted one", c.bgCells, c.manualCells, r.bgCells, r.manualCells)
+	}
 	for name, p := range rs {
 		if e.latestRows != p.latestRows {
 			return fmt.Errorf("engines disagree: latest-50 queries returned %d rows from eventide and %d from %s", e.latestRows, p.latestRows, name)
@@ -327,6 +364,10 @@ type deleteResult struct {
 	bgBytes, manualBytes int64
 	bgCells, manualCells int
 	bgCompactedBytes     int64
+	// bgReadCompactedBytes is what compactions wrote while the
+	// background-only reads ran (0 when background compaction had
+	// finished within deleteSettle).
+	bgReadCompactedBytes int64
 }
 
 // phaseResult is one read phase's latencies, overall and split by whether
@@ -338,10 +379,11 @@ type phaseResult struct {
 	cold, warm       int
 	sum              time.Duration // of every query's time
 	// allocBytes and gcCycles are the Go heap bytes allocated and the GC
-	// cycles started during the phase (process-wide).
+	// cycles started during the phase's reads (process-wide counters,
+	// read around each read).
 	allocBytes, gcCycles uint64
 	// minorFaults are the page faults without I/O the process took during
-	// the phase: memory it touched for the first time (a filling block
+	// the phase's reads: memory it touched for the first time (a filling block
 	// cache's buffers, a growing heap), which on the 2-core VM cost 1-4 µs
 	// a page (BENCHMARKS.md, s11-read).
 	minorFaults uint64
@@ -368,7 +410,7 @@ func gcCounters() (allocBytes, cycles uint64) {
 type query struct {
 	index     int    // position in the phase
 	gcs       uint32 // GC cycles completed while it ran
-	faults    uint64 // the process's minor page faults while it ran (with -slowest only)
+	faults    uint64 // the process's minor page faults while it ran
 	took      time.Duration
 	partition string
 	cold      bool
@@ -391,20 +433,63 @@ func markReady(dir string) error {
 // readPhase runs cfg.queries reads of random partitions through read and
 // measures each, with the CPU profile -readprofile asks for.
 func readPhase(cfg config, e engine, gen *generator, phase string, read func(partition string) (int, error)) (phaseResult, int, error) {
+	targets := []readTarget{{e: e, phase: phase, read: read}}
+	rs, ns, err := readInterleaved(cfg, 1, gen, func(int) ([]readTarget, error) { return targets, nil })
+	if err != nil {
+		return phaseResult{}, 0, err
+	}
+	return rs[0], ns[0], nil
+}
+
+// readTarget is one store a read phase measures: its engine, the phase's
+// name for it (in the -slowest report) and the read it times.
+type readTarget struct {
+	e     engine
+	phase string
+	read  func(partition string) (int, error)
+}
+
+// readInterleaved runs rounds of cfg.queries reads of random partitions,
+// each query reading the same partition from every target in turn, and
+// measures each read on its own: the targets are read in the same
+// seconds, so a burst of load from elsewhere on the machine lands on all
+// of them alike, not on whichever store happened to be read at that time.
+// Query q starts at target q mod len(targets), so no target always goes
+// first (the first read of a pair may find the CPU's caches colder, or a
+// GC cycle just started). startRound gives each round's targets, the
+// same stores in the same order every round (reopened, for the delete
+// phase); a query is cold when it is the first of its partition in its
+// round. It returns each target's latencies over every round and the
+// cells or rows its first round returned (the queries a one-round phase
+// makes, so that engines read in different numbers of rounds can be
+// compared: every round reads the same data). The Go heap bytes, GC cycles and page faults
+// of a target are counted around its own reads. With -readprofile, one
+// CPU profile covers every target's reads (PREFIX-<engine>-<phase>
+// [+<phase>...].pprof; the reopening between rounds too).
+func readInterleaved(cfg config, rounds int, gen *generator, startRound func(round int) ([]readTarget, error)) ([]phaseResult, []int, error) {
+	targets, err := startRound(0)
+	if err != nil {
+		return nil, nil, err
+	}
 	if cfg.readProfile != "" {
-		f, err := os.Create(fmt.Sprintf("%s-%s-%s.pprof", cfg.readProfile, e.name(), phase))
+		phases := make([]string, len(targets))
+		for i, t := range targets {
+			phases[i] = t.phase
+		}
+		name := fmt.Sprintf("%s-%s-%s", cfg.readProfile, targets[0].e.name(), strings.Join(phases, "+"))
+		f, err := os.Create(name + ".pprof")
 		if err != nil {
-			return phaseResult{}, 0, err
+			return nil, nil, err
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return phaseResult{}, 0, fmt.Errorf("cannot profile %s (is -cpuprofile also set?): %w", phase, err)
+			return nil, nil, fmt.Errorf("cannot profile %s (is -cpuprofile also set?): %w", name, err)
 		}
 		defer pprof.StopCPUProfile()
 		// Allocations of the phase alone: go tool pprof -sample_index
 		// alloc_space -base PREFIX-...-allocs-before.pprof ...-after.pprof
 		writeAllocs := func(when string) {
-			if f, err := os.Create(fmt.Sprintf("%s-%s-%s-allocs-%s.pprof", cfg.readProfile, e.name(), phase, when)); err == nil {
+			if f, err := os.Create(fmt.Sprintf("%s-allocs-%s.pprof", name, when)); err == nil {
 				pprof.Lookup("allocs").WriteTo(f, 0)
 				f.Close()
 			}
@@ -412,69 +497,118 @@ func readPhase(cfg config, e engine, gen *generator, phase string, read func(par
 		writeAllocs("before")
 		defer writeAllocs("after")
 	}
-	seen := map[string]bool{}
-	qs := make([]query, 0, cfg.queries)
-	total := 0
-	tr, _ := e.(tracer)
-	alloc0, gc0 := gcCounters()
-	faults0 := minorFaults()
-	for q := 0; q < cfg.queries; q++ {
-		p := gen.randomPartition()
-		_, gcBefore := gcCounters()
-		var faultsBefore uint64
-		if cfg.slowest > 0 {
-			faultsBefore = minorFaults()
-		}
-		t0 := time.Now()
-		n, err := read(p)
-		if err != nil {
-			return phaseResult{}, 0, err
-		}
-		took := time.Since(t0)
-		_, gcAfter := gcCounters()
-		total += n
-		qq := query{index: q, gcs: uint32(gcAfter - gcBefore), took: took, partition: p, cold: !seen[p]}
-		if cfg.slowest > 0 {
-			qq.faults = minorFaults() - faultsBefore
-		}
-		seen[p] = true
-		if cfg.slowest > 0 && tr != nil {
-			qq.trace = tr.lastTrace()
-		}
-		qs = append(qs, qq)
+	states := make([]readState, len(targets))
+	for i := range states {
+		states[i].qs = make([]query, 0, rounds*cfg.queries)
 	}
-	alloc1, gc1 := gcCounters()
-	faults1 := minorFaults()
-	var all, cold, warm []time.Duration
-	var sum time.Duration
-	for _, q := range qs {
-		sum += q.took
-		all = append(all, q.took)
-		if q.cold {
-			cold = append(cold, q.took)
-		} else {
-			warm = append(warm, q.took)
-		}
-	}
-	r := phaseResult{
-		p50: percentile(all, 50), p99: percentile(all, 99),
-		coldP50: percentile(cold, 50), coldP99: percentile(cold, 99),
-		warmP50: percentile(warm, 50), warmP99: percentile(warm, 99),
-		cold: len(cold), warm: len(warm), sum: sum,
-		allocBytes: alloc1 - alloc0, gcCycles: gc1 - gc0, minorFaults: faults1 - faults0,
-	}
-	if cfg.slowest > 0 {
-		sort.Slice(qs, func(i, j int) bool { return qs[i].took > qs[j].took })
-		fmt.Fprintf(os.Stderr, "%s %s: %d slowest of %d queries (%d cold)\n", e.name(), phase, min(cfg.slowest, len(qs)), len(qs), len(cold))
-		for _, q := range qs[:min(cfg.slowest, len(qs))] {
-			kind := "warm"
-			if q.cold {
-				kind = "cold"
+	for round := range rounds {
+		if round > 0 {
+			// The last round's stores may be closed and dropped now: hold
+			// nothing of them, so that a collection can free them.
+			targets = nil
+			for i := range states {
+				states[i].tr = nil
 			}
-			fmt.Fprintf(os.Stderr, "  %8.1f µs %s #%d (%d GCs ended during it, %d page faults) %s %s\n", float64(q.took.Nanoseconds())/1e3, kind, q.index, q.gcs, q.faults, q.partition, q.trace)
+			if targets, err = startRound(round); err != nil {
+				return nil, nil, err
+			}
+		}
+		if len(targets) != len(states) {
+			return nil, nil, fmt.Errorf("BUG: round %d has %d read targets, the first had %d", round, len(targets), len(states))
+		}
+		for i, t := range targets {
+			states[i].tr, _ = t.e.(tracer)
+		}
+		if err := readRound(cfg, round, gen, targets, states); err != nil {
+			return nil, nil, err
+		}
+		if round == 0 {
+			for i := range states {
+				states[i].firstRoundTotal = states[i].total
+			}
 		}
 	}
-	return r, total, nil
+	results := make([]phaseResult, len(targets))
+	totals := make([]int, len(targets))
+	for i, t := range targets {
+		st := &states[i]
+		var all, cold, warm []time.Duration
+		var sum time.Duration
+		for _, q := range st.qs {
+			sum += q.took
+			all = append(all, q.took)
+			if q.cold {
+				cold = append(cold, q.took)
+			} else {
+				warm = append(warm, q.took)
+			}
+		}
+		results[i] = phaseResult{
+			p50: percentile(all, 50), p99: percentile(all, 99),
+			coldP50: percentile(cold, 50), coldP99: percentile(cold, 99),
+			warmP50: percentile(warm, 50), warmP99: percentile(warm, 99),
+			cold: len(cold), warm: len(warm), sum: sum,
+			allocBytes: st.allocBytes, gcCycles: st.gcCycles, minorFaults: st.faults,
+		}
+		totals[i] = st.firstRoundTotal
+		if cfg.slowest > 0 {
+			qs := st.qs
+			sort.Slice(qs, func(i, j int) bool { return qs[i].took > qs[j].took })
+			fmt.Fprintf(os.Stderr, "%s %s: %d slowest of %d queries (%d cold)\n", t.e.name(), t.phase, min(cfg.slowest, len(qs)), len(qs), len(cold))
+			for _, q := range qs[:min(cfg.slowest, len(qs))] {
+				kind := "warm"
+				if q.cold {
+					kind = "cold"
+				}
+				fmt.Fprintf(os.Stderr, "  %8.1f µs %s #%d (%d GCs ended during it, %d page faults) %s %s\n", float64(q.took.Nanoseconds())/1e3, kind, q.index, q.gcs, q.faults, q.partition, q.trace)
+			}
+		}
+	}
+	return results, totals, nil
+}
+
+// readState is what readInterleaved gathers for one target over its
+// rounds.
+type readState struct {
+	qs                           []query
+	total, firstRoundTotal       int
+	allocBytes, gcCycles, faults uint64
+	tr                           tracer
+}
+
+// readRound is one round of readInterleaved: cfg.queries queries, each
+// reading its partition from every target, into states (by target).
+func readRound(cfg config, round int, gen *generator, targets []readTarget, states []readState) error {
+	seen := map[string]bool{}
+	for q := round * cfg.queries; q < (round+1)*cfg.queries; q++ {
+		p := gen.randomPartition()
+		cold := !seen[p]
+		seen[p] = true
+		for k := range targets {
+			i := (q + k) % len(targets)
+			st := &states[i]
+			alloc0, gcBefore := gcCounters()
+			faultsBefore := minorFaults()
+			t0 := time.Now()
+			n, err := targets[i].read(p)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", targets[i].e.name(), targets[i].phase, err)
+			}
+			took := time.Since(t0)
+			faults := minorFaults() - faultsBefore
+			alloc1, gcAfter := gcCounters()
+			st.total += n
+			st.allocBytes += alloc1 - alloc0
+			st.gcCycles += gcAfter - gcBefore
+			st.faults += faults
+			qq := query{index: q, gcs: uint32(gcAfter - gcBefore), faults: faults, took: took, partition: p, cold: cold}
+			if cfg.slowest > 0 && st.tr != nil {
+				qq.trace = st.tr.lastTrace()
+			}
+			st.qs = append(st.qs, qq)
+		}
+	}
+	return nil
 }
 
 func open(name, dir string, cfg config, clock *benchClock, autoCompact bool) (engine, error) {
@@ -509,21 +643,13 @@ func runEngine(name string, cfg config) (*result, error) {
 		}
 	}
 	if cfg.phases["delete"] {
-		r.deleted = map[string]*deleteResult{}
-		modes := []string{"cell", "row"}
-		if name != "eventide" {
-			modes = []string{"point"}
+		ds, err := runDelete(name, cfg, clock)
+		if err != nil {
+			return nil, err
 		}
-		for _, mode := range modes {
-			d, err := runDelete(name, mode, cfg, clock)
-			if err != nil {
-				return nil, err
-			}
-			if mode == "point" {
-				r.deleted["cell"], r.deleted["row"] = d, d
-			} else {
-				r.deleted[mode] = d
-			}
+		r.deleted = ds
+		if d := ds["point"]; d != nil {
+			r.deleted = map[string]*deleteResult{"cell": d, "row": d}
 		}
 	}
 	r.finalPeakRSSBytes = peakRSS()
@@ -614,97 +740,282 @@ func runExpiry(name string, cfg config, clock *benchClock, r *result) error {
 	return e.close()
 }
 
-// runDelete is the delete phase for one store: ingest without TTLs (with
-// background compaction), then delete the oldest 90% of every partition
-// (cell deletes or row deletes; the peers' point deletes), move the clock
-// past gc_grace so purging is allowed, flush, give background compaction
-// cfg.deleteSettle, and read every live cell of random partitions; then
-// compact manually and read again. Writes are frozen during the reads.
-func runDelete(name, mode string, cfg config, clock *benchClock) (*deleteResult, error) {
-	d := &deleteResult{}
-	dir := filepath.Join(cfg.dir, name+"-delete-"+mode)
-	if err := os.RemoveAll(dir); err != nil {
-		return nil, err
+// runDelete is the delete phase of one engine: Eventide builds a store of
+// cell deletes and one of row deletes, a key-value peer one store of point
+// deletes ("point"). It returns each store's result by mode.
+func runDelete(name string, cfg config, clock *benchClock) (map[string]*deleteResult, error) {
+	modes := []string{"point"}
+	if name == "eventide" {
+		modes = []string{"cell", "row"}
 	}
-	gen := newGenerator(cfg)
-	e, err := openWith(name, dir, cfg, clock, true, storage.CompactionStrategy(cfg.deleteStrategy), &cfg.deleteTombstoneIntervalSeconds)
+	var stores []deleteStore
+	defer func() {
+		for _, s := range stores {
+			if s.e != nil {
+				s.e.close()
+			}
+		}
+	}()
+	for _, mode := range modes {
+		dir := filepath.Join(cfg.dir, name+"-delete-"+mode)
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+		open := func() (engine, error) {
+			return openWith(name, dir, cfg, clock, true, storage.CompactionStrategy(cfg.deleteStrategy), &cfg.deleteTombstoneIntervalSeconds)
+		}
+		e, err := open()
+		if err != nil {
+			return nil, err
+		}
+		stores = append(stores, deleteStore{mode: mode, e: e, open: open})
+	}
+	// Only Eventide's stores are read in rounds: reopening a Pebble store
+	// changes what it holds (its on-disk bytes after the manual
+	// compaction fell from 15.4 to 3.0 MiB, its p50 from 46-71 to 24-34 µs:
+	// BENCHMARKS.md, session s15-delete), so a peer's one store is read
+	// in one round of -queries, as before.
+	rounds := 1
+	if name == "eventide" {
+		rounds = cfg.deleteRounds
+	}
+	ds, err := deleteStores(cfg, clock, stores, rounds)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if e != nil {
-			e.close()
+	out := map[string]*deleteResult{}
+	for i, s := range stores {
+		out[s.mode] = ds[i]
+	}
+	var closeErr error
+	for _, s := range stores {
+		if err := s.e.close(); err != nil && closeErr == nil {
+			closeErr = err
 		}
-	}()
-	progress := newProgress(name+" delete-"+mode+" ingest", cfg.events)
+	}
+	stores = nil
+	return out, closeErr
+}
+
+// deleteStore is one store of the delete phase: its delete mode ("cell",
+// "row", or the peers' "point"), its engine, and how to open it again
+// (the read passes reopen it between rounds).
+type deleteStore struct {
+	mode string
+	e    engine
+	open func() (engine, error)
+}
+
+// reopenDeleteStore closes s's engine and opens it again, adding what its
+// compactions wrote since the counter read compactedAt to *compacted (the
+// counter starts again at the reopening).
+func reopenDeleteStore(s *deleteStore, compacted *int64, compactedAt int64) error {
+	now, err := s.e.compactedBytes()
+	if err != nil {
+		return err
+	}
+	*compacted += now - compactedAt
+	if err := s.e.close(); err != nil {
+		return fmt.Errorf("cannot close the %s-deleted store to reopen it: %w", s.mode, err)
+	}
+	s.e = nil
+	if s.e, err = s.open(); err != nil {
+		return fmt.Errorf("cannot reopen the %s-deleted store: %w", s.mode, err)
+	}
+	return nil
+}
+
+// defaultDeleteRounds is -delete-rounds' default: with -queries 1000,
+// 10,000 reads of each store in each pass, whose p99 is the 100th slowest
+// (BENCHMARKS.md, session s15-delete: the p99 of one round of 1,000 is its
+// 10th slowest read, and a few preemptions of the process decide it).
+const defaultDeleteRounds = 10
+
+// deleteStores runs the delete phase on stores, all built and read side
+// by side: ingest without TTLs (with background compaction), batch by
+// batch into every store; then delete the oldest 90% of every partition
+// (cell deletes, row deletes or point deletes by mode), batch by batch in
+// every store, the store that goes first alternating; move the clock past
+// gc_grace so purging is allowed, flush, give background compaction
+// cfg.deleteSettle from the end of the deletes (the same instant for
+// every store), and read every live cell of random partitions, each
+// query's partition from every store in turn (readInterleaved), in rounds
+// rounds of cfg.queries, every store reopened between two; then compact
+// each store manually and read again the same way. Writes are frozen
+// during the reads.
+//
+// Built and read one after the other, Eventide's cell- and row-deleted
+// stores each met the machine's load in their own minutes, and the p99 of
+// one mode against the other compared two time slots, not two stores
+// (BENCHMARKS.md, session s15-delete). A store's deletes/s counts the
+// time its own deletes took plus the time making the deleted events
+// took, which every store pays once, as it did when each was built alone.
+func deleteStores(cfg config, clock *benchClock, stores []deleteStore, rounds int) ([]*deleteResult, error) {
+	ds := make([]*deleteResult, len(stores))
+	for i := range ds {
+		ds[i] = &deleteResult{}
+	}
+	gen := newGenerator(cfg)
+	what := stores[0].e.name() + " delete-" + stores[0].mode
+	for _, s := range stores[1:] {
+		what += "," + s.mode
+	}
+	progress := newProgress(what+" ingest", cfg.events)
 	for b := 0; b*cfg.batch < cfg.events; b++ {
 		evs := gen.batch(b)
 		clock.set(evs[0].time)
-		if err := e.ingest(evs, nil); err != nil {
-			return nil, err
+		for _, s := range stores {
+			if err := s.e.ingest(evs, nil); err != nil {
+				return nil, err
+			}
 		}
 		progress.add(len(evs))
 	}
 	progress.done()
 	deleteAt := gen.end().Add(time.Hour)
 	clock.set(deleteAt)
-	start := time.Now()
 	deleted := 0
+	var making time.Duration
+	deleting := make([]time.Duration, len(stores))
 	for b := 0; b*cfg.batch < cfg.events; b++ {
+		t0 := time.Now()
 		var doomed []event
 		for _, ev := range gen.batch(b) {
 			if ev.fractionOfHour < 0.9 {
 				doomed = append(doomed, ev)
 			}
 		}
-		del := e.deleteEvents
-		if mode == "row" {
-			del = e.deleteRows
-		}
-		if err := del(doomed); err != nil {
-			return nil, err
+		making += time.Since(t0)
+		for k := range stores {
+			i := (b + k) % len(stores)
+			del := stores[i].e.deleteEvents
+			if stores[i].mode == "row" {
+				del = stores[i].e.deleteRows
+			}
+			t0 := time.Now()
+			if err := del(doomed); err != nil {
+				return nil, err
+			}
+			deleting[i] += time.Since(t0)
 		}
 		deleted += len(doomed)
 	}
 	deletedAt := time.Now()
-	d.deletesPerSecond = float64(deleted) / deletedAt.Sub(start).Seconds()
+	for i := range stores {
+		ds[i].deletesPerSecond = float64(deleted) / (making + deleting[i]).Seconds()
+	}
 	// Purging allowed: gc_grace (Eventide's default, 10 days) has passed.
 	clock.set(deleteAt.Add(storage.DefaultGCGraceSeconds*time.Second + time.Hour))
-	if err := e.flush(); err != nil {
-		return nil, err
+	compacted := make([]int64, len(stores))
+	for i, s := range stores {
+		if err := s.e.flush(); err != nil {
+			return nil, err
+		}
+		var err error
+		if compacted[i], err = s.e.compactedBytes(); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "%s delete-%s: %d deletes at %.0f/s\n", s.e.name(), s.mode, deleted, ds[i].deletesPerSecond)
 	}
-	before, err := e.compactedBytes()
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(os.Stderr, "%s delete-%s: %d deletes at %.0f/s; background compaction has %s\n", name, mode, deleted, d.deletesPerSecond, cfg.deleteSettle)
+	fmt.Fprintf(os.Stderr, "%s: background compaction has %s\n", what, cfg.deleteSettle)
 	for time.Since(deletedAt) < cfg.deleteSettle {
 		time.Sleep(min(250*time.Millisecond, cfg.deleteSettle-time.Since(deletedAt)))
 	}
-	after, err := e.compactedBytes()
+	for i, s := range stores {
+		after, err := s.e.compactedBytes()
+		if err != nil {
+			return nil, err
+		}
+		ds[i].bgCompactedBytes = after - compacted[i]
+		compacted[i] = after
+		if lsm, ok := s.e.(interface{ lsmState() string }); ok && cfg.slowest > 0 {
+			fmt.Fprintf(os.Stderr, "%s delete-%s before the background-only reads:\n%s", s.e.name(), s.mode, lsm.lsmState())
+		}
+	}
+	// read runs one read pass: rounds rounds, every store
+	// reopened before each round but the first. It returns each store's
+	// latencies and cells, its on-disk bytes after the first round (as
+	// when a pass was one round: a reopening can remove files, such as
+	// Pebble's WAL), and what its compactions wrote while the pass ran
+	// (a store may also compact on reopening).
+	read := func(when string) (rs []phaseResult, cells []int, bytes, compactedDuring []int64, err error) {
+		bytes = make([]int64, len(stores))
+		compactedDuring = make([]int64, len(stores))
+		measureBytes := func() error {
+			for i, s := range stores {
+				if bytes[i], err = s.e.diskBytes(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		rs, cells, err = readInterleaved(cfg, rounds, newGenerator(cfg), func(round int) ([]readTarget, error) {
+			if round == 1 {
+				if err := measureBytes(); err != nil {
+					return nil, err
+				}
+			}
+			for i := range stores {
+				s := &stores[i]
+				if round > 0 {
+					if err := reopenDeleteStore(s, &compactedDuring[i], compacted[i]); err != nil {
+						return nil, err
+					}
+					// A closed Eventide store's block cache and
+					// memtables are unmapped when a collection finds
+					// them unreachable: collect now, or each round's
+					// stay resident until the heap grows.
+					runtime.GC()
+				}
+				var err error
+				if compacted[i], err = s.e.compactedBytes(); err != nil {
+					return nil, err
+				}
+			}
+			targets := make([]readTarget, len(stores))
+			for i, s := range stores {
+				targets[i] = readTarget{e: s.e, phase: "deleted-" + s.mode + "-" + when, read: s.e.all}
+			}
+			return targets, nil
+		})
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		if rounds == 1 {
+			if err := measureBytes(); err != nil {
+				return nil, nil, nil, nil, err
+			}
+		}
+		for i, s := range stores {
+			after, err := s.e.compactedBytes()
+			if err != nil {
+				return nil, nil, nil, nil, err
+			}
+			compactedDuring[i] += after - compacted[i]
+		}
+		return rs, cells, bytes, compactedDuring, nil
+	}
+	bg, bgCells, bgBytes, bgCompacted, err := read("bg")
 	if err != nil {
 		return nil, err
 	}
-	d.bgCompactedBytes = after - before
-	if d.bg, d.bgCells, err = readPhase(cfg, e, newGenerator(cfg), "deleted-"+mode+"-bg", e.all); err != nil {
+	for i := range stores {
+		ds[i].bg, ds[i].bgCells, ds[i].bgBytes, ds[i].bgReadCompactedBytes = bg[i], bgCells[i], bgBytes[i], bgCompacted[i]
+	}
+	for _, s := range stores {
+		fmt.Fprintf(os.Stderr, "%s delete-%s: manual compaction\n", s.e.name(), s.mode)
+		if err := s.e.flushAndCompact(); err != nil {
+			return nil, err
+		}
+	}
+	manual, manualCells, manualBytes, _, err := read("manual")
+	if err != nil {
 		return nil, err
 	}
-	if d.bgBytes, err = e.diskBytes(); err != nil {
-		return nil, err
+	for i := range stores {
+		ds[i].manual, ds[i].manualCells, ds[i].manualBytes = manual[i], manualCells[i], manualBytes[i]
 	}
-	fmt.Fprintf(os.Stderr, "%s delete-%s: manual compaction\n", name, mode)
-	if err := e.flushAndCompact(); err != nil {
-		return nil, err
-	}
-	if d.manual, d.manualCells, err = readPhase(cfg, e, newGenerator(cfg), "deleted-"+mode+"-manual", e.all); err != nil {
-		return nil, err
-	}
-	if d.manualBytes, err = e.diskBytes(); err != nil {
-		return nil, err
-	}
-	err = e.close()
-	e = nil
-	return d, err
+	return ds, nil
 }
 
 // buildLatest ingests the workload into a new store, flushes and fully
@@ -967,10 +1278,11 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 			row(what+", background only: p99 (µs)", del(func(d *deleteResult) float64 { return us(d.bg.p99) }), "%.0f")
 			row(what+", background only: on-disk MiB", del(func(d *deleteResult) float64 { return float64(d.bgBytes) / (1 << 20) }), "%.1f")
 			row(what+", background only: MiB compactions wrote after the deletes", del(func(d *deleteResult) float64 { return float64(d.bgCompactedBytes) / (1 << 20) }), "%.1f")
+			row(what+", background only: MiB compactions wrote during the reads", del(func(d *deleteResult) float64 { return float64(d.bgReadCompactedBytes) / (1 << 20) }), "%.1f")
 			row(what+", after manual compaction: p50 (µs)", del(func(d *deleteResult) float64 { return us(d.manual.p50) }), "%.0f")
 			row(what+", after manual compaction: p99 (µs)", del(func(d *deleteResult) float64 { return us(d.manual.p99) }), "%.0f")
 			row(what+", after manual compaction: on-disk MiB", del(func(d *deleteResult) float64 { return float64(d.manualBytes) / (1 << 20) }), "%.1f")
-			row(what+": live cells returned (background, manual)", del(func(d *deleteResult) float64 { return float64(d.bgCells + d.manualCells) }), "%.0f")
+			row(what+": live cells returned (background, manual; Eventide's first round)", del(func(d *deleteResult) float64 { return float64(d.bgCells + d.manualCells) }), "%.0f")
 		}
 	}
 	finalRSS := "peak RSS over all phases run (MiB; each engine in its own process)"

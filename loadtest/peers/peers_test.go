@@ -13,7 +13,7 @@ func TestEnginesAgree(t *testing.T) {
 		t.Skip("builds four stores per engine")
 	}
 	cfg := config{events: 6000, types: 4, hours: 6, batch: 500, queries: 40, seed: 3, dir: t.TempDir(),
-		phases: map[string]bool{"latest": true, "expiry": true, "delete": true}, deleteStrategy: "time_window"}
+		phases: map[string]bool{"latest": true, "expiry": true, "delete": true}, deleteStrategy: "time_window", deleteRounds: 2}
 	for _, mem := range []memoryConfig{{}, {memtableBytes: 1 << 20, eventideCacheBytes: 4 << 20, pebbleCacheBytes: 4 << 20, goleveldbCacheBytes: 4 << 20, badgerCacheBytes: 4 << 20}} {
 		cfg.mem = mem
 		rs := map[string]*result{}
@@ -30,6 +30,11 @@ func TestEnginesAgree(t *testing.T) {
 		e := rs["eventide"]
 		if e.latestRows == 0 || e.expiredCells == 0 || e.bytesPerEvent == 0 {
 			t.Fatalf("eventide read nothing: %d latest rows, %d expiry cells, %.1f bytes/event", e.latestRows, e.expiredCells, e.bytesPerEvent)
+		}
+		// Eventide's delete stores are read in deleteRounds rounds, a
+		// peer's one store in one.
+		if d, p := e.deleted["row"], rs["pebble"].deleted["row"]; d.bg.cold+d.bg.warm != cfg.deleteRounds*cfg.queries || p.bg.cold+p.bg.warm != cfg.queries {
+			t.Fatalf("delete phase: %d eventide and %d pebble reads, want %d and %d", d.bg.cold+d.bg.warm, p.bg.cold+p.bg.warm, cfg.deleteRounds*cfg.queries, cfg.queries)
 		}
 		for _, mode := range []string{"cell", "row"} {
 			d := e.deleted[mode]

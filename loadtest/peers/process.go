@@ -101,6 +101,7 @@ type deleteWire struct {
 	BGBytes, ManualBytes int64
 	BGCells, ManualCells int
 	BGCompactedBytes     int64
+	BGReadCompactedBytes int64
 }
 
 func wireOf(r *result) resultWire {
@@ -113,7 +114,7 @@ func wireOf(r *result) resultWire {
 		for mode, d := range r.deleted {
 			w.Deleted[mode] = &deleteWire{DeletesPerSecond: d.deletesPerSecond, BG: phaseWireOf(d.bg), Manual: phaseWireOf(d.manual),
 				BGBytes: d.bgBytes, ManualBytes: d.manualBytes, BGCells: d.bgCells, ManualCells: d.manualCells,
-				BGCompactedBytes: d.bgCompactedBytes}
+				BGCompactedBytes: d.bgCompactedBytes, BGReadCompactedBytes: d.bgReadCompactedBytes}
 		}
 	}
 	return w
@@ -129,7 +130,7 @@ func (w *resultWire) result() *result {
 		for mode, d := range w.Deleted {
 			r.deleted[mode] = &deleteResult{deletesPerSecond: d.DeletesPerSecond, bg: d.BG.phase(), manual: d.Manual.phase(),
 				bgBytes: d.BGBytes, manualBytes: d.ManualBytes, bgCells: d.BGCells, manualCells: d.ManualCells,
-				bgCompactedBytes: d.BGCompactedBytes}
+				bgCompactedBytes: d.BGCompactedBytes, bgReadCompactedBytes: d.BGReadCompactedBytes}
 		}
 	}
 	return r

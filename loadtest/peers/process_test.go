@@ -54,7 +54,7 @@ func TestResultWireRoundTrip(t *testing.T) {
 	}
 	del := func(k int) *deleteResult {
 		return &deleteResult{deletesPerSecond: float64(k), bg: phase(time.Duration(k)), manual: phase(time.Duration(k + 1)),
-			bgBytes: int64(k), manualBytes: int64(k + 2), bgCells: k, manualCells: k + 3, bgCompactedBytes: int64(k + 4)}
+			bgBytes: int64(k), manualBytes: int64(k + 2), bgCells: k, manualCells: k + 3, bgCompactedBytes: int64(k + 4), bgReadCompactedBytes: int64(k + 5)}
 	}
 	in := &result{built: true, ingestSeconds: 1.5, eventsPerSecond: 2.5, peakRSSBytes: 3, finalPeakRSSBytes: 8, bytesPerEvent: 4.5,
 		latest: phase(10), expired: phase(20), window: phase(30), latestRows: 5, expiredCells: 6, windowRows: 7,

@@ -117,6 +117,9 @@ func TestCompareRows(t *testing.T) {
 			"eventide":  {deleted: map[string]*deleteResult{"cell": {bgCells: 5, manualCells: 5}, "row": {bgCells: 6, manualCells: 5}}},
 			"goleveldb": {deleted: map[string]*deleteResult{"cell": {bgCells: 5, manualCells: 5}, "row": {bgCells: 5, manualCells: 5}}},
 		}, "row-deleted"},
+		{"eventide's delete stores differ", map[string]*result{
+			"eventide": {deleted: map[string]*deleteResult{"cell": {bgCells: 5, manualCells: 5}, "row": {bgCells: 5, manualCells: 4}}},
+		}, "delete stores disagree"},
 	}
 	for _, tt := range tests {
 		err := compareRows(tt.rs)
