@@ -32,7 +32,7 @@ func TestShardedStreamSubjects(t *testing.T) {
 	}
 	js := jsFor(t, nc)
 	now := time.Now()
-	evs := genEvents(rng, 0, 1000, testEventTypes, now.Add(-3*time.Hour), 3*time.Hour-time.Minute)
+	evs := genEvents(rng, 0, 1000, testEventTypes, now.Add(-3*time.Hour+time.Minute), 3*time.Hour-2*time.Minute)
 	if err := publishAll(context.Background(), js, evs); err != nil {
 		t.Fatal(err)
 	}
