@@ -842,12 +842,12 @@ type frameBlock struct {
 
 // Block kinds of mixedFrame.
 const (
-	huffBlock      = iota // literals only, one stream, with a Huffman table of its own
-	treelessBlock         // literals only, one stream, with the previous Huffman table
-	rawBlock              // a raw zstd block
-	rleBlock              // an RLE zstd block (lits is one byte repeated)
-	rawLitsBlock          // a compressed block of raw literals, no sequences (under 32)
-	rleLitsBlock          // a compressed block of RLE literals, no sequences (under 32)
+	huffBlock     = iota // literals only, one stream, with a Huffman table of its own
+	treelessBlock        // literals only, one stream, with the previous Huffman table
+	rawBlock             // a raw zstd block
+	rleBlock             // an RLE zstd block (lits is one byte repeated)
+	rawLitsBlock         // a compressed block of raw literals, no sequences (under 32)
+	rleLitsBlock         // a compressed block of RLE literals, no sequences (under 32)
 )
 
 // mixedFrame builds a zstd frame by hand (RFC 8878) of one zstd block per
