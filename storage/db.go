@@ -59,6 +59,15 @@ type DB struct {
 	manifest    manifestData
 	compacting  map[uint64]bool
 	compactions int // running
+	// walReleasing counts flushes that have dropped their memtable from
+	// the current version but not yet released its WAL segments
+	// (flush): DB.Flush waits for them too, or a segment released after
+	// its last DeleteRecycledSegments would stay kept for reuse.
+	walReleasing int
+	// afterFlushInstall, if set (tests only), runs in flush between
+	// dropping the memtable from the current version and releasing its
+	// WAL segments.
+	afterFlushInstall func()
 
 	// Transient failures (lack of space), under mu, reported by Health
 	// until the next success of the same kind; walFailing is set with
@@ -726,7 +735,7 @@ func (db *DB) Flush() error {
 		return err
 	}
 	db.mu.Lock()
-	for len(db.current.imms) > 0 && db.bgErr == nil && db.flushErr == nil && !db.closed {
+	for (len(db.current.imms) > 0 || db.walReleasing > 0) && db.bgErr == nil && db.flushErr == nil && !db.closed {
 		db.cond.Wait()
 	}
 	err := db.bgErr

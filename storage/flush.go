@@ -87,6 +87,7 @@ func (db *DB) flush(imm *immMemtable) error {
 		// Counted before the new version is visible, so whoever waits
 		// for the flush (DB.Flush) sees it in the metrics.
 		db.metrics.flushed(len(added), bytes, time.Since(start))
+		db.walReleasing++ // under mu: editManifest holds it here
 		// A fresh slice: v.imms[1:] would keep the flushed memtable
 		// reachable through the shared backing array.
 		return &version{mem: v.mem, imms: append([]*immMemtable(nil), v.imms[1:]...)}
@@ -101,9 +102,16 @@ func (db *DB) flush(imm *immMemtable) error {
 		}
 		return err
 	}
+	if db.afterFlushInstall != nil {
+		db.afterFlushInstall()
+	}
 	if _, err := db.wal.ReleaseSegmentsBefore(imm.walSegmentAfter); err != nil {
 		db.log.Warn("cannot delete flushed wal segments", "err", err)
 	}
+	db.mu.Lock()
+	db.walReleasing--
+	db.cond.Broadcast()
+	db.mu.Unlock()
 	db.log.Debug("flushed memtable", "sstables", len(added), "bytes", bytes, "took", time.Since(start))
 	db.maybeScheduleCompaction()
 	return nil

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/eventide/eventide/storage/internal/wal"
 	"github.com/eventide/eventide/storage/vfs"
@@ -82,5 +84,62 @@ func TestWALSegmentReuseSurvivesCrash(t *testing.T) {
 	}
 	if len(segs) != 1 {
 		t.Fatalf("WAL segments after Flush: %v, want only the current one", segs)
+	}
+}
+
+// TestFlushWaitsForWALRelease: DB.Flush returns only once the flushes it
+// waited for have released their WAL segments. It used to return as soon
+// as the flushed memtable left the current version; if the flush then
+// released its segments after Flush's last DeleteRecycledSegments, they
+// stayed on disk, kept for reuse, although an explicit Flush empties the
+// log (TestWALSegmentReuseSurvivesCrash failed 1 run in 3 under -race).
+// Here the flush pauses before its release until Flush has returned, or
+// for at most half a second: without the fix Flush returns first, and the
+// segment the flush releases stays.
+func TestFlushWaitsForWALRelease(t *testing.T) {
+	const dir = "/store"
+	m := vfs.NewCrashableMem()
+	opts := DefaultOptions()
+	opts.FS = m
+	opts.WALRecycleSegments = 2
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.CreateTable(TableDef{Name: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	var flushed atomic.Pointer[chan struct{}]
+	db.afterFlushInstall = func() {
+		if done := flushed.Load(); done != nil {
+			select {
+			case <-*done:
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+	for round := range 2 {
+		for i := range 50 {
+			var b Batch
+			b.Put("t", []byte("p"), fmt.Appendf(nil, "%02d-%08d", round, i), []byte("v"), []byte("value"), int64(i+1))
+			if err := db.Apply(context.Background(), &b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done := make(chan struct{})
+		flushed.Store(&done)
+		err := db.Flush()
+		close(done)
+		if err != nil {
+			t.Fatal(err)
+		}
+		segs, err := wal.ListSegments(m, dir+"/"+walDirName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(segs) != 1 {
+			t.Fatalf("round %d: WAL segments after Flush: %v, want only the current one", round, segs)
+		}
 	}
 }

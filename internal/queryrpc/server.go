@@ -3,6 +3,7 @@ package queryrpc
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -190,7 +191,7 @@ func (s *Server) concurrently(serve func(micro.Request)) micro.HandlerFunc {
 			req.Error("503", "node is stopping", nil)
 			return
 		}
-		j := readJob{serve: serve, req: req}
+		j := readJob{serve: serve, req: workerRequest{Request: req, nc: s.nc}}
 		select {
 		case s.jobs <- j: // an idle worker takes it
 			return
@@ -204,6 +205,59 @@ func (s *Server) concurrently(serve func(micro.Request)) micro.HandlerFunc {
 			req.Error("503", "node is stopping", nil)
 		}
 	}
+}
+
+// workerRequest is a request a worker goroutine answers. micro's request
+// records the error it answers with (and a failed Respond's) for its
+// endpoint stats, and micro reads that record when the handler returns,
+// which for a worker's request is before the worker answers: answering
+// through micro's request there was a data race. workerRequest publishes
+// the reply itself, with micro's error headers; micro's own endpoint
+// stats ($SRV.STATS) therefore count no errors for these endpoints.
+type workerRequest struct {
+	micro.Request
+	nc *nats.Conn
+}
+
+func (r workerRequest) Respond(data []byte, opts ...micro.RespondOpt) error {
+	return r.publish(&nats.Msg{Data: data}, opts)
+}
+
+func (r workerRequest) RespondJSON(v any, opts ...micro.RespondOpt) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("cannot answer %s: %w", r.Subject(), err)
+	}
+	return r.Respond(data, opts...)
+}
+
+// Error answers with an error as micro's request does: the description
+// and code in micro.ErrorHeader and micro.ErrorCodeHeader, data as the
+// body.
+func (r workerRequest) Error(code, description string, data []byte, opts ...micro.RespondOpt) error {
+	if code == "" || description == "" {
+		return fmt.Errorf("cannot answer %s with an error: code %q and description %q must not be empty", r.Subject(), code, description)
+	}
+	msg := &nats.Msg{Header: nats.Header{micro.ErrorHeader: {description}, micro.ErrorCodeHeader: {code}}}
+	for _, opt := range opts {
+		opt(msg)
+	}
+	msg.Data = data
+	return r.publish(msg, nil)
+}
+
+func (r workerRequest) publish(msg *nats.Msg, opts []micro.RespondOpt) error {
+	for _, opt := range opts {
+		opt(msg)
+	}
+	if r.Reply() == "" {
+		return fmt.Errorf("cannot answer %s: %w", r.Subject(), nats.ErrMsgNoReply)
+	}
+	msg.Subject = r.Reply()
+	if err := r.nc.PublishMsg(msg); err != nil {
+		return fmt.Errorf("cannot answer %s: %w", r.Subject(), err)
+	}
+	return nil
 }
 
 // readJob is one read request for a worker.

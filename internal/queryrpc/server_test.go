@@ -3,8 +3,11 @@ package queryrpc
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/eventide/eventide/bucket/schema"
 	"github.com/eventide/eventide/storage"
@@ -115,5 +118,70 @@ func TestServerMaxConcurrent(t *testing.T) {
 	defer store.mu.Unlock()
 	if store.maxSeen > maxConcurrent {
 		t.Errorf("%d slices ran at once; MaxConcurrent is %d", store.maxSeen, maxConcurrent)
+	}
+}
+
+// recordingRequest is a micro.Request that records whether it was
+// answered through its own methods, which micro's request backs with
+// state that micro reads when the handler returns.
+type recordingRequest struct {
+	micro.Request
+	answered atomic.Bool
+}
+
+func (r *recordingRequest) Respond([]byte, ...micro.RespondOpt) error {
+	r.answered.Store(true)
+	return nil
+}
+
+func (r *recordingRequest) RespondJSON(any, ...micro.RespondOpt) error {
+	r.answered.Store(true)
+	return nil
+}
+
+func (r *recordingRequest) Error(string, string, []byte, ...micro.RespondOpt) error {
+	r.answered.Store(true)
+	return nil
+}
+
+func (r *recordingRequest) Reply() string   { return "reply.to.client" }
+func (r *recordingRequest) Subject() string { return "eventide.node-a.slice" }
+
+// TestWorkersAnswerOutsideMicrosRequest: a read endpoint's worker answers
+// by publishing to the request's reply subject itself, never through
+// micro's request, whose Error records the error that micro reads when
+// the handler returns: the handler returns as soon as a worker has the
+// request, so that was a data race (found by -race in
+// TestTooManyTombstonesCrossesTheWire). The answers carry micro's error
+// headers, which the client reads.
+func TestWorkersAnswerOutsideMicrosRequest(t *testing.T) {
+	nc := startNATS(t)()
+	sub, err := nc.SubscribeSync("reply.to.client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := &Server{nc: nc, jobs: make(chan readJob), workers: make(chan struct{}, 1), ctx: ctx, stop: cancel}
+	for _, tc := range []struct {
+		name     string
+		serve    func(micro.Request)
+		wantCode string
+	}{
+		{"error", func(req micro.Request) { req.Error("429", "too many tombstones", nil) }, "429"},
+		{"respond", func(req micro.Request) { req.Respond([]byte("rows")) }, ""},
+	} {
+		req := &recordingRequest{}
+		s.concurrently(tc.serve)(req)
+		msg, err := sub.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("%s: no answer: %v", tc.name, err)
+		}
+		if req.answered.Load() {
+			t.Errorf("%s: the worker answered through micro's request", tc.name)
+		}
+		if got := msg.Header.Get(micro.ErrorCodeHeader); got != tc.wantCode {
+			t.Errorf("%s: error code header %q, want %q", tc.name, got, tc.wantCode)
+		}
 	}
 }

@@ -582,10 +582,25 @@ func (ls *literalStreams) encodeShared(run []literalSection) (int, bool) {
 		if k == 0 {
 			e.table = slab[:tableLen:tableLen]
 		}
+		// A one-stream section's sizes have 10 bits: the shared table
+		// may push a section of nearly 1024 literals (one that stayed
+		// in one stream) past them, and the rewrite could not write it.
+		if !fitsLiteralsHeader(e.four, s.lh.regenSize, e.size()) {
+			return 0, false
+		}
 		ls.try = append(ls.try, e)
 		from = ends[k]
 	}
 	return len(slab), true
+}
+
+// fitsLiteralsHeader reports whether a Huffman-coded literals section of
+// regen literals in size bytes, in four streams or one, has a header
+// (appendLiteralsHeader).
+func fitsLiteralsHeader(four bool, regen, size int) bool {
+	var b [5]byte
+	_, ok := appendLiteralsHeader(b[:0], literalsCompressed, four, regen, size)
+	return ok
 }
 
 // checkShared reports whether enc, a run's shared encoding, decodes to

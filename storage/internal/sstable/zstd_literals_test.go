@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/eventide/eventide/internal/cputime"
 	"github.com/eventide/eventide/storage/internal/base"
 	"github.com/klauspost/compress/huff0"
@@ -299,7 +300,7 @@ func BenchmarkDecodeZstdDataBlock(b *testing.B) {
 
 // literalFrames returns zstd frames as the writer's encoder makes them
 // (several zstd blocks, one per part, from text of a few kinds), and
-// frames built by hand (treeLessFrame).
+// frames built by hand (treelessFrame, mixedFrames).
 func literalFrames(t testing.TB) [][]byte {
 	t.Helper()
 	rng := rand.New(rand.NewPCG(4, 5))
@@ -347,7 +348,7 @@ func literalFrames(t testing.TB) [][]byte {
 		frame, _ := treelessFrame(t, rng, n)
 		frames = append(frames, frame)
 	}
-	return frames
+	return append(frames, mixedFrames(t, rng)...)
 }
 
 // treelessFrame builds a zstd frame by hand (RFC 8878) whose zstd blocks
@@ -830,4 +831,230 @@ func FuzzSharedLiteralTables(f *testing.F) {
 			t.Fatalf("rewritten frame decodes to %d bytes that differ from the original's %d", len(got), len(want))
 		}
 	})
+}
+
+// frameBlock is one zstd block of a hand-built frame (mixedFrame): its
+// content's bytes, and how it is coded.
+type frameBlock struct {
+	kind int // one of the block kinds below
+	lits []byte
+}
+
+// Block kinds of mixedFrame.
+const (
+	huffBlock     = iota // literals only, one stream, with a Huffman table of its own
+	treelessBlock        // literals only, one stream, with the previous Huffman table
+	rawBlock             // a raw zstd block
+	rleBlock             // an RLE zstd block (lits is one byte repeated)
+	rawLitsBlock         // a compressed block of raw literals, no sequences (under 32)
+	rleLitsBlock         // a compressed block of RLE literals, no sequences (under 32)
+)
+
+// mixedFrame builds a zstd frame by hand (RFC 8878) of one zstd block per
+// element of blocks, coded as its kind says, with a content checksum if
+// checksum is set. It returns the frame and its content. The raw and RLE
+// blocks and literal sections do not change the Huffman table that a
+// later treeless section reuses (RFC 8878, 3.1.1.3.1.1): that is the
+// table of the last section that described one.
+func mixedFrame(t testing.TB, blocks []frameBlock, checksum bool) (frame, content []byte) {
+	t.Helper()
+	for _, b := range blocks {
+		content = append(content, b.lits...)
+	}
+	descriptor := byte(0xa0) // single segment, 4-byte content size
+	if checksum {
+		descriptor |= 0x04
+	}
+	frame = []byte{0x28, 0xb5, 0x2f, 0xfd, descriptor}
+	frame = binary.LittleEndian.AppendUint32(frame, uint32(len(content)))
+	var s huff0.Scratch
+	for i, b := range blocks {
+		bh := zstdBlockHeader{last: i == len(blocks)-1, typ: zstdBlockCompressed}
+		var block []byte
+		switch b.kind {
+		case huffBlock, treelessBlock:
+			typ, treeless := literalsCompressed, b.kind == treelessBlock
+			s.Reuse = huff0.ReusePolicyNone
+			if treeless {
+				typ, s.Reuse = literalsTreeless, huff0.ReusePolicyMust
+			}
+			lits, reused, err := huff0.Compress1X(b.lits, &s)
+			if err != nil || reused != treeless {
+				t.Fatalf("zstd block %d: Compress1X: reused %v, %v", i, reused, err)
+			}
+			v := typ | len(b.lits)<<4 | len(lits)<<14
+			block = append([]byte{byte(v), byte(v >> 8), byte(v >> 16)}, lits...)
+		case rawBlock:
+			bh.typ = zstdBlockRaw
+			block = b.lits
+		case rleBlock:
+			bh.typ = zstdBlockRLE
+			block = b.lits[:1]
+		case rawLitsBlock:
+			block = append([]byte{byte(len(b.lits) << 3)}, b.lits...)
+		case rleLitsBlock:
+			block = []byte{byte(len(b.lits)<<3 | 1), b.lits[0]}
+		}
+		if bh.typ == zstdBlockCompressed {
+			block = append(block, 0) // no sequences
+		}
+		bh.size = len(block)
+		if bh.typ == zstdBlockRLE {
+			bh.size = len(b.lits)
+		}
+		frame = appendZstdBlockHeader(frame, bh)
+		frame = append(frame, block...)
+	}
+	if checksum {
+		frame = binary.LittleEndian.AppendUint32(frame, uint32(xxhash.Sum64(content)))
+	}
+	return frame, content
+}
+
+// mixedFrames returns hand-built frames whose Huffman-coded literal
+// sections have raw and RLE zstd blocks and literal sections between
+// them, with and without a content checksum, with and without treeless
+// sections.
+func mixedFrames(t testing.TB, rng *rand.Rand) [][]byte {
+	t.Helper()
+	digits := func(n int) []byte {
+		var p []byte
+		for len(p) < n {
+			p = fmt.Appendf(p, "%06d", rng.IntN(1000000))
+		}
+		return p[:n]
+	}
+	random := func(n int) []byte {
+		p := make([]byte, n)
+		for i := range p {
+			p[i] = byte(rng.Uint32())
+		}
+		return p
+	}
+	var frames [][]byte
+	for _, checksum := range []bool{false, true} {
+		for _, treeless := range []bool{false, true} {
+			later := huffBlock
+			if treeless {
+				later = treelessBlock
+			}
+			blocks := []frameBlock{
+				{huffBlock, digits(300)},
+				{rawBlock, random(40)},
+				{later, digits(700)},
+				{rleBlock, bytes.Repeat([]byte{'z'}, 50)},
+				{rawLitsBlock, []byte("raw literals")},
+				{later, digits(200)},
+				{rleLitsBlock, bytes.Repeat([]byte{'q'}, 20)},
+				{later, digits(900)},
+			}
+			frame, _ := mixedFrame(t, blocks, checksum)
+			frames = append(frames, frame)
+		}
+	}
+	return frames
+}
+
+// TestLiteralStreamsAcrossOtherBlocks rewrites frames whose Huffman-coded
+// literal sections have raw and RLE zstd blocks and literal sections
+// between them, with and without a content checksum: in four streams
+// only, and with tables shared. A treeless section reuses the table of
+// the last section that described one, whatever lies between, so
+// sections on either side of a raw block may share a table; in a frame
+// that already has treeless sections, none is added. Every rewritten
+// frame must decode, checksum included, to the content.
+func TestLiteralStreamsAcrossOtherBlocks(t *testing.T) {
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	rng := rand.New(rand.NewPCG(10, 11))
+	for i, frame := range mixedFrames(t, rng) {
+		want, err := dec.DecodeAll(frame, nil)
+		if err != nil {
+			t.Fatalf("frame %d: the hand-built frame does not decode: %v", i, err)
+		}
+		before, err := zstdFrameLiterals(frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hadTreeless := false
+		for _, s := range before {
+			hadTreeless = hadTreeless || s.literalType == literalsTreeless
+		}
+		for _, extra := range []int{0, 1 << 20} {
+			ls := literalStreams{maxShareExtra: extra}
+			out, n, err := ls.rewrite(nil, frame, min4StreamLiterals)
+			if err != nil || n == 0 {
+				t.Fatalf("frame %d, extra %d: rewrote %d sections: %v", i, extra, n, err)
+			}
+			checkLiteralStreams(t, dec, out, want)
+			after, err := zstdFrameLiterals(out)
+			if err != nil || len(after) != len(before) {
+				t.Fatalf("frame %d, extra %d: %d zstd blocks after the rewrite (%v), want %d", i, extra, len(after), err, len(before))
+			}
+			treeless := 0
+			for k, s := range after {
+				if s.blockType != before[k].blockType || (s.literalType < literalsCompressed) != (before[k].literalType < literalsCompressed) {
+					t.Errorf("frame %d, extra %d, zstd block %d: type %d, literals type %d; want %d, %d",
+						i, extra, k, s.blockType, s.literalType, before[k].blockType, before[k].literalType)
+				}
+				if s.literalType == literalsTreeless {
+					treeless++
+				}
+			}
+			if !hadTreeless && extra > 0 && treeless == 0 {
+				t.Errorf("frame %d: no table shared across the raw and RLE blocks", i)
+			}
+			if !hadTreeless && extra == 0 && treeless > 0 {
+				t.Errorf("frame %d: %d treeless sections without shared tables", i, treeless)
+			}
+		}
+	}
+}
+
+// TestSharedLiteralTablesOneStreamLimit: a one-stream section's sizes
+// have 10 bits, and a section of nearly 1024 literals that stays in one
+// stream (here every section does: the four-stream threshold is above
+// them) may no longer fit them when coded with a table shared with the
+// sections after it. Such a run is not taken; before, the rewrite failed
+// on it and the whole frame stayed as the encoder wrote it. The two digit
+// columns after it still share a table.
+func TestSharedLiteralTablesOneStreamLimit(t *testing.T) {
+	dec, err := zstd.NewReader(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	for seed := range uint64(4) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		// Skewed over a wide alphabet: about 1000 bytes with its own
+		// table, close to the limit.
+		wide := make([]byte, 1023)
+		for i := range wide {
+			wide[i] = byte(rng.IntN(1 + rng.IntN(256)))
+		}
+		digits := func(n int) []byte {
+			var p []byte
+			for len(p) < n {
+				p = fmt.Appendf(p, "%06d", rng.IntN(1000000))
+			}
+			return p[:n]
+		}
+		frame, want := mixedFrame(t, []frameBlock{{huffBlock, wide}, {huffBlock, digits(600)}, {huffBlock, digits(600)}}, false)
+		ls := literalStreams{maxShareExtra: 1 << 20}
+		out, n, err := ls.rewrite(nil, frame, 1<<16)
+		if err != nil {
+			t.Fatalf("seed %d: rewrite: %v", seed, err)
+		}
+		checkLiteralStreams(t, dec, out, want)
+		secs, err := zstdFrameLiterals(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 2 || secs[0].literalType != literalsCompressed || secs[2].literalType != literalsTreeless {
+			t.Errorf("seed %d: %d sections rewritten, types %d, %d, %d; want the last two sharing a table", seed, n, secs[0].literalType, secs[1].literalType, secs[2].literalType)
+		}
+	}
 }
