@@ -182,51 +182,62 @@ func TestLiteralStreamsRoundTrip(t *testing.T) {
 	}
 }
 
-// TestLiteralStreamsKeepWhatDoesNotDecodeBack: a four-stream encoding
-// that does not decode back to the section's literals (here one whose
-// last byte is flipped) is never written: every section stays as the
-// encoder wrote it, and the frame decodes to the original bytes. The
-// block checksum covers what is stored, so nothing after the rewrite
-// would catch it.
-func TestLiteralStreamsKeepWhatDoesNotDecodeBack(t *testing.T) {
-	opts := DefaultWriterOptions()
-	opts.oneStreamLiterals = true
-	opts.NoDictionary = true
-	opts.ZstdLevel = 7
-	f, _ := writeTable(t, peersTable(2, 2, 400), opts)
-	ls := literalStreams{compress4X: func(in []byte, s *huff0.Scratch) ([]byte, bool, error) {
-		out, reused, err := huff0.Compress4X(in, s)
-		if err == nil && len(out) > 0 {
-			out[len(out)-1] ^= 0x5a
-		}
-		return out, reused, err
-	}}
-	dec, err := zstd.NewReader(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dec.Close()
-	frames := 0
-	forEachDataFrame(t, f, func(payload []byte, c Compression) {
-		if c != CompressionZstd {
-			return
-		}
-		frames++
-		want, err := dec.DecodeAll(payload, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, n, err := ls.rewrite(nil, payload, min4StreamLiterals)
-		if err != nil {
-			t.Fatalf("rewrite: %v", err)
-		}
-		if n != 0 {
-			t.Errorf("%d sections rewritten from encodings that do not decode back", n)
-		}
-		checkLiteralStreams(t, dec, out, want)
-	})
-	if frames == 0 {
-		t.Fatal("no zstd data block to rewrite")
+// TestRewriteKeepsWhatDoesNotDecodeBack: an encoding that does not
+// decode back to its section's literals (here every four-stream encoding
+// has its last byte flipped) is never written, whether it is one
+// section's four streams or a run's shared table: the frames decode to
+// the original bytes. The block checksum covers what is stored, so
+// nothing after the rewrite would catch it.
+func TestRewriteKeepsWhatDoesNotDecodeBack(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		maxShareExtra int  // 0: four streams only
+		wantNone      bool // no section may count as rewritten
+	}{
+		{"four streams", 0, true},
+		// Shared runs may still be taken in one stream, which this
+		// encoder does not corrupt: only the frame's bytes are checked.
+		{"shared tables", 1 << 20, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := peersWriterOptions()
+			opts.oneStreamLiterals = true
+			f, _ := writeTable(t, peersTable(2, 2, 400), opts)
+			ls := literalStreams{maxShareExtra: tc.maxShareExtra, compress4X: func(in []byte, s *huff0.Scratch) ([]byte, bool, error) {
+				out, reused, err := huff0.Compress4X(in, s)
+				if err == nil && len(out) > 0 {
+					out[len(out)-1] ^= 0x5a
+				}
+				return out, reused, err
+			}}
+			dec, err := zstd.NewReader(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dec.Close()
+			frames := 0
+			forEachDataFrame(t, f, func(payload []byte, c Compression) {
+				if c != CompressionZstd {
+					return
+				}
+				frames++
+				want, err := dec.DecodeAll(payload, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, n, err := ls.rewrite(nil, payload, min4StreamLiterals)
+				if err != nil {
+					t.Fatalf("rewrite: %v", err)
+				}
+				if tc.wantNone && n != 0 {
+					t.Errorf("%d sections rewritten from encodings that do not decode back", n)
+				}
+				checkLiteralStreams(t, dec, out, want)
+			})
+			if frames == 0 {
+				t.Fatal("no zstd data block to rewrite")
+			}
+		})
 	}
 }
 
@@ -675,47 +686,6 @@ func TestSharedLiteralTablesRoundTrip(t *testing.T) {
 				t.Errorf("level %d: no table shared without a bound on the cost", level)
 			}
 		}
-	}
-}
-
-// TestSharedLiteralTablesKeepWhatDoesNotDecodeBack: a run whose shared
-// encoding does not decode back to its literals (here every four-stream
-// encoding has its last byte flipped) is never written; the frames decode
-// to the original bytes.
-func TestSharedLiteralTablesKeepWhatDoesNotDecodeBack(t *testing.T) {
-	opts := peersWriterOptions()
-	opts.oneStreamLiterals = true
-	f, _ := writeTable(t, peersTable(2, 2, 400), opts)
-	ls := literalStreams{maxShareExtra: 1 << 20, compress4X: func(in []byte, s *huff0.Scratch) ([]byte, bool, error) {
-		out, reused, err := huff0.Compress4X(in, s)
-		if err == nil && len(out) > 0 {
-			out[len(out)-1] ^= 0x5a
-		}
-		return out, reused, err
-	}}
-	dec, err := zstd.NewReader(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dec.Close()
-	frames := 0
-	forEachDataFrame(t, f, func(payload []byte, c Compression) {
-		if c != CompressionZstd {
-			return
-		}
-		frames++
-		want, err := dec.DecodeAll(payload, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, _, err := ls.rewrite(nil, payload, min4StreamLiterals)
-		if err != nil {
-			t.Fatalf("rewrite: %v", err)
-		}
-		checkLiteralStreams(t, dec, out, want)
-	})
-	if frames == 0 {
-		t.Fatal("no zstd data block to rewrite")
 	}
 }
 
