@@ -276,6 +276,9 @@ func (db *DB) recover() error {
 			"if it was acknowledged, it is lost (check the writer's checkpoint against its source)",
 			"segment", res.TruncatedSegment, "offset", res.TruncatedOffset, "bytes", res.TruncatedBytes, "reason", res.TruncatedReason)
 	}
+	if res.Records == 0 && res.TruncatedBytes == 0 {
+		db.removeEmptyWALSegments(res.Segments)
+	}
 	next := max(m.MinUnflushedWAL, res.LastSegment+1)
 	w, err := wal.Open(db.walOptions(), next)
 	if err != nil {
@@ -287,6 +290,29 @@ func (db *DB) recover() error {
 	db.log.Info("storage opened", "dir", db.dir, "tables", len(db.tables), "sstables", len(m.SSTables),
 		"wal_records_replayed", res.Records, "took", time.Since(start))
 	return nil
+}
+
+// removeEmptyWALSegments removes the replayed WAL segments when replay
+// found no record in any of them: each Open starts a new segment, and
+// without it every open and close without a write in between (a restart
+// loop, a shard's store reopened at a handover) left one more empty
+// segment, preallocated to WALSegmentSize, until the next flush. Nothing
+// in them is needed. They go in ascending order, so a crash in between
+// leaves the rest contiguous, as replay requires. A failure only leaves
+// them for the next flush to release, and is logged.
+func (db *DB) removeEmptyWALSegments(segments []uint64) {
+	for _, num := range segments {
+		path := filepath.Join(db.walDir, wal.SegmentFileName(num))
+		if err := db.opts.FS.Remove(path); err != nil {
+			db.log.Warn("cannot remove an empty wal segment", "segment", path, "err", err)
+			return
+		}
+	}
+	if len(segments) > 0 {
+		if err := db.opts.FS.SyncDir(db.walDir); err != nil {
+			db.log.Warn("cannot sync the wal directory after removing empty segments", "dir", db.walDir, "err", err)
+		}
+	}
 }
 
 func (db *DB) walOptions() wal.Options {

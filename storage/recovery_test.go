@@ -8,6 +8,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/eventide/eventide/storage/internal/wal"
+	"github.com/eventide/eventide/storage/vfs"
 )
 
 // lastNonZero returns the offset of the last non-zero byte of b: in a WAL
@@ -127,5 +131,63 @@ func TestRecoveryReportsCut(t *testing.T) {
 	}
 	if !bytes.Equal(after[:info.CutOffset], crashImage[:info.CutOffset]) || lastNonZero(t, after) >= int(info.CutOffset) {
 		t.Fatal("recovery did not clear exactly the cut bytes")
+	}
+}
+
+// TestReopenLeavesNoEmptyWALSegments: opening a store starts a new WAL
+// segment; the ones replayed before it go when they held no record, so a
+// store opened and closed again and again without writes keeps one
+// segment, not one per open (each preallocated to WALSegmentSize). A
+// segment with records is kept until the flush that covers it, and its
+// rows read back after every reopening.
+func TestReopenLeavesNoEmptyWALSegments(t *testing.T) {
+	dir := t.TempDir()
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	segments := func() []uint64 {
+		t.Helper()
+		segs, err := wal.ListSegments(vfs.Default, filepath.Join(dir, walDirName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return segs
+	}
+	reopen := func() *DB {
+		t.Helper()
+		return openTestDBIn(t, dir, clock, nil, TableDef{Name: "t"})
+	}
+	rows := func(db *DB) int {
+		t.Helper()
+		got, _ := readAll(t, db, SliceQuery{Table: "t", Partition: []byte("p")})
+		return len(got)
+	}
+
+	// Flushed rows, then opens without writes.
+	db := reopen()
+	apply(t, db, func(b *Batch) { putMemoryTestRows(b, "p", 0, 100) })
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for i := range 5 {
+		db = reopen()
+		if n := rows(db); n != 100 {
+			t.Fatalf("open %d: %d rows, want 100", i, n)
+		}
+		db.Close()
+	}
+	if segs := segments(); len(segs) != 1 {
+		t.Fatalf("after five opens without writes: wal segments %v, want one", segs)
+	}
+
+	// Rows only in the WAL: their segment stays through reopenings.
+	db = reopen()
+	apply(t, db, func(b *Batch) { putMemoryTestRows(b, "p", 100, 50) })
+	db.Close()
+	for i := range 3 {
+		db = reopen()
+		if n := rows(db); n != 150 {
+			t.Fatalf("reopen %d with unflushed rows: %d rows, want 150", i, n)
+		}
+		db.Close()
 	}
 }
