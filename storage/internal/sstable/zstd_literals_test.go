@@ -371,38 +371,15 @@ func literalFrames(t testing.TB) [][]byte {
 // frame and its content.
 func treelessFrame(t testing.TB, rng *rand.Rand, n int) (frame, content []byte) {
 	t.Helper()
-	const blocks = 3
 	var parts [][]byte
-	for range blocks {
+	for range 3 {
 		var p []byte
 		for len(p) < n {
 			p = fmt.Appendf(p, "%06d", rng.IntN(1000000))
 		}
 		parts = append(parts, p[:n])
-		content = append(content, p[:n]...)
 	}
-	frame = []byte{0x28, 0xb5, 0x2f, 0xfd, 0xa0} // magic; single segment, 4-byte content size
-	frame = binary.LittleEndian.AppendUint32(frame, uint32(len(content)))
-	var s huff0.Scratch
-	for i, p := range parts {
-		typ := literalsCompressed
-		if i > 0 {
-			typ = literalsTreeless
-			s.Reuse = huff0.ReusePolicyMust
-		}
-		out, reused, err := huff0.Compress1X(p, &s)
-		if err != nil || reused != (i > 0) {
-			t.Fatalf("Compress1X: reused %v, %v", reused, err)
-		}
-		lits := out
-		v := typ | len(p)<<4 | len(lits)<<14
-		block := []byte{byte(v), byte(v >> 8), byte(v >> 16)}
-		block = append(block, lits...)
-		block = append(block, 0) // no sequences
-		frame = appendZstdBlockHeader(frame, zstdBlockHeader{last: i == blocks-1, typ: zstdBlockCompressed, size: len(block)})
-		frame = append(frame, block...)
-	}
-	return frame, content
+	return literalsOnlyFrame(t, parts, []bool{false, true, true})
 }
 
 // TestLiteralStreamsTreeless checks frames whose later literal sections
@@ -482,12 +459,18 @@ func FuzzLiteralStreams(f *testing.F) {
 		f.Add(frame, uint16(min4StreamLiterals))
 	}
 	f.Add([]byte{0x28, 0xb5, 0x2f, 0xfd, 0x20, 0x00, 0x01, 0x00, 0x00}, uint16(1))
+	fuzzLiteralRewrite(f, &literalStreams{})
+}
+
+// fuzzLiteralRewrite runs ls.rewrite on the fuzzer's frames: it must never
+// panic, and a frame it rewrites must decode to what the original decodes
+// to.
+func fuzzLiteralRewrite(f *testing.F, ls *literalStreams) {
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<22))
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Cleanup(dec.Close)
-	var ls literalStreams
 	f.Fuzz(func(t *testing.T, frame []byte, minLits uint16) {
 		out, n, err := ls.rewrite(nil, frame, int(minLits))
 		if err != nil || n == 0 {
@@ -778,29 +761,7 @@ func FuzzSharedLiteralTables(f *testing.F) {
 	for _, frame := range literalFrames(f) {
 		f.Add(frame, uint16(min4StreamLiterals))
 	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(1<<22))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(dec.Close)
-	ls := literalStreams{maxShareExtra: 1 << 20}
-	f.Fuzz(func(t *testing.T, frame []byte, minLits uint16) {
-		out, n, err := ls.rewrite(nil, frame, int(minLits))
-		if err != nil || n == 0 {
-			return
-		}
-		want, err := dec.DecodeAll(frame, nil)
-		if err != nil {
-			return
-		}
-		got, err := dec.DecodeAll(out, nil)
-		if err != nil {
-			t.Fatalf("rewritten frame does not decode: %v", err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("rewritten frame decodes to %d bytes that differ from the original's %d", len(got), len(want))
-		}
-	})
+	fuzzLiteralRewrite(f, &literalStreams{maxShareExtra: 1 << 20})
 }
 
 // frameBlock is one zstd block of a hand-built frame (mixedFrame): its
