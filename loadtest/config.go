@@ -67,13 +67,13 @@ type config struct {
 	NATS natsconn.Options
 	// HTTPToken is the bearer token sent with every HTTP request (the
 	// server's --http-token); empty sends none.
-	HTTPToken   string
-	Spawn       bool
-	SpawnArgs   string
-	SpawnEnv    []string // KEY=VALUE for the spawned server's environment
+	HTTPToken string
+	Spawn     bool
+	SpawnArgs string
+	SpawnEnv  []string // KEY=VALUE for the spawned server's environment
 	// SpawnBin is the cmd/ingest binary --spawn runs; empty builds one
 	// from the checkout the harness runs in.
-	SpawnBin string
+	SpawnBin    string
 	Stream, DLQ string
 
 	Workloads map[string]bool
