@@ -216,7 +216,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 	selfStart, selfErr := target.ReadProc(os.Getpid())
 	start := time.Now()
 	res.loadStart = start
-	eventLat := hist.NewSet(cfg.Workers, start)
+	eventLat := hist.NewSet(eventLatSlots, start)
 	queryLat := hist.NewSet(cfg.QueryWorkers, start)
 	probeLat := hist.NewSet(1, start)
 	res.sets = []*hist.Set{eventLat, queryLat, probeLat}
@@ -228,7 +228,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 	var queries *queryLoad
 	var err error
 	if cfg.Workloads["events"] {
-		if events, err = newEventLoad(cfg, e.js, eventLat, probes); err != nil {
+		if events, err = newEventLoad(cfg, e.nc, eventLat, probes); err != nil {
 			return nil, configError{err}
 		}
 	}
