@@ -110,7 +110,7 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 	}
 
 	if cfg.Workloads["social"] {
-		if e.social, err = newSocialLoad(cfg, e.js, e.api); err != nil {
+		if e.social, err = newSocialLoad(cfg, e.js, e.nc, e.api); err != nil {
 			return false, configError{err}
 		}
 		if err := e.social.runSetup(ctx, e.progress); err != nil {
@@ -259,7 +259,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 	var social *socialLoad
 	var fan *fanoutTracker
 	if cfg.Workloads["social"] && e.social != nil {
-		socialLat := hist.NewSet(cfg.SocialWorkers, start)
+		socialLat := hist.NewSet(socialLatSlots, start)
 		fanLat := hist.NewSet(1, start)
 		res.sets = append(res.sets, socialLat, fanLat)
 		social = e.social
