@@ -284,8 +284,8 @@ func TestDeadLettersNATSDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := ns.ClientURL()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond))
+	clientURL := ns.ClientURL()
+	nc, err := nats.Connect(clientURL, nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestDeadLettersNATSDown(t *testing.T) {
 		t.Errorf("with NATS down: %d, Retry-After %q, %s; want 503 with Retry-After", code, retry, body)
 	}
 
-	ns, err = natsembed.Start(natsembed.Config{Listen: strings.TrimPrefix(url, "nats://"), StoreDir: storeDir})
+	ns, err = natsembed.Start(natsembed.Config{Listen: strings.TrimPrefix(clientURL, "nats://"), StoreDir: storeDir})
 	if err != nil {
 		t.Fatal(err)
 	}
