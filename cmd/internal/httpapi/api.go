@@ -59,8 +59,9 @@ type Config struct {
 	Now func() time.Time
 
 	// Token, when not empty, is the bearer token every request needs
-	// (Authorization: Bearer <Token>) except /livez, /readyz and
-	// /openapi.yaml; others get 401. Empty: no authentication.
+	// (Authorization: Bearer <Token>) except /livez, /readyz,
+	// /openapi.yaml and the dashboard's page / and files under /ui/;
+	// others get 401. Empty: no authentication.
 	Token string
 	// CORSOrigins are the origins (scheme://host[:port]) whose browser
 	// pages may read the API. Empty: no CORS headers at all.
