@@ -372,18 +372,66 @@ func newRowKeyReader(sec []byte, enc, rows, rawLen int, dst []byte) (rowKeyReade
 	} else {
 		arena = make([]byte, rows*keyLen)
 	}
-	v := binary.BigEndian.Uint64(first)
-	for r := 0; r < rows; r++ {
-		if r > 0 {
-			v += deltas.next()
+	expandFixedKeys(arena, binary.BigEndian.Uint64(first), &deltas, rest, rows, keyLen)
+	return rowKeyReader{arena: arena, enc: enc, keyLen: keyLen}, nil
+}
+
+// expandFixedKeys writes rows fixed-width keys of keyLen bytes into arena:
+// each key's first 8 bytes are first plus the running sum of deltas (rows-1
+// of them), big-endian, and its other keyLen-8 bytes are byte r of each of
+// rest's planes (rest holds the tails transposed: byte i of every key,
+// then byte i+1, ...).
+//
+// This runs for every row of every data block read. The deltas are read
+// a plane at a time (four planes at most, which a gap between two event
+// times always fits in) rather than through planes.next, and the tails
+// are gathered from up to eight planes at once, so that the loop per row
+// holds neither a call nor a loop over planes.
+func expandFixedKeys(arena []byte, v uint64, deltas *planes, rest []byte, rows, keyLen int) {
+	binary.BigEndian.PutUint64(arena, v)
+	switch w, n := deltas.w, deltas.n; {
+	case rows == 1:
+	case w == 0:
+		for r := 1; r < rows; r++ {
+			v += deltas.constant
+			binary.BigEndian.PutUint64(arena[r*keyLen:], v)
 		}
-		key := arena[r*keyLen : (r+1)*keyLen]
-		binary.BigEndian.PutUint64(key, v)
-		for i := 0; i < tail; i++ {
-			key[8+i] = rest[i*rows+r]
+	case w <= 4:
+		var pl [4][]byte
+		for k := range pl {
+			pl[k] = deltas.b[min(k, w-1)*n : (min(k, w-1)+1)*n]
+		}
+		// Planes past the width repeat the last one; mask drops them.
+		mask := uint64(1)<<(8*w) - 1
+		p0, p1, p2, p3 := pl[0][:n], pl[1][:n], pl[2][:n], pl[3][:n]
+		for i := 0; i < n; i++ {
+			d := uint64(p0[i]) | uint64(p1[i])<<8 | uint64(p2[i])<<16 | uint64(p3[i])<<24
+			v += d & mask
+			binary.BigEndian.PutUint64(arena[(i+1)*keyLen:], v)
+		}
+	default:
+		for r := 1; r < rows; r++ {
+			v += deltas.next()
+			binary.BigEndian.PutUint64(arena[r*keyLen:], v)
 		}
 	}
-	return rowKeyReader{arena: arena, enc: enc, keyLen: keyLen}, nil
+	tail := keyLen - 8
+	if tail == 8 {
+		t0, t1, t2, t3 := rest[0*rows:1*rows], rest[1*rows:2*rows], rest[2*rows:3*rows], rest[3*rows:4*rows]
+		t4, t5, t6, t7 := rest[4*rows:5*rows], rest[5*rows:6*rows], rest[6*rows:7*rows], rest[7*rows:8*rows]
+		for r := 0; r < rows; r++ {
+			t := uint64(t0[r]) | uint64(t1[r])<<8 | uint64(t2[r])<<16 | uint64(t3[r])<<24 |
+				uint64(t4[r])<<32 | uint64(t5[r])<<40 | uint64(t6[r])<<48 | uint64(t7[r])<<56
+			binary.LittleEndian.PutUint64(arena[r*keyLen+8:], t)
+		}
+		return
+	}
+	for i := 0; i < tail; i++ {
+		plane := rest[i*rows : (i+1)*rows]
+		for r, c := range plane {
+			arena[r*keyLen+8+i] = c
+		}
+	}
 }
 
 // next returns the next row key and its offset in the arena; the caller
