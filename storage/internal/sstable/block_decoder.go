@@ -38,6 +38,9 @@ type block struct {
 	// short names, and then the block is one allocation.
 	colsBuf  [2][]byte
 	namesBuf [16]byte
+	// lazy is set when only some of the block's shaped values were
+	// rebuilt (see lazyValues); nil when all were.
+	lazy *lazyValues
 }
 
 // packedCell is a decoded cell as a block keeps it (see block).
@@ -87,6 +90,15 @@ func decodeBlock(raw []byte, version uint32) (*block, []byte, error) {
 // shaped values into vals' array and expanded row keys into keysDst's
 // array when they are large enough.
 func decodeBlockInto(raw []byte, version uint32, cells []packedCell, valsDst, keysDst []byte) (*block, []byte, error) {
+	return decodeBlockValues(raw, version, cells, valsDst, keysDst, false)
+}
+
+// decodeBlockValues is decodeBlockInto; with deferValues, a block of
+// shaped values is returned with none of its values rebuilt (its cells
+// say where each will be, and its lazy field holds what rebuilds them):
+// the caller must call buildValues before the block's cells are read,
+// and before the block is shared (see lazyValues).
+func decodeBlockValues(raw []byte, version uint32, cells []packedCell, valsDst, keysDst []byte, deferValues bool) (*block, []byte, error) {
 	c := cursor{b: raw}
 	n := c.length("block cell count", 1)
 	rows := c.length("block row count", 1)
@@ -170,10 +182,21 @@ func decodeBlockInto(raw []byte, version uint32, cells []packedCell, valsDst, ke
 		}
 		var vals []byte
 		sc := getShapeScratch()
-		defer sc.put()
-		vals, shapedLens, err = decodeShapedValuesWith(sc, lenRaw, valSec.b, nlens, max(maxShapedExpansion*len(raw), maxBlockKeyBytes), valsDst)
-		if err != nil {
-			return nil, nil, err
+		limit := max(maxShapedExpansion*len(raw), maxBlockKeyBytes)
+		if deferValues {
+			var lz *lazyValues
+			if vals, shapedLens, lz, err = deferShapedValues(sc, lenRaw, valSec.b, nlens, limit, valsDst); err != nil {
+				sc.put()
+				return nil, nil, err
+			}
+			// sc is lz's until buildValues; a block that fails to
+			// decode below leaves it to the garbage collector.
+			blk.lazy = lz
+		} else {
+			defer sc.put()
+			if vals, shapedLens, err = decodeShapedValuesWith(sc, lenRaw, valSec.b, nlens, limit, valsDst); err != nil {
+				return nil, nil, err
+			}
 		}
 		valSec = cursor{b: vals}
 		data, voff = vals, 0
@@ -528,6 +551,24 @@ func (p *planes) wide(i int) uint64 {
 		v |= uint64(p.b[k*p.n+i]) << (8 * k)
 	}
 	return v
+}
+
+// prefixSum is the sum of the first r integers (r <= n), added up a plane
+// at a time as sum does; the caller knows the sum of all n fits (a
+// column's lengths, checked against its section).
+func (p *planes) prefixSum(r int) int {
+	if p.w == 0 {
+		return int(p.constant) * r
+	}
+	total := 0
+	for k := 0; k < p.w; k++ {
+		s := 0
+		for _, c := range p.b[k*p.n : k*p.n+r] {
+			s += int(c)
+		}
+		total += s << (8 * k)
+	}
+	return total
 }
 
 // sum is the sum of all n integers, without reading them one by one:

@@ -202,6 +202,9 @@ func (c *Cache) get(fileNum, offset uint64) *loadedBlock {
 		return nil
 	}
 	c.hits.Add(1)
+	// The block may have been cached by the reader that decoded it with
+	// only its values rebuilt (see lazyValues).
+	e.blk.lazy.complete()
 	return e.blk
 }
 
