@@ -495,7 +495,12 @@ func (r *Reader) loadBlockWith(pg *indexPage, i int, src blockSource, ra *readah
 	}
 	keys := keyScratch.Get().(*[]byte)
 	defer keyScratch.Put(keys)
-	b, tail, err := decodeBlockValues(raw, r.props.FormatVersion, cellsIn(mem, ncells)[:0], scratch, (*keys)[:0], o != nil)
+	// Values are rebuilt in part only in a block a bound of o cuts: the
+	// iterator hands out every cell of a block within its bounds (the
+	// index entry's first and last keys say so), and rebuilding all of
+	// them at once is cheaper than in two steps.
+	deferValues := o != nil && (!base.AfterStart(h.meta.MinClustering, o.Start) || !base.BeforeEnd(h.meta.MaxClustering, o.End))
+	b, tail, err := decodeBlockValues(raw, r.props.FormatVersion, cellsIn(mem, ncells)[:0], scratch, (*keys)[:0], deferValues)
 	if err == nil && cap(b.keys) > cap(*keys) && cap(b.keys) <= maxKeyScratch {
 		*keys = b.keys[:0:cap(b.keys)] // grown: the next block reuses it once adopt has copied the keys
 	}
