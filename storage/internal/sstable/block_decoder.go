@@ -12,8 +12,10 @@ import (
 	"github.com/eventide/eventide/storage/internal/base"
 )
 
-// block is a decoded data block. It is immutable once decoded and may be
-// shared between goroutines through the Cache.
+// block is a decoded data block. It is immutable once decoded (but for
+// shaped values left out of a partial rebuild, which lazyValues fills in
+// once, without touching the rest) and may be shared between goroutines
+// through the Cache.
 //
 // Its cells are packed: offsets into the block's buffers instead of
 // slices. A []base.Cell holds three slices per cell, which the garbage

@@ -13,7 +13,8 @@ import (
 //
 // Blocks are keyed by (file number, block offset): a file number must
 // never name different contents while the cache lives. Cached blocks are
-// immutable and counted: the cache holds one reference and every iterator
+// immutable (but for the values a slice's read left out, which get
+// rebuilds once before handing the block out: see lazyValues) and counted: the cache holds one reference and every iterator
 // using a block another, so an evicted block stays valid for the
 // iterators using it and is recycled when the last one lets go.
 type Cache struct {
