@@ -73,6 +73,14 @@ func TestLocalClusterScript(t *testing.T) {
 	})
 	out, err := script("start")
 	if err != nil {
+		// The logs are in the test's temporary directory, gone once it
+		// ends: show their ends here.
+		logs, _ := filepath.Glob(filepath.Join(dir, "logs", "*.log"))
+		for _, l := range logs {
+			b, _ := os.ReadFile(l)
+			lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+			t.Logf("%s, last lines:\n%s", filepath.Base(l), strings.Join(lines[max(0, len(lines)-20):], "\n"))
+		}
 		t.Fatalf("start: %v\n%s", err, out)
 	}
 

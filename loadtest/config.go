@@ -175,7 +175,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.Float64Var(&c.QueryRate, "query-rate", 50, "queries per second (open loop)")
 	fs.IntVar(&c.QueryWorkers, "query-workers", 16, "most queries in flight")
 	queryTypes := fs.String("query-types", "", "event types the queries read, with weights (click=3,view): the server's own data; default the run's own types, weighted like the event mix")
-	queryMix := fs.String("query-mix", defaultQueryMix, "query kinds and weights: latest, window, counts, timeline (default with the social workload "+defaultSocialQueryMix+"; timelines alone: timeline=1)")
+	queryMix := fs.String("query-mix", defaultQueryMix, "query kinds and weights: latest, window, counts, timeline; with the social workload the default is "+defaultSocialQueryMix+", with --workload timelines timeline=1")
 	fs.IntVar(&c.Query.LatestN, "latest-n", 100, "limit of latest-N queries")
 	fs.DurationVar(&c.Query.WindowMin, "window-min", time.Minute, "shortest window query")
 	fs.DurationVar(&c.Query.WindowMax, "window-max", 10*time.Minute, "longest window query")

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -374,16 +375,22 @@ func checkGoroutines(t *testing.T, before int) {
 	}
 }
 
-// README's flag table lists every flag of `loadtest run`, and no other.
+// README's flag table lists every flag of `loadtest run`, and no other,
+// each with the default and the description `run -h` prints.
 func TestReadmeListsEveryFlag(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := runMain(context.Background(), []string{"run", "-h"}, &stdout, &stderr); code != exitPass {
 		t.Fatalf("run -h: exit %d", code)
 	}
 	flags := map[string]bool{}
+	help := map[string]flagHelp{}
+	var last string
 	for line := range strings.Lines(stderr.String()) {
 		if rest, ok := strings.CutPrefix(line, "  -"); ok {
-			flags[strings.Fields(rest)[0]] = true
+			last = strings.Fields(rest)[0]
+			flags[last] = true
+		} else if usage, ok := strings.CutPrefix(line, "    \t"); ok && last != "" {
+			help[last] = parseFlagUsage(strings.TrimSpace(usage))
 		}
 	}
 	b, err := os.ReadFile("README.md")
@@ -402,6 +409,23 @@ func TestReadmeListsEveryFlag(t *testing.T) {
 			listed[name] = true
 			if !flags[name] {
 				t.Errorf("README lists --%s, which is not a flag", name)
+				continue
+			}
+			cols := strings.Split(strings.TrimSpace(line), " | ")
+			if len(cols) != 3 {
+				t.Errorf("README's row of --%s has %d columns, want 3: %s", name, len(cols), line)
+				continue
+			}
+			def := strings.Trim(cols[1], "`")
+			what := strings.TrimSuffix(cols[2], " |")
+			want := help[name]
+			// run -h leaves out zero defaults (0s, 0, false, ""); the
+			// table may show them.
+			if def != want.def && (want.def != "" || !slices.Contains([]string{"", "0", "0s", "false"}, def)) {
+				t.Errorf("README gives --%s the default %q; run -h says %q", name, def, want.def)
+			}
+			if what != want.what {
+				t.Errorf("README describes --%s as %q; run -h says %q", name, what, want.what)
 			}
 		}
 	}
@@ -413,6 +437,25 @@ func TestReadmeListsEveryFlag(t *testing.T) {
 	if len(flags) < 50 {
 		t.Errorf("parsed only %d flags from run -h", len(flags))
 	}
+}
+
+// flagHelp is one flag's usage as flag.PrintDefaults prints it: the
+// description and the default after it.
+type flagHelp struct{ def, what string }
+
+// parseFlagUsage splits a usage line printed by flag.PrintDefaults at its
+// last "(default X)", which is the flag package's own when the default is
+// not the zero value, or the usage's own wording of a computed default.
+func parseFlagUsage(usage string) flagHelp {
+	i := strings.LastIndex(usage, " (default ")
+	if i < 0 || !strings.HasSuffix(usage, ")") {
+		return flagHelp{what: usage}
+	}
+	def := strings.TrimSuffix(usage[i+len(" (default "):], ")")
+	if unq, err := strconv.Unquote(def); err == nil {
+		def = unq
+	}
+	return flagHelp{def: def, what: usage[:i]}
 }
 
 // fanout and timelines are names for parts of the social workload: they

@@ -345,6 +345,11 @@ func TestEventsTombstoneThresholds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The documented counter is exported at 0 for every kind before any
+	// warning, so an alert on it has a series to watch.
+	if n, err := testutil.GatherAndCount(reg, "eventide_reader_tombstone_warnings_total"); err != nil || n != len(queryKinds) {
+		t.Fatalf("eventide_reader_tombstone_warnings_total before any query: %d series (%v), want %d", n, err, len(queryKinds))
+	}
 	q := EventQuery{Type: "click", From: now.Add(-time.Hour), To: now}
 	if _, err := r.Events(context.Background(), q); err != nil {
 		t.Fatal(err)

@@ -60,8 +60,12 @@ type metrics struct {
 	tombstoneWarnings *prometheus.CounterVec
 }
 
+// queryKinds are the kind label values of the reader's metrics: one per
+// kind of query (finishQuery's and observe's callers).
+var queryKinds = []string{"events", "event", "counts", "top_types", "slice", "raw_slice"}
+
 func newMetrics() *metrics {
-	return &metrics{
+	m := &metrics{
 		queries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "eventide_reader_queries_total",
 			Help: "Queries run, by kind (events, counts, slice) and result (ok, invalid, tombstones, canceled, error).",
@@ -81,6 +85,12 @@ func newMetrics() *metrics {
 			Help: "Queries that scanned at least the warning threshold of tombstones, by kind.",
 		}, []string{"kind"}),
 	}
+	// The warning counter starts at 0 for every kind, so that it is on
+	// /metrics (and alerts on it work) before the first warning.
+	for _, kind := range queryKinds {
+		m.tombstoneWarnings.WithLabelValues(kind)
+	}
+	return m
 }
 
 func (m *metrics) collectors() []prometheus.Collector {

@@ -243,7 +243,7 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	fs.Var(&cli.List{List: &fo.Options.PostTypes}, "post-types", "comma-separated event `types` that are posts (field author) for the timelines")
 	fs.Var(cli.Int{N: &fo.threshold, Lo: 0, Hi: 1 << 30}, "fanout-threshold", "an author with more followers (`N`) than this is merged into timelines at read time instead of pushed")
 	fs.Var(cli.Int{N: &fo.Options.ChunkSize, Lo: 1, Hi: 1 << 20}, "fanout-chunk-size", "most followers (`N`) one fan-out chunk writes")
-	fs.Var(cli.Int{N: &fo.Options.Workers, Lo: 1, Hi: 64}, "fanout-workers", "most fan-out chunks (`N`) worked at once (a job has one part per shard; each part's next chunk is read while one is applied)")
+	fs.Var(cli.Int{N: &fo.Options.Workers, Lo: 1, Hi: 64}, "fanout-workers", "most fan-out chunks (`N`) worked at once, one per pending job (each job's next chunk is read while one is applied)")
 	fs.Var(cli.Int{N: &fo.Options.BusyRowsPerSecond, Lo: 1, Hi: 1 << 30}, "fanout-busy-rate", "timeline rows per second (`N`) the fan-out writes at most while the writer has a backlog")
 	fs.Var(cli.Int{N: &fo.Options.Backfill, Lo: 0, Hi: 10_000}, "fanout-backfill", "how many of an author's newest posts (`N`) a follow copies into the follower's timeline")
 	fs.Var(cli.Duration{D: &fo.Options.TimelineTTL, Min: time.Second}, "timeline-ttl", "how long a timeline copy lives after its post time (`duration`)")

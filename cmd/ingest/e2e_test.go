@@ -8,6 +8,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -166,6 +168,7 @@ func TestIngestEndToEnd(t *testing.T) {
 	if !ready.Ready || strings.Join(names, ",") != "nats,storage,nats-store,writer,fanout,shutdown" {
 		t.Errorf("/readyz = %+v, want ready with nats, storage, nats-store, writer, fanout and shutdown passing", ready)
 	}
+	checkReadyzDocumented(t, names)
 
 	resp, err := client.Get(base + "/metrics")
 	if err != nil {
@@ -348,6 +351,32 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// checkReadyzDocumented fails the test when a check /readyz reported is
+// not in docs/http-api.md's table of checks or in the spec's description
+// of /readyz.
+func checkReadyzDocumented(t *testing.T, names []string) {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/http-api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := os.ReadFile("../../api/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, readyz, _ := strings.Cut(string(spec), "\n  /readyz:\n")
+	readyz, _, _ = strings.Cut(readyz, "responses:")
+	readyz = strings.Join(strings.Fields(readyz), " ")
+	for _, n := range names {
+		if !strings.Contains(string(doc), "\n| `"+n+"` |") {
+			t.Errorf("/readyz reports the check %s, which docs/http-api.md's table of checks lacks", n)
+		}
+		if !regexp.MustCompile(`[:,] ` + regexp.QuoteMeta(n) + `[ ,;]`).MatchString(readyz) {
+			t.Errorf("/readyz reports the check %s, which api/openapi.yaml's description of /readyz does not name: %s", n, readyz)
+		}
+	}
 }
 
 // waitReady polls /readyz until it answers 200, failing if run returns.

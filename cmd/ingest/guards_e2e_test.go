@@ -78,6 +78,28 @@ func TestIngestHTTPGuards(t *testing.T) {
 		}
 	}
 
+	// --http-token's help names every path that answers without the
+	// token, and no path that needs it.
+	c, err := parseConfig(nil, envFrom(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usage := c.fs.Lookup("http-token").Usage
+	for _, p := range []struct{ path, named string }{
+		{"/livez", "/livez"}, {"/readyz", "/readyz"}, {"/openapi.yaml", "/openapi.yaml"},
+		{"/", "dashboard's page /"}, {"/ui/app.js", "/ui/"}, {"/metrics", "/metrics"}, {"/v1/stats", "/v1/"},
+	} {
+		resp, err := client.Get(base + p.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		open := resp.StatusCode != http.StatusUnauthorized
+		if named := strings.Contains(usage, p.named); named != open {
+			t.Errorf("GET %s without the token: %d, but --http-token's help (%q) names it as open: %v", p.path, resp.StatusCode, usage, named)
+		}
+	}
+
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"flag"
 	"io"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -59,5 +62,60 @@ func TestConfig(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: %v, want an error containing %q", tt.args, err, tt.want)
 		}
+	}
+}
+
+// TestReadmeFlagTable: README's table of cmd/query's flags lists exactly
+// the flags it has, and a row of one flag whose default is a literal
+// (in backticks) gives the flag's real default.
+func TestReadmeFlagTable(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(b), "`go run ./cmd/query -h` lists its flags")
+	if !ok {
+		t.Fatal("README.md has no table of cmd/query's flags")
+	}
+	table, _, _ = strings.Cut(table, "\n\n## ")
+	c, err := parseConfig(nil, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagName := regexp.MustCompile("`--([a-z-]+)`")
+	listed := map[string]bool{}
+	for line := range strings.Lines(table) {
+		cols := strings.Split(strings.TrimSpace(line), " | ")
+		if !strings.HasPrefix(line, "| `--") || len(cols) != 3 {
+			continue
+		}
+		names := flagName.FindAllStringSubmatch(cols[0], -1)
+		for _, m := range names {
+			listed[m[1]] = true
+			if c.fs.Lookup(m[1]) == nil {
+				t.Errorf("README lists --%s, which cmd/query does not have", m[1])
+			}
+		}
+		literal, ok := strings.CutPrefix(cols[1], "`")
+		if len(names) != 1 || !ok {
+			continue // several flags, or a default in words
+		}
+		f := c.fs.Lookup(names[0][1])
+		if f == nil {
+			continue
+		}
+		def, _, _ := strings.Cut(literal, "`")
+		v := f.Value
+		if err := v.Set(def); err != nil || v.String() != f.DefValue {
+			t.Errorf("README gives --%s the default %q; the flag's is %q (%v)", f.Name, def, f.DefValue, err)
+		}
+	}
+	c.fs.VisitAll(func(f *flag.Flag) {
+		if !listed[f.Name] && f.Name != "version" {
+			t.Errorf("README's table of cmd/query's flags lacks --%s", f.Name)
+		}
+	})
+	if len(listed) < 20 {
+		t.Errorf("parsed only %d flags from README's table", len(listed))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -84,6 +85,45 @@ func FuzzParseOwners(f *testing.F) {
 		for s, o := range owners {
 			if CheckNodeID(o) != nil {
 				t.Fatalf("shard %d: owner %q is not a node id", s, o)
+			}
+		}
+	})
+}
+
+// FuzzParseShardSet: the --own-shards parser never panics, and what it
+// accepts is a sorted set of distinct shards below the shard count that
+// parses back to itself, holding every shard a single number names.
+func FuzzParseShardSet(f *testing.F) {
+	for _, s := range []string{"all", "", "0-3", "0,2,5-7", "3-0", "7", "0,,1", " 1 , 2-3 ", "-1", "1-", "0-99999999999999999999", "5,1-2,1"} {
+		f.Add(s, 8)
+	}
+	f.Fuzz(func(t *testing.T, spec string, shards int) {
+		if shards > 1<<12 {
+			return // every set is built in full: keep runs fast
+		}
+		set, err := ParseShardSet(spec, shards)
+		if err != nil {
+			return
+		}
+		if len(set) == 0 || len(set) > shards {
+			t.Fatalf("ParseShardSet(%q, %d) = %v: want 1 to %d shards", spec, shards, set, shards)
+		}
+		for i, s := range set {
+			if s < 0 || s >= shards || i > 0 && set[i-1] >= s {
+				t.Fatalf("ParseShardSet(%q, %d) = %v: not sorted, distinct shards below %d", spec, shards, set, shards)
+			}
+		}
+		items := make([]string, len(set))
+		for i, s := range set {
+			items[i] = strconv.Itoa(s)
+		}
+		again, err := ParseShardSet(strings.Join(items, ","), shards)
+		if err != nil || !slices.Equal(again, set) {
+			t.Fatalf("ParseShardSet(%q, %d) = %v, which parses back as %v, %v", spec, shards, set, again, err)
+		}
+		for _, part := range strings.Split(spec, ",") {
+			if n, err := strconv.Atoi(strings.TrimSpace(part)); err == nil && !slices.Contains(set, n) {
+				t.Fatalf("ParseShardSet(%q, %d) = %v lacks %d, named in it", spec, shards, set, n)
 			}
 		}
 	})

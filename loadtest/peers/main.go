@@ -387,16 +387,22 @@ type phaseResult struct {
 	// cache's buffers, a growing heap), which on the 2-core VM cost 1-4 µs
 	// a page (BENCHMARKS.md, s11-read).
 	minorFaults uint64
+	// cpu is the process's CPU time (user+system, every thread: the
+	// engine's background work and the Go runtime's included) while the
+	// phase's reads ran, summed over the reads: with each engine in its
+	// own process and nothing else running in it, the engine's CPU per
+	// query, which the machine's other load moves less than latency.
+	cpu time.Duration
 }
 
-// minorFaults is the process's minor page faults so far (0 where getrusage
-// fails).
-func minorFaults() uint64 {
+// processUsage is the process's minor page faults and CPU time
+// (user+system) so far (zero where getrusage fails).
+func processUsage() (minorFaults uint64, cpu time.Duration) {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
+		return 0, 0
 	}
-	return uint64(ru.Minflt)
+	return uint64(ru.Minflt), time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // gcCounters reads the heap bytes allocated and GC cycles so far.
@@ -548,7 +554,7 @@ func readInterleaved(cfg config, rounds int, gen *generator, startRound func(rou
 			coldP50: percentile(cold, 50), coldP99: percentile(cold, 99),
 			warmP50: percentile(warm, 50), warmP99: percentile(warm, 99),
 			cold: len(cold), warm: len(warm), sum: sum,
-			allocBytes: st.allocBytes, gcCycles: st.gcCycles, minorFaults: st.faults,
+			allocBytes: st.allocBytes, gcCycles: st.gcCycles, minorFaults: st.faults, cpu: st.cpu,
 		}
 		totals[i] = st.firstRoundTotal
 		if cfg.slowest > 0 {
@@ -573,6 +579,7 @@ type readState struct {
 	qs                           []query
 	total, firstRoundTotal       int
 	allocBytes, gcCycles, faults uint64
+	cpu                          time.Duration
 	tr                           tracer
 }
 
@@ -588,14 +595,16 @@ func readRound(cfg config, round int, gen *generator, targets []readTarget, stat
 			i := (q + k) % len(targets)
 			st := &states[i]
 			alloc0, gcBefore := gcCounters()
-			faultsBefore := minorFaults()
+			faultsBefore, cpuBefore := processUsage()
 			t0 := time.Now()
 			n, err := targets[i].read(p)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", targets[i].e.name(), targets[i].phase, err)
 			}
 			took := time.Since(t0)
-			faults := minorFaults() - faultsBefore
+			faultsAfter, cpuAfter := processUsage()
+			faults := faultsAfter - faultsBefore
+			st.cpu += cpuAfter - cpuBefore
 			alloc1, gcAfter := gcCounters()
 			st.total += n
 			st.allocBytes += alloc1 - alloc0
@@ -1243,11 +1252,13 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 		row("latest-50: Go heap bytes allocated per query", val(func(r *result) float64 { return float64(r.latest.allocBytes) / float64(cfg.queries) }), "%.0f")
 		row("latest-50: GC cycles during the phase", val(func(r *result) float64 { return float64(r.latest.gcCycles) }), "%.0f")
 		row("latest-50: minor page faults per query (memory touched for the first time)", val(func(r *result) float64 { return float64(r.latest.minorFaults) / float64(cfg.queries) }), "%.1f")
+		row("latest-50: process CPU per query (µs, user+system, all threads)", val(func(r *result) float64 { return us(r.latest.cpu) / float64(cfg.queries) }), "%.1f")
 		row("rows returned by latest-50 queries", val(func(r *result) float64 { return float64(r.latestRows) }), "%.0f")
 		row("10% window slice p50 (µs)", val(func(r *result) float64 { return us(r.window.p50) }), "%.0f")
 		row("10% window slice p99 (µs)", val(func(r *result) float64 { return us(r.window.p99) }), "%.0f")
 		row("10% window slice rows/s (rows / summed query time)", val(func(r *result) float64 { return float64(r.windowRows) / r.window.sum.Seconds() }), "%.0f")
 		row("10% window slice: minor page faults per query (memory touched for the first time)", val(func(r *result) float64 { return float64(r.window.minorFaults) / float64(cfg.queries) }), "%.1f")
+		row("10% window slice: process CPU per query (µs, user+system, all threads)", val(func(r *result) float64 { return us(r.window.cpu) / float64(cfg.queries) }), "%.1f")
 		row("rows returned by window queries", val(func(r *result) float64 { return float64(r.windowRows) }), "%.0f")
 	}
 	if cfg.phases["expiry"] {
@@ -1260,6 +1271,7 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 		row("90%-expired: Go heap bytes allocated per query", val(func(r *result) float64 { return float64(r.expired.allocBytes) / float64(cfg.queries) }), "%.0f")
 		row("90%-expired: GC cycles during the phase", val(func(r *result) float64 { return float64(r.expired.gcCycles) }), "%.0f")
 		row("90%-expired: minor page faults per query (memory touched for the first time)", val(func(r *result) float64 { return float64(r.expired.minorFaults) / float64(cfg.queries) }), "%.1f")
+		row("90%-expired: process CPU per query (µs, user+system, all threads)", val(func(r *result) float64 { return us(r.expired.cpu) / float64(cfg.queries) }), "%.1f")
 		row("live cells returned by expiry queries", val(func(r *result) float64 { return float64(r.expiredCells) }), "%.0f")
 	}
 	if cfg.phases["delete"] {

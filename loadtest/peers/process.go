@@ -93,6 +93,7 @@ type phaseWire struct {
 	Cold, Warm                                   int
 	Sum                                          time.Duration
 	AllocBytes, GCCycles, MinorFaults            uint64
+	CPU                                          time.Duration
 }
 
 type deleteWire struct {
@@ -138,10 +139,10 @@ func (w *resultWire) result() *result {
 
 func phaseWireOf(p phaseResult) phaseWire {
 	return phaseWire{P50: p.p50, P99: p.p99, ColdP50: p.coldP50, ColdP99: p.coldP99, WarmP50: p.warmP50, WarmP99: p.warmP99,
-		Cold: p.cold, Warm: p.warm, Sum: p.sum, AllocBytes: p.allocBytes, GCCycles: p.gcCycles, MinorFaults: p.minorFaults}
+		Cold: p.cold, Warm: p.warm, Sum: p.sum, AllocBytes: p.allocBytes, GCCycles: p.gcCycles, MinorFaults: p.minorFaults, CPU: p.cpu}
 }
 
 func (w phaseWire) phase() phaseResult {
 	return phaseResult{p50: w.P50, p99: w.P99, coldP50: w.ColdP50, coldP99: w.ColdP99, warmP50: w.WarmP50, warmP99: w.WarmP99,
-		cold: w.Cold, warm: w.Warm, sum: w.Sum, allocBytes: w.AllocBytes, gcCycles: w.GCCycles, minorFaults: w.MinorFaults}
+		cold: w.Cold, warm: w.Warm, sum: w.Sum, allocBytes: w.AllocBytes, gcCycles: w.GCCycles, minorFaults: w.MinorFaults, cpu: w.CPU}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -59,8 +60,9 @@ type Config struct {
 	Now func() time.Time
 
 	// Token, when not empty, is the bearer token every request needs
-	// (Authorization: Bearer <Token>) except /livez, /readyz and
-	// /openapi.yaml; others get 401. Empty: no authentication.
+	// (Authorization: Bearer <Token>) except /livez, /readyz,
+	// /openapi.yaml and the dashboard's page / and files under /ui/;
+	// others get 401. Empty: no authentication.
 	Token string
 	// CORSOrigins are the origins (scheme://host[:port]) whose browser
 	// pages may read the API. Empty: no CORS headers at all.
@@ -129,7 +131,7 @@ func NewHandler(cfg Config) (http.Handler, error) {
 		mux.Handle(pattern, m.instrument(r.path, onlyGET(r.h)))
 	}
 	mux.Handle("/", m.instrument("other", notFound(table)))
-	var h http.Handler = mux
+	var h http.Handler = canonicalPath(mux)
 	if cfg.Token != "" {
 		h = requireToken(cfg.Token, h)
 	}
@@ -159,6 +161,48 @@ func limitRequestURI(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// canonicalPath answers 404 with problem+json to a path that is not in
+// clean form (an empty, "." or ".." segment: "//v1/events",
+// "/v1/users/a/../b/followers"), naming the clean path to request instead.
+// net/http's ServeMux would answer a redirect with an HTML body, which an
+// API client following it silently, or not at all, learns nothing from.
+// Paths are compared escaped, as the mux matches them, so an escaped
+// slash or dot inside a segment (a user name "a%2F..") is no such segment.
+func canonicalPath(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		escaped := r.URL.EscapedPath()
+		if clean := cleanPath(escaped); clean != escaped {
+			writeProblem(w, problem{
+				Type:   problemAboutBlank,
+				Status: http.StatusNotFound,
+				Detail: fmt.Sprintf("no endpoint at %s: the path has an empty, '.' or '..' segment; request %s", escaped, clean),
+			})
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// cleanPath is net/http's canonical form of a request path (the one its
+// ServeMux redirects to): path.Clean, keeping a trailing slash.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
+			np = p
+		} else {
+			np += "/"
+		}
+	}
+	return np
 }
 
 // onlyGET answers 405 to every method but GET and HEAD.

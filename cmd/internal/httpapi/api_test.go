@@ -356,6 +356,14 @@ func TestBadRequests(t *testing.T) {
 		{"/ui/", 404, problemAboutBlank, "no endpoint at /ui/"},
 		{"/ui/nothing.js", 404, problemAboutBlank, "no dashboard file at /ui/nothing.js; the dashboard is at /"},
 		{"/ui/static/app.js", 404, problemAboutBlank, "no endpoint at /ui/static/app.js"},
+		// Unclean paths get the clean one named, not net/http's redirect.
+		{"//v1/events?type=click", 404, problemAboutBlank,
+			"no endpoint at //v1/events: the path has an empty, '.' or '..' segment; request /v1/events"},
+		{"/v1//stats", 404, problemAboutBlank, "...request /v1/stats"},
+		{"/v1/users//followers", 404, problemAboutBlank, "...request /v1/users/followers"},
+		{"/v1/users/a/../b/followers", 404, problemAboutBlank, "...request /v1/users/b/followers"},
+		{"/v1/./events?type=click", 404, problemAboutBlank, "...request /v1/events"},
+		{"/readyz/", 404, problemAboutBlank, "no endpoint at /readyz/;"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.target, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/eventide/eventide/cmd/internal/apitest"
 	"github.com/eventide/eventide/internal/natsembed"
 	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/reader"
@@ -272,4 +273,70 @@ func TestDLQWithoutStream(t *testing.T) {
 	f := newFixture(t, reader.Options{})
 	var p problemBody
 	get(t, f, "/v1/dlq", 404, "application/problem+json", &p)
+}
+
+// TestDeadLettersNATSDown: while the NATS connection is down /v1/dlq
+// answers 503 with Retry-After (http-api.md), not a 500, and it lists
+// again once the connection is back.
+func TestDeadLettersNATSDown(t *testing.T) {
+	storeDir := filepath.Join(t.TempDir(), "nats")
+	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: storeDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientURL := ns.ClientURL()
+	nc, err := nats.Connect(clientURL, nats.MaxReconnects(-1), nats.ReconnectWait(10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: writer.DefaultDLQStream, Subjects: []string{"dlq.events.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	dl, err := NewDeadLetters(js, writer.DefaultDLQStream, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureWith(t, reader.Options{}, func(c *Config) { c.DeadLetters = dl })
+
+	status := func() (int, string, []byte) {
+		t.Helper()
+		req := httptest.NewRequest("GET", "/v1/dlq", nil)
+		rec := httptest.NewRecorder()
+		f.h.ServeHTTP(rec, req)
+		apitest.CheckAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
+		return rec.Code, rec.Header().Get("Retry-After"), rec.Body.Bytes()
+	}
+	if code, _, body := status(); code != 200 {
+		t.Fatalf("with NATS up: %d %s", code, body)
+	}
+
+	natsembed.Stop(ns)
+	for deadline := time.Now().Add(10 * time.Second); nc.IsConnected(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection still says connected 10s after the server stopped")
+		}
+	}
+	if code, retry, body := status(); code != 503 || retry == "" {
+		t.Errorf("with NATS down: %d, Retry-After %q, %s; want 503 with Retry-After", code, retry, body)
+	}
+
+	ns, err = natsembed.Start(natsembed.Config{Listen: strings.TrimPrefix(clientURL, "nats://"), StoreDir: storeDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { natsembed.Stop(ns) })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if code, _, _ := status(); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			code, _, body := status()
+			t.Fatalf("10s after NATS came back: %d %s", code, body)
+		}
+	}
 }

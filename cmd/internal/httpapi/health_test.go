@@ -61,20 +61,23 @@ func TestReadyz(t *testing.T) {
 func TestStartingHandler(t *testing.T) {
 	h := StartingHandler(func() string { return "opening storage" })
 	for _, tt := range []struct {
-		path   string
-		status int
-		body   string
+		path       string
+		status     int
+		body       string
+		retryAfter string // docs/http-api.md: every other path 503 with Retry-After: 1
 	}{
-		{"/livez", 200, `{"live":true}`},
-		{"/readyz", 503, `{"ready":false,"checks":[{"name":"startup","ok":false,"detail":"opening storage"}]}`},
-		{"/v1/events", 503, `"detail":"the server is starting (opening storage); retry shortly"`},
+		{"/livez", 200, `{"live":true}`, ""},
+		{"/readyz", 503, `{"ready":false,"checks":[{"name":"startup","ok":false,"detail":"opening storage"}]}`, ""},
+		{"/v1/events", 503, `"detail":"the server is starting (opening storage); retry shortly"`, "1"},
+		{"/v1/timeline/u1", 503, `"detail":"the server is starting (opening storage); retry shortly"`, "1"},
+		{"/metrics", 503, `"detail":"the server is starting (opening storage); retry shortly"`, "1"},
 	} {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, tt.path, nil)
 		h.ServeHTTP(rec, req)
 		apitest.CheckAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
-		if rec.Code != tt.status || !strings.Contains(rec.Body.String(), tt.body) {
-			t.Errorf("%s: %d %s, want %d with %s", tt.path, rec.Code, rec.Body, tt.status, tt.body)
+		if rec.Code != tt.status || !strings.Contains(rec.Body.String(), tt.body) || rec.Header().Get("Retry-After") != tt.retryAfter {
+			t.Errorf("%s: %d %s (Retry-After %q), want %d with %s (Retry-After %q)", tt.path, rec.Code, rec.Body, rec.Header().Get("Retry-After"), tt.status, tt.body, tt.retryAfter)
 		}
 	}
 }

@@ -325,3 +325,51 @@ func FuzzResumePosition(f *testing.F) {
 		}
 	})
 }
+
+// TestTailTooManyClients: past the broadcaster's MaxClients a stream is
+// refused with 503 and Retry-After: 5 (problem+json, as the spec says),
+// a closed stream frees its place, and a server without a tail answers
+// 404.
+func TestTailTooManyClients(t *testing.T) {
+	b := tail.New(tail.Options{MaxClients: 1}, 0)
+	f := newFixtureWith(t, reader.Options{}, func(c *Config) { c.Tail = b })
+	noTail := newFixtureWith(t, reader.Options{}, func(c *Config) { c.Tail = nil })
+
+	get := func(f *fixture) (*http.Request, *http.Response, []byte) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, f.srv.URL+"/v1/events/stream?type=click", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := f.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return req, resp, body
+	}
+
+	first := openStream(t, f, "/v1/events/stream?type=click", nil)
+	req, resp, body := get(f)
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") != "5" ||
+		resp.Header.Get("Content-Type") != "application/problem+json" || !bytes.Contains(body, []byte("--tail-max-clients")) {
+		t.Errorf("second stream with --tail-max-clients 1: %d, Retry-After %q, %s %s; want 503, Retry-After 5 and a problem naming --tail-max-clients",
+			resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("Content-Type"), body)
+	}
+	apitest.CheckAgainstSpec(t, req, resp.StatusCode, resp.Header, body)
+
+	first.close()
+	for deadline := time.Now().Add(10 * time.Second); b.Stats().Clients != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the closed stream still counts: %+v", b.Stats())
+		}
+	}
+	openStream(t, f, "/v1/events/stream?type=click", nil) // fails the test unless 200
+
+	req, resp, body = get(noTail)
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a server without a tail: %d %s, want 404", resp.StatusCode, body)
+	}
+	apitest.CheckAgainstSpec(t, req, resp.StatusCode, resp.Header, body)
+}

@@ -42,7 +42,7 @@ type Guards struct {
 func (g *Guards) Register(fs *flag.FlagSet) {
 	g.MaxQueryTimeout = httpapi.DefaultMaxQueryTimeout
 	fs.StringVar(&g.Token, SecretFlag, "",
-		"bearer `token` every HTTP request needs but /livez, /readyz and /openapi.yaml; empty: no authentication. Prefer --http-token-file: a flag shows in ps")
+		"bearer `token` every HTTP request needs but /livez, /readyz, /openapi.yaml and the dashboard's page / and files /ui/; empty: no authentication. Prefer --http-token-file: a flag shows in ps")
 	fs.StringVar(&g.tokenFile, "http-token-file", "",
 		"`file` holding the bearer token (surrounding whitespace dropped); excludes --http-token")
 	fs.Var(&cli.List{List: &g.CORSOrigins, EmptyOK: true}, "cors-origins",

@@ -45,6 +45,8 @@ func TestParseObjectivesErrors(t *testing.T) {
 		"p101(publish)<1s":         "unknown metric",
 		"p99(publish)<fast":        "not a duration",
 		"drop<lots":                "not a ratio",
+		"drop<200%":                "more than 100%",
+		"errors(events)<1.5":       "more than 100%",
 		"drop(social)<1%":          "unknown workload",
 		"rate(events)>-5":          "not a rate",
 		"latency<1s":               "unknown metric",

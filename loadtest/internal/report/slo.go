@@ -159,6 +159,11 @@ func parseRatio(s string) (float64, error) {
 	if pct {
 		v /= 100
 	}
+	if v > 1 {
+		// drop and errors are fractions of the operations: such a bound
+		// would hold (or fail) whatever the run did.
+		return 0, fmt.Errorf("%q is more than 100%%: drop and errors are fractions of the operations, at most 1 (100%%)", s)
+	}
 	return v, nil
 }
 

@@ -12,8 +12,10 @@ import (
 	"github.com/eventide/eventide/storage/internal/base"
 )
 
-// block is a decoded data block. It is immutable once decoded and may be
-// shared between goroutines through the Cache.
+// block is a decoded data block. It is immutable once decoded (but for
+// shaped values left out of a partial rebuild, which lazyValues fills in
+// once, without touching the rest) and may be shared between goroutines
+// through the Cache.
 //
 // Its cells are packed: offsets into the block's buffers instead of
 // slices. A []base.Cell holds three slices per cell, which the garbage
@@ -38,6 +40,9 @@ type block struct {
 	// short names, and then the block is one allocation.
 	colsBuf  [2][]byte
 	namesBuf [16]byte
+	// lazy is set when only some of the block's shaped values were
+	// rebuilt (see lazyValues); nil when all were.
+	lazy *lazyValues
 }
 
 // packedCell is a decoded cell as a block keeps it (see block).
@@ -87,6 +92,15 @@ func decodeBlock(raw []byte, version uint32) (*block, []byte, error) {
 // shaped values into vals' array and expanded row keys into keysDst's
 // array when they are large enough.
 func decodeBlockInto(raw []byte, version uint32, cells []packedCell, valsDst, keysDst []byte) (*block, []byte, error) {
+	return decodeBlockValues(raw, version, cells, valsDst, keysDst, false)
+}
+
+// decodeBlockValues is decodeBlockInto; with deferValues, a block of
+// shaped values is returned with none of its values rebuilt (its cells
+// say where each will be, and its lazy field holds what rebuilds them):
+// the caller must call buildValues before the block's cells are read,
+// and before the block is shared (see lazyValues).
+func decodeBlockValues(raw []byte, version uint32, cells []packedCell, valsDst, keysDst []byte, deferValues bool) (*block, []byte, error) {
 	c := cursor{b: raw}
 	n := c.length("block cell count", 1)
 	rows := c.length("block row count", 1)
@@ -170,10 +184,21 @@ func decodeBlockInto(raw []byte, version uint32, cells []packedCell, valsDst, ke
 		}
 		var vals []byte
 		sc := getShapeScratch()
-		defer sc.put()
-		vals, shapedLens, err = decodeShapedValuesWith(sc, lenRaw, valSec.b, nlens, max(maxShapedExpansion*len(raw), maxBlockKeyBytes), valsDst)
-		if err != nil {
-			return nil, nil, err
+		limit := max(maxShapedExpansion*len(raw), maxBlockKeyBytes)
+		if deferValues {
+			var lz *lazyValues
+			if vals, shapedLens, lz, err = deferShapedValues(sc, lenRaw, valSec.b, nlens, limit, valsDst); err != nil {
+				sc.put()
+				return nil, nil, err
+			}
+			// sc is lz's until buildValues; a block that fails to
+			// decode below leaves it to the garbage collector.
+			blk.lazy = lz
+		} else {
+			defer sc.put()
+			if vals, shapedLens, err = decodeShapedValuesWith(sc, lenRaw, valSec.b, nlens, limit, valsDst); err != nil {
+				return nil, nil, err
+			}
 		}
 		valSec = cursor{b: vals}
 		data, voff = vals, 0
@@ -372,18 +397,66 @@ func newRowKeyReader(sec []byte, enc, rows, rawLen int, dst []byte) (rowKeyReade
 	} else {
 		arena = make([]byte, rows*keyLen)
 	}
-	v := binary.BigEndian.Uint64(first)
-	for r := 0; r < rows; r++ {
-		if r > 0 {
-			v += deltas.next()
+	expandFixedKeys(arena, binary.BigEndian.Uint64(first), &deltas, rest, rows, keyLen)
+	return rowKeyReader{arena: arena, enc: enc, keyLen: keyLen}, nil
+}
+
+// expandFixedKeys writes rows fixed-width keys of keyLen bytes into arena:
+// each key's first 8 bytes are first plus the running sum of deltas (rows-1
+// of them), big-endian, and its other keyLen-8 bytes are byte r of each of
+// rest's planes (rest holds the tails transposed: byte i of every key,
+// then byte i+1, ...).
+//
+// This runs for every row of every data block read. The deltas are read
+// a plane at a time (four planes at most, which a gap between two event
+// times always fits in) rather than through planes.next, and the tails
+// are gathered from up to eight planes at once, so that the loop per row
+// holds neither a call nor a loop over planes.
+func expandFixedKeys(arena []byte, v uint64, deltas *planes, rest []byte, rows, keyLen int) {
+	binary.BigEndian.PutUint64(arena, v)
+	switch w, n := deltas.w, deltas.n; {
+	case rows == 1:
+	case w == 0:
+		for r := 1; r < rows; r++ {
+			v += deltas.constant
+			binary.BigEndian.PutUint64(arena[r*keyLen:], v)
 		}
-		key := arena[r*keyLen : (r+1)*keyLen]
-		binary.BigEndian.PutUint64(key, v)
-		for i := 0; i < tail; i++ {
-			key[8+i] = rest[i*rows+r]
+	case w <= 4:
+		var pl [4][]byte
+		for k := range pl {
+			pl[k] = deltas.b[min(k, w-1)*n : (min(k, w-1)+1)*n]
+		}
+		// Planes past the width repeat the last one; mask drops them.
+		mask := uint64(1)<<(8*w) - 1
+		p0, p1, p2, p3 := pl[0][:n], pl[1][:n], pl[2][:n], pl[3][:n]
+		for i := 0; i < n; i++ {
+			d := uint64(p0[i]) | uint64(p1[i])<<8 | uint64(p2[i])<<16 | uint64(p3[i])<<24
+			v += d & mask
+			binary.BigEndian.PutUint64(arena[(i+1)*keyLen:], v)
+		}
+	default:
+		for r := 1; r < rows; r++ {
+			v += deltas.next()
+			binary.BigEndian.PutUint64(arena[r*keyLen:], v)
 		}
 	}
-	return rowKeyReader{arena: arena, enc: enc, keyLen: keyLen}, nil
+	tail := keyLen - 8
+	if tail == 8 {
+		t0, t1, t2, t3 := rest[0*rows:1*rows], rest[1*rows:2*rows], rest[2*rows:3*rows], rest[3*rows:4*rows]
+		t4, t5, t6, t7 := rest[4*rows:5*rows], rest[5*rows:6*rows], rest[6*rows:7*rows], rest[7*rows:8*rows]
+		for r := 0; r < rows; r++ {
+			t := uint64(t0[r]) | uint64(t1[r])<<8 | uint64(t2[r])<<16 | uint64(t3[r])<<24 |
+				uint64(t4[r])<<32 | uint64(t5[r])<<40 | uint64(t6[r])<<48 | uint64(t7[r])<<56
+			binary.LittleEndian.PutUint64(arena[r*keyLen+8:], t)
+		}
+		return
+	}
+	for i := 0; i < tail; i++ {
+		plane := rest[i*rows : (i+1)*rows]
+		for r, c := range plane {
+			arena[r*keyLen+8+i] = c
+		}
+	}
 }
 
 // next returns the next row key and its offset in the arena; the caller
@@ -480,6 +553,24 @@ func (p *planes) wide(i int) uint64 {
 		v |= uint64(p.b[k*p.n+i]) << (8 * k)
 	}
 	return v
+}
+
+// prefixSum is the sum of the first r integers (r <= n), added up a plane
+// at a time as sum does; the caller knows the sum of all n fits (a
+// column's lengths, checked against its section).
+func (p *planes) prefixSum(r int) int {
+	if p.w == 0 {
+		return int(p.constant) * r
+	}
+	total := 0
+	for k := 0; k < p.w; k++ {
+		s := 0
+		for _, c := range p.b[k*p.n : k*p.n+r] {
+			s += int(c)
+		}
+		total += s << (8 * k)
+	}
+	return total
 }
 
 // sum is the sum of all n integers, without reading them one by one:

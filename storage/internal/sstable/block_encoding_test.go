@@ -505,3 +505,76 @@ func TestHeadBlocksS2(t *testing.T) {
 		}
 	}
 }
+
+// TestExpandFixedKeys checks the fixed-width row key expansion against
+// the definition (running sums of the deltas, tails transposed back) for
+// every delta width, constant deltas, and key lengths with and without
+// the 8-byte tail the expansion gathers in one store.
+func TestExpandFixedKeys(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	for _, tc := range []struct {
+		name     string
+		deltaMax uint64 // 0: every delta is constDelta
+		constant uint64
+		keyLen   int
+		rows     int
+	}{
+		{"one row", 1 << 20, 0, 16, 1},
+		{"constant deltas", 0, 7, 16, 50},
+		{"constant zero deltas", 0, 0, 9, 5},
+		{"1-byte deltas", 1 << 8, 0, 16, 163},
+		{"2-byte deltas", 1 << 16, 0, 16, 163},
+		{"3-byte deltas", 1 << 24, 0, 16, 40},
+		{"4-byte deltas", 1 << 32, 0, 16, 163},
+		{"5-byte deltas", 1 << 40, 0, 16, 40},
+		{"8-byte deltas", 1<<63 - 1, 0, 16, 3},
+		{"no tail", 1 << 16, 0, 8, 30},
+		{"3-byte tail", 1 << 24, 0, 11, 30},
+		{"12-byte tail", 1 << 16, 0, 20, 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := rng.Uint64() >> 1
+			deltas := make([]uint64, tc.rows-1)
+			for i := range deltas {
+				if tc.deltaMax == 0 {
+					deltas[i] = tc.constant
+				} else {
+					deltas[i] = rng.Uint64N(tc.deltaMax)
+				}
+			}
+			if tc.deltaMax > 0 && len(deltas) > 0 {
+				deltas[0] = tc.deltaMax - 1 // the full width
+			}
+			tail := tc.keyLen - 8
+			rest := make([]byte, tail*tc.rows)
+			for i := range rest {
+				rest[i] = byte(rng.Uint32())
+			}
+			want := make([]byte, tc.rows*tc.keyLen)
+			v := first
+			for r := 0; r < tc.rows; r++ {
+				if r > 0 {
+					v += deltas[r-1]
+				}
+				binary.BigEndian.PutUint64(want[r*tc.keyLen:], v)
+				for i := 0; i < tail; i++ {
+					want[r*tc.keyLen+8+i] = rest[i*tc.rows+r]
+				}
+			}
+			var p planes
+			if tc.deltaMax == 0 {
+				p = planes{n: len(deltas), constant: tc.constant}
+			} else if len(deltas) > 0 {
+				var err error
+				if p, err = decodePlanes(appendPlanes(nil, deltas), len(deltas), "deltas"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := make([]byte, len(want))
+			expandFixedKeys(got, first, &p, rest, tc.rows, tc.keyLen)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("keys differ:\ngot  %x\nwant %x", got, want)
+			}
+		})
+	}
+}

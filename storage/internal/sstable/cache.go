@@ -13,7 +13,8 @@ import (
 //
 // Blocks are keyed by (file number, block offset): a file number must
 // never name different contents while the cache lives. Cached blocks are
-// immutable and counted: the cache holds one reference and every iterator
+// immutable (but for the values a slice's read left out, which get
+// rebuilds once before handing the block out: see lazyValues) and counted: the cache holds one reference and every iterator
 // using a block another, so an evicted block stays valid for the
 // iterators using it and is recycled when the last one lets go.
 type Cache struct {
@@ -202,6 +203,9 @@ func (c *Cache) get(fileNum, offset uint64) *loadedBlock {
 		return nil
 	}
 	c.hits.Add(1)
+	// The block may have been cached by the reader that decoded it with
+	// only its values rebuilt (see lazyValues).
+	e.blk.lazy.complete()
 	return e.blk
 }
 

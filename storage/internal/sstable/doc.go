@@ -78,7 +78,11 @@
 // garbage collector does not scan cached blocks) over its expanded keys
 // and its bytes (or, for shaped values, a buffer the values are rebuilt
 // into), and shared through the Cache; iterators hand out base.Cells whose
-// slices alias the block, so iteration allocates nothing per cell.
+// slices alias the block, so iteration allocates nothing per cell. A
+// PartitionIter that reads a block of shaped values from the file
+// rebuilds only the values of the cells within its bounds, and caches the
+// block so, keeping its decompressed bytes; the Cache rebuilds the rest,
+// once, before it hands the block to any other reader (lazy_values.go).
 //
 // Block memory and the lifetime of cells: a decoded block's buffers (its
 // decompressed bytes, packed cells, expanded keys and rebuilt values) come

@@ -183,8 +183,35 @@ func FuzzDecodeBlock(f *testing.F) {
 					}
 				}
 			}
+			// Deferring the shaped values (lazy_values.go) rejects the
+			// same blocks, and rebuilding a range of cells, then the
+			// rest, gives the same cells.
+			blkL, _, errL := decodeBlockValues(raw, version, nil, nil, nil, true)
+			if (err == nil) != (errL == nil) {
+				t.Fatalf("version %d, deferred values: error %v, full decode %v", version, errL, err)
+			}
 			if err != nil {
 				continue
+			}
+			if blkL.lazy != nil {
+				n := blkL.len()
+				c0 := int(raw[len(raw)/2]) % (n + 1)
+				c1 := c0 + int(raw[len(raw)-1])%(n-c0+1)
+				lz := blkL.lazy
+				blkL.buildValues(c0, c1)
+				want := blk.allCells()
+				for i := c0; i < c1; i++ {
+					var c base.Cell
+					blkL.cell(i, &c)
+					if !cellsEqual(&c, &want[i]) {
+						t.Fatalf("version %d, values of cells [%d, %d) rebuilt: cell %d is %s, want %s", version, c0, c1, i, cellString(&c), cellString(&want[i]))
+					}
+				}
+				lz.buf = blkL.data[:lz.total+copySlack]
+				blkL.lazy.complete()
+				if d := diffCells(blkL.allCells(), want); d != "" {
+					t.Fatalf("version %d, values of cells [%d, %d) rebuilt, then the rest: %s", version, c0, c1, d)
+				}
 			}
 			// A decoded block is sorted and re-encodes, with or without
 			// shaped values, to the same cells.

@@ -212,7 +212,7 @@ func (it *PartitionIter) loadNext() bool {
 				src = cacheIfPresent
 			}
 			var err error
-			if b, err = it.r.loadBlock(it.pg, it.bi, src); err != nil {
+			if b, err = it.r.loadBlockFor(it.pg, it.bi, src, &it.o); err != nil {
 				it.err = err
 				return false
 			}
@@ -220,28 +220,44 @@ func (it *PartitionIter) loadNext() bool {
 		it.read++
 		it.held = append(it.held, b)
 		it.blk = b
-		blk := b.block
-		n := blk.len()
-		if it.o.Reverse {
-			// From the last cell at or before End down to the first
-			// at or after Start.
-			it.ci = sort.Search(n, func(i int) bool { return !base.BeforeEnd(blk.clustering(i), it.o.End) }) - 1
-			it.stop = -1
-			if !base.AfterStart(blk.clustering(0), it.o.Start) {
-				it.stop = sort.Search(n, func(i int) bool { return base.AfterStart(blk.clustering(i), it.o.Start) }) - 1
-			}
-		} else {
-			// From the first cell at or after Start up to the last at
-			// or before End.
-			it.ci = sort.Search(n, func(i int) bool { return base.AfterStart(blk.clustering(i), it.o.Start) })
-			it.stop = n
-			if !base.BeforeEnd(blk.clustering(n-1), it.o.End) {
-				it.stop = sort.Search(n, func(i int) bool { return !base.BeforeEnd(blk.clustering(i), it.o.End) })
-			}
-		}
+		it.ci, it.stop = cellRange(b.block, &it.o)
 		return true
 	}
 	return false
+}
+
+// cellRange returns where an iterator with options o starts in blk (ci)
+// and where the bounds end (stop): forward, from the first cell at or
+// after Start to stop, the first cell after End (blk.len() if none); in
+// reverse, from the last cell at or before End down to stop, the last
+// cell before Start (-1 if none). The iterator hands out no other cell
+// of blk (Reader.loadBlockFor relies on it).
+func cellRange(blk *block, o *IterOptions) (ci, stop int) {
+	n := blk.len()
+	if o.Reverse {
+		ci = sort.Search(n, func(i int) bool { return !base.BeforeEnd(blk.clustering(i), o.End) }) - 1
+		stop = -1
+		if !base.AfterStart(blk.clustering(0), o.Start) {
+			stop = sort.Search(n, func(i int) bool { return base.AfterStart(blk.clustering(i), o.Start) }) - 1
+		}
+		return ci, stop
+	}
+	ci = sort.Search(n, func(i int) bool { return base.AfterStart(blk.clustering(i), o.Start) })
+	stop = n
+	if !base.BeforeEnd(blk.clustering(n-1), o.End) {
+		stop = sort.Search(n, func(i int) bool { return !base.BeforeEnd(blk.clustering(i), o.End) })
+	}
+	return ci, stop
+}
+
+// cellsHandedOut is the range [c0, c1) of blk's cells an iterator with
+// options o reads.
+func cellsHandedOut(blk *block, o *IterOptions) (c0, c1 int) {
+	ci, stop := cellRange(blk, o)
+	if o.Reverse {
+		return stop + 1, ci + 1
+	}
+	return ci, stop
 }
 
 func (it *PartitionIter) step() {

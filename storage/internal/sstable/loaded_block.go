@@ -162,6 +162,34 @@ func (p *blockPool) adopt(lb *loadedBlock, b *block, mem, vals []byte, rawLen in
 			b.keys = extra[:keys:keys]
 			lb.extra = extra
 		}
+	} else if lz := b.lazy; lz != nil {
+		// Shaped values rebuilt in part: the rest are rebuilt from the
+		// decompressed bytes (see lazyValues), so mem stays, with the
+		// cells; the values, their scratch bytes and the keys go in
+		// the values buffer.
+		nv := len(b.data)
+		p.observeVals(rawLen, nv)
+		if in := cellsIn(mem, n); unsafe.SliceData(in) != unsafe.SliceData(b.cells) {
+			copy(in, b.cells)
+			b.cells = in
+		}
+		keysAt := roundUp(nv+copySlack, 8)
+		inPlace := cap(vals) > 0 && unsafe.SliceData(b.data) == unsafe.SliceData(vals)
+		if !inPlace || keysAt+keys > cap(vals) {
+			extra := p.arena.alloc(keysAt + keys)
+			copy(extra, b.data[:nv+copySlack])
+			p.arena.free(vals)
+			if !inPlace {
+				p.putScratch(b.data[:0])
+			}
+			vals = extra
+		}
+		vals = vals[:cap(vals)]
+		copy(vals[keysAt:], b.keys)
+		b.keys = vals[keysAt : keysAt+keys : keysAt+keys]
+		b.data = vals[:nv:nv]
+		lz.buf = vals[: nv+copySlack : nv+copySlack]
+		lb.mem, lb.extra = mem, vals[:cap(vals)]
 	} else {
 		// Shaped values: the decompressed bytes are no longer needed, so
 		// mem goes back once the cells are out of it.

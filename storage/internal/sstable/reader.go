@@ -374,6 +374,14 @@ func (r *Reader) loadBlock(pg *indexPage, i int, src blockSource) (*loadedBlock,
 	return r.loadBlockAhead(pg, i, src, nil)
 }
 
+// loadBlockFor is loadBlock for a PartitionIter with options o: when the
+// block is read from the file, only the shaped values of the cells the
+// iterator will hand out are rebuilt before it is cached, and the rest
+// when another reader takes it from the cache (see lazyValues).
+func (r *Reader) loadBlockFor(pg *indexPage, i int, src blockSource, o *IterOptions) (*loadedBlock, error) {
+	return r.loadBlockWith(pg, i, src, nil, o)
+}
+
 // readahead serves a sequential reader (the Scanner) block frames out of
 // large reads: compacting a file of one-row partitions was one pread per
 // ~50-byte block. Its buffer is reused from fill to fill: no block keeps
@@ -419,6 +427,12 @@ var framePool sync.Pool // of *[]byte
 
 // loadBlockAhead is loadBlock reading through ra, if not nil.
 func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *readahead) (*loadedBlock, error) {
+	return r.loadBlockWith(pg, i, src, ra, nil)
+}
+
+// loadBlockWith is loadBlockAhead, rebuilding only the shaped values of
+// the cells an iterator with options o hands out if o is not nil.
+func (r *Reader) loadBlockWith(pg *indexPage, i int, src blockSource, ra *readahead, o *IterOptions) (*loadedBlock, error) {
 	off := pg.blocks.fileOffs[i]
 	if src != fromDisk {
 		if b := r.cache.get(r.fileNum, off); b != nil {
@@ -481,7 +495,12 @@ func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *reada
 	}
 	keys := keyScratch.Get().(*[]byte)
 	defer keyScratch.Put(keys)
-	b, tail, err := decodeBlockInto(raw, r.props.FormatVersion, cellsIn(mem, ncells)[:0], scratch, (*keys)[:0])
+	// Values are rebuilt in part only in a block a bound of o cuts: the
+	// iterator hands out every cell of a block within its bounds (the
+	// index entry's first and last keys say so), and rebuilding all of
+	// them at once is cheaper than in two steps.
+	deferValues := o != nil && (!base.AfterStart(h.meta.MinClustering, o.Start) || !base.BeforeEnd(h.meta.MaxClustering, o.End))
+	b, tail, err := decodeBlockValues(raw, r.props.FormatVersion, cellsIn(mem, ncells)[:0], scratch, (*keys)[:0], deferValues)
 	if err == nil && cap(b.keys) > cap(*keys) && cap(b.keys) <= maxKeyScratch {
 		*keys = b.keys[:0:cap(b.keys)] // grown: the next block reuses it once adopt has copied the keys
 	}
@@ -499,6 +518,9 @@ func (r *Reader) loadBlockAhead(pg *indexPage, i int, src blockSource, ra *reada
 		}
 		arena.free(mem)
 		return nil, r.wrapAt(off, fmt.Sprintf("data block %d", i), err)
+	}
+	if b.lazy != nil {
+		b.buildValues(cellsHandedOut(b, o))
 	}
 	lb := r.recycled.get()
 	r.recycled.adopt(lb, b, mem, vals, rawLen)

@@ -323,6 +323,11 @@ type shapeScratch struct {
 	leads    []byte
 	tails    [][]byte
 	lens     []uint32
+	// For valueLens and buildValues.
+	fixed []uint32
+	at    []int
+	pos   []int32
+	rank  []int
 }
 
 var shapeScratchPool = sync.Pool{New: func() any { return new(shapeScratch) }}
@@ -357,13 +362,61 @@ func decodeShapedValues(shapesSec, valuesSec []byte, n, limit int, dst []byte) (
 // decodeShapedValuesWith is decodeShapedValues using sc's buffers; the
 // lengths it returns are sc's, valid until sc is reused.
 func decodeShapedValuesWith(sc *shapeScratch, shapesSec, valuesSec []byte, n, limit int, dst []byte) ([]byte, []uint32, error) {
+	total, idx, err := sc.parse(shapesSec, valuesSec, n, limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := shapedValuesBuffer(dst, total)
+	sc.lens = resize(sc.lens, n)
+	lens := sc.lens
+	cols, colBase, tails := sc.cols, sc.colBase, sc.tails
+	o := 0
+	for i := 0; i < n; i++ {
+		s := int(idx.next())
+		start := o
+		for k := colBase[s]; k < colBase[s+1]; k++ {
+			col := &cols[k]
+			o += copyShort(out, o, col.lead)
+			l := int(col.lens.next())
+			o += copyShort(out, o, col.data[col.off:col.off+l])
+			col.off += l
+		}
+		o += copyShort(out, o, tails[s])
+		if o == start {
+			return nil, nil, base.CorruptionErrorf("cannot decode value %d: it is empty", i)
+		}
+		lens[i] = uint32(o - start)
+	}
+	return out[:total], lens, nil
+}
+
+// shapedValuesBuffer returns a buffer for total bytes of values and the
+// copySlack bytes of scratch after them (the values end at total; the
+// bytes after are for copyShort's whole-word stores): dst's array if it
+// is large enough.
+func shapedValuesBuffer(dst []byte, total int) []byte {
+	out := dst[:0]
+	if cap(out) < total+copySlack {
+		// A little larger than needed, so that a recycled buffer
+		// (a released block's data) fits the next block.
+		out = make([]byte, 0, roundUp(total+copySlack, recycleRawStep))
+	}
+	return out[:total+copySlack]
+}
+
+// parse reads and checks the shapes section of n values and their
+// values section into sc (shapes, columns with their leads, tails), as
+// far as it can without rebuilding a value, and returns the values'
+// rebuilt size and the values' shape indexes. It rejects what
+// decodeShapedValues rejects, but for empty values (see valueLens).
+func (sc *shapeScratch) parse(shapesSec, valuesSec []byte, n, limit int) (int, planes, error) {
 	c := cursor{b: shapesSec}
 	nshapes := c.length("value shape count", 1)
 	if c.err != nil {
-		return nil, nil, c.err
+		return 0, planes{}, c.err
 	}
 	if nshapes == 0 || nshapes > maxShapes {
-		return nil, nil, base.CorruptionErrorf("cannot decode value shapes: got %d shapes, want 1..%d", nshapes, maxShapes)
+		return 0, planes{}, base.CorruptionErrorf("cannot decode value shapes: got %d shapes, want 1..%d", nshapes, maxShapes)
 	}
 	sc.shapes = resize(sc.shapes, nshapes)
 	sc.colBase = resize(sc.colBase, nshapes+1)
@@ -372,17 +425,17 @@ func decodeShapedValuesWith(sc *shapeScratch, shapesSec, valuesSec []byte, n, li
 	for s := range shapes {
 		shapes[s] = c.bytes("value shape")
 		if c.err == nil && len(shapes[s]) == 0 {
-			return nil, nil, base.CorruptionErrorf("cannot decode value shape %d: it is empty", s)
+			return 0, planes{}, base.CorruptionErrorf("cannot decode value shape %d: it is empty", s)
 		}
 		colBase[s+1] = colBase[s] + bytes.Count(shapes[s], []byte{holeByte})
 	}
 	ncols := colBase[nshapes]
 	if c.err == nil && ncols > maxShapeColumns {
-		return nil, nil, base.CorruptionErrorf("cannot decode value shapes: got %d hole columns, want at most %d", ncols, maxShapeColumns)
+		return 0, planes{}, base.CorruptionErrorf("cannot decode value shapes: got %d hole columns, want at most %d", ncols, maxShapeColumns)
 	}
 	idx := uintColumn(&c, n, "value shape indexes")
 	if c.err != nil {
-		return nil, nil, c.err
+		return 0, planes{}, c.err
 	}
 	sc.perShape = resize(sc.perShape, nshapes)
 	perShape := sc.perShape
@@ -391,7 +444,7 @@ func decodeShapedValuesWith(sc *shapeScratch, shapesSec, valuesSec []byte, n, li
 	for i := 0; i < n; i++ {
 		s := scan.next()
 		if s >= uint64(nshapes) {
-			return nil, nil, base.CorruptionErrorf("cannot decode value %d: got shape %d, want < %d", i, s, nshapes)
+			return 0, planes{}, base.CorruptionErrorf("cannot decode value %d: got shape %d, want < %d", i, s, nshapes)
 		}
 		perShape[s]++
 	}
@@ -414,7 +467,7 @@ func decodeShapedValuesWith(sc *shapeScratch, shapesSec, valuesSec []byte, n, li
 			}
 			col.lens = uintColumn(&c, perShape[s], "value column lengths")
 			if c.err != nil {
-				return nil, nil, c.err
+				return 0, planes{}, c.err
 			}
 			sum, ok := col.lens.sum()
 			if !ok {
@@ -425,7 +478,7 @@ func decodeShapedValuesWith(sc *shapeScratch, shapesSec, valuesSec []byte, n, li
 				}
 			}
 			if sum > uint64(len(valuesSec)-dataOff) {
-				return nil, nil, base.CorruptionErrorf("cannot decode value column %d: its lengths pass the %d bytes of values left", k, len(valuesSec)-dataOff)
+				return 0, planes{}, base.CorruptionErrorf("cannot decode value column %d: its lengths pass the %d bytes of values left", k, len(valuesSec)-dataOff)
 			}
 			col.data = valuesSec[dataOff : dataOff+int(sum)]
 			dataOff += int(sum)
@@ -434,16 +487,16 @@ func decodeShapedValuesWith(sc *shapeScratch, shapesSec, valuesSec []byte, n, li
 		}
 	}
 	if c.err != nil {
-		return nil, nil, c.err
+		return 0, planes{}, c.err
 	}
 	if len(c.b) != 0 {
-		return nil, nil, base.CorruptionErrorf("cannot decode value shapes: got %d trailing bytes", len(c.b))
+		return 0, planes{}, base.CorruptionErrorf("cannot decode value shapes: got %d trailing bytes", len(c.b))
 	}
 	if dataOff != len(valuesSec) {
-		return nil, nil, base.CorruptionErrorf("cannot decode value columns: they hold %d of the %d bytes of values", dataOff, len(valuesSec))
+		return 0, planes{}, base.CorruptionErrorf("cannot decode value columns: they hold %d of the %d bytes of values", dataOff, len(valuesSec))
 	}
 	if total > uint64(limit) {
-		return nil, nil, base.CorruptionErrorf("cannot decode values: they expand to %d bytes, more than %d", total, limit)
+		return 0, planes{}, base.CorruptionErrorf("cannot decode values: they expand to %d bytes, more than %d", total, limit)
 	}
 	// Each column's lead is the part of its shape before its hole
 	// followed by the column's prefix, and each shape's tail what follows
@@ -476,21 +529,114 @@ func decodeShapedValuesWith(sc *shapeScratch, shapesSec, valuesSec []byte, n, li
 		leads = append(leads, shape[from:]...)
 		tails[s] = leads[start:len(leads)]
 	}
-	out := dst[:0]
-	if uint64(cap(out)) < total+copySlack {
-		// A little larger than needed, so that a recycled buffer
-		// (a released block's data) fits the next block.
-		out = make([]byte, 0, roundUp(int(total)+copySlack, recycleRawStep))
-	}
-	// The values end at total; the copySlack bytes after it are scratch
-	// for copyShort's whole-word stores.
-	out = out[:total+copySlack]
+	return int(total), idx, nil
+}
+
+// valueLens sets and returns sc.lens to the lengths of the n values
+// parse read, column by column, without rebuilding them; it rejects an
+// empty value as decodeShapedValues does. idx is parse's.
+func (sc *shapeScratch) valueLens(idx planes, n int) ([]uint32, error) {
+	nshapes := len(sc.shapes)
 	sc.lens = resize(sc.lens, n)
 	lens := sc.lens
-	o := 0
-	for i := 0; i < n; i++ {
+	// fixed[s]: what every value of shape s holds besides its suffixes.
+	sc.fixed = resize(sc.fixed, nshapes)
+	for s, shape := range sc.shapes {
+		f := len(shape) - (sc.colBase[s+1] - sc.colBase[s])
+		for k := sc.colBase[s]; k < sc.colBase[s+1]; k++ {
+			f += len(sc.cols[k].prefix)
+		}
+		sc.fixed[s] = uint32(f)
+	}
+	if nshapes == 1 {
+		for i := range lens {
+			lens[i] = sc.fixed[0]
+		}
+		for k := range sc.cols {
+			addLens(lens, sc.cols[k].lens)
+		}
+	} else {
+		// Value indexes grouped by shape (a counting sort), so that each
+		// column's lengths go to its shape's values in order.
+		sc.at = resize(sc.at, nshapes+1)
+		at := sc.at
+		at[0] = 0
+		for s := range nshapes {
+			at[s+1] = at[s] + sc.perShape[s]
+		}
+		sc.pos = resize(sc.pos, n)
+		scan := idx
+		for i := range n {
+			s := scan.next()
+			sc.pos[at[s]] = int32(i)
+			at[s]++
+			lens[i] = sc.fixed[s]
+		}
+		from := 0
+		for s := range nshapes {
+			pos := sc.pos[from : from+sc.perShape[s]]
+			for k := sc.colBase[s]; k < sc.colBase[s+1]; k++ {
+				p := sc.cols[k].lens
+				for _, i := range pos {
+					lens[i] += uint32(p.next())
+				}
+			}
+			from += sc.perShape[s]
+		}
+	}
+	for i, l := range lens {
+		if l == 0 {
+			return nil, base.CorruptionErrorf("cannot decode value %d: it is empty", i)
+		}
+	}
+	return lens, nil
+}
+
+// addLens adds p's integers (a column's suffix lengths, one per value of
+// a block with one shape) to lens.
+func addLens(lens []uint32, p planes) {
+	switch p.w {
+	case 0:
+		for i := range lens {
+			lens[i] += uint32(p.constant)
+		}
+	case 1:
+		for i, c := range p.b[:len(lens)] {
+			lens[i] += uint32(c)
+		}
+	default:
+		for i := range lens {
+			lens[i] += uint32(p.next())
+		}
+	}
+}
+
+// buildValues rebuilds values [va, vb) of those parse read into out, the
+// first at offset off (where it starts in the block's values), and
+// writes nothing at or past len(out): copyShort's whole-word stores then
+// stay out of the values after vb when out ends where they start, which
+// other readers may be reading. idx is parse's. It may be called again
+// for another range.
+func (sc *shapeScratch) buildValues(out []byte, idx planes, va, vb, off int) {
+	cols, colBase, tails := sc.cols, sc.colBase, sc.tails
+	// Each column's next suffix: its values of each shape before va.
+	sc.rank = resize(sc.rank, len(sc.shapes))
+	rank := sc.rank
+	clear(rank)
+	idx.i = 0
+	for range va {
+		rank[idx.next()]++
+	}
+	for s := range sc.shapes {
+		for k := colBase[s]; k < colBase[s+1]; k++ {
+			col := &cols[k]
+			col.lens.i = rank[s]
+			col.off = col.lens.prefixSum(rank[s])
+		}
+	}
+	o := off
+	for range vb - va {
 		s := int(idx.next())
-		start := o
 		for k := colBase[s]; k < colBase[s+1]; k++ {
 			col := &cols[k]
 			o += copyShort(out, o, col.lead)
@@ -499,12 +645,7 @@ func decodeShapedValuesWith(sc *shapeScratch, shapesSec, valuesSec []byte, n, li
 			col.off += l
 		}
 		o += copyShort(out, o, tails[s])
-		if o == start {
-			return nil, nil, base.CorruptionErrorf("cannot decode value %d: it is empty", i)
-		}
-		lens[i] = uint32(o - start)
 	}
-	return out[:total], lens, nil
 }
 
 // copySlack is the scratch space copyShort may write past the end of what
