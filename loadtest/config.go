@@ -168,7 +168,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.Float64Var(&c.Events.OutOfOrderRatio, "out-of-order", c.Events.OutOfOrderRatio, "fraction of events up to 2 s older than their neighbours")
 	fs.Float64Var(&c.Events.InvalidRatio, "invalid", c.Events.InvalidRatio, "fraction of invalid events (each of a rejection reason the writer checks)")
 	fs.Float64Var(&c.ProbeRate, "probe-rate", 20, "probe events per second (part of --rate), timed until readable over HTTP")
-	fs.IntVar(&c.Workers, "workers", 128, "most publishes in flight")
+	fs.IntVar(&c.Workers, "workers", 128, "most event publishes in flight (the raw step's too); one past it waits at most --max-lateness, then is dropped")
 	fs.DurationVar(&c.MaxLateness, "max-lateness", 100*time.Millisecond, "an operation not started this long after its intended start is dropped")
 	fs.DurationVar(&c.PublishLimit, "publish-timeout", 10*time.Second, "longest wait for a publish ack")
 

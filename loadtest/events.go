@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/eventide/eventide/loadtest/internal/arrival"
 	"github.com/eventide/eventide/loadtest/internal/hist"
+	"github.com/eventide/eventide/loadtest/internal/jspub"
 	"github.com/eventide/eventide/loadtest/internal/workload"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,61 +20,62 @@ import (
 // letter, so the correctness check can compare it with Eventide-Error.
 const HeaderExpectedReason = "Eventide-Loadtest-Reason"
 
-// eventLoad publishes the event stream: one arrival.Run whose operations
-// are publishes awaiting the JetStream ack.
+// eventLoad publishes the event stream: one arrival.RunAsync whose
+// operations are JetStream publishes sent by the scheduler itself
+// (jspub) and ended by their ack, error or timeout, at most --workers in
+// flight. Latency is from the intended start to the ack.
 type eventLoad struct {
-	cfg     *config
-	js      jetstream.JetStream
-	gen     *workload.EventGen
-	lat     *hist.Set // kind "publish"
-	probes  *probeTracker
-	workers []*eventWorker
+	cfg    *config
+	nc     *nats.Conn
+	gen    *workload.EventGen
+	lat    *hist.Set // kind "publish", one slot: only the ack handler records
+	probes *probeTracker
+
+	// buf and msg are the scheduler's, reused for every publish.
+	buf []byte
+	msg nats.Msg
 
 	acked  atomic.Int64 // for the progress line
 	failed atomic.Int64
 	// dropped counts dropped events by kind, on the scheduler goroutine.
 	dropped map[string]int64
+
+	// mu guards counts: outcomes come from the ack handler, the timeout
+	// sweeper and the scheduler (a publish that fails at once).
+	mu     sync.Mutex
+	counts eventTotals
 }
 
-// eventWorker is one worker's state; only its goroutine touches it until
-// the run is over.
-type eventWorker struct {
-	buf     []byte
-	lastErr error
+// eventLatSlots is the number of histogram slots the event workload
+// records into (hist.NewSet).
+const eventLatSlots = 1
 
-	ackedValid, failedValid map[string]int64 // by type
-	ackedInvalid            map[string]int64 // by reason
-	failedInvalid           int64
-	ackedProbes             int64
-	late, outOfOrder        int64
-	errors                  map[string]int64
+// eventOp is one publish in flight: its event and its permit.
+type eventOp struct {
+	ev      workload.Event
+	release func()
 }
 
-func newEventLoad(cfg *config, js jetstream.JetStream, lat *hist.Set, probes *probeTracker) (*eventLoad, error) {
+func newEventLoad(cfg *config, nc *nats.Conn, lat *hist.Set, probes *probeTracker) (*eventLoad, error) {
 	gen, err := workload.NewEventGen(cfg.Events)
 	if err != nil {
 		return nil, err
 	}
-	l := &eventLoad{cfg: cfg, js: js, gen: gen, lat: lat, probes: probes, dropped: map[string]int64{}}
-	for range cfg.Workers {
-		l.workers = append(l.workers, &eventWorker{
-			ackedValid: map[string]int64{}, failedValid: map[string]int64{},
-			ackedInvalid: map[string]int64{}, errors: map[string]int64{},
-		})
-	}
-	return l, nil
+	return &eventLoad{cfg: cfg, nc: nc, gen: gen, lat: lat, probes: probes, dropped: map[string]int64{}, counts: newEventTotals()}, nil
 }
 
 func (l *eventLoad) run(ctx context.Context) (arrival.Stats, error) {
-	return arrival.Run(ctx, arrival.Config[workload.Event]{
-		Rate: l.cfg.EventRate, Duration: l.cfg.Duration, Workers: l.cfg.Workers,
+	pub, err := jspub.New(ctx, l.nc, jspub.Config[eventOp]{Timeout: l.cfg.PublishLimit, Done: l.done})
+	if err != nil {
+		return arrival.Stats{}, err
+	}
+	defer pub.Close()
+	return arrival.RunAsync(ctx, arrival.AsyncConfig[workload.Event]{
+		Rate: l.cfg.EventRate, Duration: l.cfg.Duration, InFlight: l.cfg.Workers,
 		MaxLateness: l.cfg.MaxLateness,
 		Next:        l.gen.Next,
-		Do:          l.publish,
-		Done: func(w int, ev workload.Event, intended time.Time, latency time.Duration) {
-			if l.workers[w].lastErr == nil {
-				l.lat.Record(w, "publish", latency)
-			}
+		Start: func(_ context.Context, ev workload.Event, intended time.Time, release func()) {
+			l.publish(pub, ev, intended, release)
 		},
 		Dropped: func(ev workload.Event, intended time.Time) {
 			l.dropped[ev.Kind]++
@@ -83,49 +86,59 @@ func (l *eventLoad) run(ctx context.Context) (arrival.Stats, error) {
 	})
 }
 
-// publish is one operation: publish ev and wait for its ack. Its intended
-// start is the event's time (minus its offset).
-func (l *eventLoad) publish(ctx context.Context, w int, ev workload.Event, intended time.Time) {
-	wk := l.workers[w]
-	wk.buf = ev.Body(wk.buf[:0], intended)
-	msg := &nats.Msg{Subject: ev.Subject, Data: wk.buf}
+// publish sends ev; its intended start is the event's time (minus its
+// offset). done receives the outcome.
+func (l *eventLoad) publish(pub *jspub.Publisher[eventOp], ev workload.Event, intended time.Time, release func()) {
+	l.buf = ev.Body(l.buf[:0], intended)
+	l.msg = nats.Msg{Subject: ev.Subject, Data: l.buf}
 	if ev.Kind == workload.KindInvalid {
-		msg.Header = nats.Header{HeaderExpectedReason: {ev.Reason}}
+		l.msg.Header = nats.Header{HeaderExpectedReason: {ev.Reason}}
 	}
 	if ev.Kind == workload.KindProbe {
 		l.probes.publishing(ev.Probe, intended)
 	}
-	pctx, cancel := context.WithTimeout(ctx, l.cfg.PublishLimit)
-	_, err := l.js.PublishMsg(pctx, msg)
-	cancel()
-	wk.lastErr = err
+	pub.Publish(&l.msg, eventOp{ev: ev, release: release}, intended)
+}
+
+// done counts one publish's outcome and releases its permit.
+func (l *eventLoad) done(op eventOp, intended, at time.Time, _ uint64, err error) {
+	defer op.release()
+	ev := op.ev
 	if err != nil {
 		l.failed.Add(1)
-		wk.errors["publish."+publishErrorCause(err)]++
+		l.mu.Lock()
+		l.counts.errors["publish."+publishErrorCause(err)]++
 		switch ev.Kind {
 		case workload.KindValid:
-			wk.failedValid[ev.Type]++
+			l.counts.failedValid[ev.Type]++
 		case workload.KindInvalid:
-			wk.failedInvalid++
-		case workload.KindProbe:
+			l.counts.failedInvalid++
+		}
+		l.mu.Unlock()
+		if ev.Kind == workload.KindProbe {
 			l.probes.failed(ev.Probe)
 		}
 		return
 	}
+	l.lat.Record(0, "publish", at.Sub(intended))
 	l.acked.Add(1)
+	l.mu.Lock()
 	switch ev.Kind {
 	case workload.KindValid:
-		wk.ackedValid[ev.Type]++
+		l.counts.ackedValid[ev.Type]++
 		if ev.Late {
-			wk.late++
+			l.counts.late++
 		}
 		if ev.OutOfOrder {
-			wk.outOfOrder++
+			l.counts.outOfOrder++
 		}
 	case workload.KindInvalid:
-		wk.ackedInvalid[ev.Reason]++
+		l.counts.ackedInvalid[ev.Reason]++
 	case workload.KindProbe:
-		wk.ackedProbes++
+		l.counts.ackedProbes++
+	}
+	l.mu.Unlock()
+	if ev.Kind == workload.KindProbe {
 		l.probes.acked(ev.Probe)
 	}
 }
@@ -133,48 +146,40 @@ func (l *eventLoad) publish(ctx context.Context, w int, ev workload.Event, inten
 // publishErrorCause names a publish failure for the error counts.
 func publishErrorCause(err error) string {
 	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout), errors.Is(err, jspub.ErrTimeout):
 		return "timeout"
-	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+	case errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders), errors.Is(err, jspub.ErrNoResponders):
 		return "no_stream"
 	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrDisconnected), errors.Is(err, nats.ErrConnectionDraining):
 		return "disconnected"
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled), errors.Is(err, jspub.ErrCancelled):
 		return "cancelled"
 	}
 	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
+	var ackErr *jspub.AckError
+	if errors.As(err, &apiErr) || errors.As(err, &ackErr) {
 		return "jetstream_api"
 	}
 	return "other"
 }
 
-// totals merges the workers' counts; call after run returned.
+// eventTotals are the event workload's counts.
 type eventTotals struct {
-	ackedValid, failedValid map[string]int64
-	ackedInvalid            map[string]int64
+	ackedValid, failedValid map[string]int64 // by type
+	ackedInvalid            map[string]int64 // by reason
 	failedInvalid           int64
 	ackedProbes             int64
 	late, outOfOrder        int64
 	errors                  map[string]int64
 }
 
+func newEventTotals() eventTotals {
+	return eventTotals{ackedValid: map[string]int64{}, failedValid: map[string]int64{}, ackedInvalid: map[string]int64{}, errors: map[string]int64{}}
+}
+
+// totals returns the counts; call after run returned.
 func (l *eventLoad) totals() eventTotals {
-	t := eventTotals{ackedValid: map[string]int64{}, failedValid: map[string]int64{}, ackedInvalid: map[string]int64{}, errors: map[string]int64{}}
-	add := func(dst, src map[string]int64) {
-		for k, v := range src {
-			dst[k] += v
-		}
-	}
-	for _, w := range l.workers {
-		add(t.ackedValid, w.ackedValid)
-		add(t.failedValid, w.failedValid)
-		add(t.ackedInvalid, w.ackedInvalid)
-		add(t.errors, w.errors)
-		t.failedInvalid += w.failedInvalid
-		t.ackedProbes += w.ackedProbes
-		t.late += w.late
-		t.outOfOrder += w.outOfOrder
-	}
-	return t
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.counts
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/eventide/eventide/loadtest/internal/arrival"
 	"github.com/eventide/eventide/loadtest/internal/hist"
+	"github.com/eventide/eventide/loadtest/internal/jspub"
 	"github.com/eventide/eventide/loadtest/internal/rawjs"
 	"github.com/eventide/eventide/loadtest/internal/report"
 	"github.com/eventide/eventide/loadtest/internal/target"
@@ -187,11 +188,12 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (_ *report.
 	serverCoresSince := e.serverCoresSince()
 	selfStart, selfErr := target.ReadProc(os.Getpid())
 	start := time.Now()
-	lat := hist.NewSet(cfg.Workers+1, start)
-	consumerSlot := cfg.Workers // the consumer's histogram slot
+	// Slot 0 is the publish acks' (one handler goroutine), slot 1 the
+	// consumer's (one goroutine consumes).
+	lat := hist.NewSet(2, start)
+	const ackSlot, consumerSlot = 0, 1
 	var consumed atomic.Int64
 	stopConsuming := rawjs.Consume(ctx, cons, func(m jetstream.Msg) {
-		// One goroutine consumes, so the consumer's slot is its own.
 		if intended, ok := rawIntended(m.Data()); ok {
 			lat.Record(consumerSlot, "queryable", time.Since(intended))
 		}
@@ -202,31 +204,36 @@ func (e *env) rawStep(ctx context.Context, rate float64, run string) (_ *report.
 	// intended start moved from a header into them (appendRawBody's own
 	// bytes are 66 besides the padding).
 	pad := strings.Repeat("x", max(cfg.Events.PayloadMedian-8-66, 1))
-	bufs := make([][]byte, cfg.Workers)
-	lastErr := make([]error, cfg.Workers)
 	var acked, failed atomic.Int64
 	stopTicking := every(ctx, cfg.Tick, lat.Tick)
-	stats, err := arrival.Run(ctx, arrival.Config[int64]{
-		Rate: rate, Duration: cfg.Duration, Workers: cfg.Workers, MaxLateness: cfg.MaxLateness,
-		Next: func(seq int64) int64 { return seq },
-		Do: func(ctx context.Context, w int, _ int64, intended time.Time) {
-			bufs[w] = appendRawBody(bufs[w][:0], intended, pad)
-			msg := &nats.Msg{Subject: subject, Data: bufs[w]}
-			pctx, cancel := context.WithTimeout(ctx, cfg.PublishLimit)
-			_, lastErr[w] = js.PublishMsg(pctx, msg)
-			cancel()
-			if lastErr[w] != nil {
+	// Publishes go as the event workload's (eventLoad): sent by the
+	// scheduler, ended by their ack, at most --workers in flight.
+	pub, err := jspub.New(ctx, e.nc, jspub.Config[func()]{Timeout: cfg.PublishLimit,
+		Done: func(release func(), intended, at time.Time, _ uint64, err error) {
+			if err != nil {
 				failed.Add(1)
-				return
+			} else {
+				lat.Record(ackSlot, "publish", at.Sub(intended))
+				acked.Add(1)
 			}
-			acked.Add(1)
-		},
-		Done: func(w int, _ int64, _ time.Time, latency time.Duration) {
-			if lastErr[w] == nil {
-				lat.Record(w, "publish", latency)
-			}
+			release()
+		}})
+	if err != nil {
+		stopTicking()
+		return nil, 0, err
+	}
+	var buf []byte
+	var msg nats.Msg
+	stats, err := arrival.RunAsync(ctx, arrival.AsyncConfig[int64]{
+		Rate: rate, Duration: cfg.Duration, InFlight: cfg.Workers, MaxLateness: cfg.MaxLateness,
+		Next: func(seq int64) int64 { return seq },
+		Start: func(_ context.Context, _ int64, intended time.Time, release func()) {
+			buf = appendRawBody(buf[:0], intended, pad)
+			msg = nats.Msg{Subject: subject, Data: buf}
+			pub.Publish(&msg, release, intended)
 		},
 	})
+	_ = pub.Close()
 	loadEnd := time.Now()
 	serverCores = serverCoresSince()
 	var harness *report.HarnessStats

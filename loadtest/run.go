@@ -110,7 +110,7 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 	}
 
 	if cfg.Workloads["social"] {
-		if e.social, err = newSocialLoad(cfg, e.js, e.api); err != nil {
+		if e.social, err = newSocialLoad(cfg, e.js, e.nc, e.api); err != nil {
 			return false, configError{err}
 		}
 		if err := e.social.runSetup(ctx, e.progress); err != nil {
@@ -216,7 +216,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 	selfStart, selfErr := target.ReadProc(os.Getpid())
 	start := time.Now()
 	res.loadStart = start
-	eventLat := hist.NewSet(cfg.Workers, start)
+	eventLat := hist.NewSet(eventLatSlots, start)
 	queryLat := hist.NewSet(cfg.QueryWorkers, start)
 	probeLat := hist.NewSet(1, start)
 	res.sets = []*hist.Set{eventLat, queryLat, probeLat}
@@ -228,7 +228,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 	var queries *queryLoad
 	var err error
 	if cfg.Workloads["events"] {
-		if events, err = newEventLoad(cfg, e.js, eventLat, probes); err != nil {
+		if events, err = newEventLoad(cfg, e.nc, eventLat, probes); err != nil {
 			return nil, configError{err}
 		}
 	}
@@ -259,7 +259,7 @@ func (e *env) step(ctx context.Context, rate float64, run string) (*stepResult, 
 	var social *socialLoad
 	var fan *fanoutTracker
 	if cfg.Workloads["social"] && e.social != nil {
-		socialLat := hist.NewSet(cfg.SocialWorkers, start)
+		socialLat := hist.NewSet(socialLatSlots, start)
 		fanLat := hist.NewSet(1, start)
 		res.sets = append(res.sets, socialLat, fanLat)
 		social = e.social

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/eventide/eventide/loadtest/internal/arrival"
 	"github.com/eventide/eventide/loadtest/internal/hist"
+	"github.com/eventide/eventide/loadtest/internal/jspub"
 	"github.com/eventide/eventide/loadtest/internal/report"
 	"github.com/eventide/eventide/loadtest/internal/workload"
 	"github.com/google/uuid"
@@ -29,16 +31,19 @@ import (
 // socialLoad is the social workload of one run.
 type socialLoad struct {
 	cfg    *config
-	js     jetstream.JetStream
+	js     jetstream.JetStream // the setup's publishes
+	nc     *nats.Conn          // the operations' (jspub)
 	api    *apiClient
 	gen    *workload.SocialGen
 	run    string // the run id in the user names
 	probes map[int32]bool
 	fan    *fanoutTracker
 
-	lat     *hist.Set // "social.publish", per worker
-	workers []*socialWorker
+	lat     *hist.Set        // "social.publish", one slot: only the ack handler records
 	dropped map[string]int64 // by kind, on the scheduler goroutine
+	// buf and msg are the scheduler's, reused for every publish.
+	buf []byte
+	msg nats.Msg
 
 	acked, failed atomic.Int64
 	setup         *report.SocialSetup
@@ -58,9 +63,15 @@ type socialLoad struct {
 	deletes []deletedPost
 	// maxSeq is the highest stream sequence of an acknowledged operation.
 	maxSeq uint64
-	// lastPublishEnd is when the last operation's publish returned.
+	// ackedByKind counts acknowledged operations by kind.
 	ackedByKind map[string]int64
+	// errors counts failed operations by kind and cause.
+	errors map[string]int64
 }
+
+// socialLatSlots is the number of histogram slots the social operations
+// record into (hist.NewSet).
+const socialLatSlots = 1
 
 const maxCheckedDeletes = 10_000
 
@@ -89,13 +100,17 @@ type deletedPost struct {
 	time   time.Time
 }
 
-type socialWorker struct {
-	buf     []byte
-	lastErr error
-	errors  map[string]int64
+// socialInFlight is one operation in flight: what its outcome updates,
+// and its permit.
+type socialInFlight struct {
+	op        workload.SocialOp
+	started   time.Time // publish sent
+	deleted   postState // a delete's post, as known when the delete was sent
+	deletable bool
+	release   func()
 }
 
-func newSocialLoad(cfg *config, js jetstream.JetStream, api *apiClient) (*socialLoad, error) {
+func newSocialLoad(cfg *config, js jetstream.JetStream, nc *nats.Conn, api *apiClient) (*socialLoad, error) {
 	sc := cfg.Social
 	sc.Seed, sc.Run = cfg.Seed, cfg.Run
 	gen, err := workload.NewSocialGen(sc)
@@ -103,7 +118,7 @@ func newSocialLoad(cfg *config, js jetstream.JetStream, api *apiClient) (*social
 		return nil, err
 	}
 	l := &socialLoad{
-		cfg: cfg, js: js, api: api, gen: gen, run: cfg.Run, probes: map[int32]bool{},
+		cfg: cfg, js: js, nc: nc, api: api, gen: gen, run: cfg.Run, probes: map[int32]bool{},
 		posts: map[int64]postState{}, edges: map[uint64]edgeOutcome{}, ackedByKind: map[string]int64{},
 	}
 	for _, pa := range gen.ProbeAuthors() {
@@ -295,26 +310,28 @@ func (l *socialLoad) checkGraph(ctx context.Context) report.Check {
 	return c
 }
 
-// start prepares the run-time load: its workers and histograms.
+// start prepares the run-time load: its counts and histograms.
 func (l *socialLoad) start(lat *hist.Set, fan *fanoutTracker) {
 	l.lat, l.fan = lat, fan
 	l.dropped = map[string]int64{}
-	l.workers = nil
-	for range l.cfg.SocialWorkers {
-		l.workers = append(l.workers, &socialWorker{errors: map[string]int64{}})
-	}
+	l.errors = map[string]int64{}
 }
 
+// runOps runs the operations open loop, as the event workload's
+// publishes (eventLoad): sent by the scheduler, ended by their ack, at
+// most --social-workers in flight.
 func (l *socialLoad) runOps(ctx context.Context) (arrival.Stats, error) {
-	return arrival.Run(ctx, arrival.Config[workload.SocialOp]{
-		Rate: l.cfg.Social.Rate(), Duration: l.cfg.Duration, Workers: l.cfg.SocialWorkers,
+	pub, err := jspub.New(ctx, l.nc, jspub.Config[socialInFlight]{Timeout: l.cfg.PublishLimit, Done: l.done})
+	if err != nil {
+		return arrival.Stats{}, err
+	}
+	defer pub.Close()
+	return arrival.RunAsync(ctx, arrival.AsyncConfig[workload.SocialOp]{
+		Rate: l.cfg.Social.Rate(), Duration: l.cfg.Duration, InFlight: l.cfg.SocialWorkers,
 		MaxLateness: l.cfg.MaxLateness,
 		Next:        l.gen.Next,
-		Do:          l.publish,
-		Done: func(w int, op workload.SocialOp, intended time.Time, latency time.Duration) {
-			if l.workers[w].lastErr == nil {
-				l.lat.Record(w, "social.publish", latency)
-			}
+		Start: func(_ context.Context, op workload.SocialOp, intended time.Time, release func()) {
+			l.publish(pub, op, intended, release)
 		},
 		Dropped: func(op workload.SocialOp, intended time.Time) {
 			kind := op.Kind
@@ -355,9 +372,8 @@ func (l *socialLoad) notePostLocked(op workload.SocialOp, intended, started time
 	}
 }
 
-// publish is one operation: publish op and wait for its ack.
-func (l *socialLoad) publish(ctx context.Context, w int, op workload.SocialOp, intended time.Time) {
-	wk := l.workers[w]
+// publish sends op; done receives its outcome.
+func (l *socialLoad) publish(pub *jspub.Publisher[socialInFlight], op workload.SocialOp, intended time.Time, release func()) {
 	started := time.Now()
 	var deleted postState
 	var deletable bool
@@ -380,16 +396,19 @@ func (l *socialLoad) publish(ctx context.Context, w int, op workload.SocialOp, i
 			deleted.id = uuid.Nil
 		}
 	}
-	wk.buf = op.Body(wk.buf[:0], l.run, intended, l.cfg.Social.PostSize, deleted.id)
-	pctx, cancel := context.WithTimeout(ctx, l.cfg.PublishLimit)
-	ack, err := l.js.PublishMsg(pctx, &nats.Msg{Subject: op.Subject, Data: wk.buf})
-	cancel()
-	wk.lastErr = err
-	ackAt := time.Now()
+	l.buf = op.Body(l.buf[:0], l.run, intended, l.cfg.Social.PostSize, deleted.id)
+	l.msg = nats.Msg{Subject: op.Subject, Data: l.buf}
+	pub.Publish(&l.msg, socialInFlight{op: op, started: started, deleted: deleted, deletable: deletable, release: release}, intended)
+}
+
+// done records one operation's outcome and releases its permit.
+func (l *socialLoad) done(f socialInFlight, intended, ackAt time.Time, seq uint64, err error) {
+	defer f.release()
+	op := f.op
 	if err != nil {
 		l.failed.Add(1)
-		wk.errors["social."+op.Kind+"."+publishErrorCause(err)]++
 	} else {
+		l.lat.Record(0, "social.publish", ackAt.Sub(intended))
 		l.acked.Add(1)
 	}
 	if op.Probe >= 0 {
@@ -401,8 +420,10 @@ func (l *socialLoad) publish(ctx context.Context, w int, op workload.SocialOp, i
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err == nil {
-		l.maxSeq = max(l.maxSeq, ack.Sequence)
+	if err != nil {
+		l.errors["social."+op.Kind+"."+publishErrorCause(err)]++
+	} else {
+		l.maxSeq = max(l.maxSeq, seq)
 		kind := op.Kind
 		if op.Probe >= 0 {
 			kind = "probe_post"
@@ -428,7 +449,8 @@ func (l *socialLoad) publish(ctx context.Context, w int, op workload.SocialOp, i
 	case workload.SocialDelete:
 		// Only a post acknowledged before its delete was published is
 		// surely before it in the stream.
-		if err == nil && deletable && deleted.acked && deleted.started.Before(started) && len(l.deletes) < maxCheckedDeletes {
+		deleted := f.deleted
+		if err == nil && f.deletable && deleted.acked && deleted.started.Before(f.started) && len(l.deletes) < maxCheckedDeletes {
 			if t, terr := postTime(deleted.id); terr == nil {
 				l.deletes = append(l.deletes, deletedPost{id: deleted.id, author: op.Author, time: t})
 			}
@@ -436,15 +458,11 @@ func (l *socialLoad) publish(ctx context.Context, w int, op workload.SocialOp, i
 	}
 }
 
-// errorTotals merges the workers' error counts; call after the run.
+// errorTotals returns the error counts; call after the run.
 func (l *socialLoad) errorTotals() map[string]int64 {
-	out := map[string]int64{}
-	for _, w := range l.workers {
-		for k, v := range w.errors {
-			out[k] += v
-		}
-	}
-	return out
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.errors)
 }
 
 // followerCount pages through user's followers and counts them.

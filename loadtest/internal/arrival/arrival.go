@@ -12,6 +12,12 @@
 // bounds the harness's own concurrency (and memory) however slow the
 // server gets.
 //
+// RunAsync is the same schedule for operations that end asynchronously
+// (a request whose reply a handler receives): the scheduling goroutine
+// starts each operation itself and it holds one of AsyncConfig.InFlight
+// permits, instead of a worker goroutine, until it is released; an
+// operation that finds no permit within MaxLateness is dropped as above.
+//
 // The clock is passed in (Config.Clock): tests drive a FakeClock and see
 // exact intended times, latencies and drops without sleeping.
 package arrival
@@ -109,9 +115,6 @@ func Run[T any](ctx context.Context, cfg Config[T]) (Stats, error) {
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	nanosPerOp := float64(time.Second) / cfg.Rate
-	stats := Stats{Start: clock.Now()}
-	end := stats.Start.Add(cfg.Duration)
 
 	// A worker is free while its id is in idle: every worker starts there
 	// (before its goroutine has run, so the first operations are not
@@ -143,7 +146,40 @@ func Run[T any](ctx context.Context, cfg Config[T]) (Stats, error) {
 		}
 		wg.Wait()
 	}()
+	sch := schedule[T, int]{
+		rate: cfg.Rate, duration: cfg.Duration, maxLateness: cfg.MaxLateness, clock: clock,
+		next: cfg.Next, dropped: cfg.Dropped, free: idle,
+		start: func(w int, s slot[T]) { jobs[w] <- s },
+	}
+	return sch.run(ctx), nil
+}
 
+// schedule is the loop Run and RunAsync share: it makes each operation
+// at its intended time and starts it as soon as a free slot (a worker's
+// id, or an in-flight permit) can be taken from free, or drops it when
+// none can be taken within maxLateness.
+type schedule[T, S any] struct {
+	rate        float64
+	duration    time.Duration
+	maxLateness time.Duration
+	clock       Clock
+	next        func(seq int64) T
+	dropped     func(op T, intended time.Time)
+	free        chan S
+	start       func(s S, op slot[T])
+}
+
+func (sch *schedule[T, S]) run(ctx context.Context) Stats {
+	clock := sch.clock
+	nanosPerOp := float64(time.Second) / sch.rate
+	stats := Stats{Start: clock.Now()}
+	end := stats.Start.Add(sch.duration)
+	drop := func(s slot[T]) {
+		stats.Dropped++
+		if sch.dropped != nil {
+			sch.dropped(s.op, s.intended)
+		}
+	}
 	for seq := int64(0); ; seq++ {
 		// From seq/rate, not seq whole-nanosecond intervals: a rounded
 		// interval (1/300 s) would drift and start extra operations.
@@ -157,48 +193,42 @@ func Run[T any](ctx context.Context, cfg Config[T]) (Stats, error) {
 			case <-c:
 			case <-ctx.Done():
 				stop()
-				return stats, nil
+				return stats
 			}
 		}
 		if ctx.Err() != nil {
-			return stats, nil
+			return stats
 		}
-		s := slot[T]{op: cfg.Next(seq), intended: intended}
+		s := slot[T]{op: sch.next(seq), intended: intended}
 		stats.Scheduled++
 		select {
-		case w := <-idle:
-			jobs[w] <- s
+		case f := <-sch.free:
+			sch.start(f, s)
 			stats.Started++
 			continue
 		default:
 		}
-		deadline := intended.Add(cfg.MaxLateness)
+		deadline := intended.Add(sch.maxLateness)
 		if !deadline.After(clock.Now()) {
-			stats.Dropped++
-			if cfg.Dropped != nil {
-				cfg.Dropped(s.op, s.intended)
-			}
+			drop(s)
 			continue
 		}
 		c, stop := clock.After(deadline)
 		select {
-		case w := <-idle:
-			jobs[w] <- s
+		case f := <-sch.free:
+			sch.start(f, s)
 			stats.Started++
 		case <-c:
-			// A worker may have become free at the deadline itself; the
+			// A slot may have become free at the deadline itself; the
 			// operation is late beyond the bound either way.
-			stats.Dropped++
-			if cfg.Dropped != nil {
-				cfg.Dropped(s.op, s.intended)
-			}
+			drop(s)
 		case <-ctx.Done():
 			stats.Scheduled--
 		}
 		stop()
 		if ctx.Err() != nil {
-			return stats, nil
+			return stats
 		}
 	}
-	return stats, nil
+	return stats
 }
