@@ -706,8 +706,9 @@ func (db *DB) rotateMemtable(force bool) error {
 	db.mu.Lock()
 	old := db.current
 	imms := append(append([]*immMemtable(nil), old.imms...), &immMemtable{mem: mem, walSegmentAfter: seg})
-	db.installVersionLocked(newVersion(db.mutable, imms, old.cloneSSTables()))
+	replaced := db.installVersionLocked(newVersion(db.mutable, imms, old.cloneSSTables()))
 	db.mu.Unlock()
+	replaced.unref()
 	select {
 	case db.flushSignal <- struct{}{}:
 	default:
@@ -715,12 +716,17 @@ func (db *DB) rotateMemtable(force bool) error {
 	return nil
 }
 
-// installVersionLocked makes v current and drops the old one's reference.
-func (db *DB) installVersionLocked(v *version) {
+// installVersionLocked makes v current and returns the version it
+// replaced, whose reference the caller must drop with unref once it has
+// unlocked db.mu. Dropping the last reference closes, and for compaction
+// inputs deletes, the SSTables only that version held: file I/O that,
+// done under db.mu, stalled every read (Slice) and write (Apply) queued
+// on it, with a convoy of waiters behind it (issue 12).
+func (db *DB) installVersionLocked(v *version) (replaced *version) {
 	old := db.current
 	db.current = v
-	old.unref()
 	db.cond.Broadcast()
+	return old
 }
 
 // acquireVersion returns the current version with a reference the caller

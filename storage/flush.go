@@ -326,12 +326,13 @@ func (db *DB) editManifest(edit func(*manifestData, map[uint32][]*sstHandle), ne
 		return err
 	}
 	db.mu.Lock()
-	defer db.mu.Unlock()
 	// NextFileNum may have moved while the manifest was written; keep the
 	// larger so numbers are never reused.
 	m.NextFileNum = max(m.NextFileNum, db.manifest.NextFileNum)
 	db.manifest = m
 	shape := next(db.current)
-	db.installVersionLocked(newVersion(shape.mem, shape.imms, ssts))
+	replaced := db.installVersionLocked(newVersion(shape.mem, shape.imms, ssts))
+	db.mu.Unlock()
+	replaced.unref()
 	return nil
 }

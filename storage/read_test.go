@@ -533,17 +533,16 @@ func TestUnclosedSliceIsReleased(t *testing.T) {
 	if len(before) != 2 {
 		t.Fatalf("want 2 SSTables before the compaction, found %v", before)
 	}
-	func() {
-		it, err := db.Slice(context.Background(), SliceQuery{Table: "t", Partition: []byte("p")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !it.Next() {
-			t.Fatalf("no row: %v", it.Err())
-		}
-		// Dropped here: neither read to the end nor closed.
-	}()
-	compactUntilReleased(t, db, logged, sstables, "slice", func(m Metrics) int64 { return m.UnclosedReads })
+	dropped, err := db.Slice(context.Background(), SliceQuery{Table: "t", Partition: []byte("p")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !dropped.Next() {
+		t.Fatalf("no row: %v", dropped.Err())
+	}
+	// Dropped by drop: neither read to the end nor closed.
+	drop := func() { dropped = nil }
+	compactUntilReleased(t, db, logged, sstables, "slice", drop, func(m Metrics) int64 { return m.UnclosedReads })
 	// The store reads on as before.
 	it, err := db.Slice(context.Background(), SliceQuery{Table: "t", Partition: []byte("p")})
 	if err != nil {
@@ -593,13 +592,15 @@ func TestUnclosedSnapshotIsReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed.Close()
-	func() {
-		if _, err := db.Snapshot(); err != nil {
-			t.Fatal(err)
-		}
-		// Dropped here without Close.
-	}()
-	compactUntilReleased(t, db, logged, sstables, "snapshot", func(m Metrics) int64 { return m.UnclosedSnapshots })
+	snap, err := db.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Dropped by drop, without Close.
+	held := []*Snapshot{snap}
+	snap = nil
+	drop := func() { held[0] = nil }
+	compactUntilReleased(t, db, logged, sstables, "snapshot", drop, func(m Metrics) int64 { return m.UnclosedSnapshots })
 	runtime.GC()
 	if got := db.Metrics().UnclosedSnapshots; got != 1 {
 		t.Errorf("UnclosedSnapshots %d, want 1 (the closed snapshot must not count)", got)
@@ -638,10 +639,11 @@ func openWithTwoSSTables(t *testing.T) (db *DB, logged *syncLog, sstables func()
 }
 
 // compactUntilReleased compacts the two SSTables of openWithTwoSSTables
-// while a dropped, unclosed what ("slice" or "snapshot") pins them: they
-// must stay beside the compaction's output until the garbage collector
-// releases it, then go, with unclosed counting 1 and the release logged.
-func compactUntilReleased(t *testing.T, db *DB, logged *syncLog, sstables func() []string, what string, unclosed func(Metrics) int64) {
+// while an unclosed what ("slice" or "snapshot") pins them: they must stay
+// beside the compaction's output; then drop makes it unreachable, and
+// once the garbage collector releases it they must go, with unclosed
+// counting 1 and the release logged.
+func compactUntilReleased(t *testing.T, db *DB, logged *syncLog, sstables func() []string, what string, drop func(), unclosed func(Metrics) int64) {
 	t.Helper()
 	if err := db.CompactAll(); err != nil {
 		t.Fatal(err)
@@ -649,6 +651,9 @@ func compactUntilReleased(t *testing.T, db *DB, logged *syncLog, sstables func()
 	if got := sstables(); len(got) != 3 {
 		t.Fatalf("while the unclosed %s is reachable its two SSTables must stay beside the compaction's output; found %v", what, got)
 	}
+	// Only now unreachable: dropped before the compaction, a collection
+	// during it could release it early and the check above would fail.
+	drop()
 	deadline := time.Now().Add(10 * time.Second)
 	for len(sstables()) != 1 || unclosed(db.Metrics()) != 1 {
 		if time.Now().After(deadline) {
