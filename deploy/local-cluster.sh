@@ -32,7 +32,14 @@ wait_http() {
 	local url=$1 secs=$2 name=$3
 	for _ in $(seq $((secs * 10))); do
 		if curl -fsS -o /dev/null "$url" 2>/dev/null; then return 0; fi
-		kill -0 "$(cat "$dir/$name.pid")" 2>/dev/null || die "$name exited; see $dir/logs/$name.log"
+		local pid; pid=$(cat "$dir/$name.pid")
+		if ! kill -0 "$pid" 2>/dev/null; then
+			# It is this shell's child: wait gives its exit status
+			# (128+N when signal N ended it).
+			local status=0
+			wait "$pid" 2>/dev/null || status=$?
+			die "$name (pid $pid) exited with status $status; see $dir/logs/$name.log"
+		fi
 		sleep 0.1
 	done
 	die "$name not ready at $url within ${secs}s; see $dir/logs/$name.log"
