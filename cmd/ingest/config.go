@@ -34,6 +34,11 @@ type config struct {
 	AdminAddr  string
 	NATSURL    string
 	NATSListen string
+
+	// MutexProfileFraction is runtime.SetMutexProfileFraction's rate for
+	// /debug/pprof/mutex on the admin listener; 0: off.
+	MutexProfileFraction int
+
 	// NATS is how to connect to --nats-url: its URL (NATSURL) and the
 	// authentication and TLS flags natsconn defines.
 	NATS    natsconn.Options
@@ -159,6 +164,8 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"`host:port` of the HTTP API, health and metrics (port 0: any free port)")
 	fs.Var(cli.Addr{Addr: &c.AdminAddr, Optional: true}, "admin",
 		"`host:port` of the admin listener serving /debug/pprof/; empty: off")
+	fs.Var(cli.Int{N: &c.MutexProfileFraction, Lo: 0, Hi: 1 << 20}, "mutex-profile-fraction",
+		"record 1 in `N` contended mutex waits for /debug/pprof/mutex on the --admin listener (runtime.SetMutexProfileFraction; N=100 costs little); 0: off")
 	fs.StringVar(&c.NATSURL, "nats-url", "",
 		"`URL` of an external NATS server with JetStream (comma-separated for a cluster); empty: run an embedded one")
 	fs.Var(cli.Addr{Addr: &c.NATSListen, Optional: false}, "nats-listen",
@@ -284,6 +291,9 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	}
 	if err := c.checkShards(); err != nil {
 		return nil, usageError{Err: err}
+	}
+	if c.MutexProfileFraction > 0 && c.AdminAddr == "" {
+		return nil, usageError{Err: errors.New("--mutex-profile-fraction needs --admin: the mutex profile is served at /debug/pprof/mutex on the admin listener")}
 	}
 	if err := c.check(); err != nil {
 		return nil, usageError{Err: err}

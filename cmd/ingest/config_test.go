@@ -131,6 +131,8 @@ func TestConfigErrors(t *testing.T) {
 		{[]string{"--timeline-ttl", "10ms"}, nil, "10ms is below the minimum 1s"},
 		{[]string{"--restore-shards-from", "/snapshots"}, nil, "--snapshot-dir and --restore-shards-from need --shards of 2 or more"},
 		{[]string{"--shards", "2", "--snapshot-dir", "/snapshots"}, nil, "--snapshot-dir needs --admin"},
+		{[]string{"--mutex-profile-fraction", "100"}, nil, "--mutex-profile-fraction needs --admin"},
+		{[]string{"--admin", "127.0.0.1:0", "--mutex-profile-fraction", "-1"}, nil, "mutex-profile-fraction"},
 		{[]string{"--shards", "2", "--snapshot-interval", "1h"}, nil, "--snapshot-interval needs --snapshot-dir"},
 		{[]string{"--shards", "2", "--snapshot-dir", "/s", "--snapshot-interval", "-1s"}, nil, "below the minimum"},
 		{[]string{"serve"}, nil, `unexpected argument "serve"`},

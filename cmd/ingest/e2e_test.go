@@ -40,7 +40,7 @@ func TestIngestEndToEnd(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"--data", data, "--nats-listen", natsAddr, "--http", httpAddr, "--admin", adminAddr},
+		done <- run(ctx, []string{"--data", data, "--nats-listen", natsAddr, "--http", httpAddr, "--admin", adminAddr, "--mutex-profile-fraction", "7"},
 			envFrom(map[string]string{"EVENTIDE_LOG_FORMAT": "json"}), &stdout, &stderr)
 	}()
 	base := "http://" + httpAddr
@@ -187,6 +187,16 @@ func TestIngestEndToEnd(t *testing.T) {
 		`eventide_http_requests_total{code="200",handler="/v1/events"}`, "go_goroutines", "process_cpu_seconds_total"} {
 		if !bytes.Contains(metrics, []byte(want)) {
 			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// --mutex-profile-fraction turns the mutex profile on.
+	if resp, err := client.Get("http://" + adminAddr + "/debug/pprof/mutex?debug=1"); err != nil {
+		t.Error(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.Contains(body, []byte("sampling period=7")) {
+			t.Errorf("/debug/pprof/mutex?debug=1 does not say sampling period=7:\n%.300s", body)
 		}
 	}
 	for url, want := range map[string]int{base + "/debug/pprof/": 404, "http://" + adminAddr + "/debug/pprof/": 200} {

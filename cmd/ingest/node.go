@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -114,6 +115,9 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	if cfg.AdminAddr != "" {
 		if n.adminLn, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
 			return n, fmt.Errorf("cannot listen for admin (--admin): %w", err)
+		}
+		if cfg.MutexProfileFraction > 0 {
+			runtime.SetMutexProfileFraction(cfg.MutexProfileFraction)
 		}
 	}
 
