@@ -369,19 +369,10 @@ func decodeShapedValuesWith(sc *shapeScratch, shapesSec, valuesSec []byte, n, li
 	out := shapedValuesBuffer(dst, total)
 	sc.lens = resize(sc.lens, n)
 	lens := sc.lens
-	cols, colBase, tails := sc.cols, sc.colBase, sc.tails
 	o := 0
 	for i := 0; i < n; i++ {
-		s := int(idx.next())
 		start := o
-		for k := colBase[s]; k < colBase[s+1]; k++ {
-			col := &cols[k]
-			o += copyShort(out, o, col.lead)
-			l := int(col.lens.next())
-			o += copyShort(out, o, col.data[col.off:col.off+l])
-			col.off += l
-		}
-		o += copyShort(out, o, tails[s])
+		o = sc.buildValue(out, o, int(idx.next()))
 		if o == start {
 			return nil, nil, base.CorruptionErrorf("cannot decode value %d: it is empty", i)
 		}
@@ -618,7 +609,7 @@ func addLens(lens []uint32, p planes) {
 // other readers may be reading. idx is parse's. It may be called again
 // for another range.
 func (sc *shapeScratch) buildValues(out []byte, idx planes, va, vb, off int) {
-	cols, colBase, tails := sc.cols, sc.colBase, sc.tails
+	cols, colBase := sc.cols, sc.colBase
 	// Each column's next suffix: its values of each shape before va.
 	sc.rank = resize(sc.rank, len(sc.shapes))
 	rank := sc.rank
@@ -636,16 +627,23 @@ func (sc *shapeScratch) buildValues(out []byte, idx planes, va, vb, off int) {
 	}
 	o := off
 	for range vb - va {
-		s := int(idx.next())
-		for k := colBase[s]; k < colBase[s+1]; k++ {
-			col := &cols[k]
-			o += copyShort(out, o, col.lead)
-			l := int(col.lens.next())
-			o += copyShort(out, o, col.data[col.off:col.off+l])
-			col.off += l
-		}
-		o += copyShort(out, o, tails[s])
+		o = sc.buildValue(out, o, int(idx.next()))
 	}
+}
+
+// buildValue writes the next value of shape s at out[o:]: each of the
+// shape's columns' lead bytes and next suffix, then the shape's tail. It
+// returns the offset after it.
+func (sc *shapeScratch) buildValue(out []byte, o, s int) int {
+	cols := sc.cols[sc.colBase[s]:sc.colBase[s+1]]
+	for k := range cols {
+		col := &cols[k]
+		o += copyShort(out, o, col.lead)
+		l := int(col.lens.next())
+		o += copyShort(out, o, col.data[col.off:col.off+l])
+		col.off += l
+	}
+	return o + copyShort(out, o, sc.tails[s])
 }
 
 // copySlack is the scratch space copyShort may write past the end of what
