@@ -57,31 +57,45 @@ const (
 	clockThreadCPUTime = 3
 )
 
-// sample reads the thread's counters; the thread's CPU clock is read
-// last when before is set and first otherwise, so that the interval
-// between a sample before a read and one after it holds as little of
-// the sampling itself as possible.
+// sample reads the thread's counters. The run-queue wait is read
+// nearest the timed read (last in a sample before it, first in one after
+// it), then the CPU clock, then the context switches: a wait that falls
+// between a sample and the read's own clock would be counted as the
+// read's, and at a load of 10 on two cores that happens; the CPU time
+// then includes one read of schedstat (a few µs).
 func (c *threadClock) sample(before bool) threadSample {
 	var s threadSample
 	if !before {
+		s.waiting = c.runQueueWait()
 		s.onCPU = threadCPUTime()
 	}
 	var ru syscall.Rusage
 	if syscall.Getrusage(rusageThread, &ru) == nil {
 		s.involuntary = ru.Nivcsw
 	}
-	if c.f != nil {
-		if n, err := c.f.ReadAt(c.buf[:], 0); n > 0 || err == nil {
-			_, rest, ok1 := leadingNumber(c.buf[:n])
-			if waiting, _, ok2 := leadingNumber(rest); ok1 && ok2 {
-				s.waiting = time.Duration(waiting)
-			}
-		}
-	}
 	if before {
 		s.onCPU = threadCPUTime()
+		s.waiting = c.runQueueWait()
 	}
 	return s
+}
+
+// runQueueWait is the thread's time runnable without a CPU so far, from
+// schedstat (zero where it cannot be read).
+func (c *threadClock) runQueueWait() time.Duration {
+	if c.f == nil {
+		return 0
+	}
+	n, err := c.f.ReadAt(c.buf[:], 0)
+	if n == 0 && err != nil {
+		return 0
+	}
+	_, rest, ok1 := leadingNumber(c.buf[:n])
+	waiting, _, ok2 := leadingNumber(rest)
+	if !ok1 || !ok2 {
+		return 0
+	}
+	return time.Duration(waiting)
 }
 
 // threadCPUTime is the calling thread's CPU time, from clock_gettime
