@@ -11,14 +11,15 @@ import (
 // on an idle thread beyond the sleep itself; the shares add up to the
 // read's wall time within the sampling's own cost.
 func TestThreadClockSplitsAReadsTime(t *testing.T) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	clk := openThreadClock()
-	defer clk.close()
-	if clk.f == nil {
-		t.Skip("no /proc/thread-self/schedstat")
-	}
-	measure := func(read func()) query {
+	// The caller holds its thread, as readInterleaved does.
+	measure := func(t *testing.T, read func()) query {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		clk := openThreadClock()
+		defer clk.close()
+		if clk.f == nil {
+			t.Skip("no /proc/thread-self/schedstat")
+		}
 		th0 := clk.sample(true)
 		t0 := time.Now()
 		read()
@@ -39,7 +40,7 @@ func TestThreadClockSplitsAReadsTime(t *testing.T) {
 		{"sleep", func() { time.Sleep(d) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := measure(tc.read)
+			q := measure(t, tc.read)
 			t.Logf("took %v: on a CPU %v, waiting %v, parked %v", q.took, q.onCPU, q.waiting, q.parked())
 			busy := q.onCPU + q.waiting
 			if tc.wantOnCPU && busy < q.took*9/10 {
