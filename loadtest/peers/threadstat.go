@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"syscall"
 	"time"
@@ -60,9 +61,10 @@ const (
 // sample reads the thread's counters. The run-queue wait is read
 // nearest the timed read (last in a sample before it, first in one after
 // it), then the CPU clock, then the context switches: a wait that falls
-// between a sample and the read's own clock would be counted as the
-// read's, and at a load of 10 on two cores that happens; the CPU time
-// then includes one read of schedstat (a few µs).
+// between a sample and the read's own clock is counted as the read's,
+// and at a load of 10 on two cores that happens. What the CPU clock
+// counts of the sampling and of the process-wide counters read inside
+// it, readRound measures (overhead) and takes off.
 func (c *threadClock) sample(before bool) threadSample {
 	var s threadSample
 	if !before {
@@ -78,6 +80,21 @@ func (c *threadClock) sample(before bool) threadSample {
 		s.waiting = c.runQueueWait()
 	}
 	return s
+}
+
+// overhead is the median CPU time, on the thread's clock, of 31 empty
+// measurements: a sample, between, a sample; between is what a measured
+// read's counters do around it.
+func (c *threadClock) overhead(between func()) time.Duration {
+	ds := make([]time.Duration, 31)
+	for i := range ds {
+		s0 := c.sample(true)
+		between()
+		s1 := c.sample(false)
+		ds[i] = s1.onCPU - s0.onCPU
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2]
 }
 
 // runQueueWait is the thread's time runnable without a CPU so far, from
