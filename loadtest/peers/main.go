@@ -447,8 +447,8 @@ type query struct {
 	faults uint64 // the process's minor page faults while it ran
 	took   time.Duration
 	// onCPU and waiting are the reading thread's time on a CPU and
-	// runnable without one (threadClock); took minus both is the time
-	// it was parked. otherCPU is the CPU time the process's other
+	// runnable without one (threadClock; waiting at most took - onCPU,
+	// see readRound); took minus both is the time it was parked. otherCPU is the CPU time the process's other
 	// threads (GC workers, the engine's background work) used meanwhile.
 	onCPU, waiting, otherCPU time.Duration
 	// involuntary is how often the kernel took the thread's CPU away.
@@ -675,7 +675,12 @@ func readRound(cfg config, round int, gen *generator, targets []readTarget, stat
 			st.gcCycles += gcAfter - gcBefore
 			st.faults += faults
 			qq := query{index: q, gcs: uint32(gcAfter - gcBefore), faults: faults, took: took, partition: p, cold: cold,
-				onCPU: max(0, th1.onCPU-th0.onCPU-overhead), waiting: th1.waiting - th0.waiting, involuntary: th1.involuntary - th0.involuntary}
+				onCPU: max(0, th1.onCPU-th0.onCPU-overhead), involuntary: th1.involuntary - th0.involuntary}
+			// The kernel preempts a thread mostly on the way out of a
+			// system call, so a wait often falls on the counters' own
+			// calls around the read rather than in it; a read is given
+			// at most its own time off a CPU as its wait.
+			qq.waiting = min(th1.waiting-th0.waiting, max(0, took-qq.onCPU))
 			qq.otherCPU = max(0, cpuAfter-cpuBefore-qq.onCPU)
 			if cfg.slowest > 0 && st.tr != nil {
 				qq.trace = st.tr.lastTrace()
@@ -846,15 +851,19 @@ func runExpiry(name string, cfg config, clock *benchClock, r *result) error {
 				return nil, fmt.Errorf("cannot close the expiry store to reopen it: %w", err)
 			}
 			e = nil
+			// Collect before the opening: the closed store goes (an
+			// Eventide store's block cache is unmapped when a collection
+			// finds it unreachable), and the opening's garbage is left
+			// to the collector as the first round's was (its store was
+			// opened just before it). Collecting after the opening
+			// instead, as deleteStores does, left 0-1 collections in all
+			// 10 rounds' reads where one round had had 0-1 (BENCHMARKS.md,
+			// session s17-tails): fewer collections for the engine that
+			// allocates more per read.
+			runtime.GC()
 			if e, err = open(name, dir, cfg, clock, false); err != nil {
 				return nil, fmt.Errorf("cannot reopen the expiry store: %w", err)
 			}
-			// Collect after the opening, as deleteStores does: the closed
-			// store (an Eventide store's block cache is unmapped when a
-			// collection finds it unreachable) and the opening's garbage
-			// go now, not in collections during the round's reads (a
-			// collection before the opening left 9 in 10 rounds).
-			runtime.GC()
 		}
 		return []readTarget{{e: e, phase: "expired", read: e.all}}, nil
 	})
