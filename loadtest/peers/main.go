@@ -855,11 +855,11 @@ func runExpiry(name string, cfg config, clock *benchClock, r *result) error {
 			// Eventide store's block cache is unmapped when a collection
 			// finds it unreachable), and the opening's garbage is left
 			// to the collector as the first round's was (its store was
-			// opened just before it). Collecting after the opening
-			// instead, as deleteStores does, left 0-1 collections in all
-			// 10 rounds' reads where one round had had 0-1 (BENCHMARKS.md,
-			// session s17-tails): fewer collections for the engine that
-			// allocates more per read.
+			// opened just before it), rather than collected before the
+			// reads as deleteStores does, which would spare later rounds
+			// collections the first one may meet. Measured either way:
+			// 0-1 collections in 10 rounds' reads (BENCHMARKS.md,
+			// session s17-tails).
 			runtime.GC()
 			if e, err = open(name, dir, cfg, clock, false); err != nil {
 				return nil, fmt.Errorf("cannot reopen the expiry store: %w", err)
