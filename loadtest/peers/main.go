@@ -405,7 +405,11 @@ type phaseResult struct {
 	// firstRoundP50 and firstRoundP99 are the first round's alone: the
 	// phase's figures when it was one round of -queries.
 	firstRoundP50, firstRoundP99 time.Duration
-	sum                          time.Duration // of every query's time
+	// unwaitedP99 is the p99 of each read's wall time minus its run-queue
+	// wait (threadClock): the read's own time, which the machine's other
+	// load moves far less than its latency. A diagnostic, not a target.
+	unwaitedP99 time.Duration
+	sum         time.Duration // of every query's time
 	// allocBytes and gcCycles are the Go heap bytes allocated and the GC
 	// cycles started during the phase's reads (process-wide counters,
 	// read around each read).
@@ -457,6 +461,10 @@ type query struct {
 	cold        bool
 	trace       string
 }
+
+// unwaited is the read's wall time less its wait for a CPU: what it
+// took on its own (on a CPU, or parked).
+func (q *query) unwaited() time.Duration { return q.took - q.waiting }
 
 // parked is the part of the read's wall time its thread was neither on a
 // CPU nor waiting for one.
@@ -583,11 +591,12 @@ func readInterleaved(cfg config, rounds int, gen *generator, startRound func(rou
 	totals := make([]int, len(targets))
 	for i, t := range targets {
 		st := &states[i]
-		var all, cold, warm, first []time.Duration
+		var all, cold, warm, first, unwaited []time.Duration
 		var sum time.Duration
 		for _, q := range st.qs {
 			sum += q.took
 			all = append(all, q.took)
+			unwaited = append(unwaited, q.unwaited())
 			if q.index < cfg.queries {
 				first = append(first, q.took)
 			}
@@ -601,7 +610,7 @@ func readInterleaved(cfg config, rounds int, gen *generator, startRound func(rou
 			p50: percentile(all, 50), p99: percentile(all, 99),
 			coldP50: percentile(cold, 50), coldP99: percentile(cold, 99),
 			warmP50: percentile(warm, 50), warmP99: percentile(warm, 99),
-			firstRoundP50: percentile(first, 50), firstRoundP99: percentile(first, 99),
+			firstRoundP50: percentile(first, 50), firstRoundP99: percentile(first, 99), unwaitedP99: percentile(unwaited, 99),
 			cold: len(cold), warm: len(warm), sum: sum,
 			allocBytes: st.allocBytes, gcCycles: st.gcCycles, minorFaults: st.faults, cpu: st.cpu,
 		}
@@ -1387,6 +1396,7 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 		}
 		row("latest-50 p50 (µs)", val(func(r *result) float64 { return us(r.latest.p50) }), "%.0f")
 		row("latest-50 p99 (µs)", val(func(r *result) float64 { return us(r.latest.p99) }), "%.0f")
+		row("latest-50 p99 of each read's time minus its wait for a CPU (µs; diagnostic)", val(func(r *result) float64 { return us(r.latest.unwaitedP99) }), "%.0f")
 		row("latest-50 cold (first query of a partition) p50 (µs)", val(func(r *result) float64 { return us(r.latest.coldP50) }), "%.0f")
 		row("latest-50 cold p99 (µs)", val(func(r *result) float64 { return us(r.latest.coldP99) }), "%.0f")
 		row("latest-50 warm (partition queried before) p50 (µs)", val(func(r *result) float64 { return us(r.latest.warmP50) }), "%.0f")
@@ -1399,6 +1409,7 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 		row("rows returned by latest-50 queries", val(func(r *result) float64 { return float64(r.latestRows) }), "%.0f")
 		row("10% window slice p50 (µs)", val(func(r *result) float64 { return us(r.window.p50) }), "%.0f")
 		row("10% window slice p99 (µs)", val(func(r *result) float64 { return us(r.window.p99) }), "%.0f")
+		row("10% window slice p99 of each read's time minus its wait for a CPU (µs; diagnostic)", val(func(r *result) float64 { return us(r.window.unwaitedP99) }), "%.0f")
 		row("10% window slice rows/s (rows / summed query time)", val(func(r *result) float64 { return float64(r.windowRows) / r.window.sum.Seconds() }), "%.0f")
 		row("10% window slice: minor page faults per query (memory touched for the first time)", val(func(r *result) float64 { return float64(r.window.minorFaults) / float64(cfg.queries) }), "%.1f")
 		row("10% window slice: process CPU per query (µs, user+system, all threads)", val(func(r *result) float64 { return us(r.window.cpu) / float64(cfg.queries) }), "%.1f")
@@ -1414,6 +1425,7 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 		}), "%.0f")
 		row("90%-expired partition, read all live: p50 (µs)", val(func(r *result) float64 { return us(r.expired.p50) }), "%.0f")
 		row("90%-expired partition, read all live: p99 (µs)", val(func(r *result) float64 { return us(r.expired.p99) }), "%.0f")
+		row("90%-expired: p99 of each read's time minus its wait for a CPU (µs; diagnostic)", val(func(r *result) float64 { return us(r.expired.unwaitedP99) }), "%.0f")
 		row(fmt.Sprintf("90%%-expired: p99 of the first round alone (µs; %d reads, the phase's p99 until s17)", cfg.queries), val(func(r *result) float64 { return us(r.expired.firstRoundP99) }), "%.0f")
 		row("90%-expired: p50 of the first round alone (µs)", val(func(r *result) float64 { return us(r.expired.firstRoundP50) }), "%.0f")
 		row("90%-expired cold p50 (µs)", val(func(r *result) float64 { return us(r.expired.coldP50) }), "%.0f")
@@ -1445,6 +1457,7 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 			row(what+", background only: on-disk MiB", del(func(d *deleteResult) float64 { return float64(d.bgBytes) / (1 << 20) }), "%.1f")
 			row(what+", background only: MiB compactions wrote after the deletes", del(func(d *deleteResult) float64 { return float64(d.bgCompactedBytes) / (1 << 20) }), "%.1f")
 			row(what+", background only: MiB compactions wrote during the reads", del(func(d *deleteResult) float64 { return float64(d.bgReadCompactedBytes) / (1 << 20) }), "%.1f")
+			row(what+", background only: p99 of each read's time minus its wait for a CPU (µs; diagnostic)", del(func(d *deleteResult) float64 { return us(d.bg.unwaitedP99) }), "%.0f")
 			row(what+", after manual compaction: p50 (µs)", del(func(d *deleteResult) float64 { return us(d.manual.p50) }), "%.0f")
 			row(what+", after manual compaction: p99 (µs)", del(func(d *deleteResult) float64 { return us(d.manual.p99) }), "%.0f")
 			row(what+", after manual compaction: on-disk MiB", del(func(d *deleteResult) float64 { return float64(d.manualBytes) / (1 << 20) }), "%.1f")

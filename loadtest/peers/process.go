@@ -92,7 +92,7 @@ type resultWire struct {
 type phaseWire struct {
 	P50, P99, ColdP50, ColdP99, WarmP50, WarmP99 time.Duration
 	Cold, Warm                                   int
-	FirstRoundP50, FirstRoundP99                 time.Duration
+	FirstRoundP50, FirstRoundP99, UnwaitedP99    time.Duration
 	Sum                                          time.Duration
 	AllocBytes, GCCycles, MinorFaults            uint64
 	CPU                                          time.Duration
@@ -141,10 +141,10 @@ func (w *resultWire) result() *result {
 
 func phaseWireOf(p phaseResult) phaseWire {
 	return phaseWire{P50: p.p50, P99: p.p99, ColdP50: p.coldP50, ColdP99: p.coldP99, WarmP50: p.warmP50, WarmP99: p.warmP99,
-		Cold: p.cold, Warm: p.warm, FirstRoundP50: p.firstRoundP50, FirstRoundP99: p.firstRoundP99, Sum: p.sum, AllocBytes: p.allocBytes, GCCycles: p.gcCycles, MinorFaults: p.minorFaults, CPU: p.cpu}
+		Cold: p.cold, Warm: p.warm, FirstRoundP50: p.firstRoundP50, FirstRoundP99: p.firstRoundP99, UnwaitedP99: p.unwaitedP99, Sum: p.sum, AllocBytes: p.allocBytes, GCCycles: p.gcCycles, MinorFaults: p.minorFaults, CPU: p.cpu}
 }
 
 func (w phaseWire) phase() phaseResult {
 	return phaseResult{p50: w.P50, p99: w.P99, coldP50: w.ColdP50, coldP99: w.ColdP99, warmP50: w.WarmP50, warmP99: w.WarmP99,
-		cold: w.Cold, warm: w.Warm, firstRoundP50: w.FirstRoundP50, firstRoundP99: w.FirstRoundP99, sum: w.Sum, allocBytes: w.AllocBytes, gcCycles: w.GCCycles, minorFaults: w.MinorFaults, cpu: w.CPU}
+		cold: w.Cold, warm: w.Warm, firstRoundP50: w.FirstRoundP50, firstRoundP99: w.FirstRoundP99, unwaitedP99: w.UnwaitedP99, sum: w.Sum, allocBytes: w.AllocBytes, gcCycles: w.GCCycles, minorFaults: w.MinorFaults, cpu: w.CPU}
 }

@@ -50,7 +50,7 @@ func TestChildArgs(t *testing.T) {
 func TestResultWireRoundTrip(t *testing.T) {
 	phase := func(k time.Duration) phaseResult {
 		return phaseResult{p50: k, p99: 2 * k, coldP50: 3 * k, coldP99: 4 * k, warmP50: 5 * k, warmP99: 6 * k,
-			cold: int(k), warm: 2 * int(k), firstRoundP50: 9 * k, firstRoundP99: 10 * k, sum: 7 * k, allocBytes: uint64(k), gcCycles: 3, minorFaults: 4, cpu: 8 * k}
+			cold: int(k), warm: 2 * int(k), firstRoundP50: 9 * k, firstRoundP99: 10 * k, unwaitedP99: 11 * k, sum: 7 * k, allocBytes: uint64(k), gcCycles: 3, minorFaults: 4, cpu: 8 * k}
 	}
 	del := func(k int) *deleteResult {
 		return &deleteResult{deletesPerSecond: float64(k), bg: phase(time.Duration(k)), manual: phase(time.Duration(k + 1)),
