@@ -76,8 +76,10 @@
 // the N slowest queries of each read phase with the engine's trace of
 // each, and Eventide's SSTables by window before the delete phase's
 // background-only reads, each read's time by where it went (below).
-// Every run prints (stderr) what the reads at or above each read
-// phase's p99 spent their time on, against all its reads (threadstat.go):
+// With -thread-split (off by default: it locks the reading goroutine to
+// one OS thread, which an application's reads are not) a run prints
+// (stderr) what the reads at or above each read phase's p99 spent their
+// time on, against all its reads (threadstat.go):
 // on a CPU, runnable but waiting for one (the machine's other load), or
 // parked (a GC stop-the-world, a lock, I/O), with the CPU the process's
 // other threads used meanwhile. Every run splits each read phase's latencies
@@ -130,6 +132,9 @@ type config struct {
 	// latest phase's ingest loop alone.
 	ingestTrace string
 	slowest     int
+	// threadSplit runs the reads on one locked OS thread and splits each
+	// read's time by the thread's counters (threadstat.go).
+	threadSplit bool
 	mem         memoryConfig
 	phases      map[string]bool
 	// deleteSettle is how long the delete phase leaves background
@@ -222,6 +227,7 @@ func main() {
 	flag.BoolVar(&cfg.memBreakdown, "membreakdown", false, "print the runtime's memory classes (and Eventide's memtable and cache bytes) at the peak RSS of each ingest")
 	flag.StringVar(&cfg.ingestProfile, "ingestprofile", "", "write CPU, mutex and block profiles of the latest phase's ingest loop alone (not its flush and compaction) to PREFIX-<engine>-ingest-{cpu,mutex,block}.pprof")
 	flag.StringVar(&cfg.ingestTrace, "ingesttrace", "", "write a Go execution trace (runtime/trace) of the latest phase's ingest loop alone to PREFIX-<engine>-ingest.trace; read where the loop waits with go tool trace -pprof=sync|syscall|sched")
+	flag.BoolVar(&cfg.threadSplit, "thread-split", false, "run each read phase on one locked OS thread and split every read's time into on a CPU, waiting for a CPU and parked (printed for the reads at or above each phase's p99, with -slowest per read, and as the 'time minus its wait for a CPU' rows); off by default, so that the engines' reads run as an application's would")
 	flag.IntVar(&cfg.slowest, "slowest", 0, "print the N slowest queries of each read phase, with the engine's trace (and, before the delete phase's background-only reads, Eventide's SSTables by time window)")
 	eventideBlockKiB := flag.Int("eventide-block-size", 0, "Eventide's SSTable block size in KiB (0: storage.DefaultOptions)")
 	eventideDictionary := flag.Bool("eventide-dictionary", false, "Eventide's SSTables compressed against a per-file zstd dictionary in 16 KiB blocks (storage.Options.SSTableDictionary)")
@@ -520,12 +526,15 @@ type readTarget struct {
 // CPU profile covers every target's reads (PREFIX-<engine>-<phase>
 // [+<phase>...].pprof; the reopening between rounds too).
 func readInterleaved(cfg config, rounds int, gen *generator, startRound func(round int) ([]readTarget, error)) ([]phaseResult, []int, error) {
-	// Every read runs on this one OS thread, so that its counters
-	// (threadClock) are the reads'.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	clk := openThreadClock()
-	defer clk.close()
+	clk := &threadClock{off: true}
+	if cfg.threadSplit {
+		// Every read runs on this one OS thread, so that its counters
+		// (threadClock) are the reads'.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		clk = openThreadClock()
+		defer clk.close()
+	}
 	targets, err := startRound(0)
 	if err != nil {
 		return nil, nil, err
@@ -628,7 +637,9 @@ func readInterleaved(cfg config, rounds int, gen *generator, startRound func(rou
 					micros(q.took), kind, q.index, micros(q.onCPU), micros(q.waiting), micros(q.parked()), q.involuntary, micros(q.otherCPU), q.gcs, q.faults, q.partition, q.trace)
 			}
 		}
-		fmt.Fprintf(os.Stderr, "%s %s: %s\n", t.e.name(), t.phase, tailBreakdown(st.qs))
+		if cfg.threadSplit {
+			fmt.Fprintf(os.Stderr, "%s %s: %s\n", t.e.name(), t.phase, tailBreakdown(st.qs))
+		}
 	}
 	return results, totals, nil
 }
@@ -1396,7 +1407,9 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 		}
 		row("latest-50 p50 (µs)", val(func(r *result) float64 { return us(r.latest.p50) }), "%.0f")
 		row("latest-50 p99 (µs)", val(func(r *result) float64 { return us(r.latest.p99) }), "%.0f")
-		row("latest-50 p99 of each read's time minus its wait for a CPU (µs; diagnostic)", val(func(r *result) float64 { return us(r.latest.unwaitedP99) }), "%.0f")
+		if cfg.threadSplit {
+			row("latest-50 p99 of each read's time minus its wait for a CPU (µs; diagnostic)", val(func(r *result) float64 { return us(r.latest.unwaitedP99) }), "%.0f")
+		}
 		row("latest-50 cold (first query of a partition) p50 (µs)", val(func(r *result) float64 { return us(r.latest.coldP50) }), "%.0f")
 		row("latest-50 cold p99 (µs)", val(func(r *result) float64 { return us(r.latest.coldP99) }), "%.0f")
 		row("latest-50 warm (partition queried before) p50 (µs)", val(func(r *result) float64 { return us(r.latest.warmP50) }), "%.0f")
@@ -1409,7 +1422,9 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 		row("rows returned by latest-50 queries", val(func(r *result) float64 { return float64(r.latestRows) }), "%.0f")
 		row("10% window slice p50 (µs)", val(func(r *result) float64 { return us(r.window.p50) }), "%.0f")
 		row("10% window slice p99 (µs)", val(func(r *result) float64 { return us(r.window.p99) }), "%.0f")
-		row("10% window slice p99 of each read's time minus its wait for a CPU (µs; diagnostic)", val(func(r *result) float64 { return us(r.window.unwaitedP99) }), "%.0f")
+		if cfg.threadSplit {
+			row("10% window slice p99 of each read's time minus its wait for a CPU (µs; diagnostic)", val(func(r *result) float64 { return us(r.window.unwaitedP99) }), "%.0f")
+		}
 		row("10% window slice rows/s (rows / summed query time)", val(func(r *result) float64 { return float64(r.windowRows) / r.window.sum.Seconds() }), "%.0f")
 		row("10% window slice: minor page faults per query (memory touched for the first time)", val(func(r *result) float64 { return float64(r.window.minorFaults) / float64(cfg.queries) }), "%.1f")
 		row("10% window slice: process CPU per query (µs, user+system, all threads)", val(func(r *result) float64 { return us(r.window.cpu) / float64(cfg.queries) }), "%.1f")
@@ -1425,7 +1440,9 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 		}), "%.0f")
 		row("90%-expired partition, read all live: p50 (µs)", val(func(r *result) float64 { return us(r.expired.p50) }), "%.0f")
 		row("90%-expired partition, read all live: p99 (µs)", val(func(r *result) float64 { return us(r.expired.p99) }), "%.0f")
-		row("90%-expired: p99 of each read's time minus its wait for a CPU (µs; diagnostic)", val(func(r *result) float64 { return us(r.expired.unwaitedP99) }), "%.0f")
+		if cfg.threadSplit {
+			row("90%-expired: p99 of each read's time minus its wait for a CPU (µs; diagnostic)", val(func(r *result) float64 { return us(r.expired.unwaitedP99) }), "%.0f")
+		}
 		row(fmt.Sprintf("90%%-expired: p99 of the first round alone (µs; %d reads, the phase's p99 until s17)", cfg.queries), val(func(r *result) float64 { return us(r.expired.firstRoundP99) }), "%.0f")
 		row("90%-expired: p50 of the first round alone (µs)", val(func(r *result) float64 { return us(r.expired.firstRoundP50) }), "%.0f")
 		row("90%-expired cold p50 (µs)", val(func(r *result) float64 { return us(r.expired.coldP50) }), "%.0f")
@@ -1457,7 +1474,9 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 			row(what+", background only: on-disk MiB", del(func(d *deleteResult) float64 { return float64(d.bgBytes) / (1 << 20) }), "%.1f")
 			row(what+", background only: MiB compactions wrote after the deletes", del(func(d *deleteResult) float64 { return float64(d.bgCompactedBytes) / (1 << 20) }), "%.1f")
 			row(what+", background only: MiB compactions wrote during the reads", del(func(d *deleteResult) float64 { return float64(d.bgReadCompactedBytes) / (1 << 20) }), "%.1f")
-			row(what+", background only: p99 of each read's time minus its wait for a CPU (µs; diagnostic)", del(func(d *deleteResult) float64 { return us(d.bg.unwaitedP99) }), "%.0f")
+			if cfg.threadSplit {
+				row(what+", background only: p99 of each read's time minus its wait for a CPU (µs; diagnostic)", del(func(d *deleteResult) float64 { return us(d.bg.unwaitedP99) }), "%.0f")
+			}
 			row(what+", after manual compaction: p50 (µs)", del(func(d *deleteResult) float64 { return us(d.manual.p50) }), "%.0f")
 			row(what+", after manual compaction: p99 (µs)", del(func(d *deleteResult) float64 { return us(d.manual.p99) }), "%.0f")
 			row(what+", after manual compaction: on-disk MiB", del(func(d *deleteResult) float64 { return float64(d.manualBytes) / (1 << 20) }), "%.1f")

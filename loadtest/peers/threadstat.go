@@ -23,6 +23,8 @@ import (
 // Linux's /proc/thread-self/schedstat (ns). Where either cannot be read
 // its figure is zero.
 type threadClock struct {
+	// off: -thread-split is not set; every sample is zero.
+	off bool
 	f   *os.File
 	buf [96]byte
 }
@@ -67,6 +69,9 @@ const (
 // it, readRound measures (overhead) and takes off.
 func (c *threadClock) sample(before bool) threadSample {
 	var s threadSample
+	if c.off {
+		return s
+	}
 	if !before {
 		s.waiting = c.runQueueWait()
 		s.onCPU = threadCPUTime()
@@ -86,6 +91,9 @@ func (c *threadClock) sample(before bool) threadSample {
 // measurements: a sample, between, a sample; between is what a measured
 // read's counters do around it.
 func (c *threadClock) overhead(between func()) time.Duration {
+	if c.off {
+		return 0
+	}
 	ds := make([]time.Duration, 31)
 	for i := range ds {
 		s0 := c.sample(true)
