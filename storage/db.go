@@ -49,19 +49,19 @@ type DB struct {
 	// manifestMu serialises manifest edits (flushes and compactions).
 	manifestMu sync.Mutex
 
-	mu   sync.Mutex
-	cond *sync.Cond // broadcast when a flush or compaction ends (broadcastLocked)
+	mu          sync.Mutex
+	cond        *sync.Cond // broadcast when a flush or compaction ends (broadcastLocked)
+	closed      bool
+	bgErr       error // a permanent failure: writes stop until restart
+	tables      map[string]*tableState
+	tablesByID  map[uint32]*tableState
+	current     *version
+	manifest    manifestData
+	compacting  map[uint64]bool
+	compactions int // running
 	// memtableChanged is MemtableUsageChange's channel, closed and
-	// cleared by broadcastLocked; nil while nobody waits on it.
+	// cleared by broadcastLocked (mu); nil while nobody waits on it.
 	memtableChanged chan struct{}
-	closed          bool
-	bgErr           error // a permanent failure: writes stop until restart
-	tables          map[string]*tableState
-	tablesByID      map[uint32]*tableState
-	current         *version
-	manifest        manifestData
-	compacting      map[uint64]bool
-	compactions     int // running
 	// walReleasing counts flushes that have dropped their memtable from
 	// the current version but not yet released its WAL segments
 	// (flush): DB.Flush waits for them too, or a segment released after
