@@ -208,7 +208,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.TailSubscribers, "tail-subscribers", 4, "tail: live tail streams (GET /v1/events/stream) following the probe events")
 	fs.IntVar(&c.TimelineCap, "timeline-cap", 800, "social: the server's --timeline-cap: a probe post missing below this many newer posts counts as trimmed")
 
-	fs.DurationVar(&c.RawDuration, "raw-duration", 5*time.Second, "length of the raw JetStream phase (publish + consume + ack on a stream of its own); 0 skips it")
+	fs.DurationVar(&c.RawDuration, "raw-duration", 5*time.Second, "length of the raw JetStream phase (publish + consume + ack on a stream of its own), run with the events workload; 0 skips it")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 60*time.Second, "longest wait after the load for every event to be readable")
 	fs.DurationVar(&c.ProbeInterval, "probe-interval", 10*time.Millisecond, "how often probes are looked for over HTTP (the queryable latency's resolution)")
 	fs.DurationVar(&c.Tick, "interval", time.Second, "interval of the time series and the progress line")
