@@ -90,7 +90,7 @@ func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration,
 		sentAt time.Time
 	}
 	sent := make(chan sentPublish, 2*maxPending)
-	timed := make(chan struct{})
+	timed, abandon := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(timed)
 		for p := range sent {
@@ -98,11 +98,19 @@ func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration,
 			case <-p.ack.Ok():
 				lat.Record(0, "raw.publish", time.Since(p.sentAt))
 			case <-p.ack.Err():
-			case <-ctx.Done():
+			case <-abandon:
 			}
 		}
 	}()
-	stopTiming := func() { close(sent); <-timed }
+	// stopTiming waits for the acks' timing to end: once every publish
+	// completed, or at once when the phase failed (abandoned).
+	stopTiming := func(abandoned bool) {
+		if abandoned {
+			close(abandon)
+		}
+		close(sent)
+		<-timed
+	}
 	var published, failed int64
 	for time.Since(start) < d && ctx.Err() == nil {
 		sentAt := time.Now()
@@ -124,13 +132,13 @@ func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration,
 	select {
 	case <-js.PublishAsyncComplete():
 	case <-time.After(30 * time.Second):
-		stopTiming()
+		stopTiming(true)
 		return nil, nil, errors.New("raw phase: publishes not acknowledged within 30s")
 	case <-ctx.Done():
-		stopTiming()
+		stopTiming(true)
 		return nil, nil, ctx.Err()
 	}
-	stopTiming()
+	stopTiming(false)
 	lat.Tick(time.Now())
 	deadline := time.Now().Add(30 * time.Second)
 	for consumed.Load() < published {
