@@ -111,6 +111,7 @@ func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration,
 		close(sent)
 		<-timed
 	}
+	giveUp := time.After(d + 30*time.Second)
 	var published, failed int64
 	for time.Since(start) < d && ctx.Err() == nil {
 		sentAt := time.Now()
@@ -126,8 +127,18 @@ func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration,
 			failed++
 			continue
 		}
-		sent <- sentPublish{ack, sentAt}
 		published++
+		// Waits while the timing is behind (slowing the publishes, as
+		// more in flight would), but not past the phase's end plus the
+		// 30 s its acks get below: an ack that never comes holds the
+		// timing up, and the phase then fails there.
+		select {
+		case sent <- sentPublish{ack, sentAt}:
+			continue
+		case <-giveUp:
+		case <-ctx.Done():
+		}
+		break
 	}
 	select {
 	case <-js.PublishAsyncComplete():
