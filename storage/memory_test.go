@@ -330,4 +330,11 @@ func TestMemtableUsageChange(t *testing.T) {
 	default:
 		t.Fatal("Close left the channel open")
 	}
+	if _, _, changed := db.MemtableUsageChange(); changed != nil {
+		select {
+		case <-changed:
+		default:
+			t.Fatal("after Close, MemtableUsageChange hands out a channel that no event will close")
+		}
+	}
 }

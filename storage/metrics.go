@@ -387,18 +387,28 @@ func (db *DB) MemtableUsage() (bytes int64, frozen int) {
 // MemtableUsageChange returns MemtableUsage's figures and a channel
 // closed at the next event that may have shrunk them or that ends a wait
 // for them: a new version (a flush dropped a frozen memtable, a
-// compaction ended), a failure (Health), Close. Taken
-// under the same lock as the figures, the channel misses no such event
-// after them, so a caller waiting for the memtables to shrink (the
-// fan-out's wait for flushes) reads the figures again when it is closed,
-// instead of polling. It may be closed by events that shrank nothing.
+// compaction ended), a failure (Health), Close; after Close it is closed
+// already. Taken under the same lock as the figures, the channel misses
+// no such event after them, so a caller waiting for the memtables to
+// shrink (the fan-out's wait for flushes) reads the figures again when
+// it is closed, instead of polling. It may be closed by events that
+// shrank nothing.
 func (db *DB) MemtableUsageChange() (bytes int64, frozen int, changed <-chan struct{}) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.memtableChanged == nil {
-		db.memtableChanged = make(chan struct{})
+	if db.closed {
+		// Closed already: no event may come. A channel of its own, as
+		// the background work still running broadcasts (and would close
+		// db.memtableChanged again).
+		closed := make(chan struct{})
+		close(closed)
+		changed = closed
+	} else {
+		if db.memtableChanged == nil {
+			db.memtableChanged = make(chan struct{})
+		}
+		changed = db.memtableChanged
 	}
-	changed = db.memtableChanged
 	if db.current == nil {
 		return 0, 0, changed
 	}
