@@ -259,17 +259,17 @@ func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error
 	// Deleted after the answer, even if its creation got none (NATS may
 	// still create it); best effort: the inactive threshold removes it
 	// anyway.
+	createUnanswered := false
 	d.cleanups.Add(1)
 	defer func() {
 		go func() {
 			defer d.cleanups.Done()
-			dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), dlqReadTimeout)
-			defer dcancel()
-			d.js.DeleteConsumer(dctx, d.stream, cfg.Name)
+			d.deleteConsumer(context.WithoutCancel(ctx), cfg.Name, createUnanswered)
 		}()
 	}()
 	cons, err := d.js.CreateConsumer(ctx, d.stream, cfg)
 	if err != nil {
+		createUnanswered = parent.Err() == nil && ctx.Err() != nil
 		return nil, fmt.Errorf("cannot read dead-letter stream %s: %w", d.stream, noAnswer(err))
 	}
 	resp := &dlqResponse{DeadLetters: []deadLetterJSON{}}
@@ -304,6 +304,30 @@ func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error
 		resp.NextPage = strconv.FormatUint(last.Sequence.Stream+1, 10)
 	}
 	return resp, nil
+}
+
+// consumerRetryInterval is how often deleteConsumer looks again for a
+// consumer whose creation got no answer.
+const consumerRetryInterval = 250 * time.Millisecond
+
+// deleteConsumer deletes page's consumer name, within dlqReadTimeout.
+// When its creation got no answer (createUnanswered), NATS may apply the
+// creation after the deletion (it handles the two requests apart), so a
+// consumer not found yet is looked for again until that time is out.
+func (d *DeadLetters) deleteConsumer(ctx context.Context, name string, createUnanswered bool) {
+	ctx, cancel := context.WithTimeout(ctx, dlqReadTimeout)
+	defer cancel()
+	for {
+		err := d.js.DeleteConsumer(ctx, d.stream, name)
+		if !createUnanswered || !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(consumerRetryInterval):
+		}
+	}
 }
 
 // deadLetter turns one message of the dead-letter stream into JSON,

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -354,6 +355,9 @@ type freezableProxy struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	frozen bool
+	// freezeAt, when set, freezes the proxy at the first chunk holding
+	// it, before that chunk goes through.
+	freezeAt []byte
 }
 
 func newFreezableProxy(t *testing.T, target string) *freezableProxy {
@@ -396,8 +400,16 @@ func (p *freezableProxy) url() string { return "nats://" + p.ln.Addr().String() 
 func (p *freezableProxy) setFrozen(frozen bool) {
 	p.mu.Lock()
 	p.frozen = frozen
+	p.freezeAt = nil
 	p.mu.Unlock()
 	p.cond.Broadcast()
+}
+
+// freezeWhenSeen freezes the proxy when pattern next goes through it.
+func (p *freezableProxy) freezeWhenSeen(pattern string) {
+	p.mu.Lock()
+	p.freezeAt = []byte(pattern)
+	p.mu.Unlock()
 }
 
 // pipe copies from src to dst, holding each chunk while frozen.
@@ -407,6 +419,9 @@ func (p *freezableProxy) pipe(dst, src net.Conn) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			p.mu.Lock()
+			if p.freezeAt != nil && bytes.Contains(buf[:n], p.freezeAt) {
+				p.frozen, p.freezeAt = true, nil
+			}
 			for p.frozen {
 				p.cond.Wait()
 			}
@@ -469,36 +484,45 @@ func TestDeadLettersNATSFrozen(t *testing.T) {
 		t.Fatalf("with NATS answering: %d %s", rec.Code, rec.Body)
 	}
 
-	proxy.setFrozen(true)
-	const timeout = 2 * time.Second
-	rec, took := request(timeout)
-	var p problemBody
-	if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
-		t.Fatalf("answer %d %q: %v", rec.Code, rec.Body, err)
-	}
-	if rec.Code != 503 || rec.Header().Get("Content-Type") != "application/problem+json" || rec.Header().Get("Retry-After") == "" ||
-		p.Type != "about:blank" || !strings.Contains(p.Detail, "NATS did not answer") || !strings.Contains(p.Detail, writer.DefaultDLQStream) {
-		t.Errorf("with NATS frozen: %d, Retry-After %q, %+v; want 503 about:blank with Retry-After, naming NATS and the stream", rec.Code, rec.Header().Get("Retry-After"), p)
-	}
-	t.Logf("with NATS frozen, after %s: %d %s", took, rec.Code, p.Detail)
-	if took >= timeout {
-		t.Errorf("with NATS frozen the answer took %s, want it within the request's timeout of %s", took, timeout)
-	}
+	// NATS stops answering before the request, or once the consumer
+	// exists, at the fetch of its messages.
+	for _, freeze := range []struct {
+		name string
+		at   func()
+	}{
+		{"before the request", func() { proxy.setFrozen(true) }},
+		{"at the fetch", func() { proxy.freezeWhenSeen("CONSUMER.MSG.NEXT") }},
+	} {
+		freeze.at()
+		const timeout = 2 * time.Second
+		rec, took := request(timeout)
+		var p problemBody
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+			t.Fatalf("frozen %s: answer %d %q: %v", freeze.name, rec.Code, rec.Body, err)
+		}
+		if rec.Code != 503 || rec.Header().Get("Content-Type") != "application/problem+json" || rec.Header().Get("Retry-After") == "" ||
+			p.Type != "about:blank" || !strings.Contains(p.Detail, "NATS did not answer") || !strings.Contains(p.Detail, writer.DefaultDLQStream) {
+			t.Errorf("with NATS frozen %s: %d, Retry-After %q, %+v; want 503 about:blank with Retry-After, naming NATS and the stream", freeze.name, rec.Code, rec.Header().Get("Retry-After"), p)
+		}
+		t.Logf("with NATS frozen %s, after %s: %d %s", freeze.name, took, rec.Code, p.Detail)
+		if took >= timeout {
+			t.Errorf("with NATS frozen %s the answer took %s, want it within the request's timeout of %s", freeze.name, took, timeout)
+		}
 
-	// Once NATS answers again, the consumer the request asked for (and
-	// whatever its deletion was waiting for) is gone well before its
-	// inactive threshold would remove it.
-	proxy.setFrozen(false)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		info, err := stream.Info(t.Context())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if info.State.Consumers == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d consumers on %s 20s after NATS answered again, want none", info.State.Consumers, writer.DefaultDLQStream)
+		// Once NATS answers again, the consumer the request asked for
+		// is gone well before its inactive threshold would remove it.
+		proxy.setFrozen(false)
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			info, err := stream.Info(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.State.Consumers == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("frozen %s: %d consumers on %s 20s after NATS answered again, want none", freeze.name, info.State.Consumers, writer.DefaultDLQStream)
+			}
 		}
 	}
 	dl.waitCleanups()
