@@ -515,6 +515,12 @@ func (c *config) objectiveMeasured(o report.Objective) error {
 		if c.RawDuration <= 0 {
 			return errors.New("raw.publish is timed in the raw JetStream phase, which --raw-duration 0 skips: set --raw-duration above 0")
 		}
+		if c.FindMax {
+			// Every step is checked against the objectives, and the raw
+			// phase runs once, before the ramp: the objective would
+			// break every step.
+			return errors.New("raw.publish is timed once, before the ramp, not in --find-max's steps: name publish instead, which the raw ramp's steps check on their own publishes")
+		}
 	case "social.publish":
 		return needWorkload("social", "social.publish is the social workload's")
 	case "fanout.push", "fanout.pull":

@@ -272,6 +272,7 @@ func TestObjectiveNeedsItsWorkload(t *testing.T) {
 		{"p50(raw.publish)<1s", []string{"--raw-duration", "0"}, "set --raw-duration above 0"},
 		{"p50(raw.publish)<1s", []string{"--workload", "queries"}, "add events to --workload"},
 		{"p50(raw.publish)<1s", nil, ""},
+		{"p50(raw.publish)<1s", []string{"--find-max"}, "not in --find-max's steps: name publish instead"},
 		{"p99(query.latest)<1s", []string{"--workload", "events"}, "add queries to --workload"},
 		{"p99(query.latest)<1s", []string{"--query-mix", "window=1,counts=2"}, "the query mix (window=1,counts=2) has no latest queries: add latest=N to --query-mix"},
 		{"p99(query.latest)<1s", nil, ""},
