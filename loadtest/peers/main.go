@@ -15,7 +15,16 @@
 //  2. expiry: a second store where the oldest 90% of every partition has
 //     expired by TTL (the peers: the same keys removed by point deletes),
 //     read every live cell of a random partition before any compaction
-//     (goleveldb cannot turn its compactions off).
+//     (goleveldb cannot turn its compactions off). -expiry-rounds rounds
+//     of -queries queries (10 x 1,000 by default), every engine's store
+//     closed and reopened (compactions still off) between two rounds, so
+//     that each round starts with an empty block cache as the first
+//     does: the p99 is the 100th slowest of 10,000 reads; the first
+//     round's p50 and p99 alone (the phase's measure before session 17)
+//     are reported beside it. Eventide's and Pebble's table files are the
+//     same after the rounds as before (reported); goleveldb and Badger
+//     write their memtables to a table when they reopen, so their later
+//     rounds read that table instead of the memtable.
 //  3. delete (issue 15): a store per delete kind where, after ingest, the
 //     oldest 90% of every partition is deleted (Eventide: cell deletes in
 //     one store, row deletes in another; the peers: point deletes, one
@@ -66,7 +75,12 @@
 // read side by side, P-<engine>-<phase>+<phase>.pprof); -slowest N prints
 // the N slowest queries of each read phase with the engine's trace of
 // each, and Eventide's SSTables by window before the delete phase's
-// background-only reads. Every run splits each read phase's latencies
+// background-only reads, each read's time by where it went (below).
+// Every run prints (stderr) what the reads at or above each read
+// phase's p99 spent their time on, against all its reads (threadstat.go):
+// on a CPU, runnable but waiting for one (the machine's other load), or
+// parked (a GC stop-the-world, a lock, I/O), with the CPU the process's
+// other threads used meanwhile. Every run splits each read phase's latencies
 // into cold queries (the first of a partition in that phase, or in the
 // delete phase's round, which find none of its blocks cached) and warm
 // ones, and
@@ -121,6 +135,9 @@ type config struct {
 	// deleteSettle is how long the delete phase leaves background
 	// compaction to work after the deletes before it reads.
 	deleteSettle time.Duration
+	// expiryRounds is how many rounds of cfg.queries queries the expiry
+	// phase runs, its store closed and reopened between two.
+	expiryRounds int
 	// deleteRounds is how many rounds of cfg.queries queries each delete
 	// read pass runs, the stores closed and reopened between two rounds
 	// (so every round starts with empty block caches, as the first does).
@@ -216,6 +233,7 @@ func main() {
 	memtableMiB := flag.Int64("memtable", 0, "every engine's memtable in MiB (0: each engine's default)")
 	equalMemory := flag.Bool("equal-memory", false, "give every engine a 64 MiB memtable and a 256 MiB block cache (overrides -memtable and the -*-cache flags)")
 	flag.DurationVar(&cfg.deleteSettle, "delete-settle", 60*time.Second, "delete phase: how long background compaction works after the deletes before the reads")
+	flag.IntVar(&cfg.expiryRounds, "expiry-rounds", defaultExpiryRounds, "expiry phase: rounds of -queries queries, the store (every engine's) closed and reopened between two rounds, so that each starts with an empty block cache as the first does; the p99 is over every round's reads, and the first round's alone is reported too")
 	flag.IntVar(&cfg.deleteRounds, "delete-rounds", defaultDeleteRounds, "delete phase: rounds of -queries queries in each read pass of Eventide's stores, both closed and reopened between two rounds (empty block caches, as in the first); each query reads its partition from the cell- and the row-deleted store, in turn. A peer's store is read in one round")
 	flag.Int64Var(&cfg.deleteTombstoneIntervalSeconds, "delete-tombstone-interval", 0, "delete phase: Eventide's TombstoneCompactionIntervalSeconds (storage's default is 86400; the phase's last flush is new by the engine clock)")
 	flag.StringVar(&cfg.deleteStrategy, "delete-strategy", "time_window", "delete phase: Eventide's compaction strategy (time_window or size_tiered)")
@@ -227,6 +245,9 @@ func main() {
 	if *equalMemory {
 		cfg.mem = memoryConfig{memtableBytes: equalMemtableBytes, eventideCacheBytes: equalCacheBytes,
 			pebbleCacheBytes: equalCacheBytes, goleveldbCacheBytes: equalCacheBytes, badgerCacheBytes: equalCacheBytes}
+	}
+	if cfg.expiryRounds < 1 {
+		fatal(fmt.Errorf("-expiry-rounds must be at least 1, not %d", cfg.expiryRounds))
 	}
 	if cfg.deleteRounds < 1 {
 		fatal(fmt.Errorf("-delete-rounds must be at least 1, not %d", cfg.deleteRounds))
@@ -348,8 +369,12 @@ type result struct {
 	bytesPerEvent            float64
 	latest, expired          phaseResult
 	latestRows, expiredCells int
-	window                   phaseResult
-	windowRows               int
+	// expiredTablesKept says the expiry store's table files (names and
+	// sizes) were the same after its last read round as before its first:
+	// the reopenings between rounds changed nothing the reads see.
+	expiredTablesKept bool
+	window            phaseResult
+	windowRows        int
 	// deleted holds the delete phase by mode, "cell" and "row" (the
 	// key-value peers run one store of point deletes, filed under both).
 	deleted map[string]*deleteResult
@@ -377,7 +402,14 @@ type phaseResult struct {
 	coldP50, coldP99 time.Duration
 	warmP50, warmP99 time.Duration
 	cold, warm       int
-	sum              time.Duration // of every query's time
+	// firstRoundP50 and firstRoundP99 are the first round's alone: the
+	// phase's figures when it was one round of -queries.
+	firstRoundP50, firstRoundP99 time.Duration
+	// unwaitedP99 is the p99 of each read's wall time minus its run-queue
+	// wait (threadClock): the read's own time, which the machine's other
+	// load moves far less than its latency. A diagnostic, not a target.
+	unwaitedP99 time.Duration
+	sum         time.Duration // of every query's time
 	// allocBytes and gcCycles are the Go heap bytes allocated and the GC
 	// cycles started during the phase's reads (process-wide counters,
 	// read around each read).
@@ -414,14 +446,29 @@ func gcCounters() (allocBytes, cycles uint64) {
 
 // query is one measured read.
 type query struct {
-	index     int    // position in the phase
-	gcs       uint32 // GC cycles completed while it ran
-	faults    uint64 // the process's minor page faults while it ran
-	took      time.Duration
-	partition string
-	cold      bool
-	trace     string
+	index  int    // position in the phase
+	gcs    uint32 // GC cycles completed while it ran
+	faults uint64 // the process's minor page faults while it ran
+	took   time.Duration
+	// onCPU and waiting are the reading thread's time on a CPU and
+	// runnable without one (threadClock; waiting at most took - onCPU,
+	// see readRound); took minus both is the time it was parked. otherCPU is the CPU time the process's other
+	// threads (GC workers, the engine's background work) used meanwhile.
+	onCPU, waiting, otherCPU time.Duration
+	// involuntary is how often the kernel took the thread's CPU away.
+	involuntary int64
+	partition   string
+	cold        bool
+	trace       string
 }
+
+// unwaited is the read's wall time less its wait for a CPU: what it
+// took on its own (on a CPU, or parked).
+func (q *query) unwaited() time.Duration { return q.took - q.waiting }
+
+// parked is the part of the read's wall time its thread was neither on a
+// CPU nor waiting for one.
+func (q *query) parked() time.Duration { return max(0, q.took-q.onCPU-q.waiting) }
 
 // readyMarker is created in a store's directory once it is fully built,
 // so -reuse never reads a half-built store.
@@ -473,6 +520,12 @@ type readTarget struct {
 // CPU profile covers every target's reads (PREFIX-<engine>-<phase>
 // [+<phase>...].pprof; the reopening between rounds too).
 func readInterleaved(cfg config, rounds int, gen *generator, startRound func(round int) ([]readTarget, error)) ([]phaseResult, []int, error) {
+	// Every read runs on this one OS thread, so that its counters
+	// (threadClock) are the reads'.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	clk := openThreadClock()
+	defer clk.close()
 	targets, err := startRound(0)
 	if err != nil {
 		return nil, nil, err
@@ -525,7 +578,7 @@ func readInterleaved(cfg config, rounds int, gen *generator, startRound func(rou
 		for i, t := range targets {
 			states[i].tr, _ = t.e.(tracer)
 		}
-		if err := readRound(cfg, round, gen, targets, states); err != nil {
+		if err := readRound(cfg, round, gen, targets, states, clk); err != nil {
 			return nil, nil, err
 		}
 		if round == 0 {
@@ -538,11 +591,15 @@ func readInterleaved(cfg config, rounds int, gen *generator, startRound func(rou
 	totals := make([]int, len(targets))
 	for i, t := range targets {
 		st := &states[i]
-		var all, cold, warm []time.Duration
+		var all, cold, warm, first, unwaited []time.Duration
 		var sum time.Duration
 		for _, q := range st.qs {
 			sum += q.took
 			all = append(all, q.took)
+			unwaited = append(unwaited, q.unwaited())
+			if q.index < cfg.queries {
+				first = append(first, q.took)
+			}
 			if q.cold {
 				cold = append(cold, q.took)
 			} else {
@@ -553,6 +610,7 @@ func readInterleaved(cfg config, rounds int, gen *generator, startRound func(rou
 			p50: percentile(all, 50), p99: percentile(all, 99),
 			coldP50: percentile(cold, 50), coldP99: percentile(cold, 99),
 			warmP50: percentile(warm, 50), warmP99: percentile(warm, 99),
+			firstRoundP50: percentile(first, 50), firstRoundP99: percentile(first, 99), unwaitedP99: percentile(unwaited, 99),
 			cold: len(cold), warm: len(warm), sum: sum,
 			allocBytes: st.allocBytes, gcCycles: st.gcCycles, minorFaults: st.faults, cpu: st.cpu,
 		}
@@ -566,9 +624,11 @@ func readInterleaved(cfg config, rounds int, gen *generator, startRound func(rou
 				if q.cold {
 					kind = "cold"
 				}
-				fmt.Fprintf(os.Stderr, "  %8.1f µs %s #%d (%d GCs ended during it, %d page faults) %s %s\n", float64(q.took.Nanoseconds())/1e3, kind, q.index, q.gcs, q.faults, q.partition, q.trace)
+				fmt.Fprintf(os.Stderr, "  %8.1f µs %s #%d (on CPU %.1f, waiting for a CPU %.1f, parked %.1f µs, %d involuntary switches; other threads' CPU %.1f µs; %d GCs ended during it, %d page faults) %s %s\n",
+					micros(q.took), kind, q.index, micros(q.onCPU), micros(q.waiting), micros(q.parked()), q.involuntary, micros(q.otherCPU), q.gcs, q.faults, q.partition, q.trace)
 			}
 		}
+		fmt.Fprintf(os.Stderr, "%s %s: %s\n", t.e.name(), t.phase, tailBreakdown(st.qs))
 	}
 	return results, totals, nil
 }
@@ -585,8 +645,19 @@ type readState struct {
 
 // readRound is one round of readInterleaved: cfg.queries queries, each
 // reading its partition from every target, into states (by target).
-func readRound(cfg config, round int, gen *generator, targets []readTarget, states []readState) error {
+func readRound(cfg config, round int, gen *generator, targets []readTarget, states []readState, clk *threadClock) error {
 	seen := map[string]bool{}
+	// The thread's counters are read outside the process-wide ones, so
+	// that the process CPU per query measures what it did before the
+	// per-read split (session 17); what the counters themselves cost on
+	// the thread's CPU clock is measured here and taken off each read's.
+	overhead := clk.overhead(func() {
+		gcCounters()
+		processUsage()
+		time.Since(time.Now())
+		processUsage()
+		gcCounters()
+	})
 	for q := round * cfg.queries; q < (round+1)*cfg.queries; q++ {
 		p := gen.randomPartition()
 		cold := !seen[p]
@@ -594,6 +665,7 @@ func readRound(cfg config, round int, gen *generator, targets []readTarget, stat
 		for k := range targets {
 			i := (q + k) % len(targets)
 			st := &states[i]
+			th0 := clk.sample(true)
 			alloc0, gcBefore := gcCounters()
 			faultsBefore, cpuBefore := processUsage()
 			t0 := time.Now()
@@ -603,14 +675,22 @@ func readRound(cfg config, round int, gen *generator, targets []readTarget, stat
 			}
 			took := time.Since(t0)
 			faultsAfter, cpuAfter := processUsage()
+			alloc1, gcAfter := gcCounters()
+			th1 := clk.sample(false)
 			faults := faultsAfter - faultsBefore
 			st.cpu += cpuAfter - cpuBefore
-			alloc1, gcAfter := gcCounters()
 			st.total += n
 			st.allocBytes += alloc1 - alloc0
 			st.gcCycles += gcAfter - gcBefore
 			st.faults += faults
-			qq := query{index: q, gcs: uint32(gcAfter - gcBefore), faults: faults, took: took, partition: p, cold: cold}
+			qq := query{index: q, gcs: uint32(gcAfter - gcBefore), faults: faults, took: took, partition: p, cold: cold,
+				onCPU: max(0, th1.onCPU-th0.onCPU-overhead), involuntary: th1.involuntary - th0.involuntary}
+			// The kernel preempts a thread mostly on the way out of a
+			// system call, so a wait often falls on the counters' own
+			// calls around the read rather than in it; a read is given
+			// at most its own time off a CPU as its wait.
+			qq.waiting = min(th1.waiting-th0.waiting, max(0, took-qq.onCPU))
+			qq.otherCPU = max(0, cpuAfter-cpuBefore-qq.onCPU)
 			if cfg.slowest > 0 && st.tr != nil {
 				qq.trace = st.tr.lastTrace()
 			}
@@ -722,9 +802,32 @@ func timeBound(t time.Time) []byte {
 	return enc
 }
 
+// tableFiles lists the table files under dir (Eventide's, Pebble's and
+// Badger's .sst, goleveldb's .ldb), one "name size" a line, sorted.
+func tableFiles(dir string) (string, error) {
+	var lines []string
+	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if ext := filepath.Ext(path); !info.IsDir() && (ext == ".sst" || ext == ".ldb") {
+			rel, _ := filepath.Rel(dir, path)
+			lines = append(lines, fmt.Sprintf("%s %d\n", rel, info.Size()))
+		}
+		return nil
+	})
+	sort.Strings(lines)
+	return strings.Join(lines, ""), err
+}
+
 func runExpiry(name string, cfg config, clock *benchClock, r *result) error {
 	var e engine
 	var err error
+	defer func() {
+		if e != nil {
+			e.close()
+		}
+	}()
 
 	// Phase 4: the oldest 90% of each partition expires. Both engines
 	// ingest normally (compacting as they like); then the store is
@@ -743,10 +846,53 @@ func runExpiry(name string, cfg config, clock *benchClock, r *result) error {
 		return err
 	}
 	clock.set(checkAt)
-	if r.expired, r.expiredCells, err = readPhase(cfg, e, gen, "expired", e.all); err != nil {
+	tablesBefore, err := tableFiles(dir)
+	if err != nil {
 		return err
 	}
-	return e.close()
+	// expiryRounds rounds of cfg.queries reads, the store closed and
+	// reopened (compactions still off) between two, so that every round
+	// starts with an empty block cache as the first does; every engine
+	// alike.
+	rs, cells, err := readInterleaved(cfg, cfg.expiryRounds, gen, func(round int) ([]readTarget, error) {
+		if round > 0 {
+			if err := e.close(); err != nil {
+				return nil, fmt.Errorf("cannot close the expiry store to reopen it: %w", err)
+			}
+			e = nil
+			// Collect before the opening: the closed store goes (an
+			// Eventide store's block cache is unmapped when a collection
+			// finds it unreachable), and the opening's garbage is left
+			// to the collector as the first round's was (its store was
+			// opened just before it), rather than collected before the
+			// reads as deleteStores does, which would spare later rounds
+			// collections the first one may meet. Measured either way:
+			// 0-1 collections in 10 rounds' reads (BENCHMARKS.md,
+			// session s17-tails).
+			runtime.GC()
+			if e, err = open(name, dir, cfg, clock, false); err != nil {
+				return nil, fmt.Errorf("cannot reopen the expiry store: %w", err)
+			}
+		}
+		return []readTarget{{e: e, phase: "expired", read: e.all}}, nil
+	})
+	if err != nil {
+		return err
+	}
+	r.expired, r.expiredCells = rs[0], cells[0]
+	// The store is read-only and compacts nothing: a reopening must not
+	// change its tables, or the rounds would not read the same store.
+	tablesAfter, err := tableFiles(dir)
+	if err != nil {
+		return err
+	}
+	r.expiredTablesKept = tablesBefore == tablesAfter
+	if !r.expiredTablesKept {
+		fmt.Fprintf(os.Stderr, "%s expiry store: the reopenings between rounds changed its tables:\nbefore:\n%safter:\n%s", name, tablesBefore, tablesAfter)
+	}
+	err = e.close()
+	e = nil
+	return err
 }
 
 // runDelete is the delete phase of one engine: Eventide builds a store of
@@ -833,6 +979,12 @@ func reopenDeleteStore(s *deleteStore, compacted *int64, compactedAt int64) erro
 	}
 	return nil
 }
+
+// defaultExpiryRounds is -expiry-rounds' default: 10,000 reads of each
+// engine's store with -queries 1000, whose p99 is the 100th slowest
+// (BENCHMARKS.md, session s17-tails: the 10th slowest of 1,000 was a
+// read that waited for a CPU most of its time).
+const defaultExpiryRounds = 10
 
 // defaultDeleteRounds is -delete-rounds' default: with -queries 1000,
 // 10,000 reads of each store in each pass, whose p99 is the 100th slowest
@@ -1244,6 +1396,7 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 		}
 		row("latest-50 p50 (µs)", val(func(r *result) float64 { return us(r.latest.p50) }), "%.0f")
 		row("latest-50 p99 (µs)", val(func(r *result) float64 { return us(r.latest.p99) }), "%.0f")
+		row("latest-50 p99 of each read's time minus its wait for a CPU (µs; diagnostic)", val(func(r *result) float64 { return us(r.latest.unwaitedP99) }), "%.0f")
 		row("latest-50 cold (first query of a partition) p50 (µs)", val(func(r *result) float64 { return us(r.latest.coldP50) }), "%.0f")
 		row("latest-50 cold p99 (µs)", val(func(r *result) float64 { return us(r.latest.coldP99) }), "%.0f")
 		row("latest-50 warm (partition queried before) p50 (µs)", val(func(r *result) float64 { return us(r.latest.warmP50) }), "%.0f")
@@ -1256,22 +1409,35 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 		row("rows returned by latest-50 queries", val(func(r *result) float64 { return float64(r.latestRows) }), "%.0f")
 		row("10% window slice p50 (µs)", val(func(r *result) float64 { return us(r.window.p50) }), "%.0f")
 		row("10% window slice p99 (µs)", val(func(r *result) float64 { return us(r.window.p99) }), "%.0f")
+		row("10% window slice p99 of each read's time minus its wait for a CPU (µs; diagnostic)", val(func(r *result) float64 { return us(r.window.unwaitedP99) }), "%.0f")
 		row("10% window slice rows/s (rows / summed query time)", val(func(r *result) float64 { return float64(r.windowRows) / r.window.sum.Seconds() }), "%.0f")
 		row("10% window slice: minor page faults per query (memory touched for the first time)", val(func(r *result) float64 { return float64(r.window.minorFaults) / float64(cfg.queries) }), "%.1f")
 		row("10% window slice: process CPU per query (µs, user+system, all threads)", val(func(r *result) float64 { return us(r.window.cpu) / float64(cfg.queries) }), "%.1f")
 		row("rows returned by window queries", val(func(r *result) float64 { return float64(r.windowRows) }), "%.0f")
 	}
 	if cfg.phases["expiry"] {
+		row(fmt.Sprintf("90%%-expired: reads (%d rounds of %d, the store reopened between two)", cfg.expiryRounds, cfg.queries), val(func(r *result) float64 { return float64(r.expired.cold + r.expired.warm) }), "%.0f")
+		row("90%-expired: table files the same after the last round as before the first (1 yes, 0 no)", val(func(r *result) float64 {
+			if r.expiredTablesKept {
+				return 1
+			}
+			return 0
+		}), "%.0f")
 		row("90%-expired partition, read all live: p50 (µs)", val(func(r *result) float64 { return us(r.expired.p50) }), "%.0f")
 		row("90%-expired partition, read all live: p99 (µs)", val(func(r *result) float64 { return us(r.expired.p99) }), "%.0f")
+		row("90%-expired: p99 of each read's time minus its wait for a CPU (µs; diagnostic)", val(func(r *result) float64 { return us(r.expired.unwaitedP99) }), "%.0f")
+		row(fmt.Sprintf("90%%-expired: p99 of the first round alone (µs; %d reads, the phase's p99 until s17)", cfg.queries), val(func(r *result) float64 { return us(r.expired.firstRoundP99) }), "%.0f")
+		row("90%-expired: p50 of the first round alone (µs)", val(func(r *result) float64 { return us(r.expired.firstRoundP50) }), "%.0f")
 		row("90%-expired cold p50 (µs)", val(func(r *result) float64 { return us(r.expired.coldP50) }), "%.0f")
 		row("90%-expired cold p99 (µs)", val(func(r *result) float64 { return us(r.expired.coldP99) }), "%.0f")
 		row("90%-expired warm p50 (µs)", val(func(r *result) float64 { return us(r.expired.warmP50) }), "%.0f")
 		row("90%-expired warm p99 (µs)", val(func(r *result) float64 { return us(r.expired.warmP99) }), "%.0f")
-		row("90%-expired: Go heap bytes allocated per query", val(func(r *result) float64 { return float64(r.expired.allocBytes) / float64(cfg.queries) }), "%.0f")
-		row("90%-expired: GC cycles during the phase", val(func(r *result) float64 { return float64(r.expired.gcCycles) }), "%.0f")
-		row("90%-expired: minor page faults per query (memory touched for the first time)", val(func(r *result) float64 { return float64(r.expired.minorFaults) / float64(cfg.queries) }), "%.1f")
-		row("90%-expired: process CPU per query (µs, user+system, all threads)", val(func(r *result) float64 { return us(r.expired.cpu) / float64(cfg.queries) }), "%.1f")
+		row("90%-expired: Go heap bytes allocated per query", val(func(r *result) float64 { return float64(r.expired.allocBytes) / float64(r.expired.cold+r.expired.warm) }), "%.0f")
+		row("90%-expired: GC cycles during the phase (every round)", val(func(r *result) float64 { return float64(r.expired.gcCycles) }), "%.0f")
+		row("90%-expired: minor page faults per query (memory touched for the first time)", val(func(r *result) float64 {
+			return float64(r.expired.minorFaults) / float64(r.expired.cold+r.expired.warm)
+		}), "%.1f")
+		row("90%-expired: process CPU per query (µs, user+system, all threads)", val(func(r *result) float64 { return us(r.expired.cpu) / float64(r.expired.cold+r.expired.warm) }), "%.1f")
 		row("live cells returned by expiry queries", val(func(r *result) float64 { return float64(r.expiredCells) }), "%.0f")
 	}
 	if cfg.phases["delete"] {
@@ -1291,6 +1457,7 @@ func printResults(cfg config, names []string, rs map[string]*result) {
 			row(what+", background only: on-disk MiB", del(func(d *deleteResult) float64 { return float64(d.bgBytes) / (1 << 20) }), "%.1f")
 			row(what+", background only: MiB compactions wrote after the deletes", del(func(d *deleteResult) float64 { return float64(d.bgCompactedBytes) / (1 << 20) }), "%.1f")
 			row(what+", background only: MiB compactions wrote during the reads", del(func(d *deleteResult) float64 { return float64(d.bgReadCompactedBytes) / (1 << 20) }), "%.1f")
+			row(what+", background only: p99 of each read's time minus its wait for a CPU (µs; diagnostic)", del(func(d *deleteResult) float64 { return us(d.bg.unwaitedP99) }), "%.0f")
 			row(what+", after manual compaction: p50 (µs)", del(func(d *deleteResult) float64 { return us(d.manual.p50) }), "%.0f")
 			row(what+", after manual compaction: p99 (µs)", del(func(d *deleteResult) float64 { return us(d.manual.p99) }), "%.0f")
 			row(what+", after manual compaction: on-disk MiB", del(func(d *deleteResult) float64 { return float64(d.manualBytes) / (1 << 20) }), "%.1f")

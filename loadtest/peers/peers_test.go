@@ -13,7 +13,7 @@ func TestEnginesAgree(t *testing.T) {
 		t.Skip("builds four stores per engine")
 	}
 	cfg := config{events: 6000, types: 4, hours: 6, batch: 500, queries: 40, seed: 3, dir: t.TempDir(),
-		phases: map[string]bool{"latest": true, "expiry": true, "delete": true}, deleteStrategy: "time_window", deleteRounds: 2}
+		phases: map[string]bool{"latest": true, "expiry": true, "delete": true}, deleteStrategy: "time_window", deleteRounds: 2, expiryRounds: 3}
 	for _, mem := range []memoryConfig{{}, {memtableBytes: 1 << 20, eventideCacheBytes: 4 << 20, pebbleCacheBytes: 4 << 20, goleveldbCacheBytes: 4 << 20, badgerCacheBytes: 4 << 20}} {
 		cfg.mem = mem
 		rs := map[string]*result{}
@@ -35,6 +35,19 @@ func TestEnginesAgree(t *testing.T) {
 		// peer's one store in one.
 		if d, p := e.deleted["row"], rs["pebble"].deleted["row"]; d.bg.cold+d.bg.warm != cfg.deleteRounds*cfg.queries || p.bg.cold+p.bg.warm != cfg.queries {
 			t.Fatalf("delete phase: %d eventide and %d pebble reads, want %d and %d", d.bg.cold+d.bg.warm, p.bg.cold+p.bg.warm, cfg.deleteRounds*cfg.queries, cfg.queries)
+		}
+		// Every engine's expiry store is read in expiryRounds rounds,
+		// reopened between two.
+		for name, r := range rs {
+			if n := r.expired.cold + r.expired.warm; n != cfg.expiryRounds*cfg.queries {
+				t.Fatalf("%s expiry phase: %d reads, want %d", name, n, cfg.expiryRounds*cfg.queries)
+			}
+			// goleveldb and Badger write their memtables (the expiring
+			// deletes) to a table when they reopen; Eventide and Pebble,
+			// flushed before the reads, must not change.
+			if !r.expiredTablesKept && (name == "eventide" || name == "pebble") {
+				t.Errorf("%s expiry store: the reopenings between rounds changed its table files", name)
+			}
 		}
 		for _, mode := range []string{"cell", "row"} {
 			d := e.deleted[mode]

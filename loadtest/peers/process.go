@@ -85,12 +85,14 @@ type resultWire struct {
 	BytesPerEvent                        float64
 	Latest, Expired, Window              phaseWire
 	LatestRows, ExpiredCells, WindowRows int
+	ExpiredTablesKept                    bool
 	Deleted                              map[string]*deleteWire
 }
 
 type phaseWire struct {
 	P50, P99, ColdP50, ColdP99, WarmP50, WarmP99 time.Duration
 	Cold, Warm                                   int
+	FirstRoundP50, FirstRoundP99, UnwaitedP99    time.Duration
 	Sum                                          time.Duration
 	AllocBytes, GCCycles, MinorFaults            uint64
 	CPU                                          time.Duration
@@ -109,7 +111,7 @@ func wireOf(r *result) resultWire {
 	w := resultWire{Built: r.built, IngestSeconds: r.ingestSeconds, EventsPerSecond: r.eventsPerSecond,
 		PeakRSSBytes: r.peakRSSBytes, FinalPeakRSSBytes: r.finalPeakRSSBytes, BytesPerEvent: r.bytesPerEvent,
 		Latest: phaseWireOf(r.latest), Expired: phaseWireOf(r.expired), Window: phaseWireOf(r.window),
-		LatestRows: r.latestRows, ExpiredCells: r.expiredCells, WindowRows: r.windowRows}
+		LatestRows: r.latestRows, ExpiredCells: r.expiredCells, WindowRows: r.windowRows, ExpiredTablesKept: r.expiredTablesKept}
 	if r.deleted != nil {
 		w.Deleted = map[string]*deleteWire{}
 		for mode, d := range r.deleted {
@@ -125,7 +127,7 @@ func (w *resultWire) result() *result {
 	r := &result{built: w.Built, ingestSeconds: w.IngestSeconds, eventsPerSecond: w.EventsPerSecond,
 		peakRSSBytes: w.PeakRSSBytes, finalPeakRSSBytes: w.FinalPeakRSSBytes, bytesPerEvent: w.BytesPerEvent,
 		latest: w.Latest.phase(), expired: w.Expired.phase(), window: w.Window.phase(),
-		latestRows: w.LatestRows, expiredCells: w.ExpiredCells, windowRows: w.WindowRows}
+		latestRows: w.LatestRows, expiredCells: w.ExpiredCells, windowRows: w.WindowRows, expiredTablesKept: w.ExpiredTablesKept}
 	if w.Deleted != nil {
 		r.deleted = map[string]*deleteResult{}
 		for mode, d := range w.Deleted {
@@ -139,10 +141,10 @@ func (w *resultWire) result() *result {
 
 func phaseWireOf(p phaseResult) phaseWire {
 	return phaseWire{P50: p.p50, P99: p.p99, ColdP50: p.coldP50, ColdP99: p.coldP99, WarmP50: p.warmP50, WarmP99: p.warmP99,
-		Cold: p.cold, Warm: p.warm, Sum: p.sum, AllocBytes: p.allocBytes, GCCycles: p.gcCycles, MinorFaults: p.minorFaults, CPU: p.cpu}
+		Cold: p.cold, Warm: p.warm, FirstRoundP50: p.firstRoundP50, FirstRoundP99: p.firstRoundP99, UnwaitedP99: p.unwaitedP99, Sum: p.sum, AllocBytes: p.allocBytes, GCCycles: p.gcCycles, MinorFaults: p.minorFaults, CPU: p.cpu}
 }
 
 func (w phaseWire) phase() phaseResult {
 	return phaseResult{p50: w.P50, p99: w.P99, coldP50: w.ColdP50, coldP99: w.ColdP99, warmP50: w.WarmP50, warmP99: w.WarmP99,
-		cold: w.Cold, warm: w.Warm, sum: w.Sum, allocBytes: w.AllocBytes, gcCycles: w.GCCycles, minorFaults: w.MinorFaults, cpu: w.CPU}
+		cold: w.Cold, warm: w.Warm, firstRoundP50: w.FirstRoundP50, firstRoundP99: w.FirstRoundP99, unwaitedP99: w.UnwaitedP99, sum: w.Sum, allocBytes: w.AllocBytes, gcCycles: w.GCCycles, minorFaults: w.MinorFaults, cpu: w.CPU}
 }

@@ -50,14 +50,14 @@ func TestChildArgs(t *testing.T) {
 func TestResultWireRoundTrip(t *testing.T) {
 	phase := func(k time.Duration) phaseResult {
 		return phaseResult{p50: k, p99: 2 * k, coldP50: 3 * k, coldP99: 4 * k, warmP50: 5 * k, warmP99: 6 * k,
-			cold: int(k), warm: 2 * int(k), sum: 7 * k, allocBytes: uint64(k), gcCycles: 3, minorFaults: 4, cpu: 8 * k}
+			cold: int(k), warm: 2 * int(k), firstRoundP50: 9 * k, firstRoundP99: 10 * k, unwaitedP99: 11 * k, sum: 7 * k, allocBytes: uint64(k), gcCycles: 3, minorFaults: 4, cpu: 8 * k}
 	}
 	del := func(k int) *deleteResult {
 		return &deleteResult{deletesPerSecond: float64(k), bg: phase(time.Duration(k)), manual: phase(time.Duration(k + 1)),
 			bgBytes: int64(k), manualBytes: int64(k + 2), bgCells: k, manualCells: k + 3, bgCompactedBytes: int64(k + 4), bgReadCompactedBytes: int64(k + 5)}
 	}
 	in := &result{built: true, ingestSeconds: 1.5, eventsPerSecond: 2.5, peakRSSBytes: 3, finalPeakRSSBytes: 8, bytesPerEvent: 4.5,
-		latest: phase(10), expired: phase(20), window: phase(30), latestRows: 5, expiredCells: 6, windowRows: 7,
+		latest: phase(10), expired: phase(20), window: phase(30), latestRows: 5, expiredCells: 6, windowRows: 7, expiredTablesKept: true,
 		deleted: map[string]*deleteResult{"cell": del(40), "row": del(50)}}
 	allSet(t, reflect.ValueOf(*in), "result")
 	allSet(t, reflect.ValueOf(*in.deleted["cell"]), "deleteResult")
