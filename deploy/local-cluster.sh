@@ -11,7 +11,9 @@
 # the repository, so nothing built lands in a commit: binaries, configs,
 # data, logs, pid files, secrets.env), EVENTIDE_LOCAL_PORT (default 14000:
 # NATS clients on +222..+224, routes +622..+624, monitoring +822..+824,
-# query HTTP +80, storage HTTP +81 and +82).
+# query HTTP +80, storage HTTP +81 and +82, storage admin +61 and +62;
+# keep them below the kernel's ephemeral ports, 32768 and up by default,
+# which any outgoing connection may take).
 #
 # Storage nodes: with the sharding flags in cmd/ingest (--node-id, --shards,
 # --own-shards, --owners-kv), two nodes claiming shards 0-3 and 4-7 of 8 in the

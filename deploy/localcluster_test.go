@@ -20,12 +20,23 @@ import (
 )
 
 // localClusterPorts picks a base port for local-cluster.sh whose every
-// port (base+80..+82, +222..+224, +622..+624, +822..+824) is free now.
+// port (base+61..+62, +80..+82, +222..+224, +622..+624, +822..+824) is
+// free now, all of them below the kernel's ephemeral port range
+// (/proc/sys/net/ipv4/ip_local_port_range, 32768-60999 by default): a
+// port in that range, free when checked, can be taken by any outgoing
+// connection on the machine (a test of another package, a curl) before
+// the script's process listens on it.
 func localClusterPorts(t *testing.T) int {
 	t.Helper()
-	offsets := []int{80, 81, 82, 222, 223, 224, 622, 623, 624, 822, 823, 824}
+	offsets := []int{61, 62, 80, 81, 82, 222, 223, 224, 622, 623, 624, 822, 823, 824}
+	const lowest = 20000
+	ephemeral := ephemeralPortsStart()
+	if ephemeral-offsets[len(offsets)-1]-100 < lowest {
+		t.Fatalf("no room for local-cluster.sh's ports between %d and the ephemeral ports (from %d)", lowest, ephemeral)
+	}
+	bases := (ephemeral - offsets[len(offsets)-1] - lowest) / 100
 	for range 50 {
-		base := 20000 + rand.IntN(400)*100
+		base := lowest + rand.IntN(bases)*100
 		free := true
 		for _, o := range offsets {
 			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+o))
@@ -41,6 +52,61 @@ func localClusterPorts(t *testing.T) int {
 	}
 	t.Fatal("no free port range for local-cluster.sh")
 	return 0
+}
+
+// ephemeralPortsStart is the first port the kernel hands out to outgoing
+// connections, 32768 when /proc does not say.
+func ephemeralPortsStart() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil || lo <= 0 {
+		return 32768
+	}
+	return lo
+}
+
+// TestLocalClusterPorts: every port local-cluster.sh will listen on for
+// the base localClusterPorts picks, admin ports included, is below the
+// ephemeral port range, where no outgoing connection can take it, and
+// free when picked.
+func TestLocalClusterPorts(t *testing.T) {
+	ephemeral := ephemeralPortsStart()
+	for range 200 {
+		base := localClusterPorts(t)
+		for _, o := range []int{61, 62, 80, 81, 82, 222, 223, 224, 622, 623, 624, 822, 823, 824} {
+			if base+o >= ephemeral {
+				t.Fatalf("base %d: port %d is in the ephemeral range (from %d)", base, base+o, ephemeral)
+			}
+		}
+	}
+	// A base whose admin port is taken is not picked.
+	var held []net.Listener
+	defer func() {
+		for _, ln := range held {
+			ln.Close()
+		}
+	}()
+	for base := 20000; base+824 < ephemeral; base += 100 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+62))
+		if err != nil {
+			continue // taken already
+		}
+		held = append(held, ln)
+		if len(held) == 60 {
+			break
+		}
+	}
+	for range 200 {
+		base := localClusterPorts(t)
+		for _, ln := range held {
+			if ln.Addr().(*net.TCPAddr).Port == base+62 {
+				t.Fatalf("base %d picked while its admin port %d is taken", base, base+62)
+			}
+		}
+	}
 }
 
 // TestLocalClusterScript runs deploy/local-cluster.sh start in a

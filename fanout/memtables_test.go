@@ -130,3 +130,76 @@ func TestChunksWaitForFlush(t *testing.T) {
 		}
 	}
 }
+
+// TestMemtableWaitEndsWithFlush: waitForMemtables, holding a chunk back
+// while a frozen memtable waits for its flush, returns once the flush
+// drops it (storage's notice, not a poll), and returns its context's
+// error when the context ends first, the flush still held.
+func TestMemtableWaitEndsWithFlush(t *testing.T) {
+	o := DefaultOptions()
+	o.MaxMemtableBytes = 1 // any frozen memtable is over it
+	fs := &flushHoldFS{FS: vfs.Default, release: make(chan struct{})}
+	e := newEnvStorage(t, o, func(so *storage.Options) { so.FS = fs })
+	t.Cleanup(fs.unhold) // before the store's Close (cleanups run last first)
+	e.followMany("star", 10)
+	fs.hold()
+	flushed := make(chan error, 1)
+	go func() { flushed <- e.db.Flush() }()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, frozen := e.db.MemtableUsage(); frozen == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no frozen memtable 30 s after Flush began")
+		}
+	}
+	// wait runs waitForMemtables and returns its result once it returns,
+	// after checking that it waited (the gauge of waiting chunks).
+	wait := func(ctx context.Context) chan error {
+		done := make(chan error, 1)
+		go func() { done <- e.f.waitForMemtables(ctx) }()
+		for deadline := time.Now().Add(30 * time.Second); e.counter("eventide_fanout_chunks_waiting_for_flush") != 1; time.Sleep(time.Millisecond) {
+			select {
+			case err := <-done:
+				t.Fatalf("waitForMemtables returned %v without waiting for the held flush", err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("waitForMemtables is not waiting 30 s after it began")
+			}
+		}
+		return done
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := wait(ctx)
+	cancel()
+	select {
+	case err := <-done:
+		if err != context.Canceled {
+			t.Fatalf("waitForMemtables with its context cancelled: %v, want %v", err, context.Canceled)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("waitForMemtables did not return within 30 s of its context's end")
+	}
+
+	done = wait(context.Background())
+	fs.unhold()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("waitForMemtables did not return within 30 s of the flush's release")
+	}
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if _, frozen := e.db.MemtableUsage(); frozen != 0 {
+		t.Fatalf("%d frozen memtables after the wait, want none", frozen)
+	}
+	if n := e.counter("eventide_fanout_chunks_waiting_for_flush"); n != 0 {
+		t.Fatalf("%v chunks still counted as waiting", n)
+	}
+}

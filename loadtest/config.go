@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -207,7 +208,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.TailSubscribers, "tail-subscribers", 4, "tail: live tail streams (GET /v1/events/stream) following the probe events")
 	fs.IntVar(&c.TimelineCap, "timeline-cap", 800, "social: the server's --timeline-cap: a probe post missing below this many newer posts counts as trimmed")
 
-	fs.DurationVar(&c.RawDuration, "raw-duration", 5*time.Second, "length of the raw JetStream phase (publish + consume + ack on a stream of its own); 0 skips it")
+	fs.DurationVar(&c.RawDuration, "raw-duration", 5*time.Second, "length of the raw JetStream phase (publish + consume + ack on a stream of its own), run with the events workload; 0 skips it")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 60*time.Second, "longest wait after the load for every event to be readable")
 	fs.DurationVar(&c.ProbeInterval, "probe-interval", 10*time.Millisecond, "how often probes are looked for over HTTP (the queryable latency's resolution)")
 	fs.DurationVar(&c.Tick, "interval", time.Second, "interval of the time series and the progress line")
@@ -447,6 +448,11 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		errs = append(errs, fmt.Errorf("--slo: %w", err))
 	}
 	c.Objectives = objs
+	for _, o := range objs {
+		if err := c.objectiveMeasured(o); err != nil {
+			errs = append(errs, fmt.Errorf("--slo %s: %w", o.Text, err))
+		}
+	}
 	if err := c.NATS.Check(); err != nil {
 		errs = append(errs, err)
 	}
@@ -472,4 +478,83 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// objectiveMeasured says why the run, as configured, cannot measure what
+// objective o names (nil if it can): such an objective would fail with
+// "no data" only after the whole run, so it is refused at start with
+// what to change.
+func (c *config) objectiveMeasured(o report.Objective) error {
+	needWorkload := func(w, what string) error {
+		if c.Workloads[w] {
+			return nil
+		}
+		return fmt.Errorf("%s: add %s to --workload", what, w)
+	}
+	switch o.Func {
+	case "drop", "errors", "rate":
+		if o.Arg == "" {
+			return nil // over every workload the run has
+		}
+		return needWorkload(o.Arg, "the "+o.Arg+" workload is not running")
+	}
+	switch kind := o.Arg; kind {
+	case "publish":
+		return needWorkload("events", "publish latency is the events workload's")
+	case "queryable":
+		if err := needWorkload("events", "queryable latency is the events workload's probe events'"); err != nil {
+			return err
+		}
+		if c.ProbeRate <= 0 {
+			return errors.New("queryable latency is timed on probe events: set --probe-rate above 0")
+		}
+	case "raw.publish":
+		if err := needWorkload("events", "raw.publish is timed in the raw JetStream phase, which runs with the events workload"); err != nil {
+			return err
+		}
+		if c.RawDuration <= 0 {
+			return errors.New("raw.publish is timed in the raw JetStream phase, which --raw-duration 0 skips: set --raw-duration above 0")
+		}
+		if c.FindMax {
+			// Every step is checked against the objectives, and the raw
+			// phase runs once, before the ramp: the objective would
+			// break every step.
+			return errors.New("raw.publish is timed once, before the ramp, not in --find-max's steps: name publish instead, which the raw ramp's steps check on their own publishes")
+		}
+	case "social.publish":
+		return needWorkload("social", "social.publish is the social workload's")
+	case "fanout.push", "fanout.pull":
+		if err := needWorkload("social", kind+" is timed on the social workload's probe posts"); err != nil {
+			return err
+		}
+		if c.PostProbeRate <= 0 {
+			return fmt.Errorf("%s is timed on probe posts: set --post-probe-rate above 0", kind)
+		}
+		if kind == "fanout.push" && c.Social.ProbeAuthors < 1 {
+			return errors.New("fanout.push is timed on pushed authors' probe posts: set --probe-authors above 0")
+		}
+		if kind == "fanout.pull" && c.Social.BigAuthors < 1 {
+			return errors.New("fanout.pull is timed on big authors' probe posts: set --big-authors above 0")
+		}
+	case "tail":
+		return needWorkload("tail", "tail latency is the tail workload's")
+	default: // a query kind
+		if err := needWorkload("queries", kind+" is the queries workload's"); err != nil {
+			return err
+		}
+		if kind == workload.QueryTimeline && !c.Workloads["social"] {
+			return errors.New("query.timeline reads the social workload's timelines: run --workload timelines (social and timeline queries), or add social to --workload and timeline=N to --query-mix")
+		}
+		for _, m := range c.QueryMix {
+			if m.Name == kind {
+				return nil
+			}
+		}
+		var mix []string
+		for _, m := range c.QueryMix {
+			mix = append(mix, strings.TrimPrefix(m.Name, "query.")+"="+strconv.FormatFloat(m.Weight, 'g', -1, 64))
+		}
+		return fmt.Errorf("%s: the query mix (%s) has no %s queries: add %s to --query-mix", kind, strings.Join(mix, ","), strings.TrimPrefix(kind, "query."), strings.TrimPrefix(kind, "query.")+"=N")
+	}
+	return nil
 }

@@ -54,18 +54,21 @@ func createRawStream(ctx context.Context, js jetstream.JetStream, run string) (s
 // test: async publishes of events of the run's median size into a file
 // stream of its own, a pull consumer that fetches and acks as the writer
 // does (rawjs), nothing stored anywhere else. It runs for d as fast as it goes and returns the
-// consumed rate. The stream is deleted afterwards.
+// consumed rate, and each publish's latency from its send to its ack
+// (kind "raw.publish": closed loop, so from the send, not from an
+// intended start). The stream is deleted afterwards.
 //
 // It is what Eventide's ingest cannot beat on the same server: the writer
 // does the same consume and ack (rawjs.Consume), plus validation and storage.
-func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration, payload int) (*report.RawResult, error) {
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration, payload int) (*report.RawResult, *hist.Set, error) {
+	const maxPending = 4096
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(maxPending))
 	if err != nil {
-		return nil, fmt.Errorf("cannot open JetStream for the raw phase: %w", err)
+		return nil, nil, fmt.Errorf("cannot open JetStream for the raw phase: %w", err)
 	}
 	subject, cons, remove, err := createRawStream(ctx, js, run)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer remove()
 	var consumed atomic.Int64
@@ -78,9 +81,42 @@ func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration,
 
 	body := []byte(fmt.Sprintf(`{"time":%d,"data":{"pad":"%s"}}`, time.Now().UnixMilli(), strings.Repeat("x", max(payload-48, 1))))
 	start := time.Now()
+	// One goroutine times the acks, in publish order (JetStream acks a
+	// stream's publishes in order, so waiting on each in turn records
+	// each ack when it came, give or take that goroutine's scheduling).
+	lat := hist.NewSet(1, start)
+	type sentPublish struct {
+		ack    jetstream.PubAckFuture
+		sentAt time.Time
+	}
+	sent := make(chan sentPublish, 2*maxPending)
+	timed, abandon := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(timed)
+		for p := range sent {
+			select {
+			case <-p.ack.Ok():
+				lat.Record(0, "raw.publish", time.Since(p.sentAt))
+			case <-p.ack.Err():
+			case <-abandon:
+			}
+		}
+	}()
+	// stopTiming waits for the acks' timing to end: once every publish
+	// completed, or at once when the phase failed (abandoned).
+	stopTiming := func(abandoned bool) {
+		if abandoned {
+			close(abandon)
+		}
+		close(sent)
+		<-timed
+	}
+	giveUp := time.After(d + 30*time.Second)
 	var published, failed int64
 	for time.Since(start) < d && ctx.Err() == nil {
-		if _, err := js.PublishAsync(subject, body); err != nil {
+		sentAt := time.Now()
+		ack, err := js.PublishAsync(subject, body)
+		if err != nil {
 			if errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
 				select {
 				case <-js.PublishAsyncComplete():
@@ -92,32 +128,47 @@ func rawCeiling(ctx context.Context, nc *nats.Conn, run string, d time.Duration,
 			continue
 		}
 		published++
+		// Waits while the timing is behind (slowing the publishes, as
+		// more in flight would), but not past the phase's end plus the
+		// 30 s its acks get below: an ack that never comes holds the
+		// timing up, and the phase then fails there.
+		select {
+		case sent <- sentPublish{ack, sentAt}:
+			continue
+		case <-giveUp:
+		case <-ctx.Done():
+		}
+		break
 	}
 	select {
 	case <-js.PublishAsyncComplete():
 	case <-time.After(30 * time.Second):
-		return nil, errors.New("raw phase: publishes not acknowledged within 30s")
+		stopTiming(true)
+		return nil, nil, errors.New("raw phase: publishes not acknowledged within 30s")
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		stopTiming(true)
+		return nil, nil, ctx.Err()
 	}
+	stopTiming(false)
+	lat.Tick(time.Now())
 	deadline := time.Now().Add(30 * time.Second)
 	for consumed.Load() < published {
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("raw phase: consumed %d of %d messages within 30s", consumed.Load(), published)
+			return nil, nil, fmt.Errorf("raw phase: consumed %d of %d messages within 30s", consumed.Load(), published)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
 	elapsed := time.Unix(0, lastConsumed.Load()).Sub(start).Seconds()
 	if elapsed <= 0 || published == 0 {
-		return nil, errors.New("raw phase: nothing was consumed")
+		return nil, nil, errors.New("raw phase: nothing was consumed")
 	}
 	return &report.RawResult{
 		Stream: rawStreamName(run), Messages: published, Seconds: elapsed, RatePerSecond: float64(published) / elapsed,
-	}, nil
+	}, lat, nil
 }
 
 // A raw step's message carries its intended publish start in its body,

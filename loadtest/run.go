@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,13 +101,14 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 	}
 	defer stop()
 
+	var rawLat *hist.Set
 	if cfg.Workloads["events"] && cfg.RawDuration > 0 {
 		e.progress.note("raw JetStream phase (%s)", cfg.RawDuration)
-		raw, err := rawCeiling(ctx, e.nc, cfg.Run, cfg.RawDuration, cfg.Events.PayloadMedian)
+		raw, lat, err := rawCeiling(ctx, e.nc, cfg.Run, cfg.RawDuration, cfg.Events.PayloadMedian)
 		if err != nil {
 			return false, fmt.Errorf("raw JetStream phase: %w", err)
 		}
-		rep.Raw = raw
+		rep.Raw, rawLat = raw, lat
 	}
 
 	if cfg.Workloads["social"] {
@@ -129,6 +131,7 @@ func run(ctx context.Context, cfg *config, stdout, stderr io.Writer) (bool, erro
 	if err != nil {
 		return false, err
 	}
+	res.rawLat = rawLat
 	res.fill(rep, cfg)
 	stop()
 	if e.server != nil {
@@ -188,16 +191,20 @@ type stepResult struct {
 	cfg                *config // the step's: its rate, run id and probe spacing
 	loadStart, loadEnd time.Time
 	sets               []*hist.Set
-	events             *report.EventsResult
-	queries            *report.QueriesResult
-	social             *report.SocialResult
-	tail               *report.TailResult
-	dlq                *report.DLQResult
-	errors             map[string]int64
-	checks             []report.Check
-	harness            *report.HarnessStats
-	counters           map[string]float64 // the server's /metrics counters' deltas over the load
-	serverCores        float64            // the spawned server's CPU over the load; 0 if not spawned
+	// rawLat is the raw JetStream phase's "raw.publish" latencies, nil
+	// without that phase. It ran before the load, so the report has its
+	// summary but no series.
+	rawLat      *hist.Set
+	events      *report.EventsResult
+	queries     *report.QueriesResult
+	social      *report.SocialResult
+	tail        *report.TailResult
+	dlq         *report.DLQResult
+	errors      map[string]int64
+	checks      []report.Check
+	harness     *report.HarnessStats
+	counters    map[string]float64 // the server's /metrics counters' deltas over the load
+	serverCores float64            // the spawned server's CPU over the load; 0 if not spawned
 }
 
 // step runs the workloads at the given event rate for --duration with
@@ -509,7 +516,11 @@ func (res *stepResult) fill(rep *report.Report, cfg *config) {
 		rep.Raw.EventsRatio = res.events.AchievedRate / rep.Raw.RatePerSecond
 	}
 	rep.Latency, rep.Series = map[string]hist.Summary{}, map[string]hist.Series{}
-	for _, s := range res.sets {
+	sets := res.sets
+	if res.rawLat != nil {
+		sets = append(slices.Clip(sets), res.rawLat)
+	}
+	for _, s := range sets {
 		for _, kind := range s.Kinds() {
 			sum := s.Summary(kind)
 			for _, o := range cfg.Objectives {
@@ -518,7 +529,9 @@ func (res *stepResult) fill(rep *report.Report, cfg *config) {
 				}
 			}
 			rep.Latency[kind] = sum
-			rep.Series[kind] = s.Series(kind)
+			if s != res.rawLat {
+				rep.Series[kind] = s.Series(kind)
+			}
 		}
 	}
 	rep.Objectives = report.CheckObjectives(cfg.Objectives, rep)

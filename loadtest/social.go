@@ -129,7 +129,7 @@ func newSocialLoad(cfg *config, js jetstream.JetStream, nc *nats.Conn, api *apiC
 
 func (l *socialLoad) user(n int32) string { return workload.UserName(l.run, n) }
 
-// runSetup publishes the initial graph's follows (--social-setup-workers
+// runSetup publishes the initial graph's follows (--setup-workers
 // at a time, each retried with a Nats-Msg-Id so the stream keeps one),
 // then waits until the fan-out worker has applied them and checks the
 // probe authors' follower counts over HTTP.

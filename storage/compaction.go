@@ -83,7 +83,7 @@ func (db *DB) runCompaction(c *compaction) error {
 	for _, h := range c.inputs {
 		delete(db.compacting, h.fileNum)
 	}
-	db.cond.Broadcast()
+	db.broadcastLocked()
 	db.mu.Unlock()
 	if err != nil {
 		err = fmt.Errorf("compaction of table %q: %w", c.table.def.Name, err)

@@ -50,7 +50,7 @@ type DB struct {
 	manifestMu sync.Mutex
 
 	mu          sync.Mutex
-	cond        *sync.Cond // broadcast when a flush or compaction ends
+	cond        *sync.Cond // broadcast when a flush or compaction ends (broadcastLocked)
 	closed      bool
 	bgErr       error // a permanent failure: writes stop until restart
 	tables      map[string]*tableState
@@ -59,6 +59,9 @@ type DB struct {
 	manifest    manifestData
 	compacting  map[uint64]bool
 	compactions int // running
+	// memtableChanged is MemtableUsageChange's channel, closed and
+	// cleared by broadcastLocked (mu); nil while nobody waits on it.
+	memtableChanged chan struct{}
 	// walReleasing counts flushes that have dropped their memtable from
 	// the current version but not yet released its WAL segments
 	// (flush): DB.Flush waits for them too, or a segment released after
@@ -663,7 +666,7 @@ func (db *DB) waitForRoom(ctx context.Context) error {
 			// The wait is on a sync.Cond: wake it when ctx is done.
 			stopWake = context.AfterFunc(ctx, func() {
 				db.mu.Lock()
-				db.cond.Broadcast()
+				db.broadcastLocked()
 				db.mu.Unlock()
 			})
 		}
@@ -725,7 +728,7 @@ func (db *DB) rotateMemtable(force bool) error {
 func (db *DB) installVersionLocked(v *version) (replaced *version) {
 	old := db.current
 	db.current = v
-	db.cond.Broadcast()
+	db.broadcastLocked()
 	return old
 }
 
@@ -739,6 +742,16 @@ func (db *DB) acquireVersion() *version {
 	return v
 }
 
+// broadcastLocked wakes every waiter on db.cond and on the channel
+// MemtableUsageChange handed out. db.mu must be held.
+func (db *DB) broadcastLocked() {
+	db.cond.Broadcast()
+	if db.memtableChanged != nil {
+		close(db.memtableChanged)
+		db.memtableChanged = nil
+	}
+}
+
 func (db *DB) setBackgroundError(err error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -746,7 +759,7 @@ func (db *DB) setBackgroundError(err error) {
 		db.bgErr = err
 		db.log.Error("storage failed; writes are refused until restart", "err", err)
 	}
-	db.cond.Broadcast()
+	db.broadcastLocked()
 }
 
 // Flush freezes the mutable memtable and waits until every frozen memtable
@@ -797,7 +810,7 @@ func (db *DB) Close() error {
 		return ErrClosed
 	}
 	db.closed = true
-	db.cond.Broadcast()
+	db.broadcastLocked()
 	db.mu.Unlock()
 	close(db.closing)
 	db.bg.Wait()

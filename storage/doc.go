@@ -24,7 +24,10 @@
 //	                                   logged and counted in Metrics.UnclosedReads)
 //	DB.Flush, DB.Compact, DB.CompactAll
 //	DB.Metrics() Metrics               String() prints the LSM as a table
-//	DB.MemtableUsage() (bytes, frozen) what the memtables hold, cheaply (for polling)
+//	DB.MemtableUsage() (bytes, frozen) what the memtables hold, cheaply
+//	DB.MemtableUsageChange()           the same, and a channel closed when they may
+//	                                   have shrunk (a flush, a failure, Close): to
+//	                                   wait for room without polling
 //	DB.Check()                         verifies every file
 //	DB.Snapshot() *Snapshot            a flushed, pinned view of the SSTables; its
 //	                                   ExportTable writes a table's cells that a filter

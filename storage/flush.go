@@ -110,7 +110,7 @@ func (db *DB) flush(imm *immMemtable) error {
 	}
 	db.mu.Lock()
 	db.walReleasing--
-	db.cond.Broadcast()
+	db.broadcastLocked()
 	db.mu.Unlock()
 	db.log.Debug("flushed memtable", "sstables", len(added), "bytes", bytes, "took", time.Since(start))
 	db.maybeScheduleCompaction()

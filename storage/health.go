@@ -65,7 +65,7 @@ func (db *DB) setTransientError(slot *error, err error) {
 		db.log.Error("storage write failed; retrying", "err", err)
 	}
 	*slot = err
-	db.cond.Broadcast()
+	db.broadcastLocked()
 }
 
 // clearTransientError clears *slot after a success.

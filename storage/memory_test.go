@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/eventide/eventide/storage/vfs"
 )
 
 // memoryTestValue is the value of (partition, clustering), so a reader can
@@ -251,4 +254,87 @@ func TestMemtableUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after the flush", false)
+}
+
+// sstableHoldFS holds every SSTable's creation until release is closed,
+// so a frozen memtable stays frozen.
+type sstableHoldFS struct {
+	vfs.FS
+	release chan struct{}
+}
+
+func (h *sstableHoldFS) Create(name string) (vfs.File, error) {
+	if strings.Contains(name, ".sst") {
+		<-h.release
+	}
+	return h.FS.Create(name)
+}
+
+// TestMemtableUsageChange: the channel DB.MemtableUsageChange hands out
+// with the figures stays open while nothing can have shrunk the
+// memtables (a flush held, a write into the mutable memtable), is closed
+// when the flush drops the frozen memtable, and by Close: what lets the
+// fan-out wait for room without polling.
+func TestMemtableUsageChange(t *testing.T) {
+	fs := &sstableHoldFS{FS: vfs.Default, release: make(chan struct{})}
+	release := sync.OnceFunc(func() { close(fs.release) })
+	db := openTestDBIn(t, t.TempDir(), &fakeClock{now: time.Unix(1_800_000_000, 0)}, func(o *Options) { o.FS = fs }, TableDef{Name: "t"})
+	t.Cleanup(release) // before the store's Close (cleanups run last first)
+	write := func(from int) {
+		apply(t, db, func(b *Batch) {
+			for i := range 100 {
+				b.Put("t", []byte("p"), fmt.Appendf(nil, "k%05d", from+i), []byte("c"), []byte("v"), int64(100+from+i))
+			}
+		})
+	}
+	write(0)
+	flushed := make(chan error, 1)
+	go func() { flushed <- db.Flush() }()
+	var changed <-chan struct{}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		bytes, frozen, ch := db.MemtableUsageChange()
+		if frozen == 1 && bytes > 0 {
+			changed = ch
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no frozen memtable 30 s after Flush began: %d bytes, %d frozen", bytes, frozen)
+		}
+	}
+	write(100)
+	select {
+	case <-changed:
+		t.Fatal("the channel was closed while the flush was held and only a write came")
+	default:
+	}
+
+	release()
+	select {
+	case <-changed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the channel was not closed within 30 s of the flush's release")
+	}
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if _, frozen, _ := db.MemtableUsageChange(); frozen != 0 {
+		t.Fatalf("after the flush: %d frozen memtables; want none", frozen)
+	}
+
+	_, _, changed = db.MemtableUsageChange()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	default:
+		t.Fatal("Close left the channel open")
+	}
+	if _, _, changed := db.MemtableUsageChange(); changed != nil {
+		select {
+		case <-changed:
+		default:
+			t.Fatal("after Close, MemtableUsageChange hands out a channel that no event will close")
+		}
+	}
 }

@@ -374,8 +374,7 @@ func (db *DB) Metrics() Metrics {
 // MemtableUsage returns Metrics' MemtableBytes and FrozenMemtables
 // alone: what the memtables hold, and how many are frozen waiting for
 // their flush. It costs a lock and a sum, where Metrics also lists the
-// WAL directory and every table's SSTables; for callers that poll it (the
-// fan-out's wait for flushes, every millisecond).
+// WAL directory and every table's SSTables.
 func (db *DB) MemtableUsage() (bytes int64, frozen int) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -383,6 +382,38 @@ func (db *DB) MemtableUsage() (bytes int64, frozen int) {
 		return 0, 0
 	}
 	return db.memtableUsageLocked()
+}
+
+// MemtableUsageChange returns MemtableUsage's figures and a channel
+// closed at the next event that may have shrunk them or that ends a wait
+// for them: a new version (a flush dropped a frozen memtable, a
+// compaction ended), a failure (Health), Close; after Close it is closed
+// already. Taken under the same lock as the figures, the channel misses
+// no such event after them, so a caller waiting for the memtables to
+// shrink (the fan-out's wait for flushes) reads the figures again when
+// it is closed, instead of polling. It may be closed by events that
+// shrank nothing.
+func (db *DB) MemtableUsageChange() (bytes int64, frozen int, changed <-chan struct{}) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		// Closed already: no event may come. A channel of its own, as
+		// the background work still running broadcasts (and would close
+		// db.memtableChanged again).
+		closed := make(chan struct{})
+		close(closed)
+		changed = closed
+	} else {
+		if db.memtableChanged == nil {
+			db.memtableChanged = make(chan struct{})
+		}
+		changed = db.memtableChanged
+	}
+	if db.current == nil {
+		return 0, 0, changed
+	}
+	bytes, frozen = db.memtableUsageLocked()
+	return bytes, frozen, changed
 }
 
 func (db *DB) memtableUsageLocked() (bytes int64, frozen int) {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -44,6 +46,15 @@ var maxStartTime = time.Unix(0, math.MaxInt64)
 // connected: /v1/dlq answers 503 at once instead of waiting.
 var errNATSDown = errors.New("the NATS connection is down")
 
+// errNATSNoAnswer is returned by DeadLetters when NATS did not answer
+// its requests in time although the connection is up (a server frozen,
+// SIGSTOPped, or overloaded): /v1/dlq answers 503 as for errNATSDown.
+var errNATSNoAnswer = errors.New("NATS did not answer")
+
+// natsWaitMargin is the most of a request's remaining time /v1/dlq keeps
+// for answering after NATS failed to: a tenth of it, at most this.
+const natsWaitMargin = 250 * time.Millisecond
+
 // DeadLetters reads the dead-letter stream the writer fills (package
 // writer, docs/events.md "Rejections"): for /v1/dlq and the DLQ depth
 // metrics.
@@ -51,7 +62,14 @@ type DeadLetters struct {
 	js     jetstream.JetStream
 	stream string
 	prefix string // of its subjects: the writer's Config.DLQSubjectPrefix for stream
+
+	// cleanups counts the consumer deletions still running after their
+	// page was answered.
+	cleanups sync.WaitGroup
 }
+
+// waitCleanups waits for the consumer deletions under way.
+func (d *DeadLetters) waitCleanups() { d.cleanups.Wait() }
 
 // NewDeadLetters reads the dead-letter stream named stream (--dlq-stream)
 // through js, under the subjects package writer gives that name, and registers eventide_dlq_messages and eventide_dlq_bytes
@@ -165,7 +183,7 @@ func (a *api) dlq(w http.ResponseWriter, r *http.Request) {
 			a.logger.Debug("dead-letter listing abandoned by the client", "url", r.URL.String(), "err", err)
 			return
 		}
-		if errors.Is(err, errNATSDown) {
+		if errors.Is(err, errNATSDown) || errors.Is(err, errNATSNoAnswer) {
 			w.Header().Set("Retry-After", "5")
 			writeProblem(w, problem{Type: problemAboutBlank, Status: http.StatusServiceUnavailable,
 				Detail: "the dead-letter stream cannot be read: " + err.Error() + "; retry later"})
@@ -182,6 +200,14 @@ func (a *api) dlq(w http.ResponseWriter, r *http.Request) {
 // or at from, or at the stream's start, filtered by type. The consumer's
 // pending count says how many messages to fetch, so the fetch never waits
 // for messages that do not exist.
+//
+// NATS gets dlqReadTimeout, and less than what is left of ctx (by a
+// tenth of it, at most natsWaitMargin), so that when it does not answer
+// there is time to say so (errNATSNoAnswer) before the request's own
+// timeout. The consumer is named here, so that it is deleted even when
+// its creation got no answer; the deletion runs after the page is
+// answered, bounded by dlqReadTimeout, and the consumer's inactive
+// threshold removes it should that fail too.
 func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error) {
 	if !d.js.Conn().IsConnected() {
 		return nil, errNATSDown
@@ -191,13 +217,30 @@ func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error
 		// wraps around and would list every dead letter.
 		return &dlqResponse{DeadLetters: []deadLetterJSON{}}, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, dlqReadTimeout)
+	start := time.Now()
+	natsDeadline := start.Add(dlqReadTimeout)
+	if end, ok := ctx.Deadline(); ok {
+		if e := end.Add(-min(end.Sub(start)/10, natsWaitMargin)); e.Before(natsDeadline) {
+			natsDeadline = e
+		}
+	}
+	parent := ctx
+	ctx, cancel := context.WithDeadline(ctx, natsDeadline)
 	defer cancel()
+	// noAnswer turns err into errNATSNoAnswer when NATS ran out of the
+	// time given to it, not when the request's own context ended.
+	noAnswer := func(err error) error {
+		if parent.Err() == nil && ctx.Err() != nil {
+			return fmt.Errorf("%w within %s (%w)", errNATSNoAnswer, natsDeadline.Sub(start).Round(time.Millisecond), err)
+		}
+		return err
+	}
 	filter := d.prefix + ">"
 	if q.typ != "" {
 		filter = d.prefix + q.typ
 	}
 	cfg := jetstream.ConsumerConfig{
+		Name:              "dlq-read-" + rand.Text(),
 		AckPolicy:         jetstream.AckNonePolicy,
 		FilterSubject:     filter,
 		MemoryStorage:     true,
@@ -213,16 +256,22 @@ func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error
 		from := q.from.UTC()
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &from
 	}
+	// Deleted after the answer, even if its creation got none (NATS may
+	// still create it); best effort: the inactive threshold removes it
+	// anyway.
+	createUnanswered := false
+	d.cleanups.Add(1)
+	defer func() {
+		go func() {
+			defer d.cleanups.Done()
+			d.deleteConsumer(context.WithoutCancel(ctx), cfg.Name, createUnanswered)
+		}()
+	}()
 	cons, err := d.js.CreateConsumer(ctx, d.stream, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("cannot read dead-letter stream %s: %w", d.stream, err)
+		createUnanswered = parent.Err() == nil && ctx.Err() != nil
+		return nil, fmt.Errorf("cannot read dead-letter stream %s: %w", d.stream, noAnswer(err))
 	}
-	defer func() {
-		// Best effort: the inactive threshold removes it anyway.
-		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), dlqReadTimeout)
-		defer dcancel()
-		d.js.DeleteConsumer(dctx, d.stream, cons.CachedInfo().Name)
-	}()
 	resp := &dlqResponse{DeadLetters: []deadLetterJSON{}}
 	pending := cons.CachedInfo().NumPending
 	if pending == 0 {
@@ -231,7 +280,7 @@ func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error
 	want := int(min(pending, uint64(q.limit)))
 	batch, err := cons.Fetch(want, jetstream.FetchContext(ctx))
 	if err != nil {
-		return nil, fmt.Errorf("cannot fetch from dead-letter stream %s: %w", d.stream, err)
+		return nil, fmt.Errorf("cannot fetch from dead-letter stream %s: %w", d.stream, noAnswer(err))
 	}
 	var last jetstream.MsgMetadata
 	for m := range batch.Messages() {
@@ -246,7 +295,7 @@ func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error
 		last = *meta
 	}
 	if err := batch.Error(); err != nil {
-		return nil, fmt.Errorf("cannot fetch from dead-letter stream %s: %w", d.stream, err)
+		return nil, fmt.Errorf("cannot fetch from dead-letter stream %s: %w", d.stream, noAnswer(err))
 	}
 	if len(resp.DeadLetters) < want {
 		return nil, fmt.Errorf("dead-letter stream %s: got %d of %d pending messages", d.stream, len(resp.DeadLetters), want)
@@ -255,6 +304,30 @@ func (d *DeadLetters) page(ctx context.Context, q dlqQuery) (*dlqResponse, error
 		resp.NextPage = strconv.FormatUint(last.Sequence.Stream+1, 10)
 	}
 	return resp, nil
+}
+
+// consumerRetryInterval is how often deleteConsumer looks again for a
+// consumer whose creation got no answer.
+const consumerRetryInterval = 250 * time.Millisecond
+
+// deleteConsumer deletes page's consumer name, within dlqReadTimeout.
+// When its creation got no answer (createUnanswered), NATS may apply the
+// creation after the deletion (it handles the two requests apart), so a
+// consumer not found yet is looked for again until that time is out.
+func (d *DeadLetters) deleteConsumer(ctx context.Context, name string, createUnanswered bool) {
+	ctx, cancel := context.WithTimeout(ctx, dlqReadTimeout)
+	defer cancel()
+	for {
+		err := d.js.DeleteConsumer(ctx, d.stream, name)
+		if !createUnanswered || !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(consumerRetryInterval):
+		}
+	}
 }
 
 // deadLetter turns one message of the dead-letter stream into JSON,

@@ -1,15 +1,19 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -338,5 +342,191 @@ func TestDeadLettersNATSDown(t *testing.T) {
 			code, _, body := status()
 			t.Fatalf("10s after NATS came back: %d %s", code, body)
 		}
+	}
+}
+
+// freezableProxy forwards TCP connections to a NATS server and can
+// freeze them: while frozen it holds every byte in both directions, as
+// a SIGSTOPped server would (the connection stays up, nothing answers).
+// Thawing delivers what was held, in order.
+type freezableProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cond   *sync.Cond
+	frozen bool
+	// freezeAt, when set, freezes the proxy at the first chunk holding
+	// it, before that chunk goes through.
+	freezeAt []byte
+}
+
+func newFreezableProxy(t *testing.T, target string) *freezableProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &freezableProxy{ln: ln, target: target}
+	p.cond = sync.NewCond(&p.mu)
+	var conns sync.WaitGroup
+	t.Cleanup(func() {
+		ln.Close()
+		p.setFrozen(false)
+		conns.Wait()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			closeBoth := sync.OnceFunc(func() { c.Close(); s.Close() })
+			t.Cleanup(closeBoth)
+			conns.Add(2)
+			go func() { defer conns.Done(); p.pipe(s, c); closeBoth() }()
+			go func() { defer conns.Done(); p.pipe(c, s); closeBoth() }()
+		}
+	}()
+	return p
+}
+
+func (p *freezableProxy) url() string { return "nats://" + p.ln.Addr().String() }
+
+func (p *freezableProxy) setFrozen(frozen bool) {
+	p.mu.Lock()
+	p.frozen = frozen
+	p.freezeAt = nil
+	p.mu.Unlock()
+	p.cond.Broadcast()
+}
+
+// freezeWhenSeen freezes the proxy when pattern next goes through it.
+func (p *freezableProxy) freezeWhenSeen(pattern string) {
+	p.mu.Lock()
+	p.freezeAt = []byte(pattern)
+	p.mu.Unlock()
+}
+
+// pipe copies from src to dst, holding each chunk while frozen.
+func (p *freezableProxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			if p.freezeAt != nil && bytes.Contains(buf[:n], p.freezeAt) {
+				p.frozen, p.freezeAt = true, nil
+			}
+			for p.frozen {
+				p.cond.Wait()
+			}
+			p.mu.Unlock()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// TestDeadLettersNATSFrozen: against a NATS server that keeps the
+// connection up but answers nothing (SIGSTOPped), /v1/dlq answers 503
+// problem+json naming NATS, with Retry-After, before the request's
+// timeout runs out (http-api.md), rather than waiting for the timeout
+// and answering a query-timeout or a 500; and the consumer it asked for
+// is removed once NATS answers again.
+func TestDeadLettersNATSFrozen(t *testing.T) {
+	ns, err := natsembed.Start(natsembed.Config{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "nats")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { natsembed.Stop(ns) })
+	proxy := newFreezableProxy(t, strings.TrimPrefix(ns.ClientURL(), "nats://"))
+	nc, err := nats.Connect(proxy.url(), nats.NoReconnect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: writer.DefaultDLQStream, Subjects: []string{"dlq.events.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(t.Context(), "dlq.events.click", []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	dl, err := NewDeadLetters(js, writer.DefaultDLQStream, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureWith(t, reader.Options{}, func(c *Config) { c.DeadLetters = dl })
+	request := func(timeout time.Duration) (*httptest.ResponseRecorder, time.Duration) {
+		t.Helper()
+		req := httptest.NewRequest("GET", "/v1/dlq?timeout="+timeout.String(), nil)
+		rec := httptest.NewRecorder()
+		start := time.Now()
+		f.h.ServeHTTP(rec, req)
+		took := time.Since(start)
+		apitest.CheckAgainstSpec(t, req, rec.Code, rec.Header(), rec.Body.Bytes())
+		return rec, took
+	}
+	if rec, _ := request(5 * time.Second); rec.Code != 200 {
+		t.Fatalf("with NATS answering: %d %s", rec.Code, rec.Body)
+	}
+
+	// NATS stops answering before the request, or once the consumer
+	// exists, at the fetch of its messages.
+	for _, freeze := range []struct {
+		name string
+		at   func()
+	}{
+		{"before the request", func() { proxy.setFrozen(true) }},
+		{"at the fetch", func() { proxy.freezeWhenSeen("CONSUMER.MSG.NEXT") }},
+	} {
+		freeze.at()
+		const timeout = 2 * time.Second
+		rec, took := request(timeout)
+		var p problemBody
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+			t.Fatalf("frozen %s: answer %d %q: %v", freeze.name, rec.Code, rec.Body, err)
+		}
+		if rec.Code != 503 || rec.Header().Get("Content-Type") != "application/problem+json" || rec.Header().Get("Retry-After") == "" ||
+			p.Type != "about:blank" || !strings.Contains(p.Detail, "NATS did not answer") || !strings.Contains(p.Detail, writer.DefaultDLQStream) {
+			t.Errorf("with NATS frozen %s: %d, Retry-After %q, %+v; want 503 about:blank with Retry-After, naming NATS and the stream", freeze.name, rec.Code, rec.Header().Get("Retry-After"), p)
+		}
+		t.Logf("with NATS frozen %s, after %s: %d %s", freeze.name, took, rec.Code, p.Detail)
+		if took >= timeout {
+			t.Errorf("with NATS frozen %s the answer took %s, want it within the request's timeout of %s", freeze.name, took, timeout)
+		}
+
+		// Once NATS answers again, the consumer the request asked for
+		// is gone well before its inactive threshold would remove it.
+		proxy.setFrozen(false)
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			info, err := stream.Info(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.State.Consumers == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("frozen %s: %d consumers on %s 20s after NATS answered again, want none", freeze.name, info.State.Consumers, writer.DefaultDLQStream)
+			}
+		}
+	}
+	dl.waitCleanups()
+	if rec, _ := request(5 * time.Second); rec.Code != 200 {
+		t.Fatalf("after NATS answered again: %d %s", rec.Code, rec.Body)
 	}
 }

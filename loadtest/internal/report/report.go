@@ -44,10 +44,11 @@ type Report struct {
 	// probe post's publish to visible in every sampled follower's
 	// timeline, for pushed and for big, read-time merged authors),
 	// "tail" (a probe event's time to its arrival at a live tail
-	// subscriber), "raw.publish" and "raw.consume" (the raw JetStream
-	// phase: publish to ack, publish to consumed).
+	// subscriber), "raw.publish" (the raw JetStream phase before the
+	// load: a publish's send to its ack).
 	Latency map[string]hist.Summary `json:"latency"`
-	// Series is each kind's latency over time, for the charts.
+	// Series is each kind's latency over time, for the charts; the raw
+	// phase's "raw.publish" ran before the load and has none.
 	Series map[string]hist.Series `json:"series"`
 	// Errors counts failed operations by "<kind>.<cause>".
 	Errors map[string]int64 `json:"errors"`
