@@ -277,27 +277,40 @@ func (db *DB) compact(c *compaction) error {
 	}
 	var outs []*sstHandle
 	var stats compactionStats
-	switch {
-	case c.dropOnly:
-	case c.splitByWindow:
-		var err error
-		if outs, stats, err = db.compactByWindow(c); err != nil {
-			return err
-		}
-	default:
-		life := longLived
-		if c.intermediate {
-			life = shortLived
-		}
-		out, err := db.writeSSTable(c.table, life, c.pace(db), func(w *sstable.Writer) error {
+	merge := func() error {
+		switch {
+		case c.dropOnly:
+		case c.splitByWindow:
 			var err error
-			stats, err = db.mergeInputs(c, w)
-			return err
-		})
-		if err != nil {
-			return err
+			if outs, stats, err = db.compactByWindow(c); err != nil {
+				return err
+			}
+		default:
+			life := longLived
+			if c.intermediate {
+				life = shortLived
+			}
+			out, err := db.writeSSTable(c.table, life, c.pace(db), func(w *sstable.Writer) error {
+				var err error
+				stats, err = db.mergeInputs(c, w)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			outs = []*sstHandle{out}
 		}
-		outs = []*sstHandle{out}
+		return nil
+	}
+	var err error
+	if c.paced && !c.dropOnly {
+		// A background compaction: merged at a lower CPU priority.
+		err = db.runAtCompactionPriority(merge)
+	} else {
+		err = merge()
+	}
+	if err != nil {
+		return err
 	}
 	kept := outs[:0]
 	for _, out := range outs {
@@ -321,7 +334,7 @@ func (db *DB) compact(c *compaction) error {
 	for _, h := range c.inputs {
 		removed[h.fileNum] = true
 	}
-	err := db.editManifest(func(m *manifestData, ssts map[uint32][]*sstHandle) {
+	err = db.editManifest(func(m *manifestData, ssts map[uint32][]*sstHandle) {
 		kept := m.SSTables[:0]
 		for _, s := range m.SSTables {
 			if !removed[s.FileNum] {

@@ -71,6 +71,9 @@ type DB struct {
 	// dropping the memtable from the current version and releasing its
 	// WAL segments.
 	afterFlushInstall func()
+	// compactionThreadHook, if set (tests only), runs on a background
+	// compaction's lowered-priority thread before its merge.
+	compactionThreadHook func()
 
 	// Transient failures (lack of space), under mu, reported by Health
 	// until the next success of the same kind; walFailing is set with

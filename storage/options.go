@@ -138,6 +138,17 @@ type Options struct {
 	// DB.Compact and CompactAll are never paced. 0 (the default) means
 	// unlimited. See compaction_pacer.go and BENCHMARKS.md (s12-throttle).
 	CompactionThroughput int64
+	// CompactionNice, on Linux, runs each background compaction's merge on
+	// an OS thread of its own whose nice value is raised by this much (at
+	// most to 19), so that the kernel serves the process's foreground work
+	// (writes, reads, an embedded NATS server) first and the compaction
+	// with what they leave. The outputs are still installed at normal
+	// priority. 0 (the default) leaves compactions at the process's
+	// priority; elsewhere than Linux it has no effect. A process using it
+	// should have a spare P (GOMAXPROCS above its CPUs): a Go P held by a
+	// thread the kernel has set aside is lost to the other goroutines
+	// meanwhile. See compaction_priority.go.
+	CompactionNice int
 	// DisableAutoCompaction stops compactions from starting by themselves;
 	// DB.Compact and DB.CompactAll still work. For tests and benchmarks.
 	DisableAutoCompaction bool

@@ -47,10 +47,13 @@ type config struct {
 	// CompactionThroughputMiB is storage.Options.CompactionThroughput in
 	// MiB per second; 0: unlimited.
 	CompactionThroughputMiB int
-	LogLevel                slog.Level
-	LogFormat               string
-	ShutdownTimeout         time.Duration
-	HTTP                    httpflags.Guards
+	// CompactionNice is storage.Options.CompactionNice: how much lower
+	// background compactions' CPU priority is (Linux); 0: not lowered.
+	CompactionNice  int
+	LogLevel        slog.Level
+	LogFormat       string
+	ShutdownTimeout time.Duration
+	HTTP            httpflags.Guards
 	// Tail bounds the live tail (/v1/events/stream).
 	Tail  tail.Options
 	Shard shardConfig
@@ -180,6 +183,9 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 	c.CompactionThroughputMiB = int(storage.DefaultOptions().CompactionThroughput >> 20)
 	fs.Var(cli.Int{N: &c.CompactionThroughputMiB, Lo: 0, Hi: 1 << 20}, "compaction-throughput",
 		"`MiB` per second that background compactions may write, all together, so a large merge is spread instead of taking a core from the writer and the reads; 0: unlimited")
+	c.CompactionNice = storage.DefaultOptions().CompactionNice
+	fs.Var(cli.Int{N: &c.CompactionNice, Lo: 0, Hi: 19}, "compaction-nice",
+		"`N` added to the nice value of the threads background compactions merge on (Linux), so the embedded NATS server, the writer and the queries are served first; above 0 the process also runs one more Go P than it has CPUs unless GOMAXPROCS is set; 0: compactions at the process's priority")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	logFormat := &cli.Choice{Value: "text", Choices: []string{"text", "json"}}
 	fs.Var(logFormat, "log-format", "log `format`: text or json")

@@ -87,6 +87,9 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	logger := cli.NewLogger(cfg.LogLevel, cfg.LogFormat, stderr)
 	logger.Info("eventide starting", append([]any{"version", build.Version, "revision", build.Revision, "go", build.GoVersion},
 		cfg.logAttrs()...)...)
+	if procs, changed := compactionProcs(cfg.CompactionNice, lookupEnv); changed {
+		logger.Info("one Go P more than CPUs, for the lowered-priority compaction thread", "gomaxprocs", procs)
+	}
 
 	n, err := start(ctx, cfg, build, logger)
 	if err != nil {

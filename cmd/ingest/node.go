@@ -162,6 +162,7 @@ func start(ctx context.Context, cfg *config, build buildInfo, logger *slog.Logge
 	opts.Registerer = reg
 	opts.WALSyncMode = cfg.WALSync
 	opts.CompactionThroughput = int64(cfg.CompactionThroughputMiB) << 20
+	opts.CompactionNice = cfg.CompactionNice
 	if n.db, err = storage.Open(storageDir, opts); err != nil {
 		return n, fmt.Errorf("cannot open storage: %w", err) // storage names the directory
 	}
