@@ -81,12 +81,12 @@ func (m *mergingIter) initWith(sources []cellSource, lazy []lazySource, reverse 
 // sortLazy sorts lazy sources by their first key in iteration order,
 // stably. A read lists a partition's SSTables by file number, mostly
 // oldest first, and in a time series each newer SSTable starts at a newer
-// key: for a DESC clustering
-// (or a reverse read of an ASC one) the list comes exactly backwards,
-// which an insertion sort (what SortStableFunc does for up to 20 items,
-// and in runs of 20 beyond) handles in its slowest, quadratic way, moving
-// each source across all the others. A list strictly in the opposite
-// order has no equal keys, so reversing it is the stable sort.
+// key: for a DESC clustering (or a reverse read of an ASC one) the list
+// comes exactly backwards, which an insertion sort (what SortStableFunc
+// does for up to 20 items, and in runs of 20 beyond) handles in its
+// slowest, quadratic way, moving each source across all the others. A
+// list strictly in the opposite order has no equal keys, so reversing it
+// is the stable sort.
 func sortLazy(lazy []lazySource, reverse bool) {
 	if len(lazy) < 2 {
 		return
