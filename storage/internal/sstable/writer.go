@@ -343,6 +343,11 @@ type WriterOptions struct {
 	// consecutive sections where that costs few bytes (see
 	// literalStreams.shareTables), for tests and measurements.
 	ownLiteralTables bool
+	// observeDataBlock, if set, sees every data block's uncompressed
+	// bytes and its zstd splits before compression (experiments that
+	// compress the writer's blocks another way; see
+	// column_dicts_experiment_test.go). It must not keep raw or splits.
+	observeDataBlock func(raw []byte, splits []int)
 }
 
 // DefaultWriterOptions returns the options the engine uses by default.
@@ -666,6 +671,9 @@ func (w *Writer) blockAdded(rawLen int) {
 // block index entry (h without its stored length).
 func (w *Writer) writeBlock(raw []byte, splits []int, h *blockHandle, head bool) error {
 	var stored int
+	if w.opts.observeDataBlock != nil {
+		w.opts.observeDataBlock(raw, splits)
+	}
 	w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], raw, w.blockCompression(head), splits, true)
 	w.countDictBlock(stored)
 	if err := w.write(w.frameBuf); err != nil {
@@ -725,6 +733,9 @@ func (w *Writer) fixDict() error {
 		raw := w.pendRaw[start:pb.rawEnd]
 		start = pb.rawEnd
 		var stored int
+		if w.opts.observeDataBlock != nil {
+			w.opts.observeDataBlock(raw, pb.splits)
+		}
 		w.frameBuf, stored = w.comp.appendBlockFrame(w.frameBuf[:0], raw, w.blockCompression(pb.head), pb.splits, true)
 		w.countDictBlock(stored)
 		if err := w.write(w.frameBuf); err != nil {
