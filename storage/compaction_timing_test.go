@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,11 +130,14 @@ func (g *activeWindowEvents) flush(b *testing.B, db *DB, clock *fakeClock, table
 //
 //	go test ./storage -run '^$' -bench ActiveWindowMerge -benchtime 20x
 func BenchmarkActiveWindowMerge(b *testing.B) {
-	for _, tier := range []int{1, 2} {
+	for _, tier := range []int{1, 2, 8} {
 		for _, jitter := range []bool{false, true} {
 			name := fmt.Sprintf("tier%d/ordered", tier)
+			if tier == 8 {
+				name = "tier1-fanin8/ordered"
+			}
 			if jitter {
-				name = fmt.Sprintf("tier%d/jittered", tier)
+				name = strings.Replace(name, "ordered", "jittered", 1)
 			}
 			b.Run(name, func(b *testing.B) {
 				clock := &fakeClock{now: time.Date(2026, 11, 24, 15, 0, 10, 0, time.UTC)}
@@ -143,9 +147,12 @@ func BenchmarkActiveWindowMerge(b *testing.B) {
 				}
 				const perFlush = 38_000
 				gen := newActiveWindowEvents(jitter)
-				if tier == 1 {
+				switch tier {
+				case 1:
 					gen.flush(b, db, clock, "events", 4, perFlush)
-				} else {
+				case 8:
+					gen.flush(b, db, clock, "events", 8, perFlush)
+				default:
 					merged := map[*sstHandle]bool{}
 					for range 4 {
 						gen.flush(b, db, clock, "events", 4, perFlush)

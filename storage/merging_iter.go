@@ -75,14 +75,37 @@ func (m *mergingIter) initWith(sources []cellSource, lazy []lazySource, reverse 
 	for i := len(m.heap)/2 - 1; i >= 0; i-- {
 		m.down(i)
 	}
-	if len(m.lazy) > 1 {
-		slices.SortStableFunc(m.lazy, func(a, b lazySource) int {
-			if m.reverse {
-				return bytes.Compare(b.first, a.first)
-			}
-			return bytes.Compare(a.first, b.first)
-		})
+	sortLazy(m.lazy, reverse)
+}
+
+// sortLazy sorts lazy sources by their first key in iteration order,
+// stably. A read lists a partition's SSTables by file number, mostly
+// oldest first, and in a time series each newer SSTable starts at a newer
+// key: for a DESC clustering (or a reverse read of an ASC one) the list
+// comes exactly backwards, which an insertion sort (what SortStableFunc
+// does for up to 20 items, and in runs of 20 beyond) handles in its
+// slowest, quadratic way, moving each source across all the others. A
+// list strictly in the opposite order has no equal keys, so reversing it
+// is the stable sort.
+func sortLazy(lazy []lazySource, reverse bool) {
+	if len(lazy) < 2 {
+		return
 	}
+	cmp := func(a, b lazySource) int {
+		if reverse {
+			return bytes.Compare(b.first, a.first)
+		}
+		return bytes.Compare(a.first, b.first)
+	}
+	backwards := true
+	for i := 1; i < len(lazy) && backwards; i++ {
+		backwards = cmp(lazy[i-1], lazy[i]) > 0
+	}
+	if backwards {
+		slices.Reverse(lazy)
+		return
+	}
+	slices.SortStableFunc(lazy, cmp)
 }
 
 // keyBefore reports whether clustering key a comes strictly before b in
