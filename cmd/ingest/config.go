@@ -49,7 +49,10 @@ type config struct {
 	CompactionThroughputMiB int
 	// CompactionNice is storage.Options.CompactionNice: how much lower
 	// background compactions' CPU priority is (Linux); 0: not lowered.
-	CompactionNice  int
+	CompactionNice int
+	// ExtraProcs is how many Go Ps the process runs beyond the runtime's
+	// default (its CPUs, or its CPU limit) when GOMAXPROCS is not set.
+	ExtraProcs      int
 	LogLevel        slog.Level
 	LogFormat       string
 	ShutdownTimeout time.Duration
@@ -185,7 +188,10 @@ func parseConfig(args []string, lookupEnv func(string) (string, bool), stderr io
 		"`MiB` per second that background compactions may write, all together, so a large merge is spread instead of taking a core from the writer and the reads; 0: unlimited")
 	c.CompactionNice = storage.DefaultOptions().CompactionNice
 	fs.Var(cli.Int{N: &c.CompactionNice, Lo: 0, Hi: 19}, "compaction-nice",
-		"`N` added to the nice value of the threads background compactions merge on (Linux), so the embedded NATS server, the writer and the queries are served first; above 0 the process also runs one more Go P than it has CPUs unless GOMAXPROCS is set; 0: compactions at the process's priority")
+		"`N` added to the nice value of the threads background compactions merge on (Linux), so the embedded NATS server, the writer and the queries are served first (keep --extra-procs at 1 or more: a lowered thread keeps its Go P while the kernel sets it aside); 0: compactions at the process's priority")
+	c.ExtraProcs = DefaultExtraProcs
+	fs.Var(cli.Int{N: &c.ExtraProcs, Lo: 0, Hi: 64}, "extra-procs",
+		"`N` Go Ps beyond the runtime's default (the CPUs, or the CPU limit) unless GOMAXPROCS is set: a goroutine made runnable while every P is busy (a NATS read, a query) then gets a P at once and the kernel shares the CPUs, instead of waiting up to Go's 10 ms preemption behind a long one (a compaction, a large apply)")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	logFormat := &cli.Choice{Value: "text", Choices: []string{"text", "json"}}
 	fs.Var(logFormat, "log-format", "log `format`: text or json")

@@ -87,8 +87,8 @@ func run(ctx context.Context, args []string, lookupEnv func(string) (string, boo
 	logger := cli.NewLogger(cfg.LogLevel, cfg.LogFormat, stderr)
 	logger.Info("eventide starting", append([]any{"version", build.Version, "revision", build.Revision, "go", build.GoVersion},
 		cfg.logAttrs()...)...)
-	if procs, changed := compactionProcs(cfg.CompactionNice, lookupEnv); changed {
-		logger.Info("one Go P more than CPUs, for the lowered-priority compaction thread", "gomaxprocs", procs)
+	if procs, changed := applyExtraProcs(cfg.ExtraProcs, lookupEnv); changed {
+		logger.Info("Go Ps beyond the runtime's default", "gomaxprocs", procs, "extra_procs", cfg.ExtraProcs)
 	}
 
 	n, err := start(ctx, cfg, build, logger)

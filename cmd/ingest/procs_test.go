@@ -5,31 +5,34 @@ import (
 	"testing"
 )
 
-// TestCompactionProcs: one spare P only when compactions run at a lowered
-// priority and GOMAXPROCS is not set.
-func TestCompactionProcs(t *testing.T) {
+// TestApplyExtraProcs: --extra-procs adds Ps to the runtime's default,
+// not to the current setting (so applying it twice does not add up), and
+// gives way to GOMAXPROCS when that is set.
+func TestApplyExtraProcs(t *testing.T) {
 	orig := runtime.GOMAXPROCS(0)
 	t.Cleanup(func() { runtime.GOMAXPROCS(orig) })
+	runtime.SetDefaultGOMAXPROCS()
+	def := runtime.GOMAXPROCS(0)
 	for _, tc := range []struct {
 		name    string
-		nice    int
+		extra   int
 		env     map[string]string
+		want    int
 		changed bool
 	}{
-		{"not lowered", 0, nil, false},
-		{"lowered", 10, nil, true},
-		{"lowered, GOMAXPROCS set", 10, map[string]string{"GOMAXPROCS": "2"}, false},
-		{"lowered, GOMAXPROCS empty", 5, map[string]string{"GOMAXPROCS": " "}, true},
+		{"default", DefaultExtraProcs, nil, def + DefaultExtraProcs, DefaultExtraProcs > 0},
+		{"none", 0, nil, def, false},
+		{"three", 3, nil, def + 3, true},
+		{"GOMAXPROCS set", 3, map[string]string{"GOMAXPROCS": "1"}, 7, false},
+		{"GOMAXPROCS empty", 2, map[string]string{"GOMAXPROCS": " "}, def + 2, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			runtime.GOMAXPROCS(orig)
-			n, changed := compactionProcs(tc.nice, envFrom(tc.env))
-			want := orig
-			if tc.changed {
-				want = orig + 1
-			}
-			if changed != tc.changed || n != want || runtime.GOMAXPROCS(0) != want {
-				t.Fatalf("compactionProcs(%d) = %d, %v; GOMAXPROCS now %d; want %d, %v", tc.nice, n, changed, runtime.GOMAXPROCS(0), want, tc.changed)
+			runtime.GOMAXPROCS(7) // a setting of its own, which only GOMAXPROCS keeps
+			for range 2 {         // twice: the second must not add up
+				n, changed := applyExtraProcs(tc.extra, envFrom(tc.env))
+				if changed != tc.changed || n != tc.want || runtime.GOMAXPROCS(0) != tc.want {
+					t.Fatalf("applyExtraProcs(%d) = %d, %v; GOMAXPROCS now %d; want %d, %v", tc.extra, n, changed, runtime.GOMAXPROCS(0), tc.want, tc.changed)
+				}
 			}
 		})
 	}
