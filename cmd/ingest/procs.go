@@ -14,10 +14,11 @@ import (
 // behind a long-running one (a compaction's merge, a large apply). With a
 // spare P it runs at once, and the kernel shares the CPUs among the
 // threads in finer slices. Measured on the 2-CPU machine (BENCHMARKS.md,
-// session 17 end): issue 12's latest-50 p99 at 38,000 events/s 3.8-4.7 ms
-// with the spare P against 4.1-6.1 without, and the find-max ramp held
-// 92,812-97,031 events/s against 73,828-88,594, at 5-10% more process CPU
-// (the idle P's thread spins looking for work).
+// "Session 17: a spare P"): issue 12's latest-50 p99 at 38,000 events/s
+// 3.3-5.4 ms in twelve runs with the spare P against 4.1-6.7 in nine
+// without, and the find-max ramp held 92,812-97,031 events/s in four runs
+// against 73,828-88,594 in three, at 5-10% more process CPU (the idle P's
+// thread spins looking for work).
 const DefaultExtraProcs = 1
 
 // applyExtraProcs sets GOMAXPROCS to the runtime's default plus extra
