@@ -24,13 +24,13 @@ func StartServer(t testing.TB) *natsserver.Server {
 	return ns
 }
 
-// Connect connects to the NATS server at url; t.Cleanup closes the
-// connection. It returns the connection and its JetStream context. The
+// Connect connects to the NATS server at url with opts; t.Cleanup closes
+// the connection. It returns the connection and its JetStream context. The
 // connection is still open when the test's defers run: a test that checks
 // for leaked goroutines in a defer closes it first.
-func Connect(t testing.TB, url string) (*nats.Conn, jetstream.JetStream) {
+func Connect(t testing.TB, url string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(url)
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/eventide/eventide/cmd/internal/apitest"
 	"github.com/eventide/eventide/internal/natsembed"
+	"github.com/eventide/eventide/internal/natstest"
 	"github.com/eventide/eventide/internal/tail"
 	"github.com/eventide/eventide/reader"
 	"github.com/eventide/eventide/writer"
@@ -449,15 +450,7 @@ func TestDeadLettersNATSFrozen(t *testing.T) {
 	}
 	t.Cleanup(func() { natsembed.Stop(ns) })
 	proxy := newFreezableProxy(t, strings.TrimPrefix(ns.ClientURL(), "nats://"))
-	nc, err := nats.Connect(proxy.url(), nats.NoReconnect())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := natstest.Connect(t, proxy.url(), nats.NoReconnect())
 	stream, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: writer.DefaultDLQStream, Subjects: []string{"dlq.events.>"}})
 	if err != nil {
 		t.Fatal(err)
