@@ -75,7 +75,8 @@
 // read side by side, P-<engine>-<phase>+<phase>.pprof); -slowest N prints
 // the N slowest queries of each read phase with the engine's trace of
 // each, and Eventide's SSTables by window before the delete phase's
-// background-only reads, each read's time by where it went (below).
+// background-only reads, and with -thread-split each read's time by where
+// it went (below).
 // With -thread-split (off by default: it locks the reading goroutine to
 // one OS thread, which an application's reads are not) a run prints
 // (stderr) what the reads at or above each read phase's p99 spent their
@@ -632,6 +633,13 @@ func readInterleaved(cfg config, rounds int, gen *generator, startRound func(rou
 				kind := "warm"
 				if q.cold {
 					kind = "cold"
+				}
+				if !cfg.threadSplit {
+					// No thread counters: the process's CPU during the read
+					// is all there is (otherCPU, with onCPU zero).
+					fmt.Fprintf(os.Stderr, "  %8.1f µs %s #%d (process CPU %.1f µs; %d GCs ended during it, %d page faults) %s %s\n",
+						micros(q.took), kind, q.index, micros(q.otherCPU), q.gcs, q.faults, q.partition, q.trace)
+					continue
 				}
 				fmt.Fprintf(os.Stderr, "  %8.1f µs %s #%d (on CPU %.1f, waiting for a CPU %.1f, parked %.1f µs, %d involuntary switches; other threads' CPU %.1f µs; %d GCs ended during it, %d page faults) %s %s\n",
 					micros(q.took), kind, q.index, micros(q.onCPU), micros(q.waiting), micros(q.parked()), q.involuntary, micros(q.otherCPU), q.gcs, q.faults, q.partition, q.trace)
